@@ -1,0 +1,85 @@
+/*
+ * tf/backend.h - the backend kind: memory, threads and the basic ops.
+ *
+ * A backend owns where activations live (host memory for backend-cpu,
+ * device memory for backend-cuda) and the elementwise/norm/rope/softmax ops
+ * the pipeline and the layer plugins share.  Activations are float32,
+ * row-major, in memory from alloc(); weight tables (embeddings) are read
+ * from the mapped checkpoint in their stored dtype.
+ *
+ * Every op has a plain reference in the CPU backend; fast paths (AVX2, NEON,
+ * CUDA) are tested against it.
+ */
+#ifndef TF_BACKEND_H
+#define TF_BACKEND_H
+
+#include "tf/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Work item for parallel_for: process [begin, end) on worker `worker`. */
+typedef void (*tf_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
+
+typedef struct tf_backend {
+	tf_plugin_header hdr;
+
+	/* Lifecycle (required).  init reads [runtime] threads from the INI. */
+	int (*init)(const tf_host *h, void **ctx);
+	void (*quiesce)(void *ctx);     /* wait until no work is in flight */
+	void (*fini)(void *ctx);
+
+	/* Memory (required).  alloc returns 64-byte aligned memory or NULL. */
+	void *(*alloc)(void *ctx, size_t bytes);
+	void (*free)(void *ctx, void *p);
+	int (*upload)(void *ctx, void *dst, const void *src, size_t bytes);
+	int (*download)(void *ctx, void *dst, const void *src, size_t bytes);
+	int (*sync)(void *ctx);
+
+	/* Host parallelism: split [0, n) into chunks of at least `grain`
+	 * items over the worker threads and wait for all of them.  Workers are
+	 * numbered 0..n_threads-1.  NULL on device backends. */
+	int (*n_threads)(void *ctx);
+	void (*parallel_for)(void *ctx, int64_t n, int64_t grain, tf_range_fn fn,
+			     void *arg);
+
+	/* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for each of `rows` rows
+	 * of `dim`; y may alias x. */
+	void (*rmsnorm)(void *ctx, float *y, const float *x, const float *w,
+			int64_t rows, int64_t dim, float eps);
+	/* y = a + b over n elements; y may alias a or b. */
+	void (*add)(void *ctx, float *y, const float *a, const float *b, int64_t n);
+	/* y = silu(gate) * up, or with limit > 0 the clamped form
+	 * min(silu(gate), limit) * clamp(up, -limit, limit). */
+	void (*swiglu)(void *ctx, float *y, const float *gate, const float *up,
+		       int64_t n, float limit);
+	/* Rotate the first rot_dim values of each head in place.  Row r, head
+	 * h starts at x + r*row_stride + h*head_stride.  Pair j is (2j, 2j+1)
+	 * when interleaved (GPT-J), else (j, j + rot_dim/2) (NeoX).  The angle
+	 * is pos[r] * inv_freq[j]; cos and sin are scaled by attn_factor
+	 * (YaRN's attention factor, 1 otherwise). */
+	void (*rope)(void *ctx, float *x, int64_t rows, int64_t n_heads,
+		     int64_t row_stride, int64_t head_stride, int64_t rot_dim,
+		     const int32_t *pos, const float *inv_freq, float attn_factor,
+		     int interleaved);
+	/* In-place softmax over each of `rows` rows of n. */
+	void (*softmax)(void *ctx, float *x, int64_t rows, int64_t n);
+	/* y[i] = table[ids[i]] widened to float32; table is [vocab, dim]. */
+	void (*embed)(void *ctx, float *y, const void *table, tf_dtype dtype,
+		      int64_t dim, const int32_t *ids, int64_t n);
+	/* Convert n elements between F32, F16 and BF16 (round to nearest even). */
+	int (*convert)(void *ctx, void *dst, tf_dtype dst_type, const void *src,
+		       tf_dtype src_type, int64_t n);
+	/* out[r] = index of the largest of row r (the first on ties). */
+	void (*argmax)(void *ctx, int32_t *out, const float *x, int64_t rows,
+		       int64_t n);
+} tf_backend;
+
+/* Entry symbol. */
+const tf_backend *tf_plugin_backend_v1(unsigned index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_BACKEND_H */

@@ -1,0 +1,27 @@
+/*
+ * tf/drafter.h - the drafter kind: speculative token proposals.
+ *
+ * ABI 1.0 fixes the lifecycle only; the proposal slots are appended by the
+ * MTP work (DESIGN.md §3) under the usual append-only rule.
+ */
+#ifndef TF_DRAFTER_H
+#define TF_DRAFTER_H
+
+#include "tf/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tf_plugin_drafter {
+	tf_plugin_header hdr;
+	int (*init)(const tf_host *h, void **inst);
+	void (*fini)(void *inst);
+} tf_plugin_drafter;
+
+const tf_plugin_drafter *tf_plugin_drafter_v1(unsigned index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_DRAFTER_H */

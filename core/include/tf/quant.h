@@ -1,0 +1,62 @@
+/*
+ * tf/quant.h - the quant kind: linear layers over stored weights.
+ *
+ * A quant plugin recognises the tensors stored under a module prefix
+ * ("model.layers.3.mlp.experts.7.up_proj") and computes y = x · Wᵀ (+ b)
+ * from them: EXL3 trellises, or plain fp16/bf16/fp32 `.weight` tensors.
+ * Layer plugins never talk to a quant plugin directly; they call
+ * host->lin_open(), which asks every loaded quant plugin's match() and opens
+ * the prefix with the best one, then use tf_lin_forward().
+ */
+#ifndef TF_QUANT_H
+#define TF_QUANT_H
+
+#include "tf/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tf_lin_info {
+	int64_t in, out;                /* logical features (unpadded) */
+	int bits;                       /* bits per weight: 1..8, or 16/32 plain */
+	size_t bytes;                   /* bytes read per full forward */
+	const char *format;             /* "exl3-mul1", "bf16", ... */
+} tf_lin_info;
+
+typedef struct tf_plugin_quant {
+	tf_plugin_header hdr;
+
+	/* Score (0 = not mine) for the tensors under `prefix`. */
+	int (*match)(const tf_host *h, const char *prefix);
+	/* Open the layer as in x out features; validates every tensor and
+	 * fails naming the tensor.  Inputs narrower than the stored (padded)
+	 * width are zero-extended and padded outputs trimmed. */
+	int (*open)(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+		    void **lin, tf_lin_info *info);
+	void (*close)(void *lin);
+	/* y[rows, out] = x[rows, in] · Wᵀ (+ bias), backend memory. */
+	int (*forward)(void *lin, const float *x, int64_t rows, float *y);
+	/* Optional: the dense weight as float32 [out, in] (tests, references). */
+	int (*dequant)(void *lin, float *w);
+} tf_plugin_quant;
+
+/* An opened linear layer, as layer plugins hold it. */
+typedef struct tf_lin {
+	const tf_plugin_quant *ops;
+	void *impl;
+	tf_lin_info info;
+} tf_lin;
+
+static inline int tf_lin_forward(const tf_lin *l, const float *x, int64_t rows,
+				 float *y)
+{
+	return l->ops->forward(l->impl, x, rows, y);
+}
+
+const tf_plugin_quant *tf_plugin_quant_v1(unsigned index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_QUANT_H */

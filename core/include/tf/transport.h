@@ -1,0 +1,27 @@
+/*
+ * tf/transport.h - the transport kind: collectives between TP ranks.
+ *
+ * ABI 1.0 fixes the lifecycle only; the all-reduce slots are appended by
+ * the tensor-parallel work (spec/transport.md) under the append-only rule.
+ */
+#ifndef TF_TRANSPORT_H
+#define TF_TRANSPORT_H
+
+#include "tf/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tf_plugin_transport {
+	tf_plugin_header hdr;
+	int (*init)(const tf_host *h, void **inst);
+	void (*fini)(void *inst);
+} tf_plugin_transport;
+
+const tf_plugin_transport *tf_plugin_transport_v1(unsigned index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_TRANSPORT_H */
