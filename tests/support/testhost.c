@@ -1,0 +1,289 @@
+/* testhost.c - see testhost.h. */
+#include "testhost.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TH_MAX_QUANT 8
+
+struct th_tensor {
+	char *name;
+	void *data;
+	tf_tensor t;
+};
+
+struct th_conf {
+	char *section, *key, *value;
+};
+
+struct tf_testhost {
+	tf_host host;
+	tf_model_config cfg;
+	struct th_tensor *tensors;
+	size_t n_tensors, cap_tensors;
+	struct th_conf *conf;
+	size_t n_conf, cap_conf;
+	void *backend_so;
+	void *quant_so;
+	const tf_plugin_quant *quant[TH_MAX_QUANT];
+	int n_quant;
+	char err[2048];
+};
+
+static void die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "testhost: ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	abort();
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		die("%s", "out of memory");
+	return d;
+}
+
+static void th_log(const tf_host *h, tf_log_level lvl, const char *who,
+		   const char *fmt, ...)
+{
+	if (lvl > TF_LOG_WARN && !getenv("TF_TEST_VERBOSE"))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "[%s] ", who);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int th_error(const tf_host *h, int status, const char *fmt, ...)
+{
+	tf_testhost *th = h->ctx;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(th->err, sizeof(th->err), fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+static const char *th_conf_get(const tf_host *h, const char *section,
+			       const char *key)
+{
+	tf_testhost *th = h->ctx;
+	for (size_t i = th->n_conf; i-- > 0;)
+		if (!strcmp(th->conf[i].section, section) &&
+		    !strcmp(th->conf[i].key, key))
+			return th->conf[i].value;
+	return NULL;
+}
+
+static int th_weight_get(const tf_host *h, const char *name, tf_tensor *out)
+{
+	tf_testhost *th = h->ctx;
+	for (size_t i = 0; i < th->n_tensors; i++)
+		if (!strcmp(th->tensors[i].name, name)) {
+			*out = th->tensors[i].t;
+			return TF_OK;
+		}
+	return TF_ERR_NOT_FOUND;
+}
+
+static int th_lin_open(const tf_host *h, const char *prefix, int64_t in,
+		       int64_t out, tf_lin *lin)
+{
+	tf_testhost *th = h->ctx;
+	const tf_plugin_quant *best = NULL;
+	int best_score = 0;
+	for (int i = 0; i < th->n_quant; i++) {
+		int s = th->quant[i]->match(h, prefix);
+		if (s > best_score) {
+			best_score = s;
+			best = th->quant[i];
+		}
+	}
+	if (!best)
+		return th_error(h, TF_ERR_NOT_FOUND,
+				"%s: no quant plugin recognises its tensors", prefix);
+	lin->ops = best;
+	return best->open(h, prefix, in, out, &lin->impl, &lin->info);
+}
+
+static void th_lin_close(const tf_host *h, tf_lin *lin)
+{
+	if (lin->ops && lin->impl)
+		lin->ops->close(lin->impl);
+	lin->impl = NULL;
+}
+
+static void *load_so(const char *file, int required)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", TF_PLUGIN_DIR, file);
+	void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!so && required)
+		die("%s", dlerror());
+	return so;
+}
+
+tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
+{
+	tf_testhost *th = calloc(1, sizeof(*th));
+	if (!th)
+		die("%s", "out of memory");
+	if (cfg)
+		th->cfg = *cfg;
+	th->cfg.struct_size = sizeof(th->cfg);
+	th->host = (tf_host){
+		.struct_size = sizeof(tf_host),
+		.ctx = th,
+		.log = th_log,
+		.error = th_error,
+		.conf_get = th_conf_get,
+		.weight_get = th_weight_get,
+		.model = &th->cfg,
+		.lin_open = th_lin_open,
+		.lin_close = th_lin_close,
+		.tp_rank = 0,
+		.tp_size = 1,
+	};
+	if (threads > 0) {
+		char buf[16];
+		snprintf(buf, sizeof(buf), "%d", threads);
+		tf_testhost_set_conf(th, "runtime", "threads", buf);
+	}
+
+	th->backend_so = load_so("backend-cpu.so", 1);
+	const tf_backend *(*be_entry)(unsigned) =
+		(const tf_backend *(*)(unsigned))dlsym(th->backend_so, "tf_plugin_backend_v1");
+	if (!be_entry || !be_entry(0))
+		die("%s", "backend-cpu.so has no tf_plugin_backend_v1");
+	th->host.backend = be_entry(0);
+	if (th->host.backend->init(&th->host, &th->host.backend_ctx) != TF_OK)
+		die("backend init failed: %s", th->err);
+
+	th->quant_so = load_so("exl3.so", 0);
+	if (th->quant_so) {
+		const tf_plugin_quant *(*q_entry)(unsigned) =
+			(const tf_plugin_quant *(*)(unsigned))dlsym(th->quant_so, "tf_plugin_quant_v1");
+		for (unsigned i = 0; q_entry && i < TH_MAX_QUANT && q_entry(i); i++)
+			th->quant[th->n_quant++] = q_entry(i);
+	}
+	return th;
+}
+
+void tf_testhost_free(tf_testhost *th)
+{
+	if (!th)
+		return;
+	if (th->host.backend) {
+		th->host.backend->quiesce(th->host.backend_ctx);
+		th->host.backend->fini(th->host.backend_ctx);
+	}
+	for (size_t i = 0; i < th->n_tensors; i++) {
+		free(th->tensors[i].name);
+		free(th->tensors[i].data);
+	}
+	for (size_t i = 0; i < th->n_conf; i++) {
+		free(th->conf[i].section);
+		free(th->conf[i].key);
+		free(th->conf[i].value);
+	}
+	free(th->tensors);
+	free(th->conf);
+	/* Plugins stay mapped: a worker thread may outlive fini by a moment. */
+	free(th);
+}
+
+const tf_host *tf_testhost_host(tf_testhost *th) { return &th->host; }
+
+const char *tf_testhost_last_error(tf_testhost *th) { return th->err; }
+
+void tf_testhost_add_tensor(tf_testhost *th, const char *name, tf_dtype dtype,
+			    int ndim, const int64_t *shape, const void *data)
+{
+	if (th->n_tensors == th->cap_tensors) {
+		th->cap_tensors = th->cap_tensors ? 2 * th->cap_tensors : 64;
+		th->tensors = realloc(th->tensors, th->cap_tensors * sizeof(*th->tensors));
+		if (!th->tensors)
+			die("%s", "out of memory");
+	}
+	struct th_tensor *e = &th->tensors[th->n_tensors++];
+	e->name = xstrdup(name);
+	e->t = (tf_tensor){ .name = e->name, .file = "<testhost>", .dtype = dtype,
+			    .ndim = ndim };
+	int64_t numel = 1;
+	for (int i = 0; i < ndim; i++) {
+		e->t.shape[i] = shape[i];
+		numel *= shape[i];
+	}
+	e->t.nbytes = (size_t)numel * tf_dtype_size(dtype);
+	e->data = malloc(e->t.nbytes ? e->t.nbytes : 1);
+	if (!e->data)
+		die("%s", "out of memory");
+	memcpy(e->data, data, e->t.nbytes);
+	e->t.data = e->data;
+}
+
+void tf_testhost_add_f32(tf_testhost *th, const char *name, tf_dtype dtype,
+			 int ndim, const int64_t *shape, const float *data)
+{
+	int64_t numel = 1;
+	for (int i = 0; i < ndim; i++)
+		numel *= shape[i];
+	if (dtype == TF_DTYPE_F32) {
+		tf_testhost_add_tensor(th, name, dtype, ndim, shape, data);
+		return;
+	}
+	uint16_t *h = malloc((size_t)(numel ? numel : 1) * 2);
+	if (!h)
+		die("%s", "out of memory");
+	for (int64_t i = 0; i < numel; i++)
+		h[i] = dtype == TF_DTYPE_BF16 ? tf_f32_to_bf16(data[i])
+					      : tf_f32_to_f16(data[i]);
+	tf_testhost_add_tensor(th, name, dtype, ndim, shape, h);
+	free(h);
+}
+
+void tf_testhost_set_conf(tf_testhost *th, const char *section, const char *key,
+			  const char *value)
+{
+	if (th->n_conf == th->cap_conf) {
+		th->cap_conf = th->cap_conf ? 2 * th->cap_conf : 16;
+		th->conf = realloc(th->conf, th->cap_conf * sizeof(*th->conf));
+		if (!th->conf)
+			die("%s", "out of memory");
+	}
+	th->conf[th->n_conf++] = (struct th_conf){ xstrdup(section), xstrdup(key),
+						   xstrdup(value) };
+}
+
+void tf_test_fill_uniform(float *x, size_t n, float scale, uint64_t *seed)
+{
+	uint64_t s = *seed ? *seed : 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < n; i++) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		x[i] = scale * (2.0f * (float)((s >> 40) * (1.0 / 16777216.0)) - 1.0f);
+	}
+	*seed = s;
+}
+
+double tf_test_rel_err(const float *a, const float *b, size_t n, double floor)
+{
+	double num = 0, den = floor;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+		if (d > num || isnan(d))
+			num = isnan(d) ? INFINITY : d;
+		if (fabs((double)b[i]) > den)
+			den = fabs((double)b[i]);
+	}
+	return num / den;
+}

@@ -1,0 +1,42 @@
+/*
+ * testhost.h - a self-contained tf_host for plugin unit tests.
+ *
+ * Tests build a model config and tensors in memory, then hand the host to
+ * the plugin under test.  The host loads the real backend-cpu.so and every
+ * quant plugin (exl3.so) from the build's plugin folder, so layer plugins
+ * are tested with the same linear layers and ops the runtime uses.
+ */
+#ifndef TF_TESTHOST_H
+#define TF_TESTHOST_H
+
+#include "tf/backend.h"
+#include "tf/quant.h"
+
+typedef struct tf_testhost tf_testhost;
+
+/* cfg is copied (its arrays are not: keep them alive).  Loads backend-cpu
+ * with `threads` workers (0 = default) and the quant plugins.  Aborts the
+ * test with a message on failure. */
+tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads);
+void tf_testhost_free(tf_testhost *th);
+
+const tf_host *tf_testhost_host(tf_testhost *th);
+
+/* Add a tensor; the data is copied. */
+void tf_testhost_add_tensor(tf_testhost *th, const char *name, tf_dtype dtype,
+			    int ndim, const int64_t *shape, const void *data);
+/* Add a float32 tensor, stored as `dtype` (F32, F16 or BF16). */
+void tf_testhost_add_f32(tf_testhost *th, const char *name, tf_dtype dtype,
+			 int ndim, const int64_t *shape, const float *data);
+void tf_testhost_set_conf(tf_testhost *th, const char *section,
+			  const char *key, const char *value);
+
+/* The last message passed to host->error (empty when none). */
+const char *tf_testhost_last_error(tf_testhost *th);
+
+/* Deterministic uniform floats in [-scale, scale] (xorshift; per-seed). */
+void tf_test_fill_uniform(float *x, size_t n, float scale, uint64_t *seed);
+/* max |a-b| / max(max |b|, floor): the relative error used across tests. */
+double tf_test_rel_err(const float *a, const float *b, size_t n, double floor);
+
+#endif /* TF_TESTHOST_H */
