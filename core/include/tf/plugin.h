@@ -126,7 +126,7 @@ typedef struct tf_host {
 	 * Release with lin_close. */
 	int (*lin_open)(const struct tf_host *h, const char *prefix,
 			int64_t in, int64_t out,
-			struct tf_lin *out);
+			struct tf_lin *lin);
 	void (*lin_close)(const struct tf_host *h, struct tf_lin *lin);
 
 	/* Tensor-parallel position of this process. */
