@@ -1,4 +1,10 @@
-/* error.c - names for the status codes of tf/error.h. */
+/* error.c - names for the status codes of tf/error.h and the per-thread
+ * failure detail of diag.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "diag.h"
 #include "tf/error.h"
 
 const char *tf_strerror(int status)
@@ -19,3 +25,30 @@ const char *tf_strerror(int status)
 	}
 	return "unknown error";
 }
+
+static _Thread_local char diag_msg[2048];
+
+int tf_diag_set(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(diag_msg, sizeof(diag_msg), fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+int tf_diag_prefix(int status, const char *fmt, ...)
+{
+	char old[sizeof(diag_msg)], pre[512];
+	va_list ap;
+	memcpy(old, diag_msg, sizeof(old));
+	va_start(ap, fmt);
+	vsnprintf(pre, sizeof(pre), fmt, ap);
+	va_end(ap);
+	snprintf(diag_msg, sizeof(diag_msg), "%s: %s", pre, old);
+	return status;
+}
+
+const char *tf_diag_msg(void) { return diag_msg; }
+
+void tf_diag_clear(void) { diag_msg[0] = 0; }

@@ -13,3 +13,14 @@ Test(error, every_code_named_distinctly)
 	}
 	cr_assert_str_eq(tf_strerror(-999), "unknown error");
 }
+
+#include "diag.h"
+
+Test(diag, set_and_prefix)
+{
+	tf_diag_clear();
+	cr_assert_str_eq(tf_diag_msg(), "");
+	cr_assert_eq(tf_diag_set(TF_ERR_FORMAT, "tensor %s: bad shape", "w"), TF_ERR_FORMAT);
+	cr_assert_eq(tf_diag_prefix(TF_ERR_FORMAT, "%s", "model.safetensors"), TF_ERR_FORMAT);
+	cr_assert_str_eq(tf_diag_msg(), "model.safetensors: tensor w: bad shape");
+}

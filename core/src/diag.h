@@ -1,0 +1,24 @@
+/*
+ * diag.h - the detail behind a failing status, inside the core.
+ *
+ * A failing core function records one message naming the file, line, key or
+ * tensor, then returns its status:
+ *
+ *     return tf_diag_set(TF_ERR_FORMAT, "%s: header length %llu exceeds file", path, n);
+ *
+ * The message is per thread and is replaced by the next failure; callers that
+ * add context use tf_diag_prefix().
+ */
+#ifndef TF_DIAG_H
+#define TF_DIAG_H
+
+#include "tf/error.h"
+
+int tf_diag_set(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prepend "context: " to the current message; returns status. */
+int tf_diag_prefix(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The current message, or tf_strerror-style "" when none. */
+const char *tf_diag_msg(void);
+void tf_diag_clear(void);
+
+#endif /* TF_DIAG_H */
