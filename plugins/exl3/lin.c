@@ -1,0 +1,86 @@
+/* lin.c - helpers shared by the exl3 and plain linears (see lin.h). */
+#include "lin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vec.h"
+
+int tf_lin_threads(const tf_host *h)
+{
+	const tf_backend *be = h->backend;
+	if (!be || !be->parallel_for || !be->n_threads)
+		return 1;
+	int n = be->n_threads(h->backend_ctx);
+	return n > 0 ? n : 1;
+}
+
+void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, tf_range_fn fn,
+		     void *arg)
+{
+	const tf_backend *be = h->backend;
+	if (n <= 0)
+		return;
+	if (!be || !be->parallel_for || n <= grain) {
+		fn(arg, 0, n, 0);
+		return;
+	}
+	be->parallel_for(h->backend_ctx, n, grain, fn, arg);
+}
+
+int tf_lin_tensor(const tf_host *h, const char *prefix, const char *suffix,
+		  tf_tensor *t)
+{
+	char name[512];
+	int len = snprintf(name, sizeof(name), "%s.%s", prefix, suffix);
+	if (len < 0 || (size_t)len >= sizeof(name))
+		return h->error(h, TF_ERR_INVALID, "%s: prefix too long", prefix);
+	return h->weight_get(h, name, t);
+}
+
+int tf_lin_has(const tf_host *h, const char *prefix, const char *suffix)
+{
+	tf_tensor t;
+	return tf_lin_tensor(h, prefix, suffix, &t) == TF_OK;
+}
+
+int tf_lin_check_bytes(const tf_host *h, const tf_tensor *t)
+{
+	size_t es = tf_dtype_size(t->dtype);
+	if (t->ndim < 0 || t->ndim > TF_MAX_DIMS)
+		return h->error(h, TF_ERR_FORMAT, "%s: bad rank %d", t->name, t->ndim);
+	for (int i = 0; i < t->ndim; i++)
+		if (t->shape[i] < 0)
+			return h->error(h, TF_ERR_FORMAT, "%s: negative dimension %d",
+					t->name, i);
+	if (!es || t->nbytes != (size_t)tf_tensor_numel(t) * es)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: %zu bytes do not hold %lld elements of %s",
+				t->name, t->nbytes, (long long)tf_tensor_numel(t),
+				tf_dtype_name(t->dtype));
+	if (!t->data && t->nbytes)
+		return h->error(h, TF_ERR_FORMAT, "%s: no data", t->name);
+	return TF_OK;
+}
+
+int tf_lin_vector(const tf_host *h, const tf_tensor *t, int64_t n, float **out)
+{
+	int rc = tf_lin_check_bytes(h, t);
+	if (rc)
+		return rc;
+	if (t->dtype != TF_DTYPE_F32 && t->dtype != TF_DTYPE_F16 &&
+	    t->dtype != TF_DTYPE_BF16)
+		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected F16, BF16 or F32",
+				t->name, tf_dtype_name(t->dtype));
+	if (t->ndim != 1 || t->shape[0] < n)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: shape does not hold a vector of %lld elements",
+				t->name, (long long)n);
+	float *v = malloc((size_t)(n ? n : 1) * sizeof(float));
+	if (!v)
+		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", t->name);
+	for (int64_t i = 0; i < n; i++)
+		v[i] = tf_f32_load_as(t->data, i, t->dtype);
+	*out = v;
+	return TF_OK;
+}

@@ -1,0 +1,47 @@
+/*
+ * lin.h - what the two linear descriptors of exl3.so share.
+ *
+ * exl3.so carries two quant implementations: "exl3" (trellis-coded weights,
+ * exl3_lin.c) and "plain" (fp16/bf16/fp32 `.weight`, plain_lin.c).  Both
+ * fetch tensors, widen small vectors to float and split work over the
+ * backend's threads the same way; those helpers live here.
+ */
+#ifndef TF_EXL3_LIN_H
+#define TF_EXL3_LIN_H
+
+#include "tf/backend.h"
+#include "tf/quant.h"
+
+extern const tf_plugin_quant tf_exl3_lin_ops;
+extern const tf_plugin_quant tf_plain_lin_ops;
+
+/* Highest match() score of each descriptor: a `.trellis` beats a `.weight`
+ * stored under the same prefix. */
+#define TF_LIN_SCORE_EXL3  100
+#define TF_LIN_SCORE_PLAIN 10
+
+/* Worker threads parallel_for() may use (1 without a host thread pool). */
+int tf_lin_threads(const tf_host *h);
+
+/* Run fn over [0, n) on the backend's threads, or inline on this thread
+ * when the backend has no host thread pool. */
+void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, tf_range_fn fn,
+		     void *arg);
+
+/* Look up "<prefix>.<suffix>".  Returns TF_OK, TF_ERR_NOT_FOUND (silently)
+ * or another status with the detail recorded. */
+int tf_lin_tensor(const tf_host *h, const char *prefix, const char *suffix,
+		  tf_tensor *t);
+
+/* Whether "<prefix>.<suffix>" exists. */
+int tf_lin_has(const tf_host *h, const char *prefix, const char *suffix);
+
+/* Widen the first n elements of a 1-D F32/F16/BF16 vector of at least n
+ * elements into a new float array.  Fails naming the tensor. */
+int tf_lin_vector(const tf_host *h, const tf_tensor *t, int64_t n, float **out);
+
+/* Validate that a tensor's nbytes matches its shape and dtype and that it
+ * has data, so no kernel reads past a truncated tensor. */
+int tf_lin_check_bytes(const tf_host *h, const tf_tensor *t);
+
+#endif /* TF_EXL3_LIN_H */

@@ -1,0 +1,222 @@
+/*
+ * plain_lin.c - the "plain" linear: y = x · Wᵀ (+ b) over an unquantized
+ * `<prefix>.weight` [out, in] stored as F16, BF16 or F32, with an optional
+ * `<prefix>.bias` [out].
+ *
+ * It serves every linear an EXL3 checkpoint leaves unquantized (router,
+ * kv_b_proj, an fp16 lm_head) and whole bf16 checkpoints.  Work is split
+ * over output features; each output's weight row is widened on the fly and
+ * reused for up to PLAIN_ROWS input rows while it sits in L1, so decode
+ * (one row) streams the weights exactly once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lin.h"
+#include "vec.h"
+
+#define PLAIN_ROWS 4            /* input rows sharing one pass over a weight row */
+#define PLAIN_GRAIN 16          /* fewest output features per work item */
+
+typedef struct tf_plain_lin {
+	const tf_host *h;
+	const void *w;          /* [out, in] as stored */
+	tf_dtype dt;
+	int64_t in, out;
+	float *bias;            /* [out] or NULL */
+} tf_plain_lin;
+
+typedef void (*plain_dot_fn)(const float *x, int64_t in, int nr, const void *w,
+			     float *acc);
+
+/*
+ * acc[j] = x[j] · w for the nr (1..PLAIN_ROWS) rows x[j] = x + j·in.
+ * Inlined with constant dt and nr so each case compiles to its own loop.
+ */
+static inline __attribute__((always_inline)) void
+plain_dot(const float *x, int64_t in, int nr, const void *w, tf_dtype dt,
+	  float *acc)
+{
+	tf_vf a[PLAIN_ROWS], b[PLAIN_ROWS];
+	int64_t i = 0;
+
+	for (int j = 0; j < nr; j++)
+		a[j] = b[j] = tf_vf_zero();
+	/* Two accumulators per row hide the FMA latency on one-row decode. */
+	for (; i + 2 * TF_VL <= in; i += 2 * TF_VL) {
+		tf_vf w0 = tf_vf_load_as(w, i, dt);
+		tf_vf w1 = tf_vf_load_as(w, i + TF_VL, dt);
+		for (int j = 0; j < nr; j++) {
+			a[j] = tf_vf_fma(w0, tf_vf_load(x + j * in + i), a[j]);
+			b[j] = tf_vf_fma(w1, tf_vf_load(x + j * in + i + TF_VL), b[j]);
+		}
+	}
+	for (int j = 0; j < nr; j++)
+		acc[j] = tf_vf_sum(tf_vf_add(a[j], b[j]));
+	for (; i < in; i++) {
+		float wi = tf_f32_load_as(w, i, dt);
+		for (int j = 0; j < nr; j++)
+			acc[j] += wi * x[j * in + i];
+	}
+}
+
+#define PLAIN_DOT_FOR(name, dt)                                                 \
+	static void name(const float *x, int64_t in, int nr, const void *w,     \
+			 float *acc)                                            \
+	{                                                                       \
+		switch (nr) {                                                   \
+		case 1: plain_dot(x, in, 1, w, dt, acc); break;                 \
+		case 2: plain_dot(x, in, 2, w, dt, acc); break;                 \
+		case 3: plain_dot(x, in, 3, w, dt, acc); break;                 \
+		default: plain_dot(x, in, 4, w, dt, acc); break;                \
+		}                                                               \
+	}
+PLAIN_DOT_FOR(plain_dot_f32, TF_DTYPE_F32)
+PLAIN_DOT_FOR(plain_dot_f16, TF_DTYPE_F16)
+PLAIN_DOT_FOR(plain_dot_bf16, TF_DTYPE_BF16)
+
+struct plain_job {
+	const tf_plain_lin *l;
+	const float *x;
+	int64_t rows;
+	float *y;
+	plain_dot_fn dot;
+};
+
+static void plain_range(void *arg, int64_t begin, int64_t end, int worker)
+{
+	const struct plain_job *j = arg;
+	const tf_plain_lin *l = j->l;
+	size_t es = tf_dtype_size(l->dt);
+	float acc[PLAIN_ROWS];
+
+	for (int64_t o = begin; o < end; o++) {
+		const void *w = (const char *)l->w + (size_t)o * (size_t)l->in * es;
+		float b = l->bias ? l->bias[o] : 0.0f;
+		for (int64_t r = 0; r < j->rows; r += PLAIN_ROWS) {
+			int nr = j->rows - r < PLAIN_ROWS ? (int)(j->rows - r) : PLAIN_ROWS;
+			j->dot(j->x + r * l->in, l->in, nr, w, acc);
+			for (int k = 0; k < nr; k++)
+				j->y[(r + k) * l->out + o] = acc[k] + b;
+		}
+	}
+}
+
+static int plain_forward(void *lin, const float *x, int64_t rows, float *y)
+{
+	const tf_plain_lin *l = lin;
+	struct plain_job job = { .l = l, .x = x, .rows = rows, .y = y };
+
+	if (rows < 0)
+		return l->h->error(l->h, TF_ERR_INVALID, "plain linear: %lld rows",
+				   (long long)rows);
+	job.dot = l->dt == TF_DTYPE_F16 ? plain_dot_f16
+		: l->dt == TF_DTYPE_BF16 ? plain_dot_bf16 : plain_dot_f32;
+	tf_lin_parallel(l->h, l->out, PLAIN_GRAIN, plain_range, &job);
+	return TF_OK;
+}
+
+static int plain_dequant(void *lin, float *w)
+{
+	const tf_plain_lin *l = lin;
+	int64_t n = l->in * l->out;
+	for (int64_t i = 0; i < n; i++)
+		w[i] = tf_f32_load_as(l->w, i, l->dt);
+	return TF_OK;
+}
+
+static int plain_match(const tf_host *h, const char *prefix)
+{
+	return tf_lin_has(h, prefix, "weight") ? TF_LIN_SCORE_PLAIN : 0;
+}
+
+static void plain_close(void *lin)
+{
+	tf_plain_lin *l = lin;
+	if (!l)
+		return;
+	free(l->bias);
+	free(l);
+}
+
+static int plain_open(const tf_host *h, const char *prefix, int64_t in,
+		      int64_t out, void **lin, tf_lin_info *info)
+{
+	tf_tensor w, b;
+	tf_plain_lin *l = NULL;
+	int rc;
+
+	if (in <= 0 || out <= 0)
+		return h->error(h, TF_ERR_INVALID, "%s: bad linear size %lld x %lld",
+				prefix, (long long)in, (long long)out);
+	rc = tf_lin_tensor(h, prefix, "weight", &w);
+	if (rc == TF_ERR_NOT_FOUND)
+		return h->error(h, rc, "%s.weight: tensor not found", prefix);
+	if (rc)
+		return rc;
+	rc = tf_lin_check_bytes(h, &w);
+	if (rc)
+		return rc;
+	if (w.dtype != TF_DTYPE_F16 && w.dtype != TF_DTYPE_BF16 &&
+	    w.dtype != TF_DTYPE_F32)
+		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected F16, BF16 or F32",
+				w.name, tf_dtype_name(w.dtype));
+	if (w.ndim != 2 || w.shape[0] != out || w.shape[1] != in)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: shape [%lld, %lld], expected [out %lld, in %lld]",
+				w.name, (long long)(w.ndim > 0 ? w.shape[0] : 0),
+				(long long)(w.ndim > 1 ? w.shape[1] : 0),
+				(long long)out, (long long)in);
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+	*l = (tf_plain_lin){ .h = h, .w = w.data, .dt = w.dtype, .in = in, .out = out };
+
+	rc = tf_lin_tensor(h, prefix, "bias", &b);
+	if (rc == TF_OK) {
+		if (b.ndim != 1 || b.shape[0] != out) {
+			rc = h->error(h, TF_ERR_FORMAT, "%s: expected shape [%lld]",
+				      b.name, (long long)out);
+			goto fail;
+		}
+		rc = tf_lin_vector(h, &b, out, &l->bias);
+		if (rc)
+			goto fail;
+	} else if (rc != TF_ERR_NOT_FOUND) {
+		goto fail;
+	}
+
+	*info = (tf_lin_info){
+		.in = in, .out = out,
+		.bits = (int)tf_dtype_size(w.dtype) * 8,
+		.bytes = w.nbytes + (l->bias ? (size_t)out * tf_dtype_size(b.dtype) : 0),
+		.format = w.dtype == TF_DTYPE_F16 ? "f16"
+			: w.dtype == TF_DTYPE_BF16 ? "bf16" : "f32",
+	};
+	*lin = l;
+	return TF_OK;
+fail:
+	plain_close(l);
+	return rc;
+}
+
+static int plain_probe(const tf_host *h, const char **reason)
+{
+	if (h && h->backend && !h->backend->parallel_for) {
+		*reason = "computes on the host; the backend keeps activations on a device";
+		return 0;
+	}
+	return 1;
+}
+
+const tf_plugin_quant tf_plain_lin_ops = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "plain", "0.1.0",
+				"unquantized F16/BF16/F32 linear (y = x·Wᵀ + b), CPU",
+				plain_probe),
+	.match = plain_match,
+	.open = plain_open,
+	.close = plain_close,
+	.forward = plain_forward,
+	.dequant = plain_dequant,
+};

@@ -1,0 +1,16 @@
+/*
+ * plugin.c - exl3.so's entry: its quant descriptors, best first.
+ *
+ *   0 "exl3"  - EXL3 trellis-coded weights (exllamav3 format)
+ *   1 "plain" - unquantized F16/BF16/F32 weights
+ */
+#include "lin.h"
+
+static const tf_plugin_quant *const lin_ops[] = {
+	&tf_plain_lin_ops,
+};
+
+TF_EXPORT const tf_plugin_quant *tf_plugin_quant_v1(unsigned index)
+{
+	return index < sizeof(lin_ops) / sizeof(lin_ops[0]) ? lin_ops[index] : NULL;
+}

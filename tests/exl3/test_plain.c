@@ -1,0 +1,154 @@
+/*
+ * test_plain.c - the "plain" linear of exl3.so against a float64 product
+ * of the same stored (rounded) weights, for every dtype, odd shapes and
+ * ragged row counts, plus its refusals of malformed tensors.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/testhost.h"
+
+static const tf_dtype dtypes[] = { TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16 };
+
+/* The stored value of f in dtype dt, widened back. */
+static float stored(float f, tf_dtype dt)
+{
+	if (dt == TF_DTYPE_F16)
+		return tf_f16_to_f32(tf_f32_to_f16(f));
+	if (dt == TF_DTYPE_BF16)
+		return tf_bf16_to_f32(tf_f32_to_bf16(f));
+	return f;
+}
+
+static void check_plain(int threads, tf_dtype dt, int64_t in, int64_t out,
+			int64_t rows, int with_bias, uint64_t seed)
+{
+	tf_testhost *th = tf_testhost_new(NULL, threads);
+	const tf_host *h = tf_testhost_host(th);
+	float *w = malloc(sizeof(float) * in * out);
+	float *b = malloc(sizeof(float) * out);
+	float *x = malloc(sizeof(float) * in * rows);
+	float *y = malloc(sizeof(float) * out * rows);
+	float *ref = malloc(sizeof(float) * out * rows);
+	float *wd = malloc(sizeof(float) * in * out);
+	int64_t ws[2] = { out, in }, bs[1] = { out };
+	tf_lin lin = { 0 };
+
+	tf_test_fill_uniform(w, in * out, 1.0f, &seed);
+	tf_test_fill_uniform(b, out, 0.5f, &seed);
+	tf_test_fill_uniform(x, in * rows, 2.0f, &seed);
+	tf_testhost_add_f32(th, "m.proj.weight", dt, 2, ws, w);
+	if (with_bias)
+		tf_testhost_add_f32(th, "m.proj.bias", dt, 1, bs, b);
+
+	cr_assert_eq(h->lin_open(h, "m.proj", in, out, &lin), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	cr_assert_str_eq(lin.ops->hdr.name, "plain");
+	cr_assert_eq(lin.info.in, in);
+	cr_assert_eq(lin.info.out, out);
+	cr_assert_eq(lin.info.bits, (int)tf_dtype_size(dt) * 8);
+
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t o = 0; o < out; o++) {
+			double s = with_bias ? stored(b[o], dt) : 0.0;
+			for (int64_t i = 0; i < in; i++)
+				s += (double)stored(w[o * in + i], dt) * x[r * in + i];
+			ref[r * out + o] = (float)s;
+		}
+	for (int64_t i = 0; i < out * rows; i++)
+		y[i] = NAN;
+	cr_assert_eq(tf_lin_forward(&lin, x, rows, y), TF_OK);
+	double err = tf_test_rel_err(y, ref, out * rows, 1e-3);
+	cr_expect_lt(err, 1e-5, "%s %lldx%lld rows %lld threads %d: rel err %g",
+		     tf_dtype_name(dt), (long long)in, (long long)out,
+		     (long long)rows, threads, err);
+
+	for (int64_t i = 0; i < in * out; i++)
+		wd[i] = NAN;
+	cr_assert_eq(lin.ops->dequant(lin.impl, wd), TF_OK);
+	for (int64_t i = 0; i < in * out; i++)
+		cr_assert_eq(wd[i], stored(w[i], dt), "dequant element %lld", (long long)i);
+
+	h->lin_close(h, &lin);
+	free(w); free(b); free(x); free(y); free(ref); free(wd);
+	tf_testhost_free(th);
+}
+
+Test(plain, matches_float64_every_dtype)
+{
+	static const int64_t rows[] = { 1, 2, 3, 4, 5, 9 };
+	uint64_t seed = 11;
+	for (size_t d = 0; d < 3; d++)
+		for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++)
+			check_plain(1, dtypes[d], 37, 19, rows[r], (int)(r & 1), seed++);
+}
+
+Test(plain, multithreaded_large)
+{
+	for (size_t d = 0; d < 3; d++) {
+		check_plain(2, dtypes[d], 512, 300, 1, 1, 21 + d);
+		check_plain(2, dtypes[d], 257, 129, 7, 0, 31 + d);
+	}
+}
+
+/* Open "m.proj" after adding `weight` (and `bias`, if given). */
+static int open_bad(tf_testhost *th, tf_dtype wdt, int wnd, const int64_t *wshape,
+		    const int64_t *bshape, int64_t in, int64_t out)
+{
+	const tf_host *h = tf_testhost_host(th);
+	static float data[4096];
+	tf_lin lin = { 0 };
+	uint64_t seed = 5;
+
+	tf_test_fill_uniform(data, 4096, 1.0f, &seed);
+	if (wnd >= 0)
+		tf_testhost_add_tensor(th, "m.proj.weight", wdt, wnd, wshape, data);
+	if (bshape)
+		tf_testhost_add_tensor(th, "m.proj.bias", TF_DTYPE_F32, 1, bshape, data);
+	int rc = h->lin_open(h, "m.proj", in, out, &lin);
+	if (rc == TF_OK)
+		h->lin_close(h, &lin);
+	return rc;
+}
+
+Test(plain, refuses_malformed)
+{
+	static const int64_t s32x16[2] = { 32, 16 }, s16[1] = { 16 }, s8[1] = { 8 };
+	static const int64_t s512[1] = { 512 };
+	struct {
+		tf_dtype dt;
+		int nd;
+		const int64_t *ws, *bs;
+		int64_t in, out;
+		const char *needle;
+	} cases[] = {
+		{ TF_DTYPE_F16, 2, s32x16, NULL, 32, 16, "m.proj.weight" },   /* in/out swapped */
+		{ TF_DTYPE_I32, 2, s32x16, NULL, 16, 32, "dtype I32" },
+		{ TF_DTYPE_F32, 1, s512, NULL, 16, 32, "m.proj.weight" },
+		{ TF_DTYPE_F32, 2, s32x16, s8, 16, 32, "m.proj.bias" },
+		{ TF_DTYPE_F32, 2, s32x16, s16, 16, 32, "m.proj.bias" },
+		{ TF_DTYPE_F32, 2, s32x16, NULL, 0, 32, "m.proj" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tf_testhost *th = tf_testhost_new(NULL, 1);
+		int rc = open_bad(th, cases[i].dt, cases[i].nd, cases[i].ws, cases[i].bs,
+				  cases[i].in, cases[i].out);
+		cr_expect_neq(rc, TF_OK, "case %zu opened", i);
+		cr_expect(strstr(tf_testhost_last_error(th), cases[i].needle),
+			  "case %zu: '%s' lacks '%s'", i, tf_testhost_last_error(th),
+			  cases[i].needle);
+		tf_testhost_free(th);
+	}
+}
+
+Test(plain, no_tensor_no_match)
+{
+	tf_testhost *th = tf_testhost_new(NULL, 1);
+	const tf_host *h = tf_testhost_host(th);
+	tf_lin lin = { 0 };
+	cr_expect_eq(h->lin_open(h, "m.absent", 4, 4, &lin), TF_ERR_NOT_FOUND);
+	cr_expect(strstr(tf_testhost_last_error(th), "m.absent"));
+	tf_testhost_free(th);
+}
