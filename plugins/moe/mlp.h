@@ -1,0 +1,36 @@
+/*
+ * mlp.h - one SwiGLU MLP: a routed expert, the shared expert or a dense
+ * layer's MLP (ling-arch.md §1.7, §1.8).
+ *
+ *     y = down(act(gate(x), up(x)))
+ *     act(g, u) = silu(g) * u                                  limit 0
+ *               = min(silu(g), limit) * clamp(u, -limit, limit)  limit > 0
+ *
+ * The three projections are opened through host->lin_open, so they are
+ * EXL3 or plain fp16/bf16 alike.
+ */
+#ifndef TF_MOE_MLP_H
+#define TF_MOE_MLP_H
+
+#include "tf/quant.h"
+
+typedef struct tf_mlp {
+	tf_lin gate, up, down;
+	int64_t hidden, inter;
+	float limit;
+} tf_mlp;
+
+/* Open `<prefix>.{gate,up,down}_proj` as hidden -> inter -> hidden.  On
+ * failure nothing stays open and host->error names the projection. */
+int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
+		int64_t hidden, int64_t inter, float limit);
+void tf_mlp_free(tf_mlp *m, const tf_host *h);
+
+/* Floats of backend scratch tf_mlp_forward needs for `rows` rows. */
+int64_t tf_mlp_scratch(const tf_mlp *m, int64_t rows);
+
+/* y[rows, hidden] = mlp(x[rows, hidden]); all three in backend memory. */
+int tf_mlp_forward(const tf_mlp *m, const tf_host *h, const float *x,
+		   int64_t rows, float *y, float *scratch);
+
+#endif /* TF_MOE_MLP_H */

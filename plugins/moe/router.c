@@ -1,0 +1,314 @@
+/* router.c - see router.h. */
+#include "router.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tf/backend.h"
+
+/* "[a, b]" into buf. */
+static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
+{
+	size_t o = (size_t)snprintf(buf, len, "[");
+	for (int i = 0; i < ndim && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "",
+				      (long long)shape[i]);
+	if (o < len)
+		snprintf(buf + o, len - o, "]");
+	return buf;
+}
+
+/* Widen a float tensor of the expected shape into dst. */
+static int load_f32(const tf_host *h, const tf_tensor *t, int ndim,
+		    const int64_t *shape, float *dst)
+{
+	char have[128], want[128];
+	int ok = t->ndim == ndim;
+
+	for (int i = 0; ok && i < ndim; i++)
+		ok = t->shape[i] == shape[i];
+	if (!ok)
+		return h->error(h, TF_ERR_FORMAT, "%s (%s): shape %s, the config says %s",
+				t->name, t->file,
+				shape_str(have, sizeof(have), t->ndim, t->shape),
+				shape_str(want, sizeof(want), ndim, shape));
+
+	int64_t n = tf_tensor_numel(t);
+	const uint16_t *h16 = t->data;
+	switch (t->dtype) {
+	case TF_DTYPE_F32:
+		memcpy(dst, t->data, (size_t)n * sizeof(float));
+		return TF_OK;
+	case TF_DTYPE_BF16:
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = tf_bf16_to_f32(h16[i]);
+		return TF_OK;
+	case TF_DTYPE_F16:
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = tf_f16_to_f32(h16[i]);
+		return TF_OK;
+	default:
+		return h->error(h, TF_ERR_FORMAT, "%s (%s): dtype %s, expected F32, BF16 or F16",
+				t->name, t->file, tf_dtype_name(t->dtype));
+	}
+}
+
+static int check_config(const tf_host *h, const tf_model_config *c)
+{
+	if (c->hidden_size <= 0)
+		return h->error(h, TF_ERR_INVALID, "config.json: hidden_size %d must be positive",
+				c->hidden_size);
+	if (c->num_experts <= 0)
+		return h->error(h, TF_ERR_INVALID, "config.json: num_experts %d must be positive",
+				c->num_experts);
+	if (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->num_experts)
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: num_experts_per_tok %d must be in 1..num_experts (%d)",
+				c->num_experts_per_tok, c->num_experts);
+	if (c->n_group > 1) {
+		if (c->num_experts % c->n_group)
+			return h->error(h, TF_ERR_INVALID,
+					"config.json: num_experts %d is not a multiple of n_group %d",
+					c->num_experts, c->n_group);
+		if (c->topk_group < 1 || c->topk_group > c->n_group)
+			return h->error(h, TF_ERR_INVALID,
+					"config.json: topk_group %d must be in 1..n_group (%d)",
+					c->topk_group, c->n_group);
+		/* Otherwise top-k would have to pick masked (-inf) experts. */
+		if (c->num_experts_per_tok > c->topk_group * (c->num_experts / c->n_group))
+			return h->error(h, TF_ERR_INVALID,
+					"config.json: num_experts_per_tok %d exceeds the %d experts in topk_group %d groups",
+					c->num_experts_per_tok,
+					c->topk_group * (c->num_experts / c->n_group), c->topk_group);
+	}
+	if (!isfinite(c->routed_scaling_factor) || c->routed_scaling_factor <= 0)
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: routed_scaling_factor %g must be positive",
+				(double)c->routed_scaling_factor);
+	return TF_OK;
+}
+
+int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
+{
+	const tf_model_config *c = h->model;
+	char name[512];
+	tf_tensor t;
+	int rc;
+
+	*r = (tf_router){ .host = h };
+	rc = check_config(h, c);
+	if (rc)
+		return rc;
+	r->hidden = c->hidden_size;
+	r->n_experts = c->num_experts;
+	r->top_k = c->num_experts_per_tok;
+	r->n_group = c->n_group > 1 ? c->n_group : 1;
+	r->topk_group = c->n_group > 1 ? c->topk_group : 1;
+	r->sigmoid = c->score_sigmoid;
+	r->norm_topk = c->norm_topk_prob;
+	r->scaling = c->routed_scaling_factor;
+
+	snprintf(name, sizeof(name), "%s.gate.weight", prefix);
+	if (h->weight_get(h, name, &t))
+		return h->error(h, TF_ERR_NOT_FOUND, "%s: router weight missing", name);
+	r->weight = malloc((size_t)r->n_experts * (size_t)r->hidden * sizeof(float));
+	if (!r->weight) {
+		rc = h->error(h, TF_ERR_NOMEM, "%s: no memory for the fp32 router", name);
+		goto fail;
+	}
+	rc = load_f32(h, &t, 2, (int64_t[]){ r->n_experts, r->hidden }, r->weight);
+	if (rc)
+		goto fail;
+
+	if (!c->moe_router_enable_expert_bias)
+		return TF_OK;
+	snprintf(name, sizeof(name), "%s.gate.expert_bias", prefix);
+	if (h->weight_get(h, name, &t)) {
+		/* The MTP checkpoints' name for the same buffer. */
+		snprintf(name, sizeof(name), "%s.gate.e_score_correction_bias", prefix);
+		if (h->weight_get(h, name, &t)) {
+			rc = h->error(h, TF_ERR_NOT_FOUND,
+				      "%s.gate.expert_bias: missing, and moe_router_enable_expert_bias is set",
+				      prefix);
+			goto fail;
+		}
+	}
+	r->bias = malloc((size_t)r->n_experts * sizeof(float));
+	if (!r->bias) {
+		rc = h->error(h, TF_ERR_NOMEM, "%s: no memory", name);
+		goto fail;
+	}
+	rc = load_f32(h, &t, 1, (int64_t[]){ r->n_experts }, r->bias);
+	if (rc)
+		goto fail;
+	return TF_OK;
+fail:
+	tf_router_free(r);
+	return rc;
+}
+
+void tf_router_free(tf_router *r)
+{
+	free(r->weight);
+	free(r->bias);
+	r->weight = r->bias = NULL;
+}
+
+/* scratch: s[E], sb[E], taken[E], gscore[G], gtaken[G]. */
+int64_t tf_router_scratch(const tf_router *r)
+{
+	return 3 * (int64_t)r->n_experts + 2 * (int64_t)r->n_group;
+}
+
+/*
+ * out[0..k) = indices of the k largest v[i], largest first, the lower index
+ * winning ties; taken[n] is left 1 at the picked indices.  A NaN never
+ * beats anything, so the picks stay distinct and in range whatever the
+ * input.  out may be NULL when only the flags are wanted.
+ */
+static void top_indices(const float *v, int n, int k, float *taken, int32_t *out)
+{
+	for (int i = 0; i < n; i++)
+		taken[i] = 0;
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int i = 0; i < n; i++)
+			if (!taken[i] && (best < 0 || v[i] > v[best]))
+				best = i;
+		taken[best] = 1;
+		if (out)
+			out[j] = best;
+	}
+}
+
+/* A group's score: the sum of its two largest values (the one, if alone). */
+static float top2_sum(const float *v, int n)
+{
+	float a = v[0], b = -INFINITY;
+
+	for (int i = 1; i < n; i++) {
+		if (v[i] > a) {
+			b = a;
+			a = v[i];
+		} else if (v[i] > b) {
+			b = v[i];
+		}
+	}
+	return n > 1 ? a + b : a;
+}
+
+static void score(const tf_router *r, const float *logits, float *s)
+{
+	int E = r->n_experts;
+
+	if (r->sigmoid) {
+		for (int e = 0; e < E; e++)
+			s[e] = 1.0f / (1.0f + expf(-logits[e]));
+		return;
+	}
+	float max = logits[0], sum = 0;
+	for (int e = 1; e < E; e++)
+		max = logits[e] > max ? logits[e] : max;
+	for (int e = 0; e < E; e++) {
+		s[e] = expf(logits[e] - max);
+		sum += s[e];
+	}
+	for (int e = 0; e < E; e++)
+		s[e] /= sum;
+}
+
+void tf_router_select(const tf_router *r, const float *logits, float *scratch,
+		      int32_t *idx, float *w)
+{
+	int E = r->n_experts, G = r->n_group, k = r->top_k;
+	float *s = scratch, *sb = s + E, *taken = sb + E;
+	float *gscore = taken + E, *gtaken = gscore + G;
+
+	score(r, logits, s);
+	for (int e = 0; e < E; e++)
+		sb[e] = r->bias ? s[e] + r->bias[e] : s[e];
+
+	if (G > 1) {
+		int gs = E / G;
+
+		for (int g = 0; g < G; g++)
+			gscore[g] = top2_sum(sb + g * gs, gs);
+		top_indices(gscore, G, r->topk_group, gtaken, NULL);
+		for (int g = 0; g < G; g++)
+			if (!gtaken[g])
+				for (int e = g * gs; e < (g + 1) * gs; e++)
+					sb[e] = -INFINITY;
+	}
+
+	top_indices(sb, E, k, taken, idx);
+	float sum = 0;
+	for (int j = 0; j < k; j++) {
+		w[j] = s[idx[j]];
+		sum += w[j];
+	}
+	for (int j = 0; j < k; j++) {
+		if (r->norm_topk && k > 1)
+			w[j] /= sum + 1e-20f;
+		w[j] *= r->scaling;
+	}
+}
+
+struct logits_job {
+	const tf_router *r;
+	const float *x;
+	float *logits;
+};
+
+/*
+ * One logit per item, item i = token i / E, expert i % E.  Eight lanes
+ * summed in a fixed order: the same bits whatever the thread count, and a
+ * loop the compiler can vectorise without reassociating.
+ */
+static void logits_range(void *arg, int64_t begin, int64_t end, int worker)
+{
+	const struct logits_job *job = arg;
+	const tf_router *r = job->r;
+	int64_t H = r->hidden;
+
+	for (int64_t i = begin; i < end; i++) {
+		const float *x = job->x + (i / r->n_experts) * H;
+		const float *wr = r->weight + (i % r->n_experts) * H;
+		float acc[8] = { 0 };
+		int64_t c = 0;
+		for (; c + 8 <= H; c += 8)
+			for (int l = 0; l < 8; l++)
+				acc[l] += x[c + l] * wr[c + l];
+		for (; c < H; c++)
+			acc[c & 7] += x[c] * wr[c];
+		job->logits[i] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+				 ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+	}
+}
+
+int tf_router_route(const tf_router *r, const float *x, int64_t n,
+		    int32_t *idx, float *w)
+{
+	const tf_host *h = r->host;
+	const tf_backend *be = h->backend;
+	int64_t E = r->n_experts;
+	float *logits = malloc((size_t)(n * E + tf_router_scratch(r)) * sizeof(float));
+
+	if (!logits)
+		return h->error(h, TF_ERR_NOMEM, "moe router: no memory for %lld tokens",
+				(long long)n);
+	struct logits_job job = { .r = r, .x = x, .logits = logits };
+	int64_t grain = r->hidden >= 16384 ? 1 : 16384 / r->hidden;
+	if (be->parallel_for)
+		be->parallel_for(h->backend_ctx, n * E, grain, logits_range, &job);
+	else
+		logits_range(&job, 0, n * E, 0);
+
+	float *scratch = logits + n * E;
+	for (int64_t t = 0; t < n; t++)
+		tf_router_select(r, logits + t * E, scratch, idx + t * r->top_k,
+				 w + t * r->top_k);
+	free(logits);
+	return TF_OK;
+}

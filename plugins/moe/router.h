@@ -1,0 +1,59 @@
+/*
+ * router.h - the MoE router: which experts each token visits, and with
+ * what weight (ling-arch.md §1.8, DeepSeek-V3 "noaux_tc" routing).
+ *
+ * For each token:
+ *
+ *     logits = x · Wᵀ                     fp32, W widened to fp32 at load
+ *     s      = sigmoid(logits)            (softmax over experts if configured)
+ *     sb     = s + expert_bias            selection only, never the weights
+ *     groups: split sb into n_group equal groups, score each group by the
+ *             sum of its two largest sb, keep the topk_group best groups,
+ *             and set sb of every expert outside them to -inf
+ *     idx    = the top_k experts by sb
+ *     w      = s[idx] / (sum s[idx] + 1e-20)   when norm_topk_prob and top_k > 1
+ *     w     *= routed_scaling_factor
+ *
+ * Ties everywhere (groups and experts) go to the lower index, so selection
+ * is a pure function of the scores.  idx is listed best first.
+ */
+#ifndef TF_MOE_ROUTER_H
+#define TF_MOE_ROUTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tf/plugin.h"
+
+typedef struct tf_router {
+	const tf_host *host;
+	int64_t hidden;
+	int n_experts, top_k;
+	int n_group, topk_group;        /* n_group 1: no group rule */
+	bool sigmoid;                   /* else softmax scoring */
+	bool norm_topk;
+	float scaling;
+	float *weight;                  /* [n_experts, hidden] fp32 */
+	float *bias;                    /* [n_experts], NULL without expert bias */
+} tf_router;
+
+/* Validate the routing keys of host->model and load `<prefix>.gate.weight`
+ * and, when the config enables it, `<prefix>.gate.expert_bias` (or its
+ * other name `gate.e_score_correction_bias`).  `prefix` is the layer's
+ * "model.layers.<i>.mlp".  Errors name the config key or the tensor. */
+int tf_router_init(tf_router *r, const tf_host *h, const char *prefix);
+void tf_router_free(tf_router *r);
+
+/* Floats of scratch that tf_router_select needs. */
+int64_t tf_router_scratch(const tf_router *r);
+
+/* Route one token from its fp32 logits [n_experts]: idx[top_k], w[top_k]. */
+void tf_router_select(const tf_router *r, const float *logits, float *scratch,
+		      int32_t *idx, float *w);
+
+/* Route n tokens x[n, hidden]: idx[n, top_k], w[n, top_k].  Host memory.
+ * Fails only when out of memory. */
+int tf_router_route(const tf_router *r, const float *x, int64_t n,
+		    int32_t *idx, float *w);
+
+#endif /* TF_MOE_ROUTER_H */
