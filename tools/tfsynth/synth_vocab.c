@@ -1,0 +1,153 @@
+/*
+ * synth_vocab.c - what the tokenizer decides about the model: vocab size and
+ * the special ids that config.json and generation_config.json name.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "synth.h"
+
+/* Ling pads its vocab to a multiple of 128 (157184 = 1228 * 128). */
+#define VOCAB_ALIGN 128
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+		goto io;
+	if (!(buf = malloc((size_t)n + 1))) {
+		fclose(f);
+		return tf_diag_set(TF_ERR_NOMEM, "%s: %ld bytes", path, n);
+	}
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n)
+		goto io;
+	fclose(f);
+	buf[n] = '\0';
+	*out = buf;
+	*len = (size_t)n;
+	return TF_OK;
+io:
+	free(buf);
+	fclose(f);
+	return tf_diag_set(TF_ERR_IO, "%s: read failed", path);
+}
+
+/* The id of an added token with this content, -1 if there is none. */
+static int added_id(const cJSON *added, const char *content)
+{
+	const cJSON *tok;
+	cJSON_ArrayForEach(tok, added) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(tok, "content");
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(tok, "id");
+		if (cJSON_IsString(c) && cJSON_IsNumber(id) && strcmp(c->valuestring, content) == 0)
+			return id->valueint;
+	}
+	return -1;
+}
+
+int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
+{
+	char *text;
+	size_t len;
+	int rc = read_file(path, &text, &len);
+	if (rc)
+		return rc;
+
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	free(text);
+	if (!root)
+		return tf_diag_set(TF_ERR_FORMAT, "%s: not valid JSON", path);
+
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+	const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+	const cJSON *e;
+	int top = -1;
+
+	if (!cJSON_IsObject(vocab)) {
+		rc = tf_diag_set(TF_ERR_FORMAT, "%s: model.vocab is not an object", path);
+		goto out;
+	}
+	cJSON_ArrayForEach(e, vocab) {
+		if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1 << 24) {
+			rc = tf_diag_set(TF_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not an id",
+					 path, e->string);
+			goto out;
+		}
+		if (e->valueint > top)
+			top = e->valueint;
+	}
+	cJSON_ArrayForEach(e, added) {
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1 << 24) {
+			rc = tf_diag_set(TF_ERR_FORMAT, "%s: added_tokens entry without a valid id",
+					 path);
+			goto out;
+		}
+		if (id->valueint > top)
+			top = id->valueint;
+	}
+	if (top < 0) {
+		rc = tf_diag_set(TF_ERR_FORMAT, "%s: empty vocabulary", path);
+		goto out;
+	}
+	v->n_tokens = top + 1;
+	v->vocab_size = (v->n_tokens + VOCAB_ALIGN - 1) / VOCAB_ALIGN * VOCAB_ALIGN;
+	/* Spec 5: Ling-3 stops on <|role_end|> and pads with <|endoftext|>. */
+	v->eos_id = added_id(added, "<|role_end|>");
+	v->pad_id = added_id(added, "<|endoftext|>");
+	if (v->eos_id < 0 || v->pad_id < 0)
+		rc = tf_diag_set(TF_ERR_FORMAT,
+				 "%s: added_tokens lacks <|role_end|> or <|endoftext|>", path);
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	char *text;
+	size_t len;
+	int rc = read_file(from, &text, &len);
+	if (rc)
+		return rc;
+	FILE *f = fopen(to, "wb");
+	if (!f) {
+		rc = tf_diag_set(TF_ERR_IO, "%s: %s", to, strerror(errno));
+	} else {
+		if (fwrite(text, 1, len, f) != len)
+			rc = tf_diag_set(TF_ERR_IO, "%s: write failed", to);
+		if (fclose(f) && !rc)
+			rc = tf_diag_set(TF_ERR_IO, "%s: %s", to, strerror(errno));
+	}
+	free(text);
+	return rc;
+}
+
+int tf_synth_vocab_copy(const char *path, const char *dir)
+{
+	char to[4096], cfg[4096];
+	const char *slash = strrchr(path, '/');
+	int dlen = slash ? (int)(slash - path) : 1;
+	int rc;
+
+	snprintf(to, sizeof(to), "%s/tokenizer.json", dir);
+	if ((rc = copy_file(path, to)))
+		return rc;
+	/* The chat template and special-token flags live beside it, if at all. */
+	snprintf(cfg, sizeof(cfg), "%.*s/tokenizer_config.json", dlen, slash ? path : ".");
+	snprintf(to, sizeof(to), "%s/tokenizer_config.json", dir);
+	FILE *f = fopen(cfg, "rb");
+	if (!f)
+		return TF_OK;
+	fclose(f);
+	return copy_file(cfg, to);
+}

@@ -1,0 +1,152 @@
+/*
+ * tfsynth - write a tiny Ling-3 checkpoint with deterministic random weights.
+ *
+ *     tfsynth --preset ling-tiny --out models/ling-tiny [--seed N]
+ *             [--tokenizer FILE] [--set key=value ...] [--shard-mb N]
+ *
+ * The folder gets config.json, generation_config.json, tokenizer.json and
+ * bf16 safetensors (one file, or shards plus an index past --shard-mb).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "diag.h"
+#include "synth.h"
+
+/* Hugging Face's default shard size is of this order; it bounds memory too. */
+#define DEFAULT_SHARD_MB 2048
+
+static void usage(FILE *f)
+{
+	tf_synth_shape s;
+
+	fprintf(f,
+		"usage: tfsynth --preset NAME --out DIR [options]\n"
+		"  --preset NAME      ling-tiny (tests) or ling-bench (benchmarks, ~7 GB)\n"
+		"  --out DIR          checkpoint folder to write (created)\n"
+		"  --seed N           weight seed (default 1)\n"
+		"  --tokenizer FILE   tokenizer.json to copy; fixes vocab_size\n"
+		"                     (default %s)\n"
+		"  --set KEY=VALUE    override a size, e.g. --set num_experts=32\n"
+		"  --shard-mb N       largest shard in MiB, 0 = one file (default %d)\n"
+		"ling-tiny keys:\n", TF_SYNTH_TOKENIZER, DEFAULT_SHARD_MB);
+	tf_synth_shape_preset("ling-tiny", &s);
+	tf_synth_shape_print(&s, f);
+}
+
+static int mkdir_p(const char *dir)
+{
+	char path[4096];
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(path))
+		return tf_diag_set(TF_ERR_RANGE, "%s: path too long", dir);
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; ; p++) {
+		if (*p != '/' && *p)
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(path, 0777) && errno != EEXIST)
+			return tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+		if (!c)
+			return TF_OK;
+		*p = c;
+	}
+}
+
+static int parse_u64(const char *flag, const char *text, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (!*text || *end || errno || text[0] == '-')
+		return tf_diag_set(TF_ERR_INVALID, "%s: '%s' is not a non-negative integer",
+				   flag, text);
+	*out = v;
+	return TF_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const char *preset = NULL, *out = NULL, *tokenizer = TF_SYNTH_TOKENIZER;
+	uint64_t seed = 1, shard_mb = DEFAULT_SHARD_MB;
+	tf_synth_shape shape;
+	tf_synth_vocab vocab;
+	tf_synth_plan plan = { 0 };
+	int rc = TF_OK;
+
+	/* Two passes: the preset first, then --set overrides on top of it. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		}
+		if (strcmp(a, "--preset") && strcmp(a, "--out") && strcmp(a, "--seed") &&
+		    strcmp(a, "--tokenizer") && strcmp(a, "--set") && strcmp(a, "--shard-mb")) {
+			rc = tf_diag_set(TF_ERR_INVALID, "unknown argument '%s'", a);
+			goto fail;
+		}
+		if (!v) {
+			rc = tf_diag_set(TF_ERR_INVALID, "%s needs a value", a);
+			goto fail;
+		}
+		i++;
+		if (!strcmp(a, "--preset"))
+			preset = v;
+		else if (!strcmp(a, "--out"))
+			out = v;
+		else if (!strcmp(a, "--tokenizer"))
+			tokenizer = v;
+		else if (!strcmp(a, "--seed") && (rc = parse_u64(a, v, &seed)))
+			goto fail;
+		else if (!strcmp(a, "--shard-mb") && (rc = parse_u64(a, v, &shard_mb)))
+			goto fail;
+	}
+	if (!preset || !out) {
+		usage(stderr);
+		return 2;
+	}
+	if (shard_mb > (1u << 30)) {
+		rc = tf_diag_set(TF_ERR_RANGE, "--shard-mb %" PRIu64 " is too large", shard_mb);
+		goto fail;
+	}
+	if ((rc = tf_synth_shape_preset(preset, &shape)))
+		goto fail;
+	for (int i = 1; i + 1 < argc; i += 2)
+		if (!strcmp(argv[i], "--set") && (rc = tf_synth_shape_set(&shape, argv[i + 1])))
+			goto fail;
+	if ((rc = tf_synth_shape_check(&shape)) ||
+	    (rc = tf_synth_vocab_load(tokenizer, &vocab)) ||
+	    (rc = tf_synth_plan_init(&plan, &shape, vocab.vocab_size)))
+		goto fail;
+
+	uint64_t params = 0, bytes = 0;
+	for (size_t i = 0; i < plan.n; i++) {
+		bytes += tf_synth_tensor_bytes(&plan.t[i]);
+		params += tf_synth_tensor_bytes(&plan.t[i]) / tf_dtype_size(plan.t[i].dtype);
+	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if ((rc = mkdir_p(out)) ||
+	    (rc = tf_synth_config_write(&shape, &vocab, out)) ||
+	    (rc = tf_synth_vocab_copy(tokenizer, out)) ||
+	    (rc = tf_synth_write(&plan, seed, out, shard_mb << 20)))
+		goto fail;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("tfsynth: %s seed %" PRIu64 ": %zu tensors, %.3f M parameters, %.1f MiB, "
+	       "vocab %d (%d tokens) -> %s in %.2f s\n", preset, seed, plan.n, params / 1e6,
+	       bytes / 1048576.0, vocab.vocab_size, vocab.n_tokens, out,
+	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	tf_synth_plan_free(&plan);
+	return 0;
+fail:
+	fprintf(stderr, "tfsynth: %s\n", tf_diag_msg());
+	tf_synth_plan_free(&plan);
+	return 1;
+}
