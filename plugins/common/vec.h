@@ -1,0 +1,85 @@
+/*
+ * vec.h - the float32 vector primitives the attention kernels are built on.
+ *
+ * Header-only so each plugin compiles them with its own SIMD flags.  The
+ * scalar loop in each function is the reference; TF_SIMD_AVX2 (AVX2 + FMA)
+ * and TF_SIMD_NEON add vector bodies that handle whole vectors and leave the
+ * tail to the same scalar loop.  Sums are reassociated by the vector bodies,
+ * so results agree with the reference to rounding, not bit for bit.
+ */
+#ifndef TF_PLUGIN_VEC_H
+#define TF_PLUGIN_VEC_H
+
+#include <stdint.h>
+
+#if defined(TF_SIMD_AVX2)
+#include <immintrin.h>
+#elif defined(TF_SIMD_NEON)
+#include <arm_neon.h>
+#endif
+
+/* y += a * x */
+static inline void tf_vec_axpy(float *restrict y, float a, const float *restrict x,
+			       int64_t n)
+{
+	int64_t i = 0;
+#if defined(TF_SIMD_AVX2)
+	__m256 va = _mm256_set1_ps(a);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
+							_mm256_loadu_ps(y + i)));
+#elif defined(TF_SIMD_NEON)
+	float32x4_t va = vdupq_n_f32(a);
+	for (; i + 4 <= n; i += 4)
+		vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
+#endif
+	for (; i < n; i++)
+		y[i] += a * x[i];
+}
+
+/* y *= a */
+static inline void tf_vec_scale(float *y, float a, int64_t n)
+{
+	int64_t i = 0;
+#if defined(TF_SIMD_AVX2)
+	__m256 va = _mm256_set1_ps(a);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(y + i)));
+#elif defined(TF_SIMD_NEON)
+	for (; i + 4 <= n; i += 4)
+		vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(y + i), a));
+#endif
+	for (; i < n; i++)
+		y[i] *= a;
+}
+
+/* sum x[i] * y[i] */
+static inline float tf_vec_dot(const float *x, const float *y, int64_t n)
+{
+	int64_t i = 0;
+	float s = 0.0f;
+#if defined(TF_SIMD_AVX2)
+	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+	for (; i + 16 <= n; i += 16) {
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+	}
+	for (; i + 8 <= n; i += 8)
+		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+	a0 = _mm256_add_ps(a0, a1);
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	s = _mm_cvtss_f32(h);
+#elif defined(TF_SIMD_NEON)
+	float32x4_t a0 = vdupq_n_f32(0.0f);
+	for (; i + 4 <= n; i += 4)
+		a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
+	s = vaddvq_f32(a0);
+#endif
+	for (; i < n; i++)
+		s += x[i] * y[i];
+	return s;
+}
+
+#endif /* TF_PLUGIN_VEC_H */

@@ -1,0 +1,241 @@
+/* delta.c - see delta.h. */
+#include "delta.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../common/vec.h"
+
+/* Largest exponent the chunked form lets through a factorised decay:
+ * e^80 ~ 5.5e34 stays below FLT_MAX even multiplied by unit vectors. */
+#define KDA_EXP_SAFE 80.0f
+
+static inline const float *row(const float *p, int64_t i, int64_t ld) { return p + i * ld; }
+
+void kda_delta_ref(float *S, int K, int V, int64_t n, const kda_head_io *io)
+{
+	for (int64_t t = 0; t < n; t++) {
+		const float *q = row(io->q, t, io->ld), *k = row(io->k, t, io->ld);
+		const float *g = row(io->g, t, io->ld), *v = row(io->v, t, io->ld);
+		float beta = io->beta[t * io->ldb];
+		float *o = io->o + t * io->ld;
+
+		for (int i = 0; i < K; i++) {
+			float a = expf(g[i]);
+			for (int j = 0; j < V; j++)
+				S[i * V + j] *= a;
+		}
+		/* Column j of S is all that u_j, its write and o_j touch. */
+		for (int j = 0; j < V; j++) {
+			float ks = 0.0f, qs = 0.0f;
+			for (int i = 0; i < K; i++)
+				ks += k[i] * S[i * V + j];
+			float u = beta * (v[j] - ks);
+			for (int i = 0; i < K; i++) {
+				S[i * V + j] += k[i] * u;
+				qs += q[i] * S[i * V + j];
+			}
+			o[j] = qs;
+		}
+	}
+}
+
+void kda_delta_recurrent(float *S, int K, int V, int64_t n, const kda_head_io *io,
+			 float *u)
+{
+	for (int64_t t = 0; t < n; t++) {
+		const float *q = row(io->q, t, io->ld), *k = row(io->k, t, io->ld);
+		const float *g = row(io->g, t, io->ld), *v = row(io->v, t, io->ld);
+		float beta = io->beta[t * io->ldb];
+		float *o = io->o + t * io->ld;
+
+		/* Pass 1: decay the rows and accumulate S^T k from them. */
+		memset(u, 0, (size_t)V * sizeof(float));
+		for (int i = 0; i < K; i++) {
+			tf_vec_scale(S + (size_t)i * V, expf(g[i]), V);
+			tf_vec_axpy(u, k[i], S + (size_t)i * V, V);
+		}
+		for (int j = 0; j < V; j++)
+			u[j] = beta * (v[j] - u[j]);
+		/* Pass 2: write k u^T and read S^T q from the written rows. */
+		memset(o, 0, (size_t)V * sizeof(float));
+		for (int i = 0; i < K; i++) {
+			tf_vec_axpy(S + (size_t)i * V, k[i], u, V);
+			tf_vec_axpy(o, q[i], S + (size_t)i * V, V);
+		}
+	}
+}
+
+size_t kda_delta_chunk_work(int K, int V)
+{
+	return (size_t)KDA_CHUNK * (2 * (size_t)K + 2 * KDA_CHUNK + (size_t)V) +
+	       3 * (size_t)KDA_SUBCHUNK * K;
+}
+
+/* Scratch of one chunk, carved from the caller's work buffer. */
+struct chunk_ws {
+	float *G;       /* [C, K] in-chunk cumulative log-decay */
+	float *E;       /* [C, K] exp(G) */
+	float *Akk;     /* [C, C] k_i . k_j decayed from j to i, j < i */
+	float *Aqk;     /* [C, C] q_i . k_j decayed from j to i, j <= i */
+	float *Vn;      /* [C, V] the per-token deltas u_t */
+	float *qb, *kb; /* [B, K] the sub-block's q, k decayed to its start */
+	float *kr;      /* [B, K] keys brought forward to the sub-block start */
+};
+
+/*
+ * Akk and Aqk need sum_d x_i[d] k_j[d] exp(G_i[d] - G_j[d]).  Splitting the
+ * exponential as exp(G_i - G_r) exp(G_r - G_j) around the start r of i's
+ * 16-token sub-block turns the sums into dot products.  For j before the
+ * sub-block both factors are <= 1 (g <= 0).  Inside it the second factor
+ * grows up to exp(G_r - G_j); the safe gate bounds that by 16 * 5 = 80, the
+ * Kimi gate does not, so an unbounded sub-block takes the exact pairwise sum.
+ */
+static void chunk_scores(const struct chunk_ws *w, int K, int L, const kda_head_io *io)
+{
+	const int C = KDA_CHUNK, B = KDA_SUBCHUNK;
+
+	for (int b0 = 0; b0 < L; b0 += B) {
+		int b1 = b0 + B < L ? b0 + B : L;
+		const float *Gr = w->G + (size_t)b0 * K;
+
+		for (int i = b0; i < b1; i++) {
+			const float *q = row(io->q, i, io->ld), *k = row(io->k, i, io->ld);
+			const float *Gi = w->G + (size_t)i * K;
+			float *qb = w->qb + (size_t)(i - b0) * K, *kb = w->kb + (size_t)(i - b0) * K;
+			for (int d = 0; d < K; d++) {
+				float e = expf(Gi[d] - Gr[d]);
+				qb[d] = q[d] * e;
+				kb[d] = k[d] * e;
+			}
+		}
+		for (int j = 0; j < b0; j++) {
+			const float *k = row(io->k, j, io->ld), *Gj = w->G + (size_t)j * K;
+			for (int d = 0; d < K; d++)
+				w->kr[d] = k[d] * expf(Gr[d] - Gj[d]);
+			for (int i = b0; i < b1; i++) {
+				w->Akk[i * C + j] = tf_vec_dot(w->kb + (size_t)(i - b0) * K, w->kr, K);
+				w->Aqk[i * C + j] = tf_vec_dot(w->qb + (size_t)(i - b0) * K, w->kr, K);
+			}
+		}
+
+		float span = 0.0f;
+		const float *Glast = w->G + (size_t)(b1 - 1) * K;
+		for (int d = 0; d < K; d++)
+			span = fmaxf(span, Gr[d] - Glast[d]);
+		if (span <= KDA_EXP_SAFE) {
+			for (int j = b0; j < b1; j++) {
+				const float *k = row(io->k, j, io->ld), *Gj = w->G + (size_t)j * K;
+				float *kr = w->kr + (size_t)(j - b0) * K;
+				for (int d = 0; d < K; d++)
+					kr[d] = k[d] * expf(Gr[d] - Gj[d]);
+			}
+			for (int i = b0; i < b1; i++)
+				for (int j = b0; j <= i; j++) {
+					const float *kr = w->kr + (size_t)(j - b0) * K;
+					w->Akk[i * C + j] = tf_vec_dot(w->kb + (size_t)(i - b0) * K, kr, K);
+					w->Aqk[i * C + j] = tf_vec_dot(w->qb + (size_t)(i - b0) * K, kr, K);
+				}
+		} else {
+			for (int i = b0; i < b1; i++)
+				for (int j = b0; j <= i; j++) {
+					const float *q = row(io->q, i, io->ld), *ki = row(io->k, i, io->ld);
+					const float *kj = row(io->k, j, io->ld);
+					const float *Gi = w->G + (size_t)i * K, *Gj = w->G + (size_t)j * K;
+					float sk = 0.0f, sq = 0.0f;
+					for (int d = 0; d < K; d++) {
+						float e = kj[d] * expf(Gi[d] - Gj[d]);
+						sk += ki[d] * e;
+						sq += q[d] * e;
+					}
+					w->Akk[i * C + j] = sk;
+					w->Aqk[i * C + j] = sq;
+				}
+		}
+	}
+}
+
+/* One chunk of L <= KDA_CHUNK tokens (delta.h; the WY form of the spec). */
+static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
+			const struct chunk_ws *w)
+{
+	const int C = KDA_CHUNK;
+
+	for (int i = 0; i < L; i++) {
+		const float *g = row(io->g, i, io->ld);
+		float *G = w->G + (size_t)i * K, *E = w->E + (size_t)i * K;
+		for (int d = 0; d < K; d++) {
+			G[d] = (i ? G[d - K] : 0.0f) + g[d];
+			E[d] = expf(G[d]);
+		}
+	}
+	chunk_scores(w, K, L, io);
+
+	/* The deltas solve (I + Diag(beta) Akk) Vn = Diag(beta) (v - (e^G k) S):
+	 * forward substitution down the unit lower-triangular system. */
+	for (int i = 0; i < L; i++) {
+		const float *k = row(io->k, i, io->ld), *v = row(io->v, i, io->ld);
+		const float *E = w->E + (size_t)i * K;
+		float beta = io->beta[i * io->ldb];
+		float *vn = w->Vn + (size_t)i * V;
+
+		memset(vn, 0, (size_t)V * sizeof(float));
+		for (int d = 0; d < K; d++)
+			tf_vec_axpy(vn, E[d] * k[d], S + (size_t)d * V, V);
+		for (int j = 0; j < V; j++)
+			vn[j] = beta * (v[j] - vn[j]);
+		for (int m = 0; m < i; m++)
+			tf_vec_axpy(vn, -beta * w->Akk[i * C + m], w->Vn + (size_t)m * V, V);
+	}
+
+	/* Outputs read the state as it was at the chunk start plus the chunk's
+	 * own deltas. */
+	for (int i = 0; i < L; i++) {
+		const float *q = row(io->q, i, io->ld), *E = w->E + (size_t)i * K;
+		float *o = io->o + i * io->ld;
+		memset(o, 0, (size_t)V * sizeof(float));
+		for (int d = 0; d < K; d++)
+			tf_vec_axpy(o, E[d] * q[d], S + (size_t)d * V, V);
+		for (int m = 0; m <= i; m++)
+			tf_vec_axpy(o, w->Aqk[i * C + m], w->Vn + (size_t)m * V, V);
+	}
+
+	/* S <- Diag(e^G_last) S + sum_m (e^(G_last - G_m) k_m) Vn_m^T */
+	const float *Gl = w->G + (size_t)(L - 1) * K, *El = w->E + (size_t)(L - 1) * K;
+	for (int d = 0; d < K; d++) {
+		float *Sd = S + (size_t)d * V;
+		tf_vec_scale(Sd, El[d], V);
+		for (int m = 0; m < L; m++) {
+			float km = row(io->k, m, io->ld)[d];
+			tf_vec_axpy(Sd, km * expf(Gl[d] - w->G[(size_t)m * K + d]),
+				    w->Vn + (size_t)m * V, V);
+		}
+	}
+}
+
+void kda_delta_chunked(float *S, int K, int V, int64_t n, const kda_head_io *io,
+		       float *work)
+{
+	const size_t C = KDA_CHUNK, B = KDA_SUBCHUNK;
+	struct chunk_ws w;
+	w.G = work;
+	w.E = w.G + C * K;
+	w.Akk = w.E + C * K;
+	w.Aqk = w.Akk + C * C;
+	w.Vn = w.Aqk + C * C;
+	w.qb = w.Vn + C * V;
+	w.kb = w.qb + B * K;
+	w.kr = w.kb + B * K;
+
+	for (int64_t c0 = 0; c0 < n; c0 += KDA_CHUNK) {
+		kda_head_io c = *io;
+		c.q += c0 * io->ld;
+		c.k += c0 * io->ld;
+		c.g += c0 * io->ld;
+		c.v += c0 * io->ld;
+		c.o += c0 * io->ld;
+		c.beta += c0 * io->ldb;
+		int L = n - c0 < KDA_CHUNK ? (int)(n - c0) : KDA_CHUNK;
+		delta_chunk(S, K, V, L, &c, &w);
+	}
+}

@@ -1,0 +1,448 @@
+/*
+ * kda.c - the KDA attention plugin (layer type "kda").
+ *
+ * One instance per KDA layer: its projections, the small fp32 tensors, and
+ * the state of the sequence being decoded (per-channel conv history of q, k
+ * and v, and the fp32 recurrent state of every head).
+ *
+ * forward(): the six input projections run through the quant plugin on all
+ * tokens at once; then each head, on its own worker, runs its short causal
+ * conv + SiLU, L2 norms, gates, the delta rule (delta.c: recurrent for a few
+ * tokens, chunked WY form for longer runs) and its gated RMSNorm; o_proj
+ * closes the block.  Shapes all come from config.json.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tf/attention.h"
+#include "tf/backend.h"
+#include "tf/quant.h"
+
+#include "../common/tensor_util.h"
+#include "delta.h"
+
+#define KDA_SNAP_MAGIC 0x5f41444bu /* "KDA_" */
+
+/* fla's l2norm: x / sqrt(sum x^2 + eps), eps inside the root. */
+#define KDA_L2_EPS 1e-6f
+
+enum { KDA_Q, KDA_K, KDA_V, KDA_NCONV };
+
+struct kda_layer {
+	const tf_host *h;
+	const tf_backend *be;
+	void *bctx;
+	int layer;
+
+	int hidden, heads, dim, width;  /* dim = K = V; width = conv taps */
+	int64_t P;                      /* heads * dim */
+	bool safe_gate;
+	float lower_bound, eps;
+
+	tf_lin proj[KDA_NCONV];         /* q, k, v */
+	tf_lin f_proj, b_proj, g_proj, o_proj;
+	float *conv_w[KDA_NCONV];       /* [P, width] */
+	float *a_exp;                   /* exp(A_log) [heads] */
+	float *dt_bias;                 /* [P] */
+	float *o_norm;                  /* [dim] */
+
+	/* Sequence state. */
+	int64_t max_ctx, len;
+	float *S;                       /* [heads, dim, dim] */
+	float *conv;                    /* [3, P, width - 1] raw inputs, oldest first */
+
+	/* Activations of the current forward, for up to `cap` tokens. */
+	int64_t cap;
+	float *act[KDA_NCONV];          /* q, k, v: [cap, P] */
+	float *f, *gate, *o;            /* [cap, P] */
+	float *beta;                    /* [cap, heads] */
+
+	float *work;                    /* per worker: work_per floats */
+	size_t work_per;
+	int n_workers;
+};
+
+struct kda_snap_hdr {
+	uint32_t magic;
+	uint32_t pad;
+	int64_t len;
+};
+
+static size_t kda_state_floats(const struct kda_layer *L)
+{
+	return (size_t)L->heads * L->dim * L->dim +
+	       (size_t)KDA_NCONV * L->P * (L->width - 1);
+}
+
+static int kda_probe(const tf_host *h, const char **reason)
+{
+	return tf_tu_probe_host_backend(h, reason);
+}
+
+/* Config values the layer depends on, checked before any tensor is read. */
+static int kda_check_config(const tf_host *h, int layer)
+{
+	const tf_model_config *c = h->model;
+	if (c->hidden_size <= 0 || c->num_attention_heads <= 0 || c->head_dim <= 0)
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: layer %d (kda): hidden_size %d, num_attention_heads %d, head_dim %d must be positive",
+				layer, c->hidden_size, c->num_attention_heads, c->head_dim);
+	if (c->short_conv_kernel_size < 1)
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: short_conv_kernel_size %d must be at least 1",
+				c->short_conv_kernel_size);
+	if (!c->no_kda_lora)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"config.json: no_kda_lora false (low-rank f_a/f_b, g_a/g_b gates) is not supported by the kda plugin");
+	if (c->kda_safe_gate && !(c->kda_lower_bound < 0.0f))
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: kda_lower_bound %g must be negative", c->kda_lower_bound);
+	return TF_OK;
+}
+
+static int64_t kda_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
+{
+	const tf_model_config *c = h->model;
+	int64_t P = (int64_t)c->num_attention_heads * c->head_dim;
+	return 4 * ((int64_t)c->num_attention_heads * c->head_dim * c->head_dim +
+		    KDA_NCONV * P * (c->short_conv_kernel_size - 1));
+}
+
+static void kda_free_act(struct kda_layer *L)
+{
+	for (int s = 0; s < KDA_NCONV; s++) {
+		L->be->free(L->bctx, L->act[s]);
+		L->act[s] = NULL;
+	}
+	L->be->free(L->bctx, L->f);
+	L->be->free(L->bctx, L->gate);
+	L->be->free(L->bctx, L->o);
+	L->be->free(L->bctx, L->beta);
+	L->f = L->gate = L->o = L->beta = NULL;
+	L->cap = 0;
+}
+
+/* Activation buffers for n tokens, grown in whole chunks. */
+static int kda_reserve(struct kda_layer *L, int64_t n)
+{
+	if (n <= L->cap)
+		return TF_OK;
+	kda_free_act(L);
+	int64_t cap = (n + KDA_CHUNK - 1) / KDA_CHUNK * KDA_CHUNK;
+	size_t row = (size_t)cap * L->P * sizeof(float);
+	for (int s = 0; s < KDA_NCONV; s++)
+		L->act[s] = L->be->alloc(L->bctx, row);
+	L->f = L->be->alloc(L->bctx, row);
+	L->gate = L->be->alloc(L->bctx, row);
+	L->o = L->be->alloc(L->bctx, row);
+	L->beta = L->be->alloc(L->bctx, (size_t)cap * L->heads * sizeof(float));
+	if (!L->act[KDA_Q] || !L->act[KDA_K] || !L->act[KDA_V] || !L->f || !L->gate ||
+	    !L->o || !L->beta) {
+		kda_free_act(L);
+		return L->h->error(L->h, TF_ERR_NOMEM,
+				   "layer %d (kda): out of memory for %lld tokens of activations",
+				   L->layer, (long long)n);
+	}
+	L->cap = cap;
+	return TF_OK;
+}
+
+static void kda_layer_fini(void *inst)
+{
+	struct kda_layer *L = inst;
+	if (!L)
+		return;
+	for (int s = 0; s < KDA_NCONV; s++) {
+		tf_tu_lin_close(L->h, &L->proj[s]);
+		free(L->conv_w[s]);
+	}
+	tf_tu_lin_close(L->h, &L->f_proj);
+	tf_tu_lin_close(L->h, &L->b_proj);
+	tf_tu_lin_close(L->h, &L->g_proj);
+	tf_tu_lin_close(L->h, &L->o_proj);
+	free(L->a_exp);
+	free(L->dt_bias);
+	free(L->o_norm);
+	if (L->be)
+		kda_free_act(L);
+	free(L->S);     /* conv points into the same allocation */
+	free(L->work);
+	free(L);
+}
+
+static int kda_load(struct kda_layer *L, const char *prefix)
+{
+	static const char *const proj_name[KDA_NCONV] = { "q_proj", "k_proj", "v_proj" };
+	static const char *const conv_name[KDA_NCONV] = {
+		"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"
+	};
+	const tf_host *h = L->h;
+	const int64_t H = L->hidden, P = L->P;
+	const int64_t conv_shape[3] = { P, 1, L->width };
+	int rc;
+
+	for (int s = 0; s < KDA_NCONV; s++) {
+		if ((rc = tf_tu_lin_open(h, prefix, proj_name[s], H, P, &L->proj[s])) ||
+		    (rc = tf_tu_load_leaf_f32(h, prefix, conv_name[s], 3, conv_shape,
+					      &L->conv_w[s])))
+			return rc;
+	}
+	if ((rc = tf_tu_lin_open(h, prefix, "f_proj", H, P, &L->f_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "b_proj", H, L->heads, &L->b_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "g_proj", H, P, &L->g_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "o_proj", P, H, &L->o_proj)))
+		return rc;
+
+	const int64_t heads_shape[1] = { L->heads }, p_shape[1] = { P };
+	const int64_t dim_shape[1] = { L->dim };
+	if ((rc = tf_tu_load_leaf_f32(h, prefix, "A_log", 1, heads_shape, &L->a_exp)) ||
+	    (rc = tf_tu_load_leaf_f32(h, prefix, "dt_bias", 1, p_shape, &L->dt_bias)) ||
+	    (rc = tf_tu_load_leaf_f32(h, prefix, "o_norm.weight", 1, dim_shape, &L->o_norm)))
+		return rc;
+	for (int i = 0; i < L->heads; i++)
+		L->a_exp[i] = expf(L->a_exp[i]);
+	return TF_OK;
+}
+
+static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
+			  int64_t max_ctx, void **inst)
+{
+	const tf_model_config *c = h->model;
+	int rc = kda_check_config(h, layer);
+	if (rc)
+		return rc;
+	if (max_ctx <= 0)
+		return h->error(h, TF_ERR_INVALID, "layer %d (kda): context %lld must be positive",
+				layer, (long long)max_ctx);
+
+	struct kda_layer *L = calloc(1, sizeof(*L));
+	if (!L)
+		return h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory", layer);
+	L->h = h;
+	L->be = h->backend;
+	L->bctx = h->backend_ctx;
+	L->layer = layer;
+	L->hidden = c->hidden_size;
+	L->heads = c->num_attention_heads;
+	L->dim = c->head_dim;
+	L->width = c->short_conv_kernel_size;
+	L->P = (int64_t)L->heads * L->dim;
+	L->safe_gate = c->kda_safe_gate;
+	L->lower_bound = c->kda_lower_bound;
+	L->eps = c->rms_norm_eps;
+	L->max_ctx = max_ctx;
+
+	if ((rc = kda_load(L, prefix)))
+		goto fail;
+
+	L->S = calloc(kda_state_floats(L), sizeof(float));
+	L->conv = L->S ? L->S + (size_t)L->heads * L->dim * L->dim : NULL;
+	L->n_workers = L->be->n_threads(L->bctx);
+	if (L->n_workers < 1)
+		L->n_workers = 1;
+	L->work_per = kda_delta_chunk_work(L->dim, L->dim) + (size_t)L->width;
+	L->work = malloc((size_t)L->n_workers * L->work_per * sizeof(float));
+	if (!L->S || !L->work) {
+		rc = h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory for the state", layer);
+		goto fail;
+	}
+	*inst = L;
+	return TF_OK;
+fail:
+	kda_layer_fini(L);
+	return rc;
+}
+
+/*
+ * Causal depthwise conv + SiLU of one channel over n tokens, in place in x
+ * (rows ld apart).  hist holds the width-1 raw inputs before x, oldest
+ * first, and is advanced past x.  Runs backwards in t so every raw input is
+ * read before its own output overwrites it.
+ */
+static void kda_conv_channel(float *x, int64_t n, int64_t ld, const float *w,
+			     int width, float *hist, float *next)
+{
+	const int64_t back = width - 1;
+	for (int64_t j = 0; j < back; j++) {
+		int64_t t = n - back + j;
+		next[j] = t >= 0 ? x[t * ld] : hist[t + back];
+	}
+	for (int64_t t = n - 1; t >= 0; t--) {
+		float s = 0.0f;
+		for (int64_t j = 0; j < width; j++) {
+			int64_t src = t - back + j;
+			s += w[j] * (src >= 0 ? x[src * ld] : hist[src + back]);
+		}
+		x[t * ld] = tf_tu_silu(s);
+	}
+	memcpy(hist, next, (size_t)back * sizeof(float));
+}
+
+/* q <- q / |q| * scale (norm eps inside the root, as fla). */
+static void kda_l2norm(float *x, int n, float scale)
+{
+	float ss = 0.0f;
+	for (int i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	float r = scale / sqrtf(ss + KDA_L2_EPS);
+	for (int i = 0; i < n; i++)
+		x[i] *= r;
+}
+
+/* Everything of one head between the projections and o_proj. */
+static void kda_head(struct kda_layer *L, int hd, int64_t n, float *work)
+{
+	const int D = L->dim, W = L->width;
+	const int64_t P = L->P, off = (int64_t)hd * D;
+	float *next = work + kda_delta_chunk_work(D, D);
+
+	for (int s = 0; s < KDA_NCONV; s++)
+		for (int c = 0; c < D; c++) {
+			int64_t ch = off + c;
+			kda_conv_channel(L->act[s] + ch, n, P, L->conv_w[s] + ch * W, W,
+					 L->conv + ((size_t)s * P + ch) * (W - 1), next);
+		}
+
+	const float a = L->a_exp[hd], qscale = 1.0f / sqrtf((float)D);
+	for (int64_t t = 0; t < n; t++) {
+		kda_l2norm(L->act[KDA_Q] + t * P + off, D, qscale);
+		kda_l2norm(L->act[KDA_K] + t * P + off, D, 1.0f);
+		float *g = L->f + t * P + off;
+		const float *bias = L->dt_bias + off;
+		for (int c = 0; c < D; c++)
+			g[c] = L->safe_gate ? L->lower_bound * tf_tu_sigmoid(a * (g[c] + bias[c]))
+					    : -a * tf_tu_softplus(g[c] + bias[c]);
+		L->beta[t * L->heads + hd] = tf_tu_sigmoid(L->beta[t * L->heads + hd]);
+	}
+
+	kda_head_io io = {
+		.q = L->act[KDA_Q] + off, .k = L->act[KDA_K] + off, .g = L->f + off,
+		.v = L->act[KDA_V] + off, .beta = L->beta + hd, .o = L->o + off,
+		.ld = P, .ldb = L->heads,
+	};
+	float *S = L->S + (size_t)hd * D * D;
+	/* Below one sub-block the chunk set-up costs more than it saves. */
+	if (n < KDA_SUBCHUNK)
+		kda_delta_recurrent(S, D, D, n, &io, work);
+	else
+		kda_delta_chunked(S, D, D, n, &io, work);
+
+	/* Gated RMSNorm: normalise, weight, then multiply by sigmoid(gate). */
+	for (int64_t t = 0; t < n; t++) {
+		float *o = L->o + t * P + off;
+		const float *gt = L->gate + t * P + off;
+		float ss = 0.0f;
+		for (int c = 0; c < D; c++)
+			ss += o[c] * o[c];
+		float r = 1.0f / sqrtf(ss / (float)D + L->eps);
+		for (int c = 0; c < D; c++)
+			o[c] = o[c] * r * L->o_norm[c] * tf_tu_sigmoid(gt[c]);
+	}
+}
+
+struct kda_job {
+	struct kda_layer *L;
+	int64_t n;
+};
+
+static void kda_heads_fn(void *arg, int64_t begin, int64_t end, int worker)
+{
+	struct kda_job *j = arg;
+	for (int64_t hd = begin; hd < end; hd++)
+		kda_head(j->L, (int)hd, j->n, j->L->work + (size_t)worker * j->L->work_per);
+}
+
+static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
+		       float *y)
+{
+	struct kda_layer *L = inst;
+	int rc;
+	if (n < 0)
+		return L->h->error(L->h, TF_ERR_INVALID, "layer %d (kda): %lld tokens",
+				   L->layer, (long long)n);
+	if (n > L->max_ctx - L->len)
+		return L->h->error(L->h, TF_ERR_RANGE,
+				   "layer %d (kda): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
+				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
+	if (n == 0)
+		return TF_OK;
+	if ((rc = kda_reserve(L, n)))
+		return rc;
+
+	for (int s = 0; s < KDA_NCONV; s++)
+		if ((rc = tf_lin_forward(&L->proj[s], x, n, L->act[s])))
+			return rc;
+	if ((rc = tf_lin_forward(&L->f_proj, x, n, L->f)) ||
+	    (rc = tf_lin_forward(&L->b_proj, x, n, L->beta)) ||
+	    (rc = tf_lin_forward(&L->g_proj, x, n, L->gate)))
+		return rc;
+
+	struct kda_job job = { .L = L, .n = n };
+	L->be->parallel_for(L->bctx, L->heads, 1, kda_heads_fn, &job);
+	L->len += n;
+	return tf_lin_forward(&L->o_proj, L->o, n, y);
+}
+
+static void kda_reset(void *inst)
+{
+	struct kda_layer *L = inst;
+	memset(L->S, 0, kda_state_floats(L) * sizeof(float));
+	L->len = 0;
+}
+
+static int64_t kda_seq_len(void *inst)
+{
+	return ((struct kda_layer *)inst)->len;
+}
+
+/* A snapshot is the header and the whole state: KDA state is not append-only. */
+static size_t kda_snapshot_size(void *inst)
+{
+	return sizeof(struct kda_snap_hdr) + kda_state_floats(inst) * sizeof(float);
+}
+
+static int kda_snapshot(void *inst, void *buf)
+{
+	struct kda_layer *L = inst;
+	struct kda_snap_hdr hdr = { .magic = KDA_SNAP_MAGIC, .len = L->len };
+	memcpy(buf, &hdr, sizeof(hdr));
+	memcpy((char *)buf + sizeof(hdr), L->S, kda_state_floats(L) * sizeof(float));
+	return TF_OK;
+}
+
+static int kda_rollback(void *inst, const void *buf)
+{
+	struct kda_layer *L = inst;
+	struct kda_snap_hdr hdr;
+	memcpy(&hdr, buf, sizeof(hdr));
+	if (hdr.magic != KDA_SNAP_MAGIC || hdr.len < 0 || hdr.len > L->max_ctx)
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (kda): rollback buffer is not a kda snapshot of this layer",
+				   L->layer);
+	memcpy(L->S, (const char *)buf + sizeof(hdr), kda_state_floats(L) * sizeof(float));
+	L->len = hdr.len;
+	return TF_OK;
+}
+
+static const tf_plugin_attention kda_plugin = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_attention, TF_KIND_ATTENTION, "kda", "0.1.0",
+				"Kimi Delta Attention: recurrent decode, chunked WY prefill (CPU)",
+				kda_probe),
+	.layer_type = "kda",
+	.state_bytes = kda_state_bytes,
+	.layer_init = kda_layer_init,
+	.layer_fini = kda_layer_fini,
+	.forward = kda_forward,
+	.reset = kda_reset,
+	.seq_len = kda_seq_len,
+	.snapshot_size = kda_snapshot_size,
+	.snapshot = kda_snapshot,
+	.rollback = kda_rollback,
+};
+
+TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)
+{
+	return index == 0 ? &kda_plugin : NULL;
+}
