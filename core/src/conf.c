@@ -1,0 +1,719 @@
+/* conf.c - the INI model description; see conf.h and docs/ini.md. */
+#include "conf.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "tf/error.h"
+
+enum conf_type {
+	T_STR,          /* any text */
+	T_PATH,         /* one path, relative to the INI folder */
+	T_PATHS,        /* ':'-separated paths */
+	T_NAME,         /* a plugin or device name */
+	T_NAMES,        /* ','-separated names */
+	T_INT,
+	T_FLOAT,
+	T_SIZE,         /* bytes, K/M/G/T suffix */
+	T_BOOL,
+	T_ENUM,         /* one of `choices`, '|'-separated */
+};
+
+struct conf_key {
+	const char *section;
+	const char *key;        /* '#' matches a decimal layer index */
+	enum conf_type type;
+	double min, max;        /* T_INT, T_FLOAT */
+	const char *choices;    /* T_ENUM */
+};
+
+/* Every key anyone reads.  Keep docs/ini.md in step: a test checks that it
+ * mentions each of these. */
+#define KEY(s, k, t) { .section = s, .key = k, .type = t }
+#define RANGE(s, k, t, lo, hi) { .section = s, .key = k, .type = t, .min = lo, .max = hi }
+#define CHOICE(s, k, c) { .section = s, .key = k, .type = T_ENUM, .choices = c }
+
+static const struct conf_key conf_schema[] = {
+	KEY("model", "path", T_PATH),
+
+	RANGE("runtime", "context", T_INT, 1, 1 << 30),
+	RANGE("runtime", "threads", T_INT, 0, 4096),
+	KEY("runtime", "memory_limit", T_SIZE),
+	RANGE("runtime", "prefill_chunk", T_INT, 1, 1 << 20),
+	CHOICE("runtime", "log_level", "error|warn|info|debug"),
+
+	KEY("plugins", "path", T_PATHS),
+	KEY("plugins", "backend", T_NAME),
+	KEY("plugins", "quant", T_NAME),
+	KEY("plugins", "exclude", T_NAMES),
+	KEY("plugins", "attention.kda", T_NAME),
+	KEY("plugins", "attention.mla", T_NAME),
+	KEY("plugins", "ffn.moe", T_NAME),
+	KEY("plugins", "ffn.dense", T_NAME),
+	KEY("plugins", "layer.#.attention", T_NAME),
+	KEY("plugins", "layer.#.ffn", T_NAME),
+	KEY("plugins", "drafter", T_NAME),
+	KEY("plugins", "transport", T_NAME),
+
+	RANGE("sampling", "temperature", T_FLOAT, 0, 100),
+	RANGE("sampling", "top_k", T_INT, 0, 1 << 24),
+	RANGE("sampling", "top_p", T_FLOAT, 0, 1),
+	RANGE("sampling", "min_p", T_FLOAT, 0, 1),
+	RANGE("sampling", "repeat_penalty", T_FLOAT, 0, 100),
+	RANGE("sampling", "presence_penalty", T_FLOAT, -100, 100),
+	RANGE("sampling", "repeat_last_n", T_INT, 0, 1 << 30),
+	RANGE("sampling", "seed", T_INT, -1, 9007199254740991.0),
+	RANGE("sampling", "max_tokens", T_INT, 1, 1 << 30),
+
+	CHOICE("chat", "template", "ling3|raw"),
+	KEY("chat", "system", T_STR),
+	KEY("chat", "think", T_BOOL),
+
+	KEY("mtp", "enabled", T_BOOL),
+	RANGE("mtp", "max_depth", T_INT, 1, 16),
+	RANGE("mtp", "p_min", T_FLOAT, 0, 1),
+
+	RANGE("tp", "size", T_INT, 1, 64),
+	RANGE("tp", "rank", T_INT, 0, 63),
+	KEY("tp", "peers", T_STR),
+	KEY("tp", "transport", T_NAME),
+	KEY("tp", "rdma_device", T_NAME),
+};
+
+#define N_SCHEMA (sizeof(conf_schema) / sizeof(conf_schema[0]))
+
+struct conf_entry {
+	char *section, *key, *value;
+	int line;               /* 0: set by an override */
+};
+
+struct tf_conf {
+	char *name;             /* the file, for errors */
+	char *dir;              /* relative paths resolve here; NULL: cwd */
+	struct conf_entry *e;
+	size_t n, cap;
+};
+
+/* ---- the schema ---- */
+
+/* "layer.#.ffn" matches "layer.12.ffn": '#' stands for 1-6 digits. */
+static bool key_matches(const char *pattern, const char *key)
+{
+	for (; *pattern; pattern++) {
+		if (*pattern != '#') {
+			if (*key++ != *pattern)
+				return false;
+			continue;
+		}
+		int n = 0;
+		while (isdigit((unsigned char)*key) && n < 7) {
+			key++;
+			n++;
+		}
+		if (n == 0 || n > 6)
+			return false;
+	}
+	return *key == 0;
+}
+
+static const struct conf_key *schema_find(const char *section, const char *key)
+{
+	for (size_t i = 0; i < N_SCHEMA; i++)
+		if (!strcmp(conf_schema[i].section, section) &&
+		    key_matches(conf_schema[i].key, key))
+			return &conf_schema[i];
+	return NULL;
+}
+
+static bool section_known(const char *section)
+{
+	for (size_t i = 0; i < N_SCHEMA; i++)
+		if (!strcmp(conf_schema[i].section, section))
+			return true;
+	return false;
+}
+
+const char *tf_conf_schema_at(size_t i, const char **section)
+{
+	if (i >= N_SCHEMA)
+		return NULL;
+	*section = conf_schema[i].section;
+	return conf_schema[i].key;
+}
+
+/* ---- value parsers: each records "[section] key: why" on failure ---- */
+
+static int bad_value(const struct conf_key *k, const char *value, const char *why)
+{
+	return tf_diag_set(TF_ERR_INVALID, "[%s] %s: '%s' %s", k->section,
+			   k->key, value, why);
+}
+
+static int parse_int(const struct conf_key *k, const char *v, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long x = strtoll(v, &end, 10);
+	if (end == v || *end || errno == ERANGE || isspace((unsigned char)*v))
+		return bad_value(k, v, "is not an integer");
+	if ((double)x < k->min || (double)x > k->max)
+		return tf_diag_set(TF_ERR_INVALID, "[%s] %s: %lld is outside %.0f..%.0f",
+				   k->section, k->key, x, k->min, k->max);
+	*out = x;
+	return TF_OK;
+}
+
+static int parse_float(const struct conf_key *k, const char *v, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (end == v || *end || !isfinite(x) || isspace((unsigned char)*v))
+		return bad_value(k, v, "is not a number");
+	if (x < k->min || x > k->max)
+		return tf_diag_set(TF_ERR_INVALID, "[%s] %s: %g is outside %g..%g",
+				   k->section, k->key, x, k->min, k->max);
+	*out = x;
+	return TF_OK;
+}
+
+static int parse_size(const struct conf_key *k, const char *v, uint64_t *out)
+{
+	static const char units[] = "KMGT";
+	char *end;
+	errno = 0;
+	if (!isdigit((unsigned char)*v))
+		return bad_value(k, v, "is not a size (bytes, or with K, M, G, T)");
+	unsigned long long x = strtoull(v, &end, 10);
+	const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	if (errno == ERANGE || (*end && (!u || end[1])))
+		return bad_value(k, v, "is not a size (bytes, or with K, M, G, T)");
+	int shift = u ? 10 * (int)(u - units + 1) : 0;
+	if (shift && x > (UINT64_MAX >> shift))
+		return bad_value(k, v, "is too large");
+	*out = (uint64_t)x << shift;
+	return TF_OK;
+}
+
+static int parse_bool(const struct conf_key *k, const char *v, bool *out)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+	for (size_t i = 0; i < 4; i++) {
+		if (!strcasecmp(v, yes[i])) {
+			*out = true;
+			return TF_OK;
+		}
+		if (!strcasecmp(v, no[i])) {
+			*out = false;
+			return TF_OK;
+		}
+	}
+	return bad_value(k, v, "is not true or false");
+}
+
+static bool is_name(const char *s, size_t n)
+{
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("_.+-", s[i]))
+			return false;
+	return true;
+}
+
+static bool in_choices(const char *choices, const char *v)
+{
+	size_t n = strlen(v);
+	for (const char *c = choices; c;) {
+		const char *bar = strchr(c, '|');
+		size_t len = bar ? (size_t)(bar - c) : strlen(c);
+		if (len == n && !strncmp(c, v, n))
+			return true;
+		c = bar ? bar + 1 : NULL;
+	}
+	return false;
+}
+
+/* Every item of a `sep`-separated list is non-empty (after trimming
+ * blanks) and, for names, a name. */
+static int check_list(const struct conf_key *k, const char *v, char sep, bool names)
+{
+	for (const char *p = v;;) {
+		const char *q = strchr(p, sep);
+		size_t len = q ? (size_t)(q - p) : strlen(p);
+		while (len && isspace((unsigned char)*p)) {
+			p++;
+			len--;
+		}
+		while (len && isspace((unsigned char)p[len - 1]))
+			len--;
+		if (len == 0)
+			return bad_value(k, v, "has an empty item");
+		if (names && !is_name(p, len))
+			return bad_value(k, v, "has an item that is not a name "
+					 "(letters, digits, '_.+-')");
+		if (!q)
+			return TF_OK;
+		p = q + 1;
+	}
+}
+
+static int check_value(const struct conf_key *k, const char *v)
+{
+	union { int64_t i; double f; uint64_t u; bool b; } x;
+	switch (k->type) {
+	case T_STR:
+		return TF_OK;
+	case T_PATH:
+		return *v ? TF_OK : bad_value(k, v, "is empty");
+	case T_PATHS:
+		return check_list(k, v, ':', false);
+	case T_NAME:
+		return is_name(v, strlen(v)) ? TF_OK :
+		       bad_value(k, v, "is not a name (letters, digits, '_.+-')");
+	case T_NAMES:
+		return check_list(k, v, ',', true);
+	case T_INT:
+		return parse_int(k, v, &x.i);
+	case T_FLOAT:
+		return parse_float(k, v, &x.f);
+	case T_SIZE:
+		return parse_size(k, v, &x.u);
+	case T_BOOL:
+		return parse_bool(k, v, &x.b);
+	case T_ENUM:
+		if (in_choices(k->choices, v))
+			return TF_OK;
+		return tf_diag_set(TF_ERR_INVALID, "[%s] %s: '%s' is not one of %s",
+				   k->section, k->key, v, k->choices);
+	}
+	return tf_diag_set(TF_ERR_INTERNAL, "[%s] %s: bad schema type", k->section, k->key);
+}
+
+int tf_conf_check(const char *section, const char *key, const char *value)
+{
+	if (!section_known(section))
+		return tf_diag_set(TF_ERR_INVALID, "unknown section [%s]", section);
+	const struct conf_key *k = schema_find(section, key);
+	if (!k)
+		return tf_diag_set(TF_ERR_INVALID, "[%s] %s: unknown key", section, key);
+	return check_value(k, value);
+}
+
+/* ---- storage ---- */
+
+static struct conf_entry *entry_find(const tf_conf *c, const char *section,
+				     const char *key)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (!strcmp(c->e[i].section, section) && !strcmp(c->e[i].key, key))
+			return &c->e[i];
+	return NULL;
+}
+
+/* Store or replace; the value has been validated. */
+static int entry_put(tf_conf *c, const char *section, const char *key,
+		     const char *value, int line)
+{
+	struct conf_entry *e = entry_find(c, section, key);
+	char *v = strdup(value);
+	if (!v)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (e) {
+		free(e->value);
+		e->value = v;
+		e->line = line;
+		return TF_OK;
+	}
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 32;
+		struct conf_entry *ne = realloc(c->e, cap * sizeof(*ne));
+		if (!ne)
+			goto nomem;
+		c->e = ne;
+		c->cap = cap;
+	}
+	e = &c->e[c->n];
+	e->section = strdup(section);
+	e->key = strdup(key);
+	if (!e->section || !e->key) {
+		free(e->section);
+		free(e->key);
+		goto nomem;
+	}
+	e->value = v;
+	e->line = line;
+	c->n++;
+	return TF_OK;
+nomem:
+	free(v);
+	return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+}
+
+int tf_conf_init(const char *dir, tf_conf **out)
+{
+	tf_conf *c = calloc(1, sizeof(*c));
+	if (!c)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	c->name = strdup("<none>");
+	c->dir = dir ? strdup(dir) : NULL;
+	if (!c->name || (dir && !c->dir)) {
+		tf_conf_free(c);
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	*out = c;
+	return TF_OK;
+}
+
+void tf_conf_free(tf_conf *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->e[i].section);
+		free(c->e[i].key);
+		free(c->e[i].value);
+	}
+	free(c->e);
+	free(c->name);
+	free(c->dir);
+	free(c);
+}
+
+/* ---- parsing through libinih ----
+ *
+ * libinih reads through our line reader, which counts lines (the handler
+ * gets no line number in Debian's build), refuses lines longer than
+ * libinih's buffer (it would split them and parse the tail as a line of
+ * its own), and stops the parse at the first failure.
+ */
+
+struct conf_parse {
+	tf_conf *c;
+	const char *cur, *end;
+	int line;
+	bool indented;          /* the current line starts with a blank */
+	int status;             /* first failure, TF_OK so far */
+};
+
+static int parse_fail(struct conf_parse *p, int status)
+{
+	p->status = tf_diag_prefix(status, "%s:%d", p->c->name, p->line);
+	return 0;
+}
+
+static char *conf_read_line(char *str, int num, void *stream)
+{
+	struct conf_parse *p = stream;
+	if (p->status || p->cur >= p->end)
+		return NULL;
+	const char *nl = memchr(p->cur, '\n', (size_t)(p->end - p->cur));
+	size_t len = nl ? (size_t)(nl - p->cur) + 1 : (size_t)(p->end - p->cur);
+	size_t text = len - (nl != NULL);
+	p->line++;
+	/* libinih needs room for the text, "\r\n" and a terminator. */
+	if (text + 3 > (size_t)num) {
+		parse_fail(p, tf_diag_set(TF_ERR_FORMAT, "line is %zu bytes long; "
+					  "the INI reader takes at most %d",
+					  text, num - 3));
+		return NULL;
+	}
+	if (memchr(p->cur, 0, len)) {
+		parse_fail(p, tf_diag_set(TF_ERR_FORMAT, "line holds a NUL byte"));
+		return NULL;
+	}
+	memcpy(str, p->cur, len);
+	str[len] = 0;
+	p->cur += len;
+	p->indented = *str == ' ' || *str == '\t';
+
+	/* libinih does not report section headers: check them here. */
+	const char *s = str;
+	if (p->line == 1 && !strncmp(s, "\xEF\xBB\xBF", 3))
+		s += 3;
+	s += strspn(s, " \t");
+	const char *close = *s == '[' ? strchr(s, ']') : NULL;
+	if (close) {
+		char name[64];
+		size_t n = (size_t)(close - s - 1);
+		snprintf(name, sizeof(name), "%.*s", (int)(n < 63 ? n : 63), s + 1);
+		if (!section_known(name)) {
+			parse_fail(p, tf_diag_set(TF_ERR_INVALID, "unknown section [%s]",
+						  name));
+			return NULL;
+		}
+	}
+	return str;
+}
+
+static int conf_handler(void *user, const char *section, const char *key,
+			const char *value)
+{
+	struct conf_parse *p = user;
+	if (p->indented)
+		/* libinih would glue it onto the previous key's value. */
+		return parse_fail(p, tf_diag_set(TF_ERR_FORMAT, "indented line: keys "
+						 "start in the first column"));
+	if (!*section)
+		return parse_fail(p, tf_diag_set(TF_ERR_FORMAT, "'%s' comes before "
+						 "any [section]", key));
+	int rc = tf_conf_check(section, key, value);
+	if (rc)
+		return parse_fail(p, rc);
+	const struct conf_entry *e = entry_find(p->c, section, key);
+	if (e)
+		return parse_fail(p, tf_diag_set(TF_ERR_INVALID, "[%s] %s: set "
+						 "twice (first on line %d)",
+						 section, key, e->line));
+	rc = entry_put(p->c, section, key, value, p->line);
+	return rc ? parse_fail(p, rc) : 1;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+int tf_conf_parse(const char *text, size_t len, const char *name, tf_conf **out)
+{
+	tf_conf *c = NULL;
+	char *dir = dir_of(name);
+	int rc = dir ? tf_conf_init(dir, &c) : tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	free(dir);
+	if (rc)
+		return rc;
+	free(c->name);
+	c->name = strdup(name);
+	if (!c->name) {
+		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
+
+	struct conf_parse p = { .c = c, .cur = text, .end = text + len };
+	int line = ini_parse_stream(conf_read_line, &p, conf_handler, &p);
+	if (line > 0 && (!p.status || line < p.line)) {
+		/* A line libinih could not parse; our handler never saw it. */
+		rc = tf_diag_set(TF_ERR_FORMAT, "%s:%d: expected 'key = value' or "
+				 "'[section]'", name, line);
+		goto fail;
+	}
+	if (line < 0) {
+		rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
+		goto fail;
+	}
+	if (p.status) {
+		rc = p.status;
+		goto fail;
+	}
+	*out = c;
+	return TF_OK;
+fail:
+	tf_conf_free(c);
+	return rc;
+}
+
+int tf_conf_load(const char *path, tf_conf **out)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return tf_diag_set(errno == ENOENT ? TF_ERR_NOT_FOUND : TF_ERR_IO,
+				   "%s: %s", path, strerror(errno));
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	int rc = TF_OK;
+	for (;;) {
+		if (len == cap) {
+			cap = cap ? 2 * cap : 4096;
+			if (cap > (64u << 20)) {
+				rc = tf_diag_set(TF_ERR_RANGE, "%s: larger than 64 MiB", path);
+				break;
+			}
+			char *t = realloc(text, cap);
+			if (!t) {
+				rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", path);
+				break;
+			}
+			text = t;
+		}
+		size_t got = fread(text + len, 1, cap - len, f);
+		len += got;
+		if (got == 0)
+			break;
+	}
+	if (!rc && ferror(f))
+		rc = tf_diag_set(TF_ERR_IO, "%s: read error", path);
+	fclose(f);
+	if (!rc)
+		rc = tf_conf_parse(text, len, path, out);
+	free(text);
+	return rc;
+}
+
+int tf_conf_set(tf_conf *c, const char *assignment)
+{
+	const char *dot = strchr(assignment, '.');
+	const char *eq = strchr(assignment, '=');
+	if (!dot || !eq || dot > eq || dot == assignment || eq == dot + 1)
+		return tf_diag_set(TF_ERR_INVALID, "--set %s: expected "
+				   "section.key=value", assignment);
+	char section[64], key[128];
+	size_t ns = (size_t)(dot - assignment), nk = (size_t)(eq - dot - 1);
+	if (ns >= sizeof(section) || nk >= sizeof(key))
+		return tf_diag_set(TF_ERR_INVALID, "--set %s: name too long", assignment);
+	memcpy(section, assignment, ns);
+	section[ns] = 0;
+	memcpy(key, dot + 1, nk);
+	key[nk] = 0;
+	int rc = tf_conf_check(section, key, eq + 1);
+	if (rc)
+		return tf_diag_prefix(rc, "--set %s", assignment);
+	return entry_put(c, section, key, eq + 1, 0);
+}
+
+/* ---- reading ---- */
+
+const char *tf_conf_get(const tf_conf *c, const char *section, const char *key)
+{
+	const struct conf_entry *e = entry_find(c, section, key);
+	return e ? e->value : NULL;
+}
+
+int tf_conf_fail(const tf_conf *c, int status, const char *section,
+		 const char *key, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	const struct conf_entry *e = entry_find(c, section, key);
+	if (e && e->line)
+		return tf_diag_set(status, "%s:%d: [%s] %s: %s", c->name, e->line,
+				   section, key, msg);
+	return tf_diag_set(status, "%s[%s] %s: %s", e ? "--set " : "", section,
+			   key, msg);
+}
+
+/* The stored value of a key read as `type`, or NULL when unset. */
+static int typed_value(const tf_conf *c, const char *section, const char *key,
+		       enum conf_type type, const struct conf_key **k,
+		       const char **v)
+{
+	*k = schema_find(section, key);
+	if (!*k || (*k)->type != type)
+		return tf_diag_set(TF_ERR_INTERNAL, "[%s] %s: read as a type the "
+				   "schema does not give it", section, key);
+	*v = tf_conf_get(c, section, key);
+	return TF_OK;
+}
+
+/* A stored value failing its own parser means the entry bypassed
+ * validation; name where it came from. */
+static int reparse_fail(const tf_conf *c, int rc, const char *section, const char *key)
+{
+	return tf_conf_fail(c, rc, section, key, "%s", tf_diag_msg());
+}
+
+int tf_conf_get_int(const tf_conf *c, const char *section, const char *key,
+		    int64_t def, int64_t *out)
+{
+	const struct conf_key *k;
+	const char *v = NULL;
+	int rc = typed_value(c, section, key, T_INT, &k, &v);
+	if (rc)
+		return rc;
+	*out = def;
+	if (v && (rc = parse_int(k, v, out)))
+		return reparse_fail(c, rc, section, key);
+	return TF_OK;
+}
+
+int tf_conf_get_float(const tf_conf *c, const char *section, const char *key,
+		      double def, double *out)
+{
+	const struct conf_key *k;
+	const char *v = NULL;
+	int rc = typed_value(c, section, key, T_FLOAT, &k, &v);
+	if (rc)
+		return rc;
+	*out = def;
+	if (v && (rc = parse_float(k, v, out)))
+		return reparse_fail(c, rc, section, key);
+	return TF_OK;
+}
+
+int tf_conf_get_bool(const tf_conf *c, const char *section, const char *key,
+		     bool def, bool *out)
+{
+	const struct conf_key *k;
+	const char *v = NULL;
+	int rc = typed_value(c, section, key, T_BOOL, &k, &v);
+	if (rc)
+		return rc;
+	*out = def;
+	if (v && (rc = parse_bool(k, v, out)))
+		return reparse_fail(c, rc, section, key);
+	return TF_OK;
+}
+
+int tf_conf_get_size(const tf_conf *c, const char *section, const char *key,
+		     uint64_t def, uint64_t *out)
+{
+	const struct conf_key *k;
+	const char *v = NULL;
+	int rc = typed_value(c, section, key, T_SIZE, &k, &v);
+	if (rc)
+		return rc;
+	*out = def;
+	if (v && (rc = parse_size(k, v, out)))
+		return reparse_fail(c, rc, section, key);
+	return TF_OK;
+}
+
+int tf_conf_resolve(const tf_conf *c, const char *path, char *buf, size_t size)
+{
+	int n = (*path == '/' || !c->dir) ? snprintf(buf, size, "%s", path)
+					  : snprintf(buf, size, "%s/%s", c->dir, path);
+	if (n < 0 || (size_t)n >= size)
+		return tf_diag_set(TF_ERR_RANGE, "path too long: %s", path);
+	return TF_OK;
+}
+
+int tf_conf_get_path(const tf_conf *c, const char *section, const char *key,
+		     char *buf, size_t size, const char **out)
+{
+	const struct conf_key *k;
+	const char *v = NULL;
+	int rc = typed_value(c, section, key, T_PATH, &k, &v);
+	*out = NULL;
+	if (rc || !v)
+		return rc;
+	if ((rc = tf_conf_resolve(c, v, buf, size)))
+		return reparse_fail(c, rc, section, key);
+	*out = buf;
+	return TF_OK;
+}
+
+size_t tf_conf_count(const tf_conf *c) { return c->n; }
+
+void tf_conf_at(const tf_conf *c, size_t i, const char **section,
+		const char **key, const char **value)
+{
+	*section = c->e[i].section;
+	*key = c->e[i].key;
+	*value = c->e[i].value;
+}

@@ -1,0 +1,591 @@
+/* registry.c - plugin discovery, ABI checks, probing, selection; see
+ * registry.h and docs/plugins.md. */
+#define _GNU_SOURCE
+#include "registry.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "diag.h"
+#include "tf/attention.h"
+#include "tf/backend.h"
+#include "tf/drafter.h"
+#include "tf/ffn.h"
+#include "tf/quant.h"
+#include "tf/transport.h"
+
+/* A plugin's entry function returns descriptors up to its first NULL; a
+ * plugin still answering past this many is broken. */
+#define MAX_DESCRIPTORS 64
+
+struct slot {
+	const char *name;
+	size_t offset;
+};
+
+#define SLOT(type, member) { #member, offsetof(type, member) }
+
+/* The slots a descriptor must fill, per kind.  Anything else may be NULL
+ * or beyond struct_size (appended in a later minor version). */
+static const struct slot backend_slots[] = {
+	SLOT(tf_backend, init), SLOT(tf_backend, quiesce), SLOT(tf_backend, fini),
+	SLOT(tf_backend, alloc), SLOT(tf_backend, free), SLOT(tf_backend, upload),
+	SLOT(tf_backend, download), SLOT(tf_backend, sync),
+	SLOT(tf_backend, rmsnorm), SLOT(tf_backend, add), SLOT(tf_backend, swiglu),
+	SLOT(tf_backend, rope), SLOT(tf_backend, softmax), SLOT(tf_backend, embed),
+	SLOT(tf_backend, convert), SLOT(tf_backend, argmax), { NULL, 0 }
+};
+static const struct slot quant_slots[] = {
+	SLOT(tf_plugin_quant, match), SLOT(tf_plugin_quant, open),
+	SLOT(tf_plugin_quant, close), SLOT(tf_plugin_quant, forward), { NULL, 0 }
+};
+static const struct slot attention_slots[] = {
+	SLOT(tf_plugin_attention, layer_type), SLOT(tf_plugin_attention, layer_init),
+	SLOT(tf_plugin_attention, layer_fini), SLOT(tf_plugin_attention, forward),
+	SLOT(tf_plugin_attention, reset), SLOT(tf_plugin_attention, seq_len),
+	{ NULL, 0 }
+};
+static const struct slot ffn_slots[] = {
+	SLOT(tf_plugin_ffn, layer_type), SLOT(tf_plugin_ffn, layer_init),
+	SLOT(tf_plugin_ffn, layer_fini), SLOT(tf_plugin_ffn, forward), { NULL, 0 }
+};
+static const struct slot drafter_slots[] = {
+	SLOT(tf_plugin_drafter, init), SLOT(tf_plugin_drafter, fini), { NULL, 0 }
+};
+static const struct slot transport_slots[] = {
+	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini), { NULL, 0 }
+};
+
+static const struct kind_info {
+	const char *name;
+	const struct slot *slots;
+} kinds[TF_KIND_COUNT] = {
+	[TF_KIND_BACKEND]   = { "backend",   backend_slots },
+	[TF_KIND_QUANT]     = { "quant",     quant_slots },
+	[TF_KIND_ATTENTION] = { "attention", attention_slots },
+	[TF_KIND_FFN]       = { "ffn",       ffn_slots },
+	[TF_KIND_DRAFTER]   = { "drafter",   drafter_slots },
+	[TF_KIND_TRANSPORT] = { "transport", transport_slots },
+};
+
+typedef const tf_plugin_header *(*entry_fn)(unsigned index);
+
+struct tf_registry {
+	void **so;                      /* dlopen handles */
+	char **files;                   /* owned strings candidates point at */
+	size_t n_so;
+	tf_candidate *c;
+	size_t n, cap;
+};
+
+const char *tf_registry_kind_name(tf_plugin_kind kind)
+{
+	return kind > 0 && kind < TF_KIND_COUNT ? kinds[kind].name : "-";
+}
+
+int tf_registry_init(tf_registry **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "out of memory");
+}
+
+void tf_registry_free(tf_registry *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n_so; i++) {
+		if (r->so[i])
+			dlclose(r->so[i]);
+		free(r->files[i]);
+	}
+	free(r->c);
+	free(r->so);
+	free(r->files);
+	free(r);
+}
+
+size_t tf_registry_count(const tf_registry *r) { return r->n; }
+
+const tf_candidate *tf_registry_at(const tf_registry *r, size_t i)
+{
+	return i < r->n ? &r->c[i] : NULL;
+}
+
+/* ---- candidates ---- */
+
+static tf_candidate *cand_add(tf_registry *r, tf_plugin_kind kind,
+			      const char *file, unsigned index)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 16;
+		tf_candidate *c = realloc(r->c, cap * sizeof(*c));
+		if (!c)
+			return NULL;
+		r->c = c;
+		r->cap = cap;
+	}
+	tf_candidate *c = &r->c[r->n++];
+	*c = (tf_candidate){ .kind = kind, .file = file, .index = index };
+	const char *base = strrchr(file, '/');
+	snprintf(c->name, sizeof(c->name), "%s#%u", base ? base + 1 : file, index);
+	return c;
+}
+
+/* Mark rejected, keeping the first reason; returns status. */
+static int cand_reject(tf_candidate *c, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int cand_reject(tf_candidate *c, int status, const char *fmt, ...)
+{
+	if (c->status)
+		return status;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof(c->why), fmt, ap);
+	va_end(ap);
+	c->status = status;
+	c->score = 0;
+	return status;
+}
+
+static const char *cand_layer_type(const tf_candidate *c)
+{
+	if (!c->desc)
+		return NULL;
+	if (c->kind == TF_KIND_ATTENTION)
+		return ((const tf_plugin_attention *)c->desc)->layer_type;
+	if (c->kind == TF_KIND_FFN)
+		return ((const tf_plugin_ffn *)c->desc)->layer_type;
+	return NULL;
+}
+
+/* Read a pointer-sized slot at `offset` without type punning on it. */
+static bool slot_filled(const tf_plugin_header *d, size_t offset)
+{
+	void *p;
+	memcpy(&p, (const char *)d + offset, sizeof(p));
+	return p != NULL;
+}
+
+/* The ABI checks of registry.h; on failure the candidate keeps only the
+ * file and index, since the descriptor's layout is not ours to read. */
+static void cand_check(tf_registry *r, tf_candidate *c, const tf_plugin_header *d,
+		       const char *entry)
+{
+	const struct kind_info *k = &kinds[c->kind];
+	if (d->abi_major != TF_ABI_MAJOR) {
+		cand_reject(c, TF_ERR_ABI, "built for plugin ABI %u.%u; this "
+			    "runtime has ABI %d.%d", d->abi_major, d->abi_minor,
+			    TF_ABI_MAJOR, TF_ABI_MINOR);
+		return;
+	}
+	if (d->struct_size < sizeof(*d)) {
+		cand_reject(c, TF_ERR_ABI, "descriptor is %u bytes, smaller than "
+			    "its %zu-byte header", d->struct_size, sizeof(*d));
+		return;
+	}
+	if (d->kind != c->kind) {
+		cand_reject(c, TF_ERR_ABI, "%s returned a descriptor of kind %d",
+			    entry, (int)d->kind);
+		return;
+	}
+	if (!d->name || !*d->name || strlen(d->name) >= sizeof(c->name)) {
+		cand_reject(c, TF_ERR_ABI, "descriptor name is missing or longer "
+			    "than %zu bytes", sizeof(c->name) - 1);
+		return;
+	}
+	c->desc = d;
+	snprintf(c->name, sizeof(c->name), "%s", d->name);
+	if (!d->probe) {
+		cand_reject(c, TF_ERR_ABI, "missing required slot 'probe'");
+		return;
+	}
+	for (const struct slot *s = k->slots; s->name; s++) {
+		if (d->struct_size < s->offset + sizeof(void *)) {
+			cand_reject(c, TF_ERR_ABI, "descriptor is %u bytes: too small "
+				    "for required slot '%s' (ABI %d.0 %s descriptors "
+				    "hold at least %zu)", d->struct_size, s->name,
+				    TF_ABI_MAJOR, k->name, s->offset + sizeof(void *));
+			return;
+		}
+		if (!slot_filled(d, s->offset)) {
+			cand_reject(c, TF_ERR_ABI, "missing required slot '%s'", s->name);
+			return;
+		}
+	}
+	/* The first plugin of a kind and name on the path wins. */
+	for (const tf_candidate *o = r->c; o < c; o++) {
+		if (o->desc && o->kind == c->kind && !strcmp(o->name, c->name)) {
+			cand_reject(c, TF_ERR_INVALID, "shadowed by %s", o->file);
+			return;
+		}
+	}
+}
+
+/* ---- loading ---- */
+
+/* When a .so has no entry for our major, say which major it was built for. */
+static int other_major(void *so, const char **kind, int *major)
+{
+	for (int k = 1; k < TF_KIND_COUNT; k++)
+		for (int m = 0; m <= TF_ABI_MAJOR + 8; m++) {
+			char sym[64];
+			if (m == TF_ABI_MAJOR)
+				continue;
+			snprintf(sym, sizeof(sym), "tf_plugin_%s_v%d", kinds[k].name, m);
+			if (dlsym(so, sym)) {
+				*kind = kinds[k].name;
+				*major = m;
+				return 1;
+			}
+		}
+	return 0;
+}
+
+static int so_keep(tf_registry *r, void *so, const char *file, const char **kept)
+{
+	void **nso = realloc(r->so, (r->n_so + 1) * sizeof(*nso));
+	if (nso)
+		r->so = nso;
+	char **nf = realloc(r->files, (r->n_so + 1) * sizeof(*nf));
+	if (nf)
+		r->files = nf;
+	char *copy = strdup(file);
+	if (!nso || !nf || !copy) {
+		free(copy);
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	r->so[r->n_so] = so;
+	r->files[r->n_so++] = copy;
+	*kept = copy;
+	return TF_OK;
+}
+
+int tf_registry_load(tf_registry *r, const char *file)
+{
+	struct stat st;
+	if (stat(file, &st) != 0)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: %s", file, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return tf_diag_set(TF_ERR_INVALID, "%s: not a regular file", file);
+	void *so = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+	if (!so)
+		return tf_diag_set(TF_ERR_FORMAT, "%s: not a loadable shared object: %s",
+				   file, dlerror());
+
+	int found = 0;
+	for (int k = 1; k < TF_KIND_COUNT; k++) {
+		char sym[64];
+		snprintf(sym, sizeof(sym), "tf_plugin_%s_v%d", kinds[k].name, TF_ABI_MAJOR);
+		void *addr = dlsym(so, sym);
+		entry_fn entry;
+		if (!addr)
+			continue;
+		memcpy(&entry, &addr, sizeof(entry));
+		if (!found++) {
+			const char *kept;
+			int rc = so_keep(r, so, file, &kept);
+			if (rc) {
+				dlclose(so);
+				return rc;
+			}
+			file = kept;
+		}
+		for (unsigned i = 0;; i++) {
+			const tf_plugin_header *d = entry(i);
+			if (!d && i > 0)
+				break;
+			tf_candidate *c = cand_add(r, (tf_plugin_kind)k, file, i);
+			if (!c)
+				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+			if (!d)
+				cand_reject(c, TF_ERR_ABI, "%s(0) returned no descriptor", sym);
+			else if (i == MAX_DESCRIPTORS)
+				cand_reject(c, TF_ERR_ABI, "%s returns more than %d "
+					    "descriptors", sym, MAX_DESCRIPTORS);
+			else
+				cand_check(r, c, d, sym);
+			if (!d || i == MAX_DESCRIPTORS)
+				break;
+		}
+	}
+	if (found)
+		return TF_OK;
+
+	const char *kind;
+	int major;
+	int abi = other_major(so, &kind, &major);
+	dlclose(so);
+	if (abi)
+		return tf_diag_set(TF_ERR_ABI, "%s: built for plugin ABI %d "
+				   "(exports tf_plugin_%s_v%d); this runtime has "
+				   "ABI %d", file, major, kind, major, TF_ABI_MAJOR);
+	return tf_diag_set(TF_ERR_NOT_FOUND, "%s: not a TensorFold plugin (it "
+			   "exports no tf_plugin_<kind>_v%d entry)", file, TF_ABI_MAJOR);
+}
+
+static bool has_so_suffix(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 3 && !strcmp(name + n - 3, ".so");
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A .so in a scanned folder that fails to load still shows in the list. */
+static int add_failed_file(tf_registry *r, const char *file, int status)
+{
+	const char *kept;
+	int rc = so_keep(r, NULL, file, &kept);
+	tf_candidate *c = rc ? NULL : cand_add(r, 0, kept, 0);
+	if (!c)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	cand_reject(c, status, "%s", tf_diag_msg());
+	return TF_OK;
+}
+
+static int add_dir(tf_registry *r, const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return tf_diag_set(TF_ERR_IO, "%s: %s", dir, strerror(errno));
+	char **names = NULL;
+	size_t n = 0;
+	int rc = TF_OK;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!has_so_suffix(e->d_name))
+			continue;
+		char **nn = realloc(names, (n + 1) * sizeof(*nn));
+		char *s = NULL;
+		if (!nn || asprintf(&s, "%s/%s", dir, e->d_name) < 0) {
+			if (nn)
+				names = nn;
+			rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+			goto out;
+		}
+		names = nn;
+		names[n++] = s;
+	}
+	/* A stable order, so that ties and shadowing are reproducible. */
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n && !rc; i++) {
+		int st = tf_registry_load(r, names[i]);
+		if (st && st != TF_ERR_NOMEM)
+			rc = add_failed_file(r, names[i], st);
+		else
+			rc = st;
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(d);
+	return rc;
+}
+
+int tf_registry_add(tf_registry *r, const char *path, const char *origin)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: plugin path %s: %s", origin,
+				   path, strerror(errno));
+	int rc = S_ISDIR(st.st_mode) ? add_dir(r, path) : tf_registry_load(r, path);
+	return rc ? tf_diag_prefix(rc, "%s", origin) : TF_OK;
+}
+
+/* Each entry of a ':'-separated list. */
+static int add_list(tf_registry *r, const tf_conf *conf, const char *list,
+		    const char *origin)
+{
+	char *copy = strdup(list), *save = NULL;
+	if (!copy)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	int rc = TF_OK;
+	for (char *p = strtok_r(copy, ":", &save); p && !rc;
+	     p = strtok_r(NULL, ":", &save)) {
+		char path[4096];
+		if (conf)
+			rc = tf_conf_resolve(conf, p, path, sizeof(path));
+		else
+			snprintf(path, sizeof(path), "%s", p);
+		if (!rc)
+			rc = tf_registry_add(r, path, origin);
+	}
+	free(copy);
+	return rc;
+}
+
+int tf_registry_scan(tf_registry *r, const tf_conf *conf)
+{
+	const char *ini = conf ? tf_conf_get(conf, "plugins", "path") : NULL;
+	const char *env = getenv("TF_PLUGIN_PATH");
+	int rc;
+	if (ini && (rc = add_list(r, conf, ini, "[plugins] path")))
+		return rc;
+	if (env && *env && (rc = add_list(r, NULL, env, "TF_PLUGIN_PATH")))
+		return rc;
+	/* The build folder is a default, not a promise: an installed tfrun
+	 * may run where it no longer exists. */
+	struct stat st;
+	if (stat(TF_BUILD_PLUGIN_DIR, &st) == 0 &&
+	    (rc = tf_registry_add(r, TF_BUILD_PLUGIN_DIR, "build plugin folder")))
+		return rc;
+	const char *ex = conf ? tf_conf_get(conf, "plugins", "exclude") : NULL;
+	if (ex)
+		tf_registry_exclude(r, ex);
+	return TF_OK;
+}
+
+void tf_registry_exclude(tf_registry *r, const char *names)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		size_t len = strlen(r->c[i].name);
+		for (const char *p = names; *p;) {
+			p += strspn(p, " \t,");
+			size_t n = strcspn(p, ",");
+			size_t m = n;
+			while (m && (p[m - 1] == ' ' || p[m - 1] == '\t'))
+				m--;
+			if (m && m == len && !strncmp(p, r->c[i].name, len))
+				cand_reject(&r->c[i], TF_ERR_INVALID,
+					    "excluded by [plugins] exclude");
+			p += n;
+		}
+	}
+}
+
+void tf_registry_probe(tf_registry *r, tf_plugin_kind kind, const tf_host *h)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		tf_candidate *c = &r->c[i];
+		if (c->kind != kind || c->probed || c->status)
+			continue;
+		const char *reason = NULL;
+		c->probed = true;
+		c->score = c->desc->probe(h, &reason);
+		if (c->score <= 0)
+			cand_reject(c, TF_ERR_UNSUPPORTED, "%s",
+				    reason && *reason ? reason :
+				    "probe declined without a reason");
+	}
+}
+
+int tf_registry_select(const tf_registry *r, tf_plugin_kind kind,
+		       const char *layer_type, const char *pin,
+		       const tf_candidate **out)
+{
+	const tf_candidate *best = NULL, *named = NULL;
+	for (size_t i = 0; i < r->n; i++) {
+		const tf_candidate *c = &r->c[i];
+		const char *lt = cand_layer_type(c);
+		if (c->kind != kind)
+			continue;
+		if (pin) {
+			/* the first of a name; later ones are shadowed */
+			if (!named && !strcmp(c->name, pin))
+				named = c;
+			continue;
+		}
+		if (c->status || !c->probed)
+			continue;
+		if (layer_type && (!lt || strcmp(lt, layer_type)))
+			continue;
+		if (!best || c->score > best->score)
+			best = c;
+	}
+	const char *kn = tf_registry_kind_name(kind);
+	if (pin) {
+		if (!named)
+			return tf_diag_set(TF_ERR_NOT_FOUND, "no %s plugin named '%s' "
+					   "on the plugin path", kn, pin);
+		if (named->status)
+			return tf_diag_set(named->status, "%s plugin '%s' (%s) cannot "
+					   "be used: %s", kn, pin, named->file, named->why);
+		if (!named->probed)
+			return tf_diag_set(TF_ERR_INTERNAL, "%s plugin '%s' selected "
+					   "before it was probed", kn, pin);
+		const char *lt = cand_layer_type(named);
+		if (layer_type && strcmp(lt, layer_type))
+			return tf_diag_set(TF_ERR_INVALID, "%s plugin '%s' serves %s "
+					   "layers, not %s", kn, pin, lt, layer_type);
+		*out = named;
+		return TF_OK;
+	}
+	if (!best)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "no usable %s plugin%s%s on the "
+				   "plugin path (see tfrun --plugins)", kn,
+				   layer_type ? " for layer type " : "",
+				   layer_type ? layer_type : "");
+	*out = best;
+	return TF_OK;
+}
+
+/* ---- listing ---- */
+
+static int print_json(const tf_registry *r, FILE *f)
+{
+	cJSON *root = cJSON_CreateArray();
+	if (!root)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	for (size_t i = 0; i < r->n; i++) {
+		const tf_candidate *c = &r->c[i];
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(root, o))
+			goto nomem;
+		const char *lt = cand_layer_type(c);
+		if (!cJSON_AddStringToObject(o, "kind", tf_registry_kind_name(c->kind)) ||
+		    !cJSON_AddStringToObject(o, "name", c->name) ||
+		    !cJSON_AddStringToObject(o, "file", c->file) ||
+		    !cJSON_AddNumberToObject(o, "index", c->index) ||
+		    !cJSON_AddNumberToObject(o, "score", c->score) ||
+		    !cJSON_AddBoolToObject(o, "usable", !c->status && c->probed) ||
+		    (lt && !cJSON_AddStringToObject(o, "layer_type", lt)) ||
+		    (c->desc && c->desc->version &&
+		     !cJSON_AddStringToObject(o, "version", c->desc->version)) ||
+		    (c->desc && c->desc->description &&
+		     !cJSON_AddStringToObject(o, "description", c->desc->description)) ||
+		    (c->status && !cJSON_AddStringToObject(o, "rejected", c->why)))
+			goto nomem;
+	}
+	char *s = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!s)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	fprintf(f, "%s\n", s);
+	cJSON_free(s);
+	return TF_OK;
+nomem:
+	cJSON_Delete(root);
+	return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+}
+
+int tf_registry_print(const tf_registry *r, FILE *f, bool json)
+{
+	if (json)
+		return print_json(r, f);
+	fprintf(f, "%-10s %-16s %-6s %-5s %s\n", "KIND", "NAME", "LAYER", "SCORE",
+		"FILE / STATUS");
+	for (size_t i = 0; i < r->n; i++) {
+		const tf_candidate *c = &r->c[i];
+		const char *lt = cand_layer_type(c);
+		fprintf(f, "%-10s %-16s %-6s %-5d %s\n", tf_registry_kind_name(c->kind),
+			c->name, lt ? lt : "-", c->score, c->file);
+		if (c->status)
+			fprintf(f, "%40s rejected: %s\n", "", c->why);
+		else if (!c->probed)
+			fprintf(f, "%40s not probed\n", "");
+		else
+			fprintf(f, "%40s ok: %s %s\n", "",
+				c->desc->version ? c->desc->version : "",
+				c->desc->description ? c->desc->description : "");
+	}
+	return TF_OK;
+}
