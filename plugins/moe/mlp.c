@@ -1,18 +1,8 @@
 /* mlp.c - see mlp.h. */
 #include "mlp.h"
 
-#include <stdio.h>
-
+#include "../common/tensor_util.h"
 #include "tf/backend.h"
-
-static int open_proj(const tf_host *h, tf_lin *lin, const char *prefix,
-		     const char *proj, int64_t in, int64_t out)
-{
-	char name[512];
-
-	snprintf(name, sizeof(name), "%s.%s", prefix, proj);
-	return h->lin_open(h, name, in, out, lin);
-}
 
 int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
 		int64_t hidden, int64_t inter, float limit)
@@ -20,13 +10,13 @@ int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
 	int rc;
 
 	*m = (tf_mlp){ .hidden = hidden, .inter = inter, .limit = limit };
-	rc = open_proj(h, &m->gate, prefix, "gate_proj", hidden, inter);
+	rc = tf_tu_lin_open(h, prefix, "gate_proj", hidden, inter, &m->gate);
 	if (rc)
 		goto fail;
-	rc = open_proj(h, &m->up, prefix, "up_proj", hidden, inter);
+	rc = tf_tu_lin_open(h, prefix, "up_proj", hidden, inter, &m->up);
 	if (rc)
 		goto fail;
-	rc = open_proj(h, &m->down, prefix, "down_proj", inter, hidden);
+	rc = tf_tu_lin_open(h, prefix, "down_proj", inter, hidden, &m->down);
 	if (rc)
 		goto fail;
 	return TF_OK;
@@ -37,12 +27,10 @@ fail:
 
 void tf_mlp_free(tf_mlp *m, const tf_host *h)
 {
-	tf_lin *lins[] = { &m->gate, &m->up, &m->down };
-
-	for (int i = 0; i < 3; i++)
-		if (lins[i]->impl)
-			h->lin_close(h, lins[i]);
-	*m = (tf_mlp){ 0 };
+	tf_tu_lin_close(h, &m->gate);
+	tf_tu_lin_close(h, &m->up);
+	tf_tu_lin_close(h, &m->down);
+	m->inter = 0;
 }
 
 /* scratch: gate[rows, inter], up[rows, inter], act[rows, inter]. */

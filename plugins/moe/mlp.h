@@ -16,7 +16,7 @@
 
 typedef struct tf_mlp {
 	tf_lin gate, up, down;
-	int64_t hidden, inter;
+	int64_t hidden, inter;          /* inter is 0 while closed */
 	float limit;
 } tf_mlp;
 

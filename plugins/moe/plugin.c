@@ -4,25 +4,17 @@
  */
 #include <stddef.h>
 
+#include "../common/tensor_util.h"
 #include "layers.h"
-#include "tf/backend.h"
 
-/*
- * Routing, gathering and scatter-adding rows happen on the CPU, reading
- * activations directly, so the backend must keep them in host memory;
- * parallel_for is the backend's sign of that (tf/backend.h).
- */
+/* Routing, gathering and scatter-adding rows read activations on the CPU. */
 static int ffn_probe(const tf_host *h, const char **reason)
 {
-	if (!TF_HAS_SLOT(h, tf_host, lin_close) || !h->backend) {
-		*reason = "host too old: needs lin_open and a backend";
+	if (!TF_HAS_SLOT(h, tf_host, lin_close)) {
+		*reason = "host too old: needs lin_open";
 		return 0;
 	}
-	if (!h->backend->parallel_for) {
-		*reason = "needs a host-memory backend (activations read on the CPU)";
-		return 0;
-	}
-	return 10;
+	return tf_tu_probe_host_backend(h, reason) ? 10 : 0;
 }
 
 static const tf_plugin_ffn moe_ffn = {

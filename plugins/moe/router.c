@@ -6,54 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/tensor_util.h"
 #include "tf/backend.h"
-
-/* "[a, b]" into buf. */
-static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
-{
-	size_t o = (size_t)snprintf(buf, len, "[");
-	for (int i = 0; i < ndim && o < len; i++)
-		o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "",
-				      (long long)shape[i]);
-	if (o < len)
-		snprintf(buf + o, len - o, "]");
-	return buf;
-}
-
-/* Widen a float tensor of the expected shape into dst. */
-static int load_f32(const tf_host *h, const tf_tensor *t, int ndim,
-		    const int64_t *shape, float *dst)
-{
-	char have[128], want[128];
-	int ok = t->ndim == ndim;
-
-	for (int i = 0; ok && i < ndim; i++)
-		ok = t->shape[i] == shape[i];
-	if (!ok)
-		return h->error(h, TF_ERR_FORMAT, "%s (%s): shape %s, the config says %s",
-				t->name, t->file,
-				shape_str(have, sizeof(have), t->ndim, t->shape),
-				shape_str(want, sizeof(want), ndim, shape));
-
-	int64_t n = tf_tensor_numel(t);
-	const uint16_t *h16 = t->data;
-	switch (t->dtype) {
-	case TF_DTYPE_F32:
-		memcpy(dst, t->data, (size_t)n * sizeof(float));
-		return TF_OK;
-	case TF_DTYPE_BF16:
-		for (int64_t i = 0; i < n; i++)
-			dst[i] = tf_bf16_to_f32(h16[i]);
-		return TF_OK;
-	case TF_DTYPE_F16:
-		for (int64_t i = 0; i < n; i++)
-			dst[i] = tf_f16_to_f32(h16[i]);
-		return TF_OK;
-	default:
-		return h->error(h, TF_ERR_FORMAT, "%s (%s): dtype %s, expected F32, BF16 or F16",
-				t->name, t->file, tf_dtype_name(t->dtype));
-	}
-}
 
 static int check_config(const tf_host *h, const tf_model_config *c)
 {
@@ -93,7 +47,7 @@ static int check_config(const tf_host *h, const tf_model_config *c)
 int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
 {
 	const tf_model_config *c = h->model;
-	char name[512];
+	char name[TF_TU_NAME_MAX];
 	tf_tensor t;
 	int rc;
 
@@ -110,45 +64,30 @@ int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
 	r->norm_topk = c->norm_topk_prob;
 	r->scaling = c->routed_scaling_factor;
 
-	snprintf(name, sizeof(name), "%s.gate.weight", prefix);
-	if (h->weight_get(h, name, &t))
-		return h->error(h, TF_ERR_NOT_FOUND, "%s: router weight missing", name);
-	r->weight = malloc((size_t)r->n_experts * (size_t)r->hidden * sizeof(float));
-	if (!r->weight) {
-		rc = h->error(h, TF_ERR_NOMEM, "%s: no memory for the fp32 router", name);
-		goto fail;
+	rc = tf_tu_load_leaf_f32(h, prefix, "gate.weight", 2,
+				 (int64_t[]){ r->n_experts, r->hidden }, &r->weight);
+	if (rc || !c->moe_router_enable_expert_bias)
+		goto out;
+	/* The second name is what some MTP checkpoints call the same buffer. */
+	static const char *const bias_leaf[] = { "gate.expert_bias",
+						 "gate.e_score_correction_bias" };
+	int i;
+	for (i = 0; i < 2; i++) {
+		rc = tf_tu_name(h, name, prefix, bias_leaf[i]);
+		if (rc || h->weight_get(h, name, &t) == TF_OK)
+			break;
 	}
-	rc = load_f32(h, &t, 2, (int64_t[]){ r->n_experts, r->hidden }, r->weight);
+	if (i == 2)
+		rc = h->error(h, TF_ERR_NOT_FOUND,
+			      "%s.%s: missing, and moe_router_enable_expert_bias is set",
+			      prefix, bias_leaf[0]);
+	if (!rc)
+		rc = tf_tu_load_f32(h, name, 1, (int64_t[]){ r->n_experts }, &r->bias);
+out:
 	if (rc)
-		goto fail;
-
-	if (!c->moe_router_enable_expert_bias)
-		return TF_OK;
-	snprintf(name, sizeof(name), "%s.gate.expert_bias", prefix);
-	if (h->weight_get(h, name, &t)) {
-		/* The MTP checkpoints' name for the same buffer. */
-		snprintf(name, sizeof(name), "%s.gate.e_score_correction_bias", prefix);
-		if (h->weight_get(h, name, &t)) {
-			rc = h->error(h, TF_ERR_NOT_FOUND,
-				      "%s.gate.expert_bias: missing, and moe_router_enable_expert_bias is set",
-				      prefix);
-			goto fail;
-		}
-	}
-	r->bias = malloc((size_t)r->n_experts * sizeof(float));
-	if (!r->bias) {
-		rc = h->error(h, TF_ERR_NOMEM, "%s: no memory", name);
-		goto fail;
-	}
-	rc = load_f32(h, &t, 1, (int64_t[]){ r->n_experts }, r->bias);
-	if (rc)
-		goto fail;
-	return TF_OK;
-fail:
-	tf_router_free(r);
+		tf_router_free(r);
 	return rc;
 }
-
 void tf_router_free(tf_router *r)
 {
 	free(r->weight);
