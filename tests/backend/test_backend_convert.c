@@ -103,23 +103,35 @@ Test(backend_convert, known_answers)
 	cr_assert_eq(tf_bf16_to_f32(0xc040), -3.0f);
 }
 
+/* NaNs of every kind, placed in vector bodies and in tails. */
 Test(backend_convert, nan_stays_nan)
 {
-	float x[5] = { NAN, -NAN, tf_bits_f32(0x7f800001u), tf_bits_f32(0xffc00001u), 1.0f };
-	uint16_t y[5];
-	float back[5];
+	enum { N = 37 };
+	static const int at[] = { 0, 3, 9, 17, 30, 36 };
+	static const uint32_t nan_bits[] = { 0x7fc00000u, 0xffc00000u, 0x7f800001u,
+					     0xffc00001u, 0x7fffffffu, 0xff800100u };
+	float x[N], back[N];
+	uint16_t y[N];
+	uint64_t seed = 3;
+	tf_test_fill_uniform(x, N, 10.0f, &seed);
+	for (int i = 0; i < 6; i++)
+		x[at[i]] = tf_bits_f32(nan_bits[i]);
 	for (int k = 0; k < CPU_N; k++) {
-		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], y, TF_DTYPE_F16, x, TF_DTYPE_F32, 5), TF_OK);
-		for (int i = 0; i < 4; i++)
-			cr_assert(f16_is_nan(y[i]), "%s f16 NaN %d -> 0x%04x", fx.be[k]->hdr.name, i, y[i]);
-		cr_assert_eq(y[4], 0x3c00);
-		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], y, TF_DTYPE_BF16, x, TF_DTYPE_F32, 5), TF_OK);
-		for (int i = 0; i < 4; i++)
-			cr_assert(bf16_is_nan(y[i]), "%s bf16 NaN %d -> 0x%04x", fx.be[k]->hdr.name, i, y[i]);
-		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], back, TF_DTYPE_F32, y, TF_DTYPE_BF16, 5), TF_OK);
-		for (int i = 0; i < 4; i++)
-			cr_assert(isnan(back[i]));
-		cr_assert_eq(back[4], 1.0f);
+		const char *name = fx.be[k]->hdr.name;
+		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], y, TF_DTYPE_F16, x, TF_DTYPE_F32, N), TF_OK);
+		for (int i = 0; i < N; i++)
+			cr_assert(isnan(x[i]) ? f16_is_nan(y[i]) : y[i] == tf_f32_to_f16(x[i]),
+				  "%s f16 [%d] 0x%08x -> 0x%04x", name, i, tf_f32_bits(x[i]), y[i]);
+		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], back, TF_DTYPE_F32, y, TF_DTYPE_F16, N), TF_OK);
+		for (int i = 0; i < 6; i++)
+			cr_assert(isnan(back[at[i]]), "%s f16 -> f32 [%d]", name, at[i]);
+		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], y, TF_DTYPE_BF16, x, TF_DTYPE_F32, N), TF_OK);
+		for (int i = 0; i < N; i++)
+			cr_assert(isnan(x[i]) ? bf16_is_nan(y[i]) : y[i] == tf_f32_to_bf16(x[i]),
+				  "%s bf16 [%d] 0x%08x -> 0x%04x", name, i, tf_f32_bits(x[i]), y[i]);
+		cr_assert_eq(fx.be[k]->convert(fx.ctx[k], back, TF_DTYPE_F32, y, TF_DTYPE_BF16, N), TF_OK);
+		for (int i = 0; i < 6; i++)
+			cr_assert(isnan(back[at[i]]), "%s bf16 -> f32 [%d]", name, at[i]);
 	}
 }
 
