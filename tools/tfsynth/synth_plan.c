@@ -23,7 +23,7 @@
 /* Clamped layers: gate/up inputs are scaled up so a few percent of the
  * activations exceed the limit and the clamp changes the result; the down
  * projection scales the layer's output back. */
-#define CLAMP_GAIN 4.0
+#define CLAMP_GAIN 3.0
 
 static int plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
 		    double a, double b, int ndim, const int64_t *shape,

@@ -1,0 +1,405 @@
+#!/usr/bin/python3
+"""Independent float64 reference of the Ling-3 (bailing_hybrid) forward pass.
+
+Written from spec ling-arch.md (1.3-1.10, 2.3-2.4, 3.2-3.3) with numpy only;
+it shares no code with the runtime.  Weights are read from the checkpoint's
+safetensors (bf16/fp16/fp32, or EXL3 linears decoded by exl3_np) and widened
+to float64; every activation stays float64.
+
+    ling_ref.py MODEL_DIR --tokens 1,2,3 --out logits.f32 [--hidden-rms]
+                [--mtp-out mtp.f32]
+
+writes float32 little-endian logits [n_tokens, vocab_size]; --mtp-out adds the
+MTP layer's draft logits [n_tokens - 1, vocab_size] (row t: hidden t and token
+t+1, predicting token t+2).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import exl3_np  # noqa: E402
+from safetensors_np import Checkpoint  # noqa: E402
+
+
+def sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))     # no overflow for large |x|
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def l2_norm(x, eps=1e-6):
+    """Spec 1.5: x / sqrt(sum x^2 + eps) over the last axis."""
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def causal_conv(x, w):
+    """Depthwise causal conv: y_t[c] = sum_j w[c, 0, j] x_{t-W+1+j}[c] (zeros before 0)."""
+    T, W = x.shape[0], w.shape[-1]
+    xp = np.concatenate([np.zeros((W - 1, x.shape[1])), x], axis=0)
+    return sum(w[:, 0, j] * xp[j:j + T] for j in range(W))
+
+
+def kda_recurrent(q, k, v, g, beta):
+    """Spec 2.3 per head: decay, delta with the decayed state, write, read.
+
+    q, k: [T, nH, K] (q already scaled), v: [T, nH, V], g: [T, nH, K] log-decay,
+    beta: [T, nH].  Returns o [T, nH, V] and the final state [nH, K, V].
+    """
+    T, nH, K = k.shape
+    S = np.zeros((nH, K, v.shape[-1]))
+    o = np.empty_like(v)
+    for t in range(T):
+        S = S * np.exp(g[t])[:, :, None]
+        u = beta[t][:, None] * (v[t] - np.einsum("hkv,hk->hv", S, k[t]))
+        S = S + k[t][:, :, None] * u[:, None, :]
+        o[t] = np.einsum("hkv,hk->hv", S, q[t])
+    return o, S
+
+
+def kda_chunked(q, k, v, g, beta, chunk=64):
+    """Spec 2.4: the WY (chunked) form; equal to kda_recurrent up to rounding."""
+    T, nH, K = k.shape
+    V = v.shape[-1]
+    o = np.empty((T, nH, V))
+    S_out = np.empty((nH, K, V))
+    for h in range(nH):
+        S = np.zeros((K, V))
+        for c0 in range(0, T, chunk):
+            sl = slice(c0, min(c0 + chunk, T))
+            qc, kc, vc, bc = q[sl, h], k[sl, h], v[sl, h], beta[sl, h]
+            G = np.cumsum(g[sl, h], axis=0)                            # [C, K]
+            C = kc.shape[0]
+            # Relative exponents only: exp(G_i - G_j) for j <= i never overflows.
+            D = np.exp(np.minimum(G[:, None, :] - G[None, :, :], 0.0))  # [C, C, K]
+            kk = np.einsum("id,jd,ijd->ij", kc, kc, D)
+            N = np.tril(bc[:, None] * kk, -1)
+            Tm = np.linalg.solve(np.eye(C) + N, np.diag(bc))
+            W = Tm @ (np.exp(G) * kc)
+            U = Tm @ vc
+            Vn = U - W @ S
+            Aqk = np.tril(np.einsum("id,jd,ijd->ij", qc, kc, D))
+            o[sl, h] = (qc * np.exp(G)) @ S + Aqk @ Vn
+            S = np.exp(G[-1])[:, None] * S + (np.exp(G[-1] - G) * kc).T @ Vn
+        S_out[h] = S
+    return o, S_out
+
+
+def rope_interleaved(x, pos, theta):
+    """Rotate pairs (x_2j, x_2j+1) by pos * theta^(-2j/d) (GPT-J style); x: [T, ..., d]."""
+    d = x.shape[-1]
+    inv = theta ** (-np.arange(0, d, 2) / d)
+    ang = pos[:, None] * inv[None, :]                                   # [T, d/2]
+    shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (d // 2,)
+    cos, sin = np.cos(ang).reshape(shape), np.sin(ang).reshape(shape)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = x0 * cos - x1 * sin
+    out[..., 1::2] = x0 * sin + x1 * cos
+    return out
+
+
+class Model:
+    """A loaded checkpoint: config, layer schedule and float64 weights."""
+
+    def __init__(self, folder):
+        with open(os.path.join(folder, "config.json")) as f:
+            self.cfg = json.load(f)
+        c = self.cfg
+        if c.get("model_type") != "bailing_hybrid":
+            raise ValueError(f"{folder}/config.json: model_type {c.get('model_type')!r} "
+                             "is not bailing_hybrid")
+        if c.get("rope_scaling"):
+            raise NotImplementedError(f"{folder}/config.json: rope_scaling is not supported")
+        score = c.get("score_function", c.get("scoring_func", "sigmoid"))
+        if score != "sigmoid":
+            raise NotImplementedError(f"{folder}/config.json: score function {score!r}")
+        self.ckpt = Checkpoint(folder)
+        self.L = c["num_hidden_layers"]
+        self.eps = c["rms_norm_eps"]
+        self.H = c["hidden_size"]
+        self.V = c["vocab_size"]
+        self._cache = {}
+        self.trace = None          # a list to collect per-layer statistics in
+
+    # Schedule (spec 1.3); the MTP layer at index L is MLA + MoE.
+    def is_mla(self, i):
+        g = self.cfg["layer_group_size"]
+        return (i + 1) % g == 0 or i >= (self.L // g) * g
+
+    def is_dense(self, i):
+        return i < self.cfg["first_k_dense_replace"]
+
+    def limit(self, key, i):
+        lst = self.cfg.get(key) or []
+        return float(lst[i]) if i < len(lst) and lst[i] else 0.0
+
+    # Weights
+    def vec(self, name, *shape):
+        """A float tensor as float64, its shape checked when given."""
+        v = self.ckpt.f64(name)
+        if shape and v.shape != shape:
+            raise ValueError(f"{name}: shape {v.shape}, expected {list(shape)}")
+        return v
+
+    def lin(self, prefix, out, inp):
+        """The linear `prefix` as float64 [out, in], from .weight or EXL3."""
+        w = self._cache.get(prefix)
+        if w is None:
+            if exl3_np.is_exl3(self.ckpt, prefix):
+                w = exl3_np.Linear(self.ckpt, prefix).weight()
+                if w.shape[0] < out or w.shape[1] < inp:
+                    raise ValueError(f"{prefix}: EXL3 shape {w.shape} < [{out}, {inp}]")
+                w = w[:out, :inp]                  # drop the 128-padding
+            else:
+                w = self.vec(prefix + ".weight")
+            if w.shape != (out, inp):
+                raise ValueError(f"{prefix}: shape {w.shape}, expected [{out}, {inp}]")
+            self._cache[prefix] = w
+        return w
+
+    def linear(self, x, prefix, out):
+        return x @ self.lin(prefix, out, x.shape[-1]).T
+
+    def _note(self, **kv):
+        if self.trace is not None:
+            self.trace.append(kv)
+
+    # Attention
+    def kda(self, x, p):
+        """Spec 1.5: Ling KDA (safe gate), recurrent form."""
+        c = self.cfg
+        T = x.shape[0]
+        nH, K = c["num_attention_heads"], c["head_dim"]
+        P = nH * K
+        q, k, v = (silu(causal_conv(self.linear(x, f"{p}.{n}_proj", P),
+                                    self.vec(f"{p}.{n}_conv1d.weight", P, 1, c["short_conv_kernel_size"])))
+                   for n in ("q", "k", "v"))
+        graw = (self.linear(x, f"{p}.f_proj", P) + self.vec(f"{p}.dt_bias", P)).reshape(T, nH, K)
+        a = np.exp(self.vec(f"{p}.A_log", nH))[None, :, None]
+        if c.get("kda_safe_gate", True):
+            g = c.get("kda_lower_bound", -5.0) * sigmoid(a * graw)
+        else:
+            g = -a * softplus(graw)
+        beta = sigmoid(self.linear(x, f"{p}.b_proj", nH))
+        qh = l2_norm(q.reshape(T, nH, K)) * K ** -0.5
+        kh = l2_norm(k.reshape(T, nH, K))
+        o, _ = kda_recurrent(qh, kh, v.reshape(T, nH, K), g, beta)
+        gate = sigmoid(self.linear(x, f"{p}.g_proj", P)).reshape(T, nH, K)
+        o = rms_norm(o, self.vec(f"{p}.o_norm.weight", K), self.eps) * gate
+        return self.linear(o.reshape(T, P), f"{p}.o_proj", self.H)
+
+    def mla_project(self, x, p, pos):
+        """q, the latent c and roped k_pe of spec 1.6 (shared by both forms)."""
+        c = self.cfg
+        T = x.shape[0]
+        nH, dn, dr = c["num_attention_heads"], c["qk_nope_head_dim"], c["qk_rope_head_dim"]
+        r = c["kv_lora_rank"]
+        if c.get("q_lora_rank"):
+            qa = rms_norm(self.linear(x, f"{p}.q_a_proj", c["q_lora_rank"]),
+                          self.vec(f"{p}.q_a_layernorm.weight", c["q_lora_rank"]), self.eps)
+            q = self.linear(qa, f"{p}.q_b_proj", nH * (dn + dr))
+        else:
+            q = self.linear(x, f"{p}.q_proj", nH * (dn + dr))
+        q = q.reshape(T, nH, dn + dr)
+        ckv = self.linear(x, f"{p}.kv_a_proj_with_mqa", r + dr)
+        lat = rms_norm(ckv[:, :r], self.vec(f"{p}.kv_a_layernorm.weight", r), self.eps)
+        theta = c["rope_theta"]
+        q_pe = rope_interleaved(q[..., dn:], pos, theta)
+        k_pe = rope_interleaved(ckv[:, r:], pos, theta)
+        return q[..., :dn], q_pe, lat, k_pe
+
+    def mla(self, x, p, pos):
+        """Spec 1.6 / 3.2: gated MLA, naive (expanded K and V) form."""
+        c = self.cfg
+        T = x.shape[0]
+        nH, dn, dr, dv = (c["num_attention_heads"], c["qk_nope_head_dim"],
+                          c["qk_rope_head_dim"], c["v_head_dim"])
+        q_nope, q_pe, lat, k_pe = self.mla_project(x, p, pos)
+        kv = self.linear(lat, f"{p}.kv_b_proj", nH * (dn + dv)).reshape(T, nH, dn + dv)
+        k_nope, v = kv[..., :dn], kv[..., dn:]
+        s = (np.einsum("thd,shd->hts", q_nope, k_nope) +
+             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5
+        s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+        pr = np.exp(s - s.max(axis=-1, keepdims=True))
+        pr /= pr.sum(axis=-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", pr, v)
+        o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
+        return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)
+
+    def mla_absorbed(self, x, p, pos):
+        """Spec 3.3: the same layer with W_UK / W_UV absorbed (MQA over the latent)."""
+        c = self.cfg
+        T = x.shape[0]
+        nH, dn, dr, dv, r = (c["num_attention_heads"], c["qk_nope_head_dim"],
+                             c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"])
+        q_nope, q_pe, lat, k_pe = self.mla_project(x, p, pos)
+        wkvb = self.lin(f"{p}.kv_b_proj", nH * (dn + dv), r).reshape(nH, dn + dv, r)
+        w_uk, w_uv = wkvb[:, :dn], wkvb[:, dn:]
+        q_lat = np.einsum("thd,hdr->thr", q_nope, w_uk)
+        s = (np.einsum("thr,sr->hts", q_lat, lat) +
+             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5
+        s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+        pr = np.exp(s - s.max(axis=-1, keepdims=True))
+        pr /= pr.sum(axis=-1, keepdims=True)
+        o = np.einsum("thr,hdr->thd", np.einsum("hts,sr->thr", pr, lat), w_uv)
+        o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
+        return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)
+
+    # FFN
+    def swiglu(self, x, p, inter, limit):
+        """Spec 1.8: down(min(silu(g), L) * clamp(u, -L, L)); no clamp when L == 0."""
+        a = silu(self.linear(x, f"{p}.gate_proj", inter))
+        u = self.linear(x, f"{p}.up_proj", inter)
+        if limit:
+            self._note(clamped=float(np.mean((a > limit) | (np.abs(u) > limit))))
+            a, u = np.minimum(a, limit), np.clip(u, -limit, limit)
+        return self.linear(a * u, f"{p}.down_proj", self.H)
+
+    def route(self, x, p):
+        """Spec 1.8 router: expert ids [T, k] and weights [T, k]."""
+        c = self.cfg
+        E, k = c["num_experts"], c["num_experts_per_tok"]
+        ng, kg = c["n_group"], c["topk_group"]
+        s = sigmoid(self.linear(x, f"{p}.gate", E))
+        bias_name = f"{p}.gate.expert_bias"
+        if not self.ckpt.has(bias_name):
+            bias_name = f"{p}.gate.e_score_correction_bias"
+        use_bias = c.get("moe_router_enable_expert_bias", True)
+        sb = s + (self.vec(bias_name, E) if use_bias else 0.0)
+        T = x.shape[0]
+        grp = np.sort(sb.reshape(T, ng, E // ng), axis=-1)[..., -2:].sum(axis=-1)
+        keep = np.argsort(-grp, axis=-1, kind="stable")[:, :kg]
+        mask = np.zeros((T, ng), dtype=bool)
+        np.put_along_axis(mask, keep, True, axis=-1)
+        sb = np.where(np.repeat(mask, E // ng, axis=-1), sb, -np.inf)
+        idx = np.argsort(-sb, axis=-1, kind="stable")[:, :k]
+        w = np.take_along_axis(s, idx, axis=-1)
+        if c.get("norm_topk_prob", True) and k > 1:
+            w = w / (w.sum(axis=-1, keepdims=True) + 1e-20)
+        return idx, w * c["routed_scaling_factor"]
+
+    def moe(self, x, p, i):
+        c = self.cfg
+        idx, w = self.route(x, p)
+        y = np.zeros_like(x)
+        lim = self.limit("expert_swiglu_limit_list", i)
+        for e in np.unique(idx):
+            rows, slot = np.nonzero(idx == e)
+            y[rows] += w[rows, slot][:, None] * self.swiglu(
+                x[rows], f"{p}.experts.{e}", c["moe_intermediate_size"], lim)
+        ns = c.get("num_shared_experts") or 0
+        if ns:
+            y += self.swiglu(x, f"{p}.shared_experts",
+                             c["moe_shared_expert_intermediate_size"] * ns,
+                             self.limit("share_expert_swiglu_limit_list", i))
+        return y
+
+    # Layers
+    def layer(self, h, i, pos):
+        p = f"model.layers.{i}"
+        x = rms_norm(h, self.vec(f"{p}.input_layernorm.weight", self.H), self.eps)
+        if self.is_mla(i):
+            h = h + self.mla(x, f"{p}.attention", pos)
+        else:
+            h = h + self.kda(x, f"{p}.attention")
+        x = rms_norm(h, self.vec(f"{p}.post_attention_layernorm.weight", self.H), self.eps)
+        if self.is_dense(i):
+            h = h + self.swiglu(x, f"{p}.mlp", self.cfg["intermediate_size"], 0.0)
+        else:
+            h = h + self.moe(x, f"{p}.mlp", i)
+        self._note(layer=i, rms=float(np.sqrt(np.mean(h * h))))
+        return h
+
+    def embed(self, tokens):
+        tokens = np.asarray(tokens)
+        if tokens.size == 0 or tokens.min() < 0 or tokens.max() >= self.V:
+            raise ValueError(f"token ids must be in 0..{self.V - 1}")
+        return self.vec("model.word_embeddings.weight", self.V, self.H)[tokens]
+
+    def head(self, h):
+        return self.linear(h, "lm_head", self.V)
+
+    def forward(self, tokens):
+        """Spec 1.4: returns (logits [T, V], final-normed hidden [T, H])."""
+        pos = np.arange(len(tokens), dtype=np.float64)
+        h = self.embed(tokens)
+        for i in range(self.L):
+            h = self.layer(h, i, pos)
+        hf = rms_norm(h, self.vec("model.norm.weight", self.H), self.eps)
+        return self.head(hf), hf
+
+    def mtp(self, hidden, next_tokens):
+        """Spec 1.10: the MTP layer at index L.  Row t takes the final-normed
+        hidden of position t and token t+1, at position t; returns the draft
+        logits (predicting token t+2) and the MTP output hidden."""
+        p = f"model.layers.{self.L}"
+        pos = np.arange(len(next_tokens), dtype=np.float64)
+        e = rms_norm(self.embed(next_tokens), self.vec(f"{p}.enorm.weight", self.H), self.eps)
+        hh = rms_norm(hidden, self.vec(f"{p}.hnorm.weight", self.H), self.eps)
+        z = self.linear(np.concatenate([e, hh], axis=-1), f"{p}.eh_proj", self.H)
+        z = self.layer(z, self.L, pos)
+        out = rms_norm(z, self.vec(f"{p}.final_layernorm.weight", self.H), self.eps)
+        return self.head(out), out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="checkpoint folder (config.json + safetensors)")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", required=True, help="logits output, float32 LE [T, vocab]")
+    ap.add_argument("--mtp-out", help="MTP draft logits output, float32 LE [T-1, vocab]")
+    ap.add_argument("--hidden-rms", action="store_true",
+                    help="print the residual RMS after each layer and clamp hit rates")
+    args = ap.parse_args(argv)
+    try:
+        tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
+    except ValueError:
+        ap.error(f"--tokens: not a comma-separated list of ids: {args.tokens!r}")
+    try:
+        m = Model(args.model)
+        if args.hidden_rms:
+            m.trace = []
+        logits, hf = m.forward(tokens)
+        logits.astype("<f4").tofile(args.out)
+        if args.mtp_out:
+            if len(tokens) < 2:
+                raise ValueError("--mtp-out needs at least 2 tokens")
+            mlog, _ = m.mtp(hf[:-1], tokens[1:])
+            mlog.astype("<f4").tofile(args.mtp_out)
+    except (OSError, ValueError, KeyError, NotImplementedError) as e:
+        print(f"ling_ref: {e}", file=sys.stderr)
+        return 1
+    if args.hidden_rms:
+        emb = m.embed(tokens)
+        print(f"embed   rms {np.sqrt(np.mean(emb * emb)):.4f}")
+        clamp = []
+        for t in m.trace:
+            if "clamped" in t:
+                clamp.append(t["clamped"])
+            else:
+                kind = "mla" if m.is_mla(t["layer"]) else "kda"
+                extra = f"  clamp hits {np.mean(clamp):.4f}" if clamp else ""
+                print(f"layer {t['layer']:2d} ({kind}) rms {t['rms']:.4f}{extra}")
+                clamp = []
+        p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        print(f"logits  std {logits.std():.4f}  mean top-1 prob {p.max(axis=-1).mean():.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
