@@ -7,6 +7,7 @@
 #include "lin.h"
 
 static const tf_plugin_quant *const lin_ops[] = {
+	&tf_exl3_lin_ops,
 	&tf_plain_lin_ops,
 };
 

@@ -1,8 +1,9 @@
 /*
  * vec.h - the float vector type the linear kernels are written in.
  *
- * One set of inline operations over `tf_vf`, a register of TF_VL floats:
- * 8 with AVX2 (F16C converts halves), 4 with NEON, 1 on the scalar path.
+ * One set of inline operations over `tf_vf`, a register of TF_VL floats,
+ * and `tf_vi`, TF_VL uint32 lanes: 8 with AVX2 (F16C converts halves), 4
+ * with NEON, 1 on the scalar path.
  * Kernels written against these build unchanged on every target; the
  * scalar build doubles as the plain reference of the SIMD ones.
  */
@@ -45,6 +46,33 @@ static inline float tf_vf_sum(tf_vf a)
 	return _mm_cvtss_f32(s);
 }
 
+/* TF_VL uint32 lanes, for the trellis decode. */
+typedef __m256i tf_vi;
+
+static inline tf_vi tf_vi_load(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline tf_vi tf_vi_set1(uint32_t a) { return _mm256_set1_epi32((int)a); }
+static inline tf_vi tf_vi_srl(tf_vi a, int n) { return _mm256_srl_epi32(a, _mm_cvtsi32_si128(n)); }
+static inline tf_vi tf_vi_sll(tf_vi a, int n) { return _mm256_sll_epi32(a, _mm_cvtsi32_si128(n)); }
+static inline tf_vi tf_vi_or(tf_vi a, tf_vi b) { return _mm256_or_si256(a, b); }
+static inline tf_vi tf_vi_and(tf_vi a, tf_vi b) { return _mm256_and_si256(a, b); }
+static inline tf_vi tf_vi_xor(tf_vi a, tf_vi b) { return _mm256_xor_si256(a, b); }
+static inline tf_vi tf_vi_add(tf_vi a, tf_vi b) { return _mm256_add_epi32(a, b); }
+static inline tf_vi tf_vi_mul(tf_vi a, tf_vi b) { return _mm256_mullo_epi32(a, b); }
+/* Sum of the four bytes of each lane, as float. */
+static inline tf_vf tf_vi_bytesum(tf_vi a)
+{
+	__m256i pairs = _mm256_maddubs_epi16(a, _mm256_set1_epi8(1));
+	return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+/* Each lane's two fp16 halves, widened and added. */
+static inline tf_vf tf_vi_halfsum(tf_vi a)
+{
+	__m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(a));      /* lanes 0-3 */
+	__m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)); /* lanes 4-7 */
+	__m256 s = _mm256_hadd_ps(lo, hi);                            /* 0 1 4 5 2 3 6 7 */
+	return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xD8));
+}
+
 #elif defined(TF_SIMD_NEON)
 #include <arm_neon.h>
 
@@ -69,6 +97,27 @@ static inline tf_vf tf_vf_load_bf16(const uint16_t *p)
 }
 static inline float tf_vf_sum(tf_vf a) { return vaddvq_f32(a); }
 
+typedef uint32x4_t tf_vi;
+
+static inline tf_vi tf_vi_load(const uint32_t *p) { return vld1q_u32(p); }
+static inline tf_vi tf_vi_set1(uint32_t a) { return vdupq_n_u32(a); }
+static inline tf_vi tf_vi_srl(tf_vi a, int n) { return vshlq_u32(a, vdupq_n_s32(-n)); }
+static inline tf_vi tf_vi_sll(tf_vi a, int n) { return vshlq_u32(a, vdupq_n_s32(n)); }
+static inline tf_vi tf_vi_or(tf_vi a, tf_vi b) { return vorrq_u32(a, b); }
+static inline tf_vi tf_vi_and(tf_vi a, tf_vi b) { return vandq_u32(a, b); }
+static inline tf_vi tf_vi_xor(tf_vi a, tf_vi b) { return veorq_u32(a, b); }
+static inline tf_vi tf_vi_add(tf_vi a, tf_vi b) { return vaddq_u32(a, b); }
+static inline tf_vi tf_vi_mul(tf_vi a, tf_vi b) { return vmulq_u32(a, b); }
+static inline tf_vf tf_vi_bytesum(tf_vi a)
+{
+	return vcvtq_f32_u32(vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a))));
+}
+static inline tf_vf tf_vi_halfsum(tf_vi a)
+{
+	float16x8_t h = vreinterpretq_f16_u32(a);
+	return vpaddq_f32(vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h));
+}
+
 #else /* scalar */
 
 #define TF_VL 1
@@ -85,6 +134,26 @@ static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return a * b + c; }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p) { return tf_f16_to_f32(*p); }
 static inline tf_vf tf_vf_load_bf16(const uint16_t *p) { return tf_bf16_to_f32(*p); }
 static inline float tf_vf_sum(tf_vf a) { return a; }
+
+typedef uint32_t tf_vi;
+
+static inline tf_vi tf_vi_load(const uint32_t *p) { return *p; }
+static inline tf_vi tf_vi_set1(uint32_t a) { return a; }
+static inline tf_vi tf_vi_srl(tf_vi a, int n) { return a >> n; }
+static inline tf_vi tf_vi_sll(tf_vi a, int n) { return a << n; }
+static inline tf_vi tf_vi_or(tf_vi a, tf_vi b) { return a | b; }
+static inline tf_vi tf_vi_and(tf_vi a, tf_vi b) { return a & b; }
+static inline tf_vi tf_vi_xor(tf_vi a, tf_vi b) { return a ^ b; }
+static inline tf_vi tf_vi_add(tf_vi a, tf_vi b) { return a + b; }
+static inline tf_vi tf_vi_mul(tf_vi a, tf_vi b) { return a * b; }
+static inline tf_vf tf_vi_bytesum(tf_vi a)
+{
+	return (float)((a & 0xFF) + (a >> 8 & 0xFF) + (a >> 16 & 0xFF) + (a >> 24));
+}
+static inline tf_vf tf_vi_halfsum(tf_vi a)
+{
+	return tf_f16_to_f32((uint16_t)(a & 0xFFFF)) + tf_f16_to_f32((uint16_t)(a >> 16));
+}
 
 #endif
 

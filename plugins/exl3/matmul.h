@@ -1,0 +1,57 @@
+/*
+ * matmul.h - products with a decoded EXL3 weight matrix Ŵ, in the rotated
+ * basis: yh[rows][n] = xh[rows][k] · Ŵ.
+ *
+ * The caller applies the input transform xh = Had128(x ⊙ suh) before and
+ * the output transform y = Had128(yh) ⊙ svh after (spec exl3.md §3); this
+ * module only decodes tiles and multiplies.  Work is split by tile column
+ * (16 output features), so threads write disjoint outputs.
+ *
+ * Two paths with one interface:
+ *  - the reference decodes each tile with tf_exl3_tile_decode_ref (bit-exact
+ *    fp16 Ŵ) and multiplies with plain loops;
+ *  - the fused path decodes a half-row of 8 states at a time in vector
+ *    registers (all 8 share one bit shift) straight to float32, skipping
+ *    the final fp16 rounding of each weight (at most half an fp16 ulp).
+ */
+#ifndef TF_EXL3_MATMUL_H
+#define TF_EXL3_MATMUL_H
+
+#include <stdint.h>
+
+#include "trellis.h"
+
+/* Where the 8 states of one half-row sit in the transposed tile words. */
+typedef struct tf_exl3_halfrow {
+	uint8_t word;           /* word index (within a column group) of the window end */
+	uint8_t shift;          /* right shift of that word; > 16: spills into word-1 */
+} tf_exl3_halfrow;
+
+typedef struct tf_exl3_mat {
+	const uint16_t *trellis;        /* [k/16][n/16][16·K] */
+	int64_t k, n;                   /* padded in/out features, multiples of 128 */
+	int K;                          /* bits per weight, 1..8 */
+	tf_exl3_cb cb;
+	tf_exl3_halfrow hr[32];         /* by base position b(r) + 4·half */
+} tf_exl3_mat;
+
+/* Describe a trellis; k, n multiples of 16, K in 1..8 (checked by the
+ * caller, who names the tensor). */
+void tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
+		      int64_t n, int K, tf_exl3_cb cb);
+
+/* Tile (i, j) as floats, row-major [r·16 + c]: bit-exact reference. */
+void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,
+			  float out[TF_EXL3_TILE_N]);
+/* The same through the fused decode (fp32, unrounded). */
+void tf_exl3_mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j,
+		      float out[TF_EXL3_TILE_N]);
+
+/* yh[r][16j .. 16j+15] = xh[r] · Ŵ[:, 16j .. 16j+15] for tile columns
+ * j in [j0, j1) and rows r < rows; row strides are k (xh) and n (yh). */
+void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
+			 float *yh, int64_t j0, int64_t j1);
+void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
+		     float *yh, int64_t j0, int64_t j1);
+
+#endif /* TF_EXL3_MATMUL_H */

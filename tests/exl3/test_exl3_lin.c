@@ -1,0 +1,215 @@
+/*
+ * test_exl3_lin.c - the "exl3" linear of exl3.so end to end: random
+ * trellises for every K and codebook, forward and dequant against the
+ * spec's formula W = diag(suh)·H·Ŵ·H·diag(svh) evaluated in float64 with an
+ * explicit Hadamard matrix, logical sizes below the padded ones, and the
+ * refusal of every malformed tensor set.  The forward runs the fused
+ * kernel, whose weights skip the final fp16 rounding (half an ulp, 2^-11
+ * relative), hence the 1e-3 tolerance; dequant is the bit-exact path.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/testhost.h"
+#include "codebook.h"
+#include "trellis.h"
+
+struct lin_case {
+	int64_t k, n, in, out;
+	int K;
+	tf_exl3_cb cb;
+	int bias;
+};
+
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 16;
+}
+
+/* Add a random EXL3 layer "m.proj" and return its float64 W [k][n]. */
+static double *add_layer(tf_testhost *th, const struct lin_case *c, uint64_t *seed,
+			 float *bias)
+{
+	int64_t k = c->k, n = c->n, nt = (k / 16) * (n / 16) * 16 * c->K;
+	int64_t ts[3] = { k / 16, n / 16, 16 * c->K }, ks[1] = { k }, ns[1] = { n };
+	uint16_t *tr = malloc(sizeof(uint16_t) * nt);
+	float *suh = malloc(sizeof(float) * k), *svh = malloc(sizeof(float) * n);
+	double *what = malloc(sizeof(double) * k * n), *w = calloc(k * n, sizeof(double));
+	double *tmp = calloc(k * n, sizeof(double));
+	uint16_t tile[TF_EXL3_TILE_N];
+
+	for (int64_t i = 0; i < nt; i++)
+		tr[i] = (uint16_t)lcg(seed);
+	for (int64_t i = 0; i < k; i++)
+		suh[i] = (lcg(seed) & 1 ? -1.0f : 1.0f) * (0.5f + (float)(lcg(seed) % 1000) / 1000.0f);
+	for (int64_t i = 0; i < n; i++)
+		svh[i] = (lcg(seed) & 1 ? -1.0f : 1.0f) * (0.5f + (float)(lcg(seed) % 1000) / 1000.0f);
+	tf_testhost_add_tensor(th, "m.proj.trellis", TF_DTYPE_I16, 3, ts, tr);
+	tf_testhost_add_f32(th, "m.proj.suh", TF_DTYPE_F16, 1, ks, suh);
+	tf_testhost_add_f32(th, "m.proj.svh", TF_DTYPE_F16, 1, ns, svh);
+	if (c->bias)
+		tf_testhost_add_f32(th, "m.proj.bias", TF_DTYPE_F16, 1, ns, bias);
+	if (c->cb != TF_EXL3_CB_3INST) {
+		int32_t marker = c->cb == TF_EXL3_CB_MCG ? TF_EXL3_MCG_MARKER : TF_EXL3_MUL1_MARKER;
+		tf_testhost_add_tensor(th, c->cb == TF_EXL3_CB_MCG ? "m.proj.mcg" : "m.proj.mul1",
+				       TF_DTYPE_I32, 0, NULL, &marker);
+	}
+
+	for (int64_t i = 0; i < k / 16; i++)
+		for (int64_t j = 0; j < n / 16; j++) {
+			tf_exl3_tile_decode_ref(tr + (i * (n / 16) + j) * 16 * c->K, c->K, c->cb, tile);
+			for (int e = 0; e < TF_EXL3_TILE_N; e++)
+				what[(16 * i + e / 16) * n + 16 * j + e % 16] = tf_f16_to_f32(tile[e]);
+		}
+	/* tmp = Hbd · Ŵ, then w = tmp · Hbd, with the stored (fp16) scales. */
+	for (int64_t i = 0; i < k; i++)
+		for (int64_t q = 0; q < 128; q++) {
+			int64_t src = (i / 128) * 128 + q;
+			double h = (__builtin_popcountll((uint64_t)(i % 128) & (uint64_t)q) & 1 ? -1 : 1) / sqrt(128.0);
+			for (int64_t j = 0; j < n; j++)
+				tmp[i * n + j] += h * what[src * n + j];
+		}
+	for (int64_t i = 0; i < k; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0;
+			for (int64_t q = 0; q < 128; q++) {
+				int64_t src = (j / 128) * 128 + q;
+				s += tmp[i * n + src] * (__builtin_popcountll((uint64_t)(j % 128) & (uint64_t)q) & 1 ? -1 : 1);
+			}
+			w[i * n + j] = s / sqrt(128.0) * tf_f16_to_f32(tf_f32_to_f16(suh[i])) *
+				       tf_f16_to_f32(tf_f32_to_f16(svh[j]));
+		}
+	free(tr); free(suh); free(svh); free(what); free(tmp);
+	return w;
+}
+
+static void check_lin(const struct lin_case *c, int64_t rows, int threads, uint64_t seed)
+{
+	tf_testhost *th = tf_testhost_new(NULL, threads);
+	const tf_host *h = tf_testhost_host(th);
+	float *bias = malloc(sizeof(float) * c->n);
+	tf_test_fill_uniform(bias, c->n, 1.0f, &seed);
+	double *w = add_layer(th, c, &seed, bias);
+	float *x = malloc(sizeof(float) * rows * c->in), *y = malloc(sizeof(float) * rows * c->out);
+	float *ref = malloc(sizeof(float) * rows * c->out);
+	float *wd = malloc(sizeof(float) * c->in * c->out), *wref = malloc(sizeof(float) * c->in * c->out);
+	tf_lin lin = { 0 };
+
+	tf_test_fill_uniform(x, rows * c->in, 1.0f, &seed);
+	cr_assert_eq(h->lin_open(h, "m.proj", c->in, c->out, &lin), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	cr_assert_str_eq(lin.ops->hdr.name, "exl3");
+	cr_expect_eq(lin.info.bits, c->K);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t o = 0; o < c->out; o++) {
+			double s = c->bias ? tf_f16_to_f32(tf_f32_to_f16(bias[o])) : 0.0;
+			for (int64_t i = 0; i < c->in; i++)
+				s += (double)x[r * c->in + i] * w[i * c->n + o];
+			ref[r * c->out + o] = (float)s;
+		}
+	for (int64_t i = 0; i < rows * c->out; i++)
+		y[i] = NAN;
+	cr_assert_eq(tf_lin_forward(&lin, x, rows, y), TF_OK);
+	double err = tf_test_rel_err(y, ref, rows * c->out, 1e-3);
+	cr_expect_lt(err, 1e-3, "K=%d %s %lldx%lld (in %lld out %lld) rows %lld: rel err %g",
+		     c->K, tf_exl3_cb_name(c->cb), (long long)c->k, (long long)c->n,
+		     (long long)c->in, (long long)c->out, (long long)rows, err);
+
+	for (int64_t o = 0; o < c->out; o++)
+		for (int64_t i = 0; i < c->in; i++)
+			wref[o * c->in + i] = (float)w[i * c->n + o];
+	for (int64_t i = 0; i < c->in * c->out; i++)
+		wd[i] = NAN;
+	cr_assert_eq(lin.ops->dequant(lin.impl, wd), TF_OK);
+	err = tf_test_rel_err(wd, wref, c->in * c->out, 1e-3);
+	cr_expect_lt(err, 1e-5, "dequant K=%d %s: rel err %g", c->K, tf_exl3_cb_name(c->cb), err);
+
+	h->lin_close(h, &lin);
+	free(bias); free(w); free(x); free(y); free(ref); free(wd); free(wref);
+	tf_testhost_free(th);
+}
+
+Test(exl3_lin, every_k_and_codebook)
+{
+	uint64_t seed = 1;
+	for (int K = 1; K <= 8; K++)
+		for (int cb = 0; cb < TF_EXL3_CB_COUNT; cb++) {
+			struct lin_case c = { 128, 256, 128, 256, K, (tf_exl3_cb)cb, (K + cb) & 1 };
+			check_lin(&c, 1 + (K + cb) % 5, 1, seed++);
+		}
+}
+
+Test(exl3_lin, padded_sizes_and_threads)
+{
+	struct lin_case c = { 256, 384, 200, 300, 3, TF_EXL3_CB_MUL1, 1 };
+	check_lin(&c, 1, 2, 77);
+	check_lin(&c, 9, 2, 78);
+	c.cb = TF_EXL3_CB_MCG;
+	c.K = 4;
+	check_lin(&c, 5, 2, 79);
+}
+
+/* A layer built from parts; each field left 0 takes the valid default. */
+struct bad {
+	int64_t ts[3];          /* trellis shape */
+	int64_t suh, svh;       /* vector lengths; -1: absent */
+	int mcg, mul1, legacy_su;
+	int64_t in, out;
+	const char *needle;     /* expected in the error */
+};
+
+static void check_bad(const struct bad *b)
+{
+	tf_testhost *th = tf_testhost_new(NULL, 1);
+	const tf_host *h = tf_testhost_host(th);
+	int64_t nt = b->ts[0] * b->ts[1] * b->ts[2];
+	uint16_t *tr = calloc(nt > 0 ? nt : 1, 2);
+	static const float ones[1024] = { 1.0f };
+	int32_t marker = 1;
+	tf_lin lin = { 0 };
+
+	for (int64_t i = 0; i < nt; i++)
+		tr[i] = (uint16_t)(i * 40503u);
+	tf_testhost_add_tensor(th, "m.proj.trellis", TF_DTYPE_I16, 3, b->ts, tr);
+	if (b->suh >= 0)
+		tf_testhost_add_f32(th, "m.proj.suh", TF_DTYPE_F16, 1, &b->suh, ones);
+	if (b->svh >= 0)
+		tf_testhost_add_f32(th, "m.proj.svh", TF_DTYPE_F16, 1, &b->svh, ones);
+	if (b->mcg)
+		tf_testhost_add_tensor(th, "m.proj.mcg", TF_DTYPE_I32, 0, NULL, &marker);
+	if (b->mul1)
+		tf_testhost_add_tensor(th, "m.proj.mul1", TF_DTYPE_I32, 0, NULL, &marker);
+	if (b->legacy_su) {
+		int64_t s = 8;
+		tf_testhost_add_tensor(th, "m.proj.su", TF_DTYPE_I16, 1, &s, tr);
+	}
+	int rc = h->lin_open(h, "m.proj", b->in, b->out, &lin);
+	cr_expect_neq(rc, TF_OK, "'%s' case opened", b->needle);
+	if (rc == TF_OK)
+		h->lin_close(h, &lin);
+	cr_expect(strstr(tf_testhost_last_error(th), b->needle), "error '%s' lacks '%s'",
+		  tf_testhost_last_error(th), b->needle);
+	free(tr);
+	tf_testhost_free(th);
+}
+
+Test(exl3_lin, refuses_malformed)
+{
+	const struct bad cases[] = {
+		{ { 8, 8, 48 }, 64, 128, 0, 0, 0, 128, 128, "m.proj.suh" },     /* k disagrees */
+		{ { 8, 8, 48 }, 128, 256, 0, 0, 0, 128, 128, "m.proj.svh" },    /* n disagrees */
+		{ { 8, 8, 0 }, 128, 128, 0, 0, 0, 128, 128, "m.proj.trellis" }, /* K = 0 */
+		{ { 8, 8, 144 }, 128, 128, 0, 0, 0, 128, 128, "m.proj.trellis" }, /* K = 9 */
+		{ { 8, 8, 47 }, 128, 128, 0, 0, 0, 128, 128, "m.proj.trellis" }, /* not 16·K */
+		{ { 8, 8, 48 }, 128, 128, 1, 1, 0, 128, 128, "both" },
+		{ { 9, 8, 48 }, 144, 128, 0, 0, 0, 128, 128, "multiples of 128" },
+		{ { 8, 8, 48 }, 128, 128, 0, 0, 0, 129, 128, "does not fit" },
+		{ { 8, 8, 48 }, 128, -1, 0, 0, 0, 128, 128, "m.proj.svh: tensor not found" },
+		{ { 8, 8, 48 }, -1, 128, 0, 0, 1, 128, 128, "legacy" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_bad(&cases[i]);
+}
