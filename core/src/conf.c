@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,7 +11,11 @@
 #include <string.h>
 
 #include "diag.h"
+#include "textfile.h"
 #include "tf/error.h"
+
+/* An INI description is a page of text; refuse anything far bigger. */
+#define CONF_MAX_BYTES (1u << 20)
 
 enum conf_type {
 	T_STR,          /* any text */
@@ -174,7 +177,6 @@ static int parse_int(const struct conf_key *k, const char *v, int64_t *out)
 static int parse_float(const struct conf_key *k, const char *v, double *out)
 {
 	char *end;
-	errno = 0;
 	double x = strtod(v, &end);
 	if (end == v || *end || !isfinite(x) || isspace((unsigned char)*v))
 		return bad_value(k, v, "is not a number");
@@ -528,37 +530,12 @@ fail:
 
 int tf_conf_load(const char *path, tf_conf **out)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return tf_diag_set(errno == ENOENT ? TF_ERR_NOT_FOUND : TF_ERR_IO,
-				   "%s: %s", path, strerror(errno));
-	char *text = NULL;
-	size_t len = 0, cap = 0;
-	int rc = TF_OK;
-	for (;;) {
-		if (len == cap) {
-			cap = cap ? 2 * cap : 4096;
-			if (cap > (64u << 20)) {
-				rc = tf_diag_set(TF_ERR_RANGE, "%s: larger than 64 MiB", path);
-				break;
-			}
-			char *t = realloc(text, cap);
-			if (!t) {
-				rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", path);
-				break;
-			}
-			text = t;
-		}
-		size_t got = fread(text + len, 1, cap - len, f);
-		len += got;
-		if (got == 0)
-			break;
-	}
-	if (!rc && ferror(f))
-		rc = tf_diag_set(TF_ERR_IO, "%s: read error", path);
-	fclose(f);
-	if (!rc)
-		rc = tf_conf_parse(text, len, path, out);
+	char *text;
+	size_t len;
+	int rc = tf_text_read(path, CONF_MAX_BYTES, &text, &len);
+	if (rc)
+		return rc;
+	rc = tf_conf_parse(text, len, path, out);
 	free(text);
 	return rc;
 }

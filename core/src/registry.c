@@ -217,9 +217,9 @@ static void cand_check(tf_registry *r, tf_candidate *c, const tf_plugin_header *
 			return;
 		}
 	}
-	/* The first plugin of a kind and name on the path wins. */
+	/* The first sound plugin of a kind and name on the path wins. */
 	for (const tf_candidate *o = r->c; o < c; o++) {
-		if (o->desc && o->kind == c->kind && !strcmp(o->name, c->name)) {
+		if (!o->status && o->kind == c->kind && !strcmp(o->name, c->name)) {
 			cand_reject(c, TF_ERR_INVALID, "shadowed by %s", o->file);
 			return;
 		}
@@ -489,8 +489,8 @@ int tf_registry_select(const tf_registry *r, tf_plugin_kind kind,
 		if (c->kind != kind)
 			continue;
 		if (pin) {
-			/* the first of a name; later ones are shadowed */
-			if (!named && !strcmp(c->name, pin))
+			/* the first usable one of the name, else the first */
+			if (!strcmp(c->name, pin) && (!named || (named->status && !c->status)))
 				named = c;
 			continue;
 		}
@@ -526,6 +526,32 @@ int tf_registry_select(const tf_registry *r, tf_plugin_kind kind,
 				   layer_type ? layer_type : "");
 	*out = best;
 	return TF_OK;
+}
+
+int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
+		       tf_plugin_kind kind, const char *layer_type, int layer,
+		       const tf_candidate **out)
+{
+	const char *kn = tf_registry_kind_name(kind);
+	char key[64] = "";
+	const char *pin = NULL;
+	if (layer_type && layer >= 0) {
+		snprintf(key, sizeof(key), "layer.%d.%s", layer, kn);
+		pin = tf_conf_get(conf, "plugins", key);
+	}
+	if (!pin) {
+		if (layer_type)
+			snprintf(key, sizeof(key), "%s.%s", kn, layer_type);
+		else
+			snprintf(key, sizeof(key), "%s", kn);
+		pin = tf_conf_get(conf, "plugins", key);
+	}
+	int rc = tf_registry_select(r, kind, layer_type, pin, out);
+	if (rc && pin)
+		return tf_conf_fail(conf, rc, "plugins", key, "%s", tf_diag_msg());
+	if (rc && layer >= 0)
+		return tf_diag_prefix(rc, "layer %d", layer);
+	return rc;
 }
 
 /* ---- listing ---- */

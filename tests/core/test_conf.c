@@ -1,0 +1,269 @@
+/* test_conf.c - the INI model description: parsing, validation, overrides. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "diag.h"
+
+static const char good[] =
+	"; a comment\n"
+	"[model]\n"
+	"path = ../models/tiny\n"
+	"\n"
+	"[runtime]\n"
+	"context = 4096\n"
+	"threads = 8   ; inline comment\n"
+	"memory_limit = 24G\n"
+	"[plugins]\n"
+	"path = a:/abs/b\n"
+	"exclude = backend-cuda, kda\n"
+	"layer.7.attention = mla\n"
+	"[sampling]\n"
+	"temperature = 0.7\n"
+	"seed = -1\n"
+	"[chat]\n"
+	"think = off\n"
+	"system = You are a helpful assistant.\n";
+
+static tf_conf *parse_ok(const char *text)
+{
+	tf_conf *c = NULL;
+	int rc = tf_conf_parse(text, strlen(text), "cfg/model.ini", &c);
+	cr_assert_eq(rc, TF_OK, "%s", tf_diag_msg());
+	return c;
+}
+
+/* Parsing fails with `status` and a message containing `msg`. */
+static void parse_fails(const char *text, int status, const char *msg)
+{
+	tf_conf *c = NULL;
+	tf_diag_clear();
+	int rc = tf_conf_parse(text, strlen(text), "cfg/model.ini", &c);
+	cr_assert_eq(rc, status, "got %d (%s) for:\n%s", rc, tf_diag_msg(), text);
+	cr_assert_null(c);
+	cr_assert(strstr(tf_diag_msg(), msg), "'%s' lacks '%s'", tf_diag_msg(), msg);
+}
+
+Test(conf, good_file_typed_reads)
+{
+	tf_conf *c = parse_ok(good);
+	int64_t i;
+	double f;
+	bool b;
+	uint64_t u;
+	cr_assert_eq(tf_conf_get_int(c, "runtime", "context", 0, &i), TF_OK);
+	cr_assert_eq(i, 4096);
+	cr_assert_eq(tf_conf_get_int(c, "runtime", "threads", 0, &i), TF_OK);
+	cr_assert_eq(i, 8);
+	cr_assert_eq(tf_conf_get_size(c, "runtime", "memory_limit", 0, &u), TF_OK);
+	cr_assert_eq(u, 24ull << 30);
+	cr_assert_eq(tf_conf_get_float(c, "sampling", "temperature", 1, &f), TF_OK);
+	cr_assert_float_eq(f, 0.7, 1e-12);
+	cr_assert_eq(tf_conf_get_int(c, "sampling", "seed", 0, &i), TF_OK);
+	cr_assert_eq(i, -1);
+	cr_assert_eq(tf_conf_get_bool(c, "chat", "think", true, &b), TF_OK);
+	cr_assert_not(b);
+	cr_assert_str_eq(tf_conf_get(c, "chat", "system"), "You are a helpful assistant.");
+	cr_assert_str_eq(tf_conf_get(c, "plugins", "layer.7.attention"), "mla");
+	/* unset keys give the default */
+	cr_assert_eq(tf_conf_get_int(c, "sampling", "top_k", 40, &i), TF_OK);
+	cr_assert_eq(i, 40);
+	cr_assert_null(tf_conf_get(c, "tp", "peers"));
+	/* reading a key as another type is a bug, not a default */
+	cr_assert_eq(tf_conf_get_float(c, "runtime", "context", 0, &f), TF_ERR_INTERNAL);
+	cr_assert_eq(tf_conf_count(c), 11);
+	tf_conf_free(c);
+}
+
+Test(conf, paths_resolve_against_the_ini_folder)
+{
+	tf_conf *c = parse_ok(good);
+	char buf[256];
+	const char *p;
+	cr_assert_eq(tf_conf_get_path(c, "model", "path", buf, sizeof(buf), &p), TF_OK);
+	cr_assert_str_eq(p, "cfg/../models/tiny");
+	cr_assert_eq(tf_conf_resolve(c, "/abs/b", buf, sizeof(buf)), TF_OK);
+	cr_assert_str_eq(buf, "/abs/b");
+	cr_assert_eq(tf_conf_resolve(c, "x", buf, 4), TF_ERR_RANGE);
+	tf_conf_free(c);
+}
+
+Test(conf, unknown_key_names_its_line)
+{
+	parse_fails("[runtime]\ncontext = 5\ncontxt = 6\n", TF_ERR_INVALID,
+		    "cfg/model.ini:3: [runtime] contxt: unknown key");
+	parse_fails("[plugins]\nlayer.x.ffn = moe\n", TF_ERR_INVALID,
+		    "cfg/model.ini:2: [plugins] layer.x.ffn: unknown key");
+	parse_fails("[plugins]\nlayer.1234567.ffn = moe\n", TF_ERR_INVALID,
+		    "layer.1234567.ffn: unknown key");
+	parse_fails("[runtime]\n[modle]\npath = x\n", TF_ERR_INVALID,
+		    "cfg/model.ini:2: unknown section [modle]");
+	parse_fails("context = 5\n", TF_ERR_FORMAT,
+		    "cfg/model.ini:1: 'context' comes before any [section]");
+}
+
+Test(conf, bad_values_name_line_and_key)
+{
+	parse_fails("[runtime]\ncontext = lots\n", TF_ERR_INVALID,
+		    "cfg/model.ini:2: [runtime] context: 'lots' is not an integer");
+	parse_fails("[runtime]\ncontext = 0\n", TF_ERR_INVALID,
+		    "[runtime] context: 0 is outside 1..");
+	parse_fails("\n\n[runtime]\nmemory_limit = 3X\n", TF_ERR_INVALID,
+		    "cfg/model.ini:4: [runtime] memory_limit: '3X' is not a size");
+	parse_fails("[runtime]\nmemory_limit = 99999999999T\n", TF_ERR_INVALID,
+		    "is too large");
+	parse_fails("[sampling]\ntop_p = 1.5\n", TF_ERR_INVALID,
+		    "[sampling] top_p: 1.5 is outside 0..1");
+	parse_fails("[sampling]\ntemperature = nan\n", TF_ERR_INVALID,
+		    "'nan' is not a number");
+	parse_fails("[chat]\ntemplate = chatml\n", TF_ERR_INVALID,
+		    "[chat] template: 'chatml' is not one of ling3|raw");
+	parse_fails("[mtp]\nenabled = maybe\n", TF_ERR_INVALID,
+		    "[mtp] enabled: 'maybe' is not true or false");
+	parse_fails("[plugins]\nexclude = a,,b\n", TF_ERR_INVALID,
+		    "[plugins] exclude: 'a,,b' has an empty item");
+	parse_fails("[plugins]\nbackend = cpu fast\n", TF_ERR_INVALID,
+		    "[plugins] backend: 'cpu fast' is not a name");
+	parse_fails("[runtime]\ncontext = 5\ncontext = 6\n", TF_ERR_INVALID,
+		    "cfg/model.ini:3: [runtime] context: set twice (first on line 2)");
+}
+
+Test(conf, broken_lines)
+{
+	parse_fails("[runtime]\ncontext 4096\n", TF_ERR_FORMAT,
+		    "cfg/model.ini:2: expected 'key = value' or '[section]'");
+	parse_fails("[runtime\ncontext = 1\n", TF_ERR_FORMAT,
+		    "cfg/model.ini:1: expected");
+	/* libinih would glue an indented line onto the previous value */
+	parse_fails("[runtime]\ncontext = 1\n  threads = 2\n", TF_ERR_FORMAT,
+		    "cfg/model.ini:3: indented line");
+
+	static const char nul[] = "[runtime]\ncontext = 1\0\n";
+	tf_conf *c = NULL;
+	cr_assert_eq(tf_conf_parse(nul, sizeof(nul) - 1, "n.ini", &c), TF_ERR_FORMAT);
+	cr_assert(strstr(tf_diag_msg(), "n.ini:2: line holds a NUL byte"), "%s",
+		  tf_diag_msg());
+}
+
+/* libinih splits lines past its buffer; we refuse them whole instead. */
+Test(conf, overlong_line)
+{
+	char text[600];
+	int n = snprintf(text, sizeof(text), "[chat]\nsystem = ");
+	memset(text + n, 'x', 400);
+	strcpy(text + n + 400, "\n");
+	parse_fails(text, TF_ERR_FORMAT,
+		    "cfg/model.ini:2: line is 409 bytes long; the INI reader takes at most 197");
+
+	/* the longest accepted line, with and without its newline */
+	memset(text, 0, sizeof(text));
+	n = snprintf(text, sizeof(text), "[chat]\nsystem = ");
+	memset(text + n, 'y', 197 - 9);
+	tf_conf *c = parse_ok(text);
+	cr_assert_eq(strlen(tf_conf_get(c, "chat", "system")), 197 - 9);
+	tf_conf_free(c);
+	strcat(text, "\n");
+	c = parse_ok(text);
+	tf_conf_free(c);
+}
+
+Test(conf, set_overrides_and_validates)
+{
+	tf_conf *c = parse_ok(good);
+	cr_assert_eq(tf_conf_set(c, "runtime.context=128"), TF_OK, "%s", tf_diag_msg());
+	cr_assert_str_eq(tf_conf_get(c, "runtime", "context"), "128");
+	cr_assert_eq(tf_conf_set(c, "plugins.layer.3.ffn=dense"), TF_OK);
+	cr_assert_str_eq(tf_conf_get(c, "plugins", "layer.3.ffn"), "dense");
+	cr_assert_eq(tf_conf_set(c, "chat.system="), TF_OK);
+	cr_assert_str_eq(tf_conf_get(c, "chat", "system"), "");
+
+	cr_assert_eq(tf_conf_set(c, "runtime.context=big"), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "--set runtime.context=big: [runtime] context: "
+			 "'big' is not an integer"), "%s", tf_diag_msg());
+	cr_assert_str_eq(tf_conf_get(c, "runtime", "context"), "128");
+	cr_assert_eq(tf_conf_set(c, "runtime.nope=1"), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "unknown key"), "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_set(c, "context=1"), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "expected section.key=value"), "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_set(c, "runtime.context"), TF_ERR_INVALID);
+
+	/* errors about an overridden key say so instead of naming a line */
+	cr_assert_eq(tf_conf_fail(c, TF_ERR_RANGE, "runtime", "context", "too %s", "big"),
+		     TF_ERR_RANGE);
+	cr_assert_str_eq(tf_diag_msg(), "--set [runtime] context: too big");
+	cr_assert_eq(tf_conf_fail(c, TF_ERR_RANGE, "runtime", "threads", "x"),
+		     TF_ERR_RANGE);
+	cr_assert_str_eq(tf_diag_msg(), "cfg/model.ini:7: [runtime] threads: x");
+	tf_conf_free(c);
+}
+
+Test(conf, load_from_disk_and_missing_file)
+{
+	char path[] = "/tmp/tf-conf-XXXXXX.ini";
+	int fd = mkstemps(path, 4);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, good, strlen(good)), (ssize_t)strlen(good));
+	close(fd);
+	tf_conf *c = NULL;
+	cr_assert_eq(tf_conf_load(path, &c), TF_OK, "%s", tf_diag_msg());
+	char buf[256];
+	const char *p;
+	cr_assert_eq(tf_conf_get_path(c, "model", "path", buf, sizeof(buf), &p), TF_OK);
+	cr_assert_str_eq(p, "/tmp/../models/tiny");
+	tf_conf_free(c);
+	unlink(path);
+
+	c = NULL;
+	cr_assert_eq(tf_conf_load(path, &c), TF_ERR_NOT_FOUND);
+	cr_assert_null(c);
+	cr_assert(strstr(tf_diag_msg(), path), "%s", tf_diag_msg());
+	cr_assert(strstr(tf_diag_msg(), "No such file"), "%s", tf_diag_msg());
+}
+
+/* docs/ini.md is the operator's reference: every key must be in it. */
+Test(conf, docs_cover_every_key)
+{
+	FILE *f = fopen(TF_SOURCE_DIR "/docs/ini.md", "rb");
+	cr_assert_not_null(f, "docs/ini.md missing");
+	static char doc[1 << 16];
+	size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+	fclose(f);
+	doc[n] = 0;
+	const char *section, *key;
+	for (size_t i = 0; (key = tf_conf_schema_at(i, &section)); i++) {
+		char want[96], head[48];
+		/* "layer.#.ffn" is written `layer.<N>.ffn` */
+		const char *hash = strchr(key, '#');
+		if (hash)
+			snprintf(want, sizeof(want), "`%.*s<N>%s`", (int)(hash - key), key,
+				 hash + 1);
+		else
+			snprintf(want, sizeof(want), "`%s`", key);
+		snprintf(head, sizeof(head), "## [%s]", section);
+		const char *sec = strstr(doc, head);
+		cr_assert_not_null(sec, "docs/ini.md has no '%s'", head);
+		const char *next = strstr(sec + 1, "\n## ");
+		const char *at = strstr(sec, want);
+		cr_assert(at && (!next || at < next), "docs/ini.md: %s lacks %s", head, want);
+	}
+}
+
+/* The shipped examples must stay valid as the schema changes. */
+Test(conf, shipped_examples_parse)
+{
+	static const char *const files[] = {
+		"ling-tiny.ini", "ling-tiny-exl3.ini", "ling-bench.ini",
+		"ling-3.1-flash-tp2.ini",
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/conf/%s", TF_SOURCE_DIR, files[i]);
+		tf_conf *c = NULL;
+		cr_assert_eq(tf_conf_load(path, &c), TF_OK, "%s", tf_diag_msg());
+		cr_assert_not_null(tf_conf_get(c, "model", "path"), "%s", path);
+		tf_conf_free(c);
+	}
+}
