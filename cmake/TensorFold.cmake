@@ -1,10 +1,21 @@
 # Build conventions shared by the core, plugins, tools and tests.
 
-find_package(PkgConfig REQUIRED)
+# A cross build of only the self-tests (scripts/cross-test.sh) builds no
+# core, tools or Criterion tests, so it needs none of their libraries for
+# the target: only the plugins' self-test programs are built and run.
+if(CMAKE_CROSSCOMPILING AND TF_SELFTESTS AND NOT TF_BUILD_TESTS)
+  set(TF_SELFTEST_ONLY ON)
+else()
+  set(TF_SELFTEST_ONLY OFF)
+endif()
+
 find_package(Threads REQUIRED)
-pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
-pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+if(NOT TF_SELFTEST_ONLY)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
+  pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+  pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+endif()
 
 # Warnings everywhere; -Werror when asked (CI asks).
 set(TF_WARNINGS -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -44,13 +55,18 @@ message(STATUS "TensorFold CPU kernels: ${TF_SIMD}")
 
 # CUDA is optional: plugins with .cu files build only when nvcc is found.
 include(CheckLanguage)
-check_language(CUDA)
+if(NOT TF_SELFTEST_ONLY)
+  check_language(CUDA)
+endif()
 if(CMAKE_CUDA_COMPILER)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90 121)
   endif()
   enable_language(CUDA)
   set(TF_HAVE_CUDA ON)
+elseif(TF_SELFTEST_ONLY)
+  set(TF_HAVE_CUDA OFF)
+  message(STATUS "self-tests only: CUDA plugins are skipped")
 else()
   set(TF_HAVE_CUDA OFF)
   message(STATUS "nvcc not found: CUDA plugins are skipped")
@@ -68,4 +84,28 @@ function(tf_add_plugin name)
     C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/core/include)
   target_link_libraries(${name} PRIVATE ${P_LIBS} m)
+endfunction()
+
+# tf_add_selftest(<name> SOURCES ... [LIBS ...])
+# A plain-C self-test program: no Criterion, so it also links statically
+# for a cross target and runs under CMAKE_CROSSCOMPILING_EMULATOR (qemu).
+# It prints "N passed, N failed" last and exits non-zero on a failure.
+# It sees the public headers and TF_SIMD_DEFS; the caller puts
+# TF_SIMD_FLAGS on whichever of its sources hold vector code.  The
+# `selftests` target builds every one.
+if(TF_BUILD_TESTS OR TF_SELFTESTS)
+  add_custom_target(selftests)
+endif()
+function(tf_add_selftest name)
+  if(NOT (TF_BUILD_TESTS OR TF_SELFTESTS))
+    return()
+  endif()
+  cmake_parse_arguments(S "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${S_SOURCES})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/core/include)
+  target_compile_definitions(${name} PRIVATE ${TF_SIMD_DEFS})
+  target_link_libraries(${name} PRIVATE ${S_LIBS} m)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${name} COMMAND ${name})
+  add_dependencies(selftests ${name})
 endfunction()
