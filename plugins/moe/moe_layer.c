@@ -26,7 +26,7 @@ struct moe_layer {
 	tf_mlp *experts;                /* [num_experts]; only this rank's are open */
 	tf_mlp shared;                  /* open when present and on rank 0 */
 	int64_t hidden;
-	int64_t scratch_per_row;        /* floats, for the widest open MLP */
+	int64_t scratch_per_row;        /* floats, for the widest open MLP; 0: none open */
 };
 
 /* The clamp for this layer from a per-layer list; 0 (none) when absent. */
@@ -179,6 +179,28 @@ static int plan_build(struct moe_plan *p, const struct moe_layer *L,
 	return TF_OK;
 }
 
+/* y[t] += w * expert_e(x[t]) for the rows routed to e, run as one batch
+ * through the buffers xg, o [rows, hidden] and the MLP scratch. */
+static int expert_apply(const struct moe_layer *L, int e, const struct moe_plan *p,
+			const float *x, float *y, float *xg, float *o, float *scratch)
+{
+	int32_t first = p->off[e], rows = p->off[e + 1] - first;
+	int64_t H = L->hidden;
+	int rc;
+
+	for (int32_t j = 0; j < rows; j++)
+		memcpy(xg + j * H, x + p->tok[first + j] * H, (size_t)H * sizeof(float));
+	rc = tf_mlp_forward(&L->experts[e], L->host, xg, rows, o, scratch);
+	for (int32_t j = 0; !rc && j < rows; j++) {
+		float *yt = y + p->tok[first + j] * H;
+		const float *ot = o + j * H;
+		float wt = p->tok_w[first + j];
+		for (int64_t c = 0; c < H; c++)
+			yt[c] += wt * ot[c];
+	}
+	return rc;
+}
+
 int tf_moe_layer_forward(void *inst, const float *x, int64_t n, float *y)
 {
 	struct moe_layer *L = inst;
@@ -202,9 +224,10 @@ int tf_moe_layer_forward(void *inst, const float *x, int64_t n, float *y)
 	/* An MLP runs over at most n rows. */
 	xg = be->alloc(h->backend_ctx, (size_t)(n * H) * sizeof(float));
 	o = be->alloc(h->backend_ctx, (size_t)(n * H) * sizeof(float));
-	scratch = be->alloc(h->backend_ctx,
-			    (size_t)(n * L->scratch_per_row) * sizeof(float));
-	if (!xg || !o || !scratch) {
+	if (L->scratch_per_row)
+		scratch = be->alloc(h->backend_ctx,
+				    (size_t)(n * L->scratch_per_row) * sizeof(float));
+	if (!xg || !o || (L->scratch_per_row && !scratch)) {
 		rc = h->error(h, TF_ERR_NOMEM, "%s: no memory for %lld tokens",
 			      L->prefix, (long long)n);
 		goto out;
@@ -215,22 +238,9 @@ int tf_moe_layer_forward(void *inst, const float *x, int64_t n, float *y)
 	else
 		memset(y, 0, (size_t)(n * H) * sizeof(float));
 
-	for (int e = 0; !rc && e < L->router.n_experts; e++) {
-		int32_t first = plan.off[e], rows = plan.off[e + 1] - first;
-		if (!rows || !L->experts[e].inter)
-			continue;
-		for (int32_t j = 0; j < rows; j++)
-			memcpy(xg + j * H, x + plan.tok[first + j] * H,
-			       (size_t)H * sizeof(float));
-		rc = tf_mlp_forward(&L->experts[e], h, xg, rows, o, scratch);
-		for (int32_t j = 0; !rc && j < rows; j++) {
-			float *yt = y + plan.tok[first + j] * H;
-			const float *ot = o + j * H;
-			float wt = plan.tok_w[first + j];
-			for (int64_t c = 0; c < H; c++)
-				yt[c] += wt * ot[c];
-		}
-	}
+	for (int e = 0; !rc && e < L->router.n_experts; e++)
+		if (L->experts[e].inter && plan.off[e + 1] > plan.off[e])
+			rc = expert_apply(L, e, &plan, x, y, xg, o, scratch);
 out:
 	if (xg)
 		be->free(h->backend_ctx, xg);

@@ -52,6 +52,7 @@ int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
 	int rc;
 
 	*r = (tf_router){ .host = h };
+	snprintf(r->prefix, sizeof(r->prefix), "%s", prefix);
 	rc = check_config(h, c);
 	if (rc)
 		return rc;
@@ -64,8 +65,7 @@ int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
 	r->norm_topk = c->norm_topk_prob;
 	r->scaling = c->routed_scaling_factor;
 
-	rc = tf_tu_load_leaf_f32(h, prefix, "gate.weight", 2,
-				 (int64_t[]){ r->n_experts, r->hidden }, &r->weight);
+	rc = tf_tu_lin_open(h, prefix, "gate", r->hidden, r->n_experts, &r->gate);
 	if (rc || !c->moe_router_enable_expert_bias)
 		goto out;
 	/* The second name is what some MTP checkpoints call the same buffer. */
@@ -88,11 +88,12 @@ out:
 		tf_router_free(r);
 	return rc;
 }
+
 void tf_router_free(tf_router *r)
 {
-	free(r->weight);
+	tf_tu_lin_close(r->host, &r->gate);
 	free(r->bias);
-	r->weight = r->bias = NULL;
+	r->bias = NULL;
 }
 
 /* scratch: s[E], sb[E], taken[E], gscore[G], gtaken[G]. */
@@ -194,60 +195,28 @@ void tf_router_select(const tf_router *r, const float *logits, float *scratch,
 	}
 }
 
-struct logits_job {
-	const tf_router *r;
-	const float *x;
-	float *logits;
-};
-
-/*
- * One logit per item, item i = token i / E, expert i % E.  Eight lanes
- * summed in a fixed order: the same bits whatever the thread count, and a
- * loop the compiler can vectorise without reassociating.
- */
-static void logits_range(void *arg, int64_t begin, int64_t end, int worker)
-{
-	const struct logits_job *job = arg;
-	const tf_router *r = job->r;
-	int64_t H = r->hidden;
-
-	for (int64_t i = begin; i < end; i++) {
-		const float *x = job->x + (i / r->n_experts) * H;
-		const float *wr = r->weight + (i % r->n_experts) * H;
-		float acc[8] = { 0 };
-		int64_t c = 0;
-		for (; c + 8 <= H; c += 8)
-			for (int l = 0; l < 8; l++)
-				acc[l] += x[c + l] * wr[c + l];
-		for (; c < H; c++)
-			acc[c & 7] += x[c] * wr[c];
-		job->logits[i] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
-				 ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-	}
-}
-
 int tf_router_route(const tf_router *r, const float *x, int64_t n,
 		    int32_t *idx, float *w)
 {
 	const tf_host *h = r->host;
 	const tf_backend *be = h->backend;
 	int64_t E = r->n_experts;
-	float *logits = malloc((size_t)(n * E + tf_router_scratch(r)) * sizeof(float));
+	float *logits = be->alloc(h->backend_ctx, (size_t)(n * E) * sizeof(float));
+	float *scratch = malloc((size_t)tf_router_scratch(r) * sizeof(float));
+	int rc;
 
-	if (!logits)
-		return h->error(h, TF_ERR_NOMEM, "moe router: no memory for %lld tokens",
-				(long long)n);
-	struct logits_job job = { .r = r, .x = x, .logits = logits };
-	int64_t grain = r->hidden >= 16384 ? 1 : 16384 / r->hidden;
-	if (be->parallel_for)
-		be->parallel_for(h->backend_ctx, n * E, grain, logits_range, &job);
-	else
-		logits_range(&job, 0, n * E, 0);
-
-	float *scratch = logits + n * E;
-	for (int64_t t = 0; t < n; t++)
+	if (!logits || !scratch) {
+		rc = h->error(h, TF_ERR_NOMEM, "%s.gate: no memory to route %lld tokens",
+			      r->prefix, (long long)n);
+		goto out;
+	}
+	rc = tf_lin_forward(&r->gate, x, n, logits);
+	for (int64_t t = 0; !rc && t < n; t++)
 		tf_router_select(r, logits + t * E, scratch, idx + t * r->top_k,
 				 w + t * r->top_k);
-	free(logits);
-	return TF_OK;
+out:
+	if (logits)
+		be->free(h->backend_ctx, logits);
+	free(scratch);
+	return rc;
 }
