@@ -10,6 +10,7 @@
  * experts in the same order whether it was routed alone or in a batch of
  * any size.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,15 @@ struct moe_layer {
 	int64_t scratch_per_row;        /* floats, for the widest open MLP; 0: none open */
 };
 
-/* The clamp for this layer from a per-layer list; 0 (none) when absent. */
-static float layer_limit(const tf_model_config *c, const float *list, int layer)
+/* The clamp for this layer from a per-layer list: 0 (none) when absent. */
+static int layer_limit(const tf_host *h, const float *list, const char *key,
+		       int layer, float *limit)
 {
-	return list && layer < c->n_layers_total ? list[layer] : 0.0f;
+	*limit = list && layer < h->model->n_layers_total ? list[layer] : 0.0f;
+	if (!(*limit >= 0) || isinf(*limit))
+		return h->error(h, TF_ERR_INVALID, "config.json: %s[%d] = %g is not a limit >= 0",
+				key, layer, (double)*limit);
+	return TF_OK;
 }
 
 static bool owns_expert(const tf_host *h, int e)
@@ -71,7 +77,10 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 			      c->num_experts);
 		goto fail;
 	}
-	float limit = layer_limit(c, c->expert_swiglu_limit, layer);
+	float limit;
+	rc = layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer, &limit);
+	if (rc)
+		goto fail;
 	for (int e = 0; e < c->num_experts; e++) {
 		if (!owns_expert(h, e))
 			continue;
@@ -90,11 +99,15 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 				      c->moe_shared_expert_intermediate_size, c->num_shared_experts);
 			goto fail;
 		}
+		rc = layer_limit(h, c->shared_swiglu_limit, "share_expert_swiglu_limit_list",
+				 layer, &limit);
+		if (rc)
+			goto fail;
 		/* n shared experts are stored fused into one wider MLP. */
 		snprintf(name, sizeof(name), "%s.shared_experts", prefix);
 		rc = tf_mlp_init(&L->shared, h, name, c->hidden_size,
 				 (int64_t)c->moe_shared_expert_intermediate_size * c->num_shared_experts,
-				 layer_limit(c, c->shared_swiglu_limit, layer));
+				 limit);
 		if (rc)
 			goto fail;
 		if (tf_mlp_scratch(&L->shared, 1) > L->scratch_per_row)

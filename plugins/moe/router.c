@@ -145,7 +145,7 @@ static void score(const tf_router *r, const float *logits, float *s)
 
 	if (r->sigmoid) {
 		for (int e = 0; e < E; e++)
-			s[e] = 1.0f / (1.0f + expf(-logits[e]));
+			s[e] = tf_tu_sigmoid(logits[e]);
 		return;
 	}
 	float max = logits[0], sum = 0;

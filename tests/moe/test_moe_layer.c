@@ -423,6 +423,11 @@ Test(moe_layer, missing_or_misshapen_tensors_named)
 			  "moe_shared_expert_intermediate_size");
 	c = base_config();
 	expect_open_error(&c, LAYERS, 0, NULL, NULL, TF_ERR_INVALID, "layer 4");
+	static const float bad_limit[LAYERS] = { 0, NAN, -1, 0 };
+	c.shared_swiglu_limit = bad_limit;
+	expect_open_error(&c, 1, 0, NULL, NULL, TF_ERR_INVALID, "share_expert_swiglu_limit_list[1]");
+	c.expert_swiglu_limit = bad_limit;
+	expect_open_error(&c, 2, 0, NULL, NULL, TF_ERR_INVALID, "expert_swiglu_limit_list[2]");
 }
 
 Test(moe_layer, bad_forward_arguments)
