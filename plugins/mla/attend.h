@@ -1,0 +1,61 @@
+/*
+ * attend.h - MLA attention over the latent cache, in both forms.
+ *
+ * The cache holds one row of lat = r + dr floats per token: the normed
+ * latent c (r) and the roped shared key k_pe (dr).  Per head h the key is
+ * [c W_UK_h^T ; k_pe] and the value c W_UV_h^T, with W_UK_h, W_UV_h the
+ * head's rows of kv_b_proj ([heads, dn + dv, r]).
+ *
+ * Naive form (prefill): expand keys and values of a block of cache rows
+ * through kv_b_proj and attend per head with an online softmax, block by
+ * block, so memory stays bounded by the block.
+ *
+ * Absorbed form (decode): fold W_UK_h into the query (q_lat = W_UK_h^T
+ * q_nope), attend over the raw cache rows, which every head shares, and
+ * apply W_UV_h to the attended latent.  Rows are split over workers, each
+ * keeping a running max, sum and accumulator per head, merged at the end.
+ *
+ * Both produce o_h = softmax(scores) V_h for queries at cache rows
+ * len .. len + n - 1, each seeing rows 0 .. its own.
+ */
+#ifndef TF_MLA_ATTEND_H
+#define TF_MLA_ATTEND_H
+
+#include <stdint.h>
+
+typedef struct mla_dims {
+	int heads, dn, dr, dv, r;
+	float scale;            /* softmax scale */
+} mla_dims;
+
+/* Running softmax state of one (query, head): max, sum, accumulator. */
+typedef struct mla_run {
+	float m, l;
+} mla_run;
+
+/* --- naive form --- */
+
+/* One head, queries q [n, heads * (dn + dr)] against cache rows [t0, t0+tb)
+ * whose expanded keys/values are kv [tb, heads * (dn + dv)].  run [n, heads]
+ * and acc [n, heads * dv] carry the online softmax; scores: tb floats. */
+void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
+		     int64_t len, const float *kv, const float *cache, int64_t t0,
+		     int64_t tb, mla_run *run, float *acc, float *scores);
+
+/* --- absorbed form --- */
+
+/* qlat [heads, r + dr] = scale * [W_UK_h^T q_nope_h ; q_pe_h] for one query;
+ * heads [h0, h1). */
+void mla_absorb_query(const mla_dims *d, const float *wkvb, const float *q,
+		      int h0, int h1, float *qlat);
+
+/* Every head over cache rows [t0, t1): run [heads], acc [heads, r]. */
+void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
+		       int64_t t0, int64_t t1, mla_run *run, float *acc);
+
+/* Merge np partial (run, acc) sets (part p at run + p*heads, acc +
+ * p*heads*r), then o_h = W_UV_h o_lat for heads [h0, h1).  lat: r floats. */
+void mla_absorbed_out(const mla_dims *d, const float *wkvb, const mla_run *run,
+		      const float *acc, int np, int h0, int h1, float *o, float *lat);
+
+#endif /* TF_MLA_ATTEND_H */

@@ -1,0 +1,471 @@
+/*
+ * mla.c - the gated MLA attention plugin (layer type "mla").
+ *
+ * One instance per MLA layer: its projections, kv_b_proj dequantised once
+ * for the absorbed form, and the latent cache of the sequence (r + dr
+ * floats per token: the normed latent and the roped shared key).
+ *
+ * forward(): project queries (q_proj, or q_a_proj -> norm -> q_b_proj) and
+ * the compressed kv, norm the latent, rope the rope slices, append to the
+ * cache, attend (attend.c: absorbed form for a few tokens, naive form for a
+ * prefill), multiply each head by its sigmoid gate, and project with
+ * `dense`.  Shapes all come from config.json.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tf/attention.h"
+#include "tf/backend.h"
+#include "tf/quant.h"
+
+#include "../common/tensor_util.h"
+#include "../common/vec.h"
+#include "attend.h"
+#include "rope.h"
+
+#define MLA_SNAP_MAGIC 0x5f414c4du   /* "MLA_" */
+#define MLA_KV_BLOCK 256             /* cache rows expanded at a time (naive form) */
+#define MLA_ROWS_MIN 64              /* fewest cache rows worth a worker (absorbed) */
+
+struct mla_layer {
+	const tf_host *h;
+	const tf_backend *be;
+	void *bctx;
+	int layer;
+
+	int hidden, rq, gate_w;         /* gate_w: heads (head-wise) or heads * dv */
+	int64_t lat;                    /* r + dr */
+	mla_dims d;
+	mla_rope rope;
+	bool interleave;
+	float eps;
+
+	tf_lin q_proj, q_a_proj, q_b_proj, kv_a_proj, kv_b_proj, g_proj, dense;
+	float *q_a_norm;                /* [rq] */
+	float *kv_a_norm;               /* [r] */
+	float *wkvb;                    /* [heads, dn + dv, r] */
+
+	/* Sequence state. */
+	int64_t max_ctx, len;
+	float *cache;                   /* [max_ctx, lat] */
+
+	/* Activations for up to `cap` tokens. */
+	int64_t cap;
+	float *q, *qa, *ckv, *gate, *o; /* [cap, heads*dq], [cap, rq], [cap, lat], [cap, gate_w], [cap, heads*dv] */
+	mla_run *run;                   /* [max(cap, workers), heads] */
+	float *acc;                     /* [workers, heads, r] (absorbed) */
+	float *qlat;                    /* [heads, lat] */
+	float *cblk, *kvblk;            /* [KV_BLOCK, r], [KV_BLOCK, heads*(dn+dv)] */
+
+	float *work;                    /* per worker: work_per floats */
+	size_t work_per;
+	int n_workers;
+};
+
+struct mla_snap {
+	uint32_t magic;
+	uint32_t pad;
+	int64_t len;
+};
+
+static int mla_probe(const tf_host *h, const char **reason)
+{
+	return tf_tu_probe_host_backend(h, reason);
+}
+
+static int mla_check_config(const tf_host *h, int layer)
+{
+	const tf_model_config *c = h->model;
+	if (c->hidden_size <= 0 || c->num_attention_heads <= 0 || c->kv_lora_rank <= 0 ||
+	    c->qk_nope_head_dim <= 0 || c->qk_rope_head_dim <= 0 || c->v_head_dim <= 0 ||
+	    c->q_lora_rank < 0)
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: layer %d (mla): hidden_size %d, num_attention_heads %d, kv_lora_rank %d, qk_nope_head_dim %d, qk_rope_head_dim %d, v_head_dim %d must be positive (q_lora_rank %d: 0 or positive)",
+				layer, c->hidden_size, c->num_attention_heads, c->kv_lora_rank,
+				c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim,
+				c->q_lora_rank);
+	return TF_OK;
+}
+
+static int64_t mla_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
+{
+	const tf_model_config *c = h->model;
+	return max_ctx * (int64_t)(c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+}
+
+static void mla_free_act(struct mla_layer *L)
+{
+	float **bufs[] = { &L->q, &L->qa, &L->ckv, &L->gate, &L->o };
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+		L->be->free(L->bctx, *bufs[i]);
+		*bufs[i] = NULL;
+	}
+	free(L->run);
+	L->run = NULL;
+	L->cap = 0;
+}
+
+static int mla_reserve(struct mla_layer *L, int64_t n)
+{
+	if (n <= L->cap)
+		return TF_OK;
+	mla_free_act(L);
+	const mla_dims *d = &L->d;
+	int64_t cap = (n + 15) / 16 * 16;
+	size_t f = sizeof(float);
+	L->q = L->be->alloc(L->bctx, (size_t)cap * d->heads * (d->dn + d->dr) * f);
+	L->qa = L->rq ? L->be->alloc(L->bctx, (size_t)cap * L->rq * f) : NULL;
+	L->ckv = L->be->alloc(L->bctx, (size_t)cap * L->lat * f);
+	L->gate = L->be->alloc(L->bctx, (size_t)cap * L->gate_w * f);
+	L->o = L->be->alloc(L->bctx, (size_t)cap * d->heads * d->dv * f);
+	int64_t runs = cap > L->n_workers ? cap : L->n_workers;
+	L->run = malloc((size_t)runs * d->heads * sizeof(mla_run));
+	if (!L->q || (L->rq && !L->qa) || !L->ckv || !L->gate || !L->o || !L->run) {
+		mla_free_act(L);
+		return L->h->error(L->h, TF_ERR_NOMEM,
+				   "layer %d (mla): out of memory for %lld tokens of activations",
+				   L->layer, (long long)n);
+	}
+	L->cap = cap;
+	return TF_OK;
+}
+
+static void mla_layer_fini(void *inst)
+{
+	struct mla_layer *L = inst;
+	if (!L)
+		return;
+	tf_lin *lins[] = { &L->q_proj, &L->q_a_proj, &L->q_b_proj, &L->kv_a_proj,
+			   &L->kv_b_proj, &L->g_proj, &L->dense };
+	for (size_t i = 0; i < sizeof(lins) / sizeof(lins[0]); i++)
+		tf_tu_lin_close(L->h, lins[i]);
+	if (L->be) {
+		mla_free_act(L);
+		L->be->free(L->bctx, L->cblk);
+		L->be->free(L->bctx, L->kvblk);
+	}
+	mla_rope_free(&L->rope);
+	free(L->q_a_norm);
+	free(L->kv_a_norm);
+	free(L->wkvb);
+	free(L->cache);
+	free(L->acc);
+	free(L->qlat);
+	free(L->work);
+	free(L);
+}
+
+static int mla_load(struct mla_layer *L, const char *prefix)
+{
+	const tf_host *h = L->h;
+	const mla_dims *d = &L->d;
+	const int64_t H = L->hidden, dq = d->dn + d->dr, dkv = d->dn + d->dv;
+	int rc;
+
+	if (L->rq) {
+		const int64_t rq_shape[1] = { L->rq };
+		if ((rc = tf_tu_lin_open(h, prefix, "q_a_proj", H, L->rq, &L->q_a_proj)) ||
+		    (rc = tf_tu_load_leaf_f32(h, prefix, "q_a_layernorm.weight", 1, rq_shape,
+					      &L->q_a_norm)) ||
+		    (rc = tf_tu_lin_open(h, prefix, "q_b_proj", L->rq, d->heads * dq,
+					 &L->q_b_proj)))
+			return rc;
+	} else if ((rc = tf_tu_lin_open(h, prefix, "q_proj", H, d->heads * dq, &L->q_proj))) {
+		return rc;
+	}
+	const int64_t r_shape[1] = { d->r };
+	if ((rc = tf_tu_lin_open(h, prefix, "kv_a_proj_with_mqa", H, L->lat, &L->kv_a_proj)) ||
+	    (rc = tf_tu_load_leaf_f32(h, prefix, "kv_a_layernorm.weight", 1, r_shape,
+				      &L->kv_a_norm)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "kv_b_proj", d->r, d->heads * dkv, &L->kv_b_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "g_proj", H, L->gate_w, &L->g_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "dense", (int64_t)d->heads * d->dv, H, &L->dense)))
+		return rc;
+
+	/* The absorbed form needs kv_b_proj as a matrix, once. */
+	if (!L->kv_b_proj.ops->dequant)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"%s.kv_b_proj: its format (%s) cannot be dequantised for the absorbed form",
+				prefix, L->kv_b_proj.info.format ? L->kv_b_proj.info.format : "?");
+	L->wkvb = malloc((size_t)d->heads * dkv * d->r * sizeof(float));
+	if (!L->wkvb)
+		return h->error(h, TF_ERR_NOMEM, "%s.kv_b_proj: out of memory", prefix);
+	if ((rc = L->kv_b_proj.ops->dequant(L->kv_b_proj.impl, L->wkvb)))
+		return rc;
+	return TF_OK;
+}
+
+static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
+			  int64_t max_ctx, void **inst)
+{
+	const tf_model_config *c = h->model;
+	int rc = mla_check_config(h, layer);
+	if (rc)
+		return rc;
+	if (max_ctx <= 0)
+		return h->error(h, TF_ERR_INVALID, "layer %d (mla): context %lld must be positive",
+				layer, (long long)max_ctx);
+
+	struct mla_layer *L = calloc(1, sizeof(*L));
+	if (!L)
+		return h->error(h, TF_ERR_NOMEM, "layer %d (mla): out of memory", layer);
+	L->h = h;
+	L->be = h->backend;
+	L->bctx = h->backend_ctx;
+	L->layer = layer;
+	L->hidden = c->hidden_size;
+	L->rq = c->q_lora_rank;
+	L->d = (mla_dims){
+		.heads = c->num_attention_heads, .dn = c->qk_nope_head_dim,
+		.dr = c->qk_rope_head_dim, .dv = c->v_head_dim, .r = c->kv_lora_rank,
+	};
+	L->lat = L->d.r + L->d.dr;
+	L->gate_w = c->gate_head_wise ? L->d.heads : L->d.heads * L->d.dv;
+	L->interleave = c->rope_interleave;
+	L->eps = c->rms_norm_eps;
+	L->max_ctx = max_ctx;
+	L->n_workers = L->be->n_threads(L->bctx);
+	if (L->n_workers < 1)
+		L->n_workers = 1;
+
+	if ((rc = mla_rope_init(h, L->d.dr, &L->rope)) || (rc = mla_load(L, prefix)))
+		goto fail;
+	L->d.scale = L->rope.scale_mult / sqrtf((float)(L->d.dn + L->d.dr));
+
+	const mla_dims *d = &L->d;
+	L->cache = malloc((size_t)max_ctx * L->lat * sizeof(float));
+	L->acc = malloc((size_t)L->n_workers * d->heads * d->r * sizeof(float));
+	L->qlat = malloc((size_t)d->heads * L->lat * sizeof(float));
+	L->cblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->r * sizeof(float));
+	L->kvblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv) *
+					 sizeof(float));
+	L->work_per = MLA_KV_BLOCK > d->r ? MLA_KV_BLOCK : (size_t)d->r;
+	L->work = malloc((size_t)L->n_workers * L->work_per * sizeof(float));
+	if (!L->cache || !L->acc || !L->qlat || !L->cblk || !L->kvblk || !L->work) {
+		rc = h->error(h, TF_ERR_NOMEM,
+			      "layer %d (mla): out of memory for a cache of %lld tokens",
+			      layer, (long long)max_ctx);
+		goto fail;
+	}
+	*inst = L;
+	return TF_OK;
+fail:
+	mla_layer_fini(L);
+	return rc;
+}
+
+/* --- absorbed form: one query at a time, cache rows split over workers --- */
+
+struct mla_job {
+	struct mla_layer *L;
+	int64_t n, i;                   /* tokens of this forward; current query */
+	int64_t rows, parts;            /* absorbed: rows seen, parts they are split in */
+	int64_t t0, tb;                 /* naive: the expanded block */
+};
+
+static void absorb_query_fn(void *arg, int64_t h0, int64_t h1, int worker)
+{
+	struct mla_job *j = arg;
+	const mla_dims *d = &j->L->d;
+	mla_absorb_query(d, j->L->wkvb, j->L->q + j->i * d->heads * (d->dn + d->dr),
+			 (int)h0, (int)h1, j->L->qlat);
+}
+
+static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
+{
+	struct mla_job *j = arg;
+	struct mla_layer *L = j->L;
+	for (int64_t p = p0; p < p1; p++)
+		mla_absorbed_rows(&L->d, L->qlat, L->cache, j->rows * p / j->parts,
+				  j->rows * (p + 1) / j->parts, L->run + p * L->d.heads,
+				  L->acc + p * L->d.heads * L->d.r);
+}
+
+static void absorbed_out_fn(void *arg, int64_t h0, int64_t h1, int worker)
+{
+	struct mla_job *j = arg;
+	struct mla_layer *L = j->L;
+	mla_absorbed_out(&L->d, L->wkvb, L->run, L->acc, (int)j->parts, (int)h0, (int)h1,
+			 L->o + j->i * L->d.heads * L->d.dv, L->work + (size_t)worker * L->work_per);
+}
+
+static void mla_attend_absorbed(struct mla_layer *L, int64_t n)
+{
+	struct mla_job j = { .L = L, .n = n };
+	for (j.i = 0; j.i < n; j.i++) {
+		j.rows = L->len + j.i + 1;
+		j.parts = (j.rows + MLA_ROWS_MIN - 1) / MLA_ROWS_MIN;
+		if (j.parts > L->n_workers)
+			j.parts = L->n_workers;
+		L->be->parallel_for(L->bctx, L->d.heads, 1, absorb_query_fn, &j);
+		L->be->parallel_for(L->bctx, j.parts, 1, absorbed_rows_fn, &j);
+		L->be->parallel_for(L->bctx, L->d.heads, 1, absorbed_out_fn, &j);
+	}
+}
+
+/* --- naive form: expand a block of cache rows, every head attends to it --- */
+
+static void naive_fn(void *arg, int64_t h0, int64_t h1, int worker)
+{
+	struct mla_job *j = arg;
+	struct mla_layer *L = j->L;
+	for (int64_t h = h0; h < h1; h++)
+		mla_naive_block(&L->d, (int)h, L->q, j->n, L->len, L->kvblk, L->cache, j->t0,
+				j->tb, L->run, L->o, L->work + (size_t)worker * L->work_per);
+}
+
+static int mla_attend_naive(struct mla_layer *L, int64_t n)
+{
+	const mla_dims *d = &L->d;
+	struct mla_job j = { .L = L, .n = n };
+	int rc;
+
+	for (int64_t i = 0; i < n * d->heads; i++)
+		L->run[i] = (mla_run){ .m = -INFINITY, .l = 0.0f };
+	memset(L->o, 0, (size_t)n * d->heads * d->dv * sizeof(float));
+	for (j.t0 = 0; j.t0 < L->len + n; j.t0 += MLA_KV_BLOCK) {
+		j.tb = L->len + n - j.t0 < MLA_KV_BLOCK ? L->len + n - j.t0 : MLA_KV_BLOCK;
+		for (int64_t t = 0; t < j.tb; t++)
+			memcpy(L->cblk + t * d->r, L->cache + (j.t0 + t) * L->lat,
+			       (size_t)d->r * sizeof(float));
+		if ((rc = tf_lin_forward(&L->kv_b_proj, L->cblk, j.tb, L->kvblk)))
+			return rc;
+		L->be->parallel_for(L->bctx, d->heads, 1, naive_fn, &j);
+	}
+	for (int64_t i = 0; i < n * d->heads; i++)
+		tf_vec_scale(L->o + i * d->dv, 1.0f / L->run[i].l, d->dv);
+	return TF_OK;
+}
+
+/*
+ * Which form: per query, the absorbed form reads each cache row twice over
+ * (scores against [c ; k_pe], then the c accumulation: ~2 lat per row and
+ * head), the naive form expands each row once per forward through kv_b
+ * (r (dn + dv) per row and head).  Absorbed wins while n 2 lat < r (dn + dv),
+ * i.e. for decode and verify runs, naive for prefill.
+ */
+static bool mla_use_absorbed(const struct mla_layer *L, int64_t n)
+{
+	return n * 2 * L->lat < (int64_t)L->d.r * (L->d.dn + L->d.dv);
+}
+
+static int mla_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
+		       float *y)
+{
+	struct mla_layer *L = inst;
+	const mla_dims *d = &L->d;
+	const int64_t dq = d->dn + d->dr;
+	int rc;
+
+	if (n < 0 || (n > 0 && !pos))
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): %lld tokens, positions %s", L->layer,
+				   (long long)n, pos ? "given" : "missing");
+	if (n > L->max_ctx - L->len)
+		return L->h->error(L->h, TF_ERR_RANGE,
+				   "layer %d (mla): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
+				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
+	if (n == 0)
+		return TF_OK;
+	if ((rc = mla_reserve(L, n)))
+		return rc;
+
+	if (L->rq) {
+		if ((rc = tf_lin_forward(&L->q_a_proj, x, n, L->qa)))
+			return rc;
+		L->be->rmsnorm(L->bctx, L->qa, L->qa, L->q_a_norm, n, L->rq, L->eps);
+		rc = tf_lin_forward(&L->q_b_proj, L->qa, n, L->q);
+	} else {
+		rc = tf_lin_forward(&L->q_proj, x, n, L->q);
+	}
+	if (rc || (rc = tf_lin_forward(&L->kv_a_proj, x, n, L->ckv)) ||
+	    (rc = tf_lin_forward(&L->g_proj, x, n, L->gate)))
+		return rc;
+
+	/* The latent is normed in place; k_pe, behind it, is not. */
+	for (int64_t i = 0; i < n; i++)
+		L->be->rmsnorm(L->bctx, L->ckv + i * L->lat, L->ckv + i * L->lat, L->kv_a_norm,
+			       1, d->r, L->eps);
+	L->be->rope(L->bctx, L->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr, pos,
+		    L->rope.inv_freq, L->rope.attn_factor, L->interleave);
+	L->be->rope(L->bctx, L->ckv + d->r, n, 1, L->lat, 0, d->dr, pos, L->rope.inv_freq,
+		    L->rope.attn_factor, L->interleave);
+	memcpy(L->cache + L->len * L->lat, L->ckv, (size_t)n * L->lat * sizeof(float));
+
+	if (mla_use_absorbed(L, n))
+		mla_attend_absorbed(L, n);
+	else if ((rc = mla_attend_naive(L, n)))
+		return rc;
+
+	/* Sigmoid gate: one scalar per head, or one per output channel. */
+	const int per = L->gate_w == d->heads ? d->dv : 1;
+	for (int64_t i = 0; i < n * d->heads * d->dv; i++)
+		L->o[i] *= tf_tu_sigmoid(L->gate[i / per]);
+
+	L->len += n;
+	return tf_lin_forward(&L->dense, L->o, n, y);
+}
+
+static void mla_reset(void *inst)
+{
+	((struct mla_layer *)inst)->len = 0;
+}
+
+static int64_t mla_seq_len(void *inst)
+{
+	return ((struct mla_layer *)inst)->len;
+}
+
+/* The cache is append-only: a snapshot is its length. */
+static size_t mla_snapshot_size(void *inst)
+{
+	return sizeof(struct mla_snap);
+}
+
+static int mla_snapshot(void *inst, void *buf)
+{
+	struct mla_snap s = { .magic = MLA_SNAP_MAGIC, .len = ((struct mla_layer *)inst)->len };
+	memcpy(buf, &s, sizeof(s));
+	return TF_OK;
+}
+
+/* Only backwards: rows past the current length may have been overwritten
+ * since the snapshot. */
+static int mla_rollback(void *inst, const void *buf)
+{
+	struct mla_layer *L = inst;
+	struct mla_snap s;
+	memcpy(&s, buf, sizeof(s));
+	if (s.magic != MLA_SNAP_MAGIC || s.len < 0)
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): rollback buffer is not an mla snapshot", L->layer);
+	if (s.len > L->len)
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): cannot roll forward from %lld to %lld tokens",
+				   L->layer, (long long)L->len, (long long)s.len);
+	L->len = s.len;
+	return TF_OK;
+}
+
+static const tf_plugin_attention mla_plugin = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_attention, TF_KIND_ATTENTION, "mla", "0.1.0",
+				"Gated MLA: absorbed decode, naive prefill over a latent cache (CPU)",
+				mla_probe),
+	.layer_type = "mla",
+	.state_bytes = mla_state_bytes,
+	.layer_init = mla_layer_init,
+	.layer_fini = mla_layer_fini,
+	.forward = mla_forward,
+	.reset = mla_reset,
+	.seq_len = mla_seq_len,
+	.snapshot_size = mla_snapshot_size,
+	.snapshot = mla_snapshot,
+	.rollback = mla_rollback,
+};
+
+TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)
+{
+	return index == 0 ? &mla_plugin : NULL;
+}

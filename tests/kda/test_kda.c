@@ -1,0 +1,391 @@
+/*
+ * test_kda.c - the kda plugin through its ABI, with random bf16 weights in a
+ * test host, against the float64 reference layer (kda_ref.c): one prefill,
+ * token-by-token decode and chunked prefills must all agree with it and
+ * with each other (outputs and final state), for the safe gate near both
+ * bounds and the Kimi softplus gate; snapshot/rollback, context overflow
+ * and bad checkpoints.
+ */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kda_ref.h"
+#include "support/testhost.h"
+#include "tf/attention.h"
+
+#define PREFIX "model.layers.0.attention"
+
+static const tf_plugin_attention *kda_plugin(void)
+{
+	void *so = dlopen(TF_PLUGIN_DIR "/kda.so", RTLD_NOW | RTLD_LOCAL);
+	cr_assert(so, "%s", dlerror());
+	const tf_plugin_attention *(*entry)(unsigned) =
+		(const tf_plugin_attention *(*)(unsigned))dlsym(so, "tf_plugin_attention_v1");
+	cr_assert(entry && entry(0) && !entry(1));
+	cr_assert_str_eq(entry(0)->layer_type, "kda");
+	return entry(0);
+}
+
+/* A small layer: all tensors as the reference sees them (bf16-rounded). */
+struct kda_case {
+	tf_model_config cfg;
+	kda_ref_weights w;
+	float *buf[13];
+	int nbuf;
+};
+
+static float *case_tensor(struct kda_case *c, size_t n, float scale, bool round,
+			  uint64_t *seed)
+{
+	float *p = malloc(n * sizeof(float));
+	cr_assert(p);
+	tf_test_fill_uniform(p, n, scale, seed);
+	if (round)
+		for (size_t i = 0; i < n; i++)
+			p[i] = tf_bf16_to_f32(tf_f32_to_bf16(p[i]));
+	c->buf[c->nbuf++] = p;
+	return p;
+}
+
+/* dt_shift moves sigmoid(exp(A_log) (f + dt_bias)) towards 1 (gate near the
+ * lower bound) or 0 (gate near zero). */
+static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64_t seed)
+{
+	memset(c, 0, sizeof(*c));
+	const int H = 48, nH = 3, D = 16, W = 4, P = nH * D;
+	c->cfg = (tf_model_config){
+		.hidden_size = H, .num_attention_heads = nH, .head_dim = D,
+		.short_conv_kernel_size = W, .no_kda_lora = true,
+		.kda_safe_gate = safe_gate, .kda_lower_bound = -5.0f,
+		.rms_norm_eps = 1e-6f,
+	};
+	kda_ref_weights *w = &c->w;
+	*w = (kda_ref_weights){ .hidden = H, .heads = nH, .dim = D, .width = W,
+				.safe_gate = safe_gate, .lower_bound = -5.0,
+				.eps = 1e-6 };
+	float s = 1.0f / sqrtf((float)H);
+	w->wq = case_tensor(c, (size_t)P * H, s, true, &seed);
+	w->wk = case_tensor(c, (size_t)P * H, s, true, &seed);
+	w->wv = case_tensor(c, (size_t)P * H, s, true, &seed);
+	w->wf = case_tensor(c, (size_t)P * H, s, true, &seed);
+	w->wb = case_tensor(c, (size_t)nH * H, 2 * s, true, &seed);
+	w->wg = case_tensor(c, (size_t)P * H, s, true, &seed);
+	w->wo = case_tensor(c, (size_t)H * P, 1.0f / sqrtf((float)P), true, &seed);
+	for (int i = 0; i < 3; i++)
+		w->conv[i] = case_tensor(c, (size_t)P * W, 0.6f, false, &seed);
+	w->A_log = case_tensor(c, (size_t)nH, 0.5f, false, &seed);
+	float *dt = case_tensor(c, (size_t)P, 0.5f, false, &seed);
+	for (int i = 0; i < P; i++)
+		dt[i] += dt_shift;
+	w->dt_bias = dt;
+	float *on = case_tensor(c, (size_t)D, 0.3f, false, &seed);
+	for (int i = 0; i < D; i++)
+		on[i] += 1.0f;
+	w->o_norm = on;
+}
+
+static void case_free(struct kda_case *c)
+{
+	for (int i = 0; i < c->nbuf; i++)
+		free(c->buf[i]);
+}
+
+/* The tensors in a host; `skip` (a leaf name) is left out. */
+static tf_testhost *case_host(const struct kda_case *c, const char *skip)
+{
+	const kda_ref_weights *w = &c->w;
+	const int64_t H = w->hidden, nH = w->heads, D = w->dim, P = nH * D;
+	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
+	struct {
+		const char *leaf;
+		tf_dtype dt;
+		int ndim;
+		int64_t shape[3];
+		const float *data;
+	} t[] = {
+		{ "q_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wq },
+		{ "k_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wk },
+		{ "v_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wv },
+		{ "f_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wf },
+		{ "b_proj.weight", TF_DTYPE_BF16, 2, { nH, H }, w->wb },
+		{ "g_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wg },
+		{ "o_proj.weight", TF_DTYPE_BF16, 2, { H, P }, w->wo },
+		{ "q_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[0] },
+		{ "k_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[1] },
+		{ "v_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[2] },
+		{ "A_log", TF_DTYPE_F32, 1, { nH }, w->A_log },
+		{ "dt_bias", TF_DTYPE_F32, 1, { P }, w->dt_bias },
+		{ "o_norm.weight", TF_DTYPE_F32, 1, { D }, w->o_norm },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char name[128];
+		if (skip && !strcmp(skip, t[i].leaf))
+			continue;
+		snprintf(name, sizeof(name), "%s.%s", PREFIX, t[i].leaf);
+		tf_testhost_add_f32(th, name, t[i].dt, t[i].ndim, t[i].shape, t[i].data);
+	}
+	return th;
+}
+
+static void *layer_open(const tf_plugin_attention *p, tf_testhost *th, int64_t max_ctx)
+{
+	void *inst = NULL;
+	int rc = p->layer_init(tf_testhost_host(th), 0, PREFIX, max_ctx, &inst);
+	cr_assert_eq(rc, TF_OK, "layer_init: %s", tf_testhost_last_error(th));
+	return inst;
+}
+
+/* Feed x[n] in pieces of the given sizes (cycled); y gets every output. */
+static void run_split(const tf_plugin_attention *p, void *inst, const float *x,
+		      int64_t n, int H, const int *split, int nsplit, float *y)
+{
+	int32_t *pos = malloc((size_t)n * sizeof(int32_t));
+	for (int64_t i = 0, t = p->seq_len(inst); i < n; i++)
+		pos[i] = (int32_t)(t + i);
+	for (int64_t t = 0, s = 0; t < n; s++) {
+		int64_t m = split[s % nsplit];
+		if (m > n - t)
+			m = n - t;
+		int rc = p->forward(inst, x + t * H, m, pos + t, y + t * H);
+		cr_assert_eq(rc, TF_OK, "forward");
+		t += m;
+	}
+	free(pos);
+}
+
+static float *snapshot(const tf_plugin_attention *p, void *inst)
+{
+	float *buf = malloc(p->snapshot_size(inst));
+	cr_assert(buf);
+	cr_assert_eq(p->snapshot(inst, buf), TF_OK);
+	return buf;
+}
+
+/* Prefill, decode and chunked prefills of one sequence against the f64
+ * reference, and their final states against each other. */
+static void check_layer(bool safe_gate, float dt_shift, uint64_t seed)
+{
+	const tf_plugin_attention *p = kda_plugin();
+	struct kda_case c;
+	case_init(&c, safe_gate, dt_shift, seed);
+	const int H = c.w.hidden;
+	const int64_t n = 150;
+	tf_testhost *th = case_host(&c, NULL);
+
+	float *x = malloc((size_t)n * H * sizeof(float));
+	float *y = malloc((size_t)n * H * sizeof(float));
+	float *yd = malloc((size_t)n * H * sizeof(float));
+	double *ref = malloc((size_t)n * H * sizeof(double));
+	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
+
+	kda_ref_state rs;
+	kda_ref_state_init(&rs, &c.w);
+	kda_ref_forward(&c.w, &rs, x, n, ref);
+	for (int64_t i = 0; i < n * H; i++)
+		yd[i] = (float)ref[i];
+
+	static const int whole[] = { 150 }, decode[] = { 1 }, mixed[] = { 7, 33, 1, 64, 20 },
+			 verify[] = { 3, 5, 2 };
+	const struct { const int *s; int n; const char *what; } plans[] = {
+		{ whole, 1, "one prefill" }, { decode, 1, "decode" },
+		{ mixed, 5, "chunked prefill" }, { verify, 3, "short runs" },
+	};
+	float *state0 = NULL;
+	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++) {
+		void *inst = layer_open(p, th, 256);
+		for (int64_t i = 0; i < n * H; i++)
+			y[i] = NAN;
+		run_split(p, inst, x, n, H, plans[k].s, plans[k].n, y);
+		cr_expect_eq(p->seq_len(inst), n);
+		double e = tf_test_rel_err(y, yd, (size_t)n * H, 1e-3);
+		cr_log_info("%s (safe_gate %d, dt shift %g): rel err %.3g", plans[k].what,
+			    safe_gate, dt_shift, e);
+		cr_expect(e < 2e-5, "%s (safe_gate %d, dt shift %g): rel err %.3g vs f64",
+			  plans[k].what, safe_gate, dt_shift, e);
+		float *st = snapshot(p, inst);
+		size_t nf = (p->snapshot_size(inst) - 16) / sizeof(float);
+		if (!state0) {
+			state0 = st;
+			/* The final recurrent state matches the reference's too. */
+			size_t ns = (size_t)c.w.heads * c.w.dim * c.w.dim;
+			float *sd = malloc(ns * sizeof(float));
+			for (size_t i = 0; i < ns; i++)
+				sd[i] = (float)rs.S[i];
+			double es = tf_test_rel_err(st + 4, sd, ns, 1e-3);
+			cr_expect(es < 2e-5, "final state: rel err %.3g vs f64", es);
+			free(sd);
+		} else {
+			double es = tf_test_rel_err(st + 4, state0 + 4, nf, 1e-3);
+			cr_expect(es < 2e-5, "%s: final state differs from one prefill by %.3g",
+				  plans[k].what, es);
+			free(st);
+		}
+		p->layer_fini(inst);
+	}
+	free(state0);
+	kda_ref_state_free(&rs);
+	free(x);
+	free(y);
+	free(yd);
+	free(ref);
+	tf_testhost_free(th);
+	case_free(&c);
+}
+
+Test(kda, safe_gate_mid_range_matches_f64) { check_layer(true, 0.0f, 11); }
+Test(kda, safe_gate_near_lower_bound_matches_f64) { check_layer(true, 12.0f, 12); }
+Test(kda, safe_gate_near_zero_matches_f64) { check_layer(true, -12.0f, 13); }
+Test(kda, kimi_softplus_gate_matches_f64) { check_layer(false, 2.0f, 14); }
+
+Test(kda, state_bytes_is_the_snapshot_payload)
+{
+	const tf_plugin_attention *p = kda_plugin();
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 3);
+	tf_testhost *th = case_host(&c, NULL);
+	void *inst = layer_open(p, th, 64);
+	int64_t bytes = p->state_bytes(tf_testhost_host(th), 0, 64);
+	/* 3 heads x 16 x 16 recurrent + 3 x 48 channels x 3 taps of history */
+	cr_expect_eq(bytes, 4 * (3 * 16 * 16 + 3 * 48 * 3));
+	cr_expect_eq(p->snapshot_size(inst), (size_t)bytes + 16);
+	p->layer_fini(inst);
+	tf_testhost_free(th);
+	case_free(&c);
+}
+
+/* Run N, snapshot, run M, roll back, run the same M: identical outputs. */
+Test(kda, rollback_replays_identically)
+{
+	const tf_plugin_attention *p = kda_plugin();
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 21);
+	const int H = c.w.hidden, N = 37, M = 20;
+	uint64_t seed = 5;
+	tf_testhost *th = case_host(&c, NULL);
+	void *inst = layer_open(p, th, 128);
+	float *x = malloc((size_t)(N + 2 * M) * H * sizeof(float));
+	float *y1 = malloc((size_t)M * H * sizeof(float)), *y2 = malloc((size_t)M * H * sizeof(float));
+	float *junk = malloc((size_t)(N + M) * H * sizeof(float));
+	tf_test_fill_uniform(x, (size_t)(N + 2 * M) * H, 1.0f, &seed);
+	static const int one[] = { 1 }, all[] = { 64 };
+
+	run_split(p, inst, x, N, H, all, 1, junk);
+	float *snap = snapshot(p, inst);
+	run_split(p, inst, x + N * H, M, H, one, 1, y1);
+	/* A different continuation in between must not leak into the replay. */
+	cr_assert_eq(p->rollback(inst, snap), TF_OK);
+	run_split(p, inst, x + (N + M) * H, M, H, all, 1, junk);
+	cr_assert_eq(p->rollback(inst, snap), TF_OK);
+	cr_expect_eq(p->seq_len(inst), N);
+	for (int i = 0; i < M * H; i++)
+		y2[i] = NAN;
+	run_split(p, inst, x + N * H, M, H, one, 1, y2);
+	cr_expect(!memcmp(y1, y2, (size_t)M * H * sizeof(float)), "replay after rollback differs");
+
+	p->reset(inst);
+	cr_expect_eq(p->seq_len(inst), 0);
+	memset(snap, 0, p->snapshot_size(inst));
+	cr_expect_eq(p->rollback(inst, snap), TF_ERR_INVALID, "a zeroed buffer is no snapshot");
+	free(snap);
+	free(x);
+	free(y1);
+	free(y2);
+	free(junk);
+	p->layer_fini(inst);
+	tf_testhost_free(th);
+	case_free(&c);
+}
+
+Test(kda, forward_beyond_context_is_a_range_error)
+{
+	const tf_plugin_attention *p = kda_plugin();
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 4);
+	const int H = c.w.hidden;
+	tf_testhost *th = case_host(&c, NULL);
+	void *inst = layer_open(p, th, 8);
+	float x[10 * 48], y[10 * 48];
+	int32_t pos[10] = { 0 };
+	uint64_t seed = 8;
+	tf_test_fill_uniform(x, 10 * (size_t)H, 1.0f, &seed);
+	cr_assert_eq(p->forward(inst, x, 5, pos, y), TF_OK);
+	cr_expect_eq(p->forward(inst, x, 4, pos, y), TF_ERR_RANGE);
+	cr_expect(strstr(tf_testhost_last_error(th), "context"), "%s", tf_testhost_last_error(th));
+	cr_expect_eq(p->seq_len(inst), 5, "a refused forward consumes nothing");
+	cr_expect_eq(p->forward(inst, x, 3, pos, y), TF_OK);
+	p->layer_fini(inst);
+	tf_testhost_free(th);
+	case_free(&c);
+}
+
+static void expect_init_error(tf_testhost *th, int status, const char *needle)
+{
+	const tf_plugin_attention *p = kda_plugin();
+	void *inst = NULL;
+	int rc = p->layer_init(tf_testhost_host(th), 0, PREFIX, 16, &inst);
+	cr_expect_eq(rc, status, "status %d, want %d (%s)", rc, status, tf_testhost_last_error(th));
+	cr_expect(!inst);
+	cr_expect(strstr(tf_testhost_last_error(th), needle), "error \"%s\" does not name %s",
+		  tf_testhost_last_error(th), needle);
+}
+
+Test(kda, missing_tensor_is_named)
+{
+	static const char *const leaves[] = { "A_log", "dt_bias", "k_conv1d.weight",
+					      "o_norm.weight", "g_proj.weight" };
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 5);
+	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
+		tf_testhost *th = case_host(&c, leaves[i]);
+		char want[128];
+		size_t stem = strcspn(leaves[i], ".");
+		snprintf(want, sizeof(want), "%s.%.*s", PREFIX, (int)stem, leaves[i]);
+		expect_init_error(th, TF_ERR_NOT_FOUND, want);
+		tf_testhost_free(th);
+	}
+	case_free(&c);
+}
+
+/* config.json disagrees with the tensors (3 heads of 16): the first
+ * tensor checked against the config is named. */
+Test(kda, config_inconsistent_with_tensors_is_named)
+{
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 6);
+	c.cfg.num_attention_heads = 4;
+	c.cfg.head_dim = 12;
+	tf_testhost *th = case_host(&c, NULL);
+	const tf_plugin_attention *p = kda_plugin();
+	void *inst = NULL;
+	int rc = p->layer_init(tf_testhost_host(th), 0, PREFIX, 16, &inst);
+	cr_expect_neq(rc, TF_OK);
+	cr_expect(!inst);
+	/* 4 x 12 == 3 x 16: the projections fit, the per-head b_proj does not */
+	cr_expect(strstr(tf_testhost_last_error(th), PREFIX ".b_proj"), "%s",
+		  tf_testhost_last_error(th));
+	tf_testhost_free(th);
+
+	c.cfg.num_attention_heads = 3;
+	c.cfg.head_dim = 20;
+	th = case_host(&c, NULL);
+	inst = NULL;
+	cr_expect_neq(p->layer_init(tf_testhost_host(th), 0, PREFIX, 16, &inst), TF_OK);
+	cr_expect(!inst);
+	cr_expect(strstr(tf_testhost_last_error(th), PREFIX ".q_proj"), "%s",
+		  tf_testhost_last_error(th));
+	tf_testhost_free(th);
+
+	/* Right projections, a conv weight of the wrong width. */
+	c.cfg.num_attention_heads = 3;
+	c.cfg.head_dim = 16;
+	c.cfg.short_conv_kernel_size = 3;
+	th = case_host(&c, NULL);
+	expect_init_error(th, TF_ERR_FORMAT, PREFIX ".q_conv1d.weight");
+	cr_expect(strstr(tf_testhost_last_error(th), "[48, 1, 3]"), "%s", tf_testhost_last_error(th));
+	tf_testhost_free(th);
+	case_free(&c);
+}
