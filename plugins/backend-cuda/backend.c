@@ -1,0 +1,298 @@
+/*
+ * backend.c - the CUDA backend: device memory, one stream, and the ops
+ * kernels.cu implements (RMSNorm, add, SwiGLU, embedding); the other op
+ * slots are NULL, which the ABI reads as "not implemented".
+ *
+ * Every call queues work on the instance's stream and returns; sync()
+ * waits for it.  Ops have no status to return, so the first failure is
+ * kept, logged, and returned by the next sync().
+ *
+ * Pointers are device memory from alloc(), except: token ids are host
+ * memory, and an embedding table may be either (the mapped checkpoint is
+ * host memory; rows are then gathered here and widened on the device).
+ *
+ * The CUDA runtime is linked statically, so this .so loads on a machine
+ * without libcudart; probe() then reports "no CUDA device".
+ */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "tf/backend.h"
+#include "tf/version.h"
+
+typedef struct tf_cuda {
+	const tf_host *host;
+	int device;
+	cudaStream_t stream;
+	int status;                     /* first op failure since the last sync */
+
+	/* Scratch for embed, grown on demand. */
+	void *ids_dev;                  /* token ids copied to the device */
+	size_t ids_cap;
+	void *rows_dev;                 /* rows gathered from a host table */
+	size_t rows_cap;
+	void *staging;                  /* pinned host copy of those rows */
+	size_t staging_cap;
+} tf_cuda;
+
+static void cuda_fail(tf_cuda *c, int status, const char *op, const char *why)
+{
+	const tf_host *h = c->host;
+	h->log(h, TF_LOG_ERROR, "backend-cuda", "%s: %s", op, why);
+	if (!c->status)
+		c->status = h->error(h, status, "backend-cuda: %s: %s", op, why);
+}
+
+/* Record a CUDA failure; returns nonzero when there was one. */
+static int cuda_check(tf_cuda *c, cudaError_t e, const char *op)
+{
+	if (e == cudaSuccess)
+		return 0;
+	cuda_fail(c, TF_ERR_DEVICE, op, cudaGetErrorString(e));
+	return 1;
+}
+
+/* Calls may come from any host thread: point it at our device first. */
+static void cuda_enter(tf_cuda *c)
+{
+	cudaSetDevice(c->device);
+}
+
+static int cuda_probe(const tf_host *h, const char **reason)
+{
+	int count = 0;
+	if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+		cudaGetLastError();
+		*reason = "no CUDA device";
+		return 0;
+	}
+	return 200;
+}
+
+/* The device is the tensor-parallel rank modulo the devices present, so
+ * ranks sharing a host each get their own GPU. */
+static int cuda_init(const tf_host *h, void **ctx)
+{
+	int count = 0;
+	cudaError_t e;
+	tf_cuda *c;
+
+	*ctx = NULL;
+	e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count < 1)
+		return h->error(h, TF_ERR_DEVICE, "backend-cuda: no CUDA device (%s)",
+				cudaGetErrorString(e));
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return h->error(h, TF_ERR_NOMEM, "backend-cuda: out of memory");
+	c->host = h;
+	c->device = h->tp_rank % count;
+	e = cudaSetDevice(c->device);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		free(c);
+		return h->error(h, TF_ERR_DEVICE, "backend-cuda: device %d: %s",
+				h->tp_rank % count, cudaGetErrorString(e));
+	}
+	h->log(h, TF_LOG_INFO, "backend-cuda", "device %d of %d", c->device, count);
+	*ctx = c;
+	return TF_OK;
+}
+
+static void cuda_quiesce(void *ctx)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cudaStreamSynchronize(c->stream);
+}
+
+static void cuda_fini(void *ctx)
+{
+	tf_cuda *c = ctx;
+	if (!c)
+		return;
+	cuda_enter(c);
+	cudaStreamSynchronize(c->stream);
+	cudaFree(c->ids_dev);
+	cudaFree(c->rows_dev);
+	cudaFreeHost(c->staging);
+	cudaStreamDestroy(c->stream);
+	free(c);
+}
+
+/* cudaMalloc aligns to at least 256 bytes. */
+static void *cuda_alloc(void *ctx, size_t bytes)
+{
+	tf_cuda *c = ctx;
+	void *p = NULL;
+	cuda_enter(c);
+	if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void cuda_free(void *ctx, void *p)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cudaFree(p);
+}
+
+/* Ordered on the stream; the source may be reused on return. */
+static int cuda_upload(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
+	if (e != cudaSuccess)
+		return c->host->error(c->host, TF_ERR_DEVICE, "backend-cuda: upload of %zu bytes: %s",
+				      bytes, cudaGetErrorString(e));
+	return TF_OK;
+}
+
+/* Returns once the bytes are in dst: the caller is about to read them. */
+static int cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(c->stream);
+	if (e != cudaSuccess)
+		return c->host->error(c->host, TF_ERR_DEVICE, "backend-cuda: download of %zu bytes: %s",
+				      bytes, cudaGetErrorString(e));
+	return TF_OK;
+}
+
+static int cuda_sync(void *ctx)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cuda_check(c, cudaStreamSynchronize(c->stream), "sync");
+	int status = c->status;
+	c->status = TF_OK;
+	return status;
+}
+
+static void cuda_rmsnorm(void *ctx, float *y, const float *x, const float *w,
+			 int64_t rows, int64_t dim, float eps)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cuda_check(c, tf_cuda_rmsnorm(c->stream, y, x, w, rows, dim, eps), "rmsnorm");
+}
+
+static void cuda_add(void *ctx, float *y, const float *a, const float *b, int64_t n)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cuda_check(c, tf_cuda_add(c->stream, y, a, b, n), "add");
+}
+
+static void cuda_swiglu(void *ctx, float *y, const float *gate, const float *up,
+			int64_t n, float limit)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cuda_check(c, tf_cuda_swiglu(c->stream, y, gate, up, n, limit), "swiglu");
+}
+
+/* Grow a scratch buffer (device, or pinned host) to `need` bytes.  Work
+ * queued earlier may still use the old one, so wait for it first. */
+static int cuda_grow(tf_cuda *c, void **p, size_t *cap, size_t need, int pinned)
+{
+	if (need <= *cap)
+		return 0;
+	if (cuda_check(c, cudaStreamSynchronize(c->stream), "embed"))
+		return 1;
+	if (pinned)
+		cudaFreeHost(*p);
+	else
+		cudaFree(*p);
+	*p = NULL;
+	*cap = 0;
+	if (cuda_check(c, pinned ? cudaMallocHost(p, need) : cudaMalloc(p, need), "embed"))
+		return 1;
+	*cap = need;
+	return 0;
+}
+
+static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
+		       int64_t dim, const int32_t *ids, int64_t n)
+{
+	tf_cuda *c = ctx;
+	struct cudaPointerAttributes attr;
+	size_t row = (size_t)dim * tf_dtype_size(dtype);
+
+	if (n <= 0 || dim <= 0)
+		return;
+	tf_cuda_elem elem;
+	switch (dtype) {
+	case TF_DTYPE_F32: elem = TF_CUDA_F32; break;
+	case TF_DTYPE_F16: elem = TF_CUDA_F16; break;
+	case TF_DTYPE_BF16: elem = TF_CUDA_BF16; break;
+	default:
+		cuda_fail(c, TF_ERR_UNSUPPORTED, "embed", "table dtype is not F32, F16 or BF16");
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (ids[i] < 0) {
+			cuda_fail(c, TF_ERR_INVALID, "embed", "negative token id");
+			return;
+		}
+	cuda_enter(c);
+	if (cudaPointerGetAttributes(&attr, table) == cudaSuccess &&
+	    attr.type != cudaMemoryTypeUnregistered && attr.devicePointer) {
+		/* The device can read the table: gather there. */
+		if (cuda_grow(c, &c->ids_dev, &c->ids_cap, (size_t)n * sizeof(int32_t), 0) ||
+		    cuda_check(c, cudaMemcpyAsync(c->ids_dev, ids, (size_t)n * sizeof(int32_t),
+						  cudaMemcpyHostToDevice, c->stream), "embed"))
+			return;
+		cuda_check(c, tf_cuda_embed(c->stream, y, attr.devicePointer, elem, dim,
+					    c->ids_dev, n), "embed");
+		return;
+	}
+	cudaGetLastError();             /* plain host memory is not an error */
+
+	/* A host table: gather the rows into pinned memory (after the last
+	 * copy out of it finished), send them, widen on the device. */
+	if (cuda_grow(c, &c->staging, &c->staging_cap, (size_t)n * row, 1) ||
+	    cuda_grow(c, &c->rows_dev, &c->rows_cap, (size_t)n * row, 0) ||
+	    cuda_check(c, cudaStreamSynchronize(c->stream), "embed"))
+		return;
+	for (int64_t i = 0; i < n; i++)
+		memcpy((char *)c->staging + (size_t)i * row,
+		       (const char *)table + (size_t)ids[i] * row, row);
+	if (cuda_check(c, cudaMemcpyAsync(c->rows_dev, c->staging, (size_t)n * row,
+					  cudaMemcpyHostToDevice, c->stream), "embed"))
+		return;
+	cuda_check(c, tf_cuda_embed(c->stream, y, c->rows_dev, elem, dim, NULL, n), "embed");
+}
+
+static const tf_backend cuda_backend = {
+	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, "cuda", TF_VERSION_STRING,
+				"CUDA device memory, one stream, RMSNorm/add/SwiGLU/embedding kernels",
+				cuda_probe),
+	.init = cuda_init,
+	.quiesce = cuda_quiesce,
+	.fini = cuda_fini,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.upload = cuda_upload,
+	.download = cuda_download,
+	.sync = cuda_sync,
+	.rmsnorm = cuda_rmsnorm,
+	.add = cuda_add,
+	.swiglu = cuda_swiglu,
+	.embed = cuda_embed,
+};
+
+TF_EXPORT const tf_backend *tf_plugin_backend_v1(unsigned index)
+{
+	return index == 0 ? &cuda_backend : NULL;
+}

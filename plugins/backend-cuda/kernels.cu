@@ -1,0 +1,129 @@
+/*
+ * kernels.cu - the CUDA backend's kernels; see kernels.h.
+ */
+#include <cuda_fp16.h>
+
+#include "kernels.h"
+
+/* Threads per block: 8 warps, enough to cover a 4096-wide row in 16 steps. */
+#define TF_CUDA_BLOCK 256
+
+static unsigned grid_for(int64_t n)
+{
+	int64_t blocks = (n + TF_CUDA_BLOCK - 1) / TF_CUDA_BLOCK;
+	return (unsigned)(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+}
+
+__device__ static float block_sum(float v)
+{
+	__shared__ float partial[TF_CUDA_BLOCK / 32];
+	for (int off = 16; off > 0; off >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, off);
+	if ((threadIdx.x & 31) == 0)
+		partial[threadIdx.x >> 5] = v;
+	__syncthreads();
+	v = threadIdx.x < TF_CUDA_BLOCK / 32 ? partial[threadIdx.x] : 0.0f;
+	if (threadIdx.x < 32)
+		for (int off = 16; off > 0; off >>= 1)
+			v += __shfl_xor_sync(0xffffffffu, v, off);
+	__shared__ float total;
+	if (threadIdx.x == 0)
+		total = v;
+	__syncthreads();
+	return total;
+}
+
+/* One block per row. */
+__global__ static void rmsnorm_kernel(float *y, const float *x, const float *w,
+				      int64_t dim, float eps)
+{
+	const float *xr = x + blockIdx.x * dim;
+	float *yr = y + blockIdx.x * dim;
+	float ss = 0.0f;
+	for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+		ss += xr[i] * xr[i];
+	float scale = 1.0f / sqrtf(block_sum(ss) / (float)dim + eps);
+	for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+		yr[i] = xr[i] * scale * w[i];
+}
+
+__global__ static void add_kernel(float *y, const float *a, const float *b,
+				  int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		y[i] = a[i] + b[i];
+}
+
+__global__ static void swiglu_kernel(float *y, const float *gate,
+				     const float *up, int64_t n, float limit)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float g = gate[i], u = up[i];
+		float s = g / (1.0f + expf(-g));
+		if (limit > 0.0f) {
+			s = fminf(s, limit);
+			u = fminf(fmaxf(u, -limit), limit);
+		}
+		y[i] = s * u;
+	}
+}
+
+/* One block per token row. */
+__global__ static void embed_kernel(float *y, const void *table, tf_cuda_elem elem,
+				    int64_t dim, const int32_t *ids)
+{
+	int64_t row = ids ? ids[blockIdx.x] : blockIdx.x;
+	float *yr = y + blockIdx.x * dim;
+	for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+		int64_t at = row * dim + i;
+		if (elem == TF_CUDA_F32)
+			yr[i] = ((const float *)table)[at];
+		else if (elem == TF_CUDA_F16)
+			yr[i] = __half2float(__ushort_as_half(((const uint16_t *)table)[at]));
+		else
+			yr[i] = __uint_as_float((uint32_t)((const uint16_t *)table)[at] << 16);
+	}
+}
+
+extern "C" int tf_cuda_rmsnorm(cudaStream_t stream, float *y, const float *x,
+			       const float *w, int64_t rows, int64_t dim, float eps)
+{
+	if (rows <= 0 || dim <= 0)
+		return cudaSuccess;
+	if (rows > 0x7fffffff)
+		return cudaErrorInvalidValue;
+	rmsnorm_kernel<<<(unsigned)rows, TF_CUDA_BLOCK, 0, stream>>>(y, x, w, dim, eps);
+	return cudaGetLastError();
+}
+
+extern "C" int tf_cuda_add(cudaStream_t stream, float *y, const float *a,
+			   const float *b, int64_t n)
+{
+	if (n <= 0)
+		return cudaSuccess;
+	add_kernel<<<grid_for(n), TF_CUDA_BLOCK, 0, stream>>>(y, a, b, n);
+	return cudaGetLastError();
+}
+
+extern "C" int tf_cuda_swiglu(cudaStream_t stream, float *y, const float *gate,
+			      const float *up, int64_t n, float limit)
+{
+	if (n <= 0)
+		return cudaSuccess;
+	swiglu_kernel<<<grid_for(n), TF_CUDA_BLOCK, 0, stream>>>(y, gate, up, n, limit);
+	return cudaGetLastError();
+}
+
+extern "C" int tf_cuda_embed(cudaStream_t stream, float *y, const void *table,
+			     tf_cuda_elem elem, int64_t dim, const int32_t *ids,
+			     int64_t n)
+{
+	if (n <= 0 || dim <= 0)
+		return cudaSuccess;
+	if (n > 0x7fffffff)
+		return cudaErrorInvalidValue;
+	embed_kernel<<<(unsigned)n, TF_CUDA_BLOCK, 0, stream>>>(y, table, elem, dim, ids);
+	return cudaGetLastError();
+}

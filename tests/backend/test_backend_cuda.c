@@ -1,0 +1,206 @@
+/*
+ * test_backend_cuda.c - backend-cuda.so loads without libcudart or a GPU
+ * and says why it cannot run; on a machine with a GPU, its kernels match
+ * the CPU reference ("cpu-ref") on random data, host and device embedding
+ * tables alike, and op failures surface at sync().
+ */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fixture.h"
+
+static const tf_backend *cuda_descriptor(void)
+{
+	void *so = dlopen(TF_PLUGIN_DIR "/backend-cuda.so", RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(so, "%s", dlerror());
+	const tf_backend *(*entry)(unsigned) =
+		(const tf_backend *(*)(unsigned))dlsym(so, "tf_plugin_backend_v1");
+	cr_assert_not_null(entry);
+	cr_assert_null(entry(1));
+	return entry(0);
+}
+
+Test(backend_cuda, descriptor_and_probe)
+{
+	const tf_backend *be = cuda_descriptor();
+	tf_testhost *th = tf_testhost_new(NULL, 1);
+	const char *reason = NULL;
+
+	cr_assert_str_eq(be->hdr.name, "cuda");
+	cr_assert_eq(be->hdr.kind, TF_KIND_BACKEND);
+	cr_assert_eq(be->hdr.struct_size, sizeof(tf_backend));
+	/* Host threading is not a device backend's business. */
+	cr_assert_null(be->parallel_for);
+	cr_assert_null(be->n_threads);
+	cr_assert_not_null(be->rmsnorm);
+	cr_assert_not_null(be->embed);
+
+	int score = be->hdr.probe(tf_testhost_host(th), &reason);
+	if (score == 0) {
+		cr_assert_str_eq(reason, "no CUDA device");
+		void *ctx = (void *)1;
+		cr_assert_eq(be->init(tf_testhost_host(th), &ctx), TF_ERR_DEVICE);
+		cr_assert_null(ctx);
+		cr_assert(strstr(tf_testhost_last_error(th), "no CUDA device"), "%s",
+			  tf_testhost_last_error(th));
+	}
+	tf_testhost_free(th);
+}
+
+/* The rest needs a GPU. */
+static cpu_fixture fx;
+static const tf_backend *gpu;
+static void *gctx;
+
+static void gpu_setup(void)
+{
+	const char *reason;
+	cpu_fixture_open(&fx, 2);
+	gpu = cuda_descriptor();
+	if (gpu->hdr.probe(fx.host, &reason) == 0)
+		return;
+	cr_assert_eq(gpu->init(fx.host, &gctx), TF_OK, "%s", tf_testhost_last_error(fx.th));
+}
+
+static void gpu_teardown(void)
+{
+	if (gctx)
+		gpu->fini(gctx);
+	gctx = NULL;
+	cpu_fixture_close(&fx);
+}
+
+TestSuite(backend_cuda_gpu, .init = gpu_setup, .fini = gpu_teardown);
+
+static void *to_device(const void *src, size_t bytes)
+{
+	void *d = gpu->alloc(gctx, bytes);
+	cr_assert_not_null(d);
+	cr_assert_eq(gpu->upload(gctx, d, src, bytes), TF_OK);
+	return d;
+}
+
+static float *from_device(const void *d, size_t n)
+{
+	float *h = malloc(n * sizeof(float));
+	cr_assert_eq(gpu->sync(gctx), TF_OK, "%s", tf_testhost_last_error(fx.th));
+	cr_assert_eq(gpu->download(gctx, h, d, n * sizeof(float)), TF_OK);
+	return h;
+}
+
+/* Fresh device buffer filled with NaN, so unwritten outputs show. */
+static float *poisoned_device(size_t n)
+{
+	float *h = cpu_fixture_poisoned(&fx, n);
+	float *d = to_device(h, n * sizeof(float));
+	cpu_fixture_release(&fx, h);
+	return d;
+}
+
+static float *random_floats(size_t n, float scale, uint64_t seed)
+{
+	float *x = malloc(n * sizeof(float));
+	tf_test_fill_uniform(x, n, scale, &seed);
+	return x;
+}
+
+Test(backend_cuda_gpu, rmsnorm_add_swiglu_match_reference)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	const tf_backend *ref = fx.be[CPU_REF];
+	void *rctx = fx.ctx[CPU_REF];
+	static const int64_t dims[] = { 1, 7, 255, 257, 4099 };
+	for (int di = 0; di < 5; di++) {
+		int64_t dim = dims[di], rows = 13, n = rows * dim;
+		float *x = random_floats((size_t)n, 3.0f, 1 + di);
+		float *w = random_floats((size_t)dim, 1.5f, 2 + di);
+		float *u = random_floats((size_t)n, 9.0f, 3 + di);
+		float *want = malloc((size_t)n * sizeof(float));
+		float *dx = to_device(x, (size_t)n * 4), *dw = to_device(w, (size_t)dim * 4);
+		float *du = to_device(u, (size_t)n * 4), *dy = poisoned_device((size_t)n);
+
+		ref->rmsnorm(rctx, want, x, w, rows, dim, 1e-6f);
+		gpu->rmsnorm(gctx, dy, dx, dw, rows, dim, 1e-6f);
+		float *got = from_device(dy, (size_t)n);
+		cr_assert_lt(tf_test_rel_err(got, want, (size_t)n, 1e-6), 1e-5, "rmsnorm dim %lld",
+			     (long long)dim);
+		free(got);
+
+		ref->add(rctx, want, x, u, n);
+		gpu->add(gctx, dy, dx, du, n);
+		got = from_device(dy, (size_t)n);
+		cr_assert_lt(tf_test_rel_err(got, want, (size_t)n, 1e-6), 1e-6, "add");
+		free(got);
+
+		ref->swiglu(rctx, want, u, x, n, 2.5f);
+		gpu->swiglu(gctx, dy, du, dx, n, 2.5f);
+		got = from_device(dy, (size_t)n);
+		cr_assert_lt(tf_test_rel_err(got, want, (size_t)n, 1e-6), 1e-5, "swiglu");
+		free(got);
+
+		gpu->free(gctx, dx);
+		gpu->free(gctx, dw);
+		gpu->free(gctx, du);
+		gpu->free(gctx, dy);
+		free(x);
+		free(w);
+		free(u);
+		free(want);
+	}
+}
+
+Test(backend_cuda_gpu, embed_host_and_device_tables)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	static const tf_dtype types[] = { TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16 };
+	const int64_t vocab = 500, dim = 129, n = 37;
+	int32_t ids[37];
+	for (int i = 0; i < n; i++)
+		ids[i] = (int32_t)((i * 89 + 5) % vocab);
+	float *src = random_floats((size_t)(vocab * dim), 4.0f, 9);
+	void *table = malloc((size_t)(vocab * dim) * 4);
+	float *want = malloc((size_t)(n * dim) * sizeof(float));
+	for (int t = 0; t < 3; t++) {
+		cr_assert_eq(fx.be[CPU_REF]->convert(fx.ctx[CPU_REF], table, types[t], src,
+						     TF_DTYPE_F32, vocab * dim), TF_OK);
+		fx.be[CPU_REF]->embed(fx.ctx[CPU_REF], want, table, types[t], dim, ids, n);
+		size_t bytes = (size_t)(vocab * dim) * tf_dtype_size(types[t]);
+		void *dtable = to_device(table, bytes);
+		const void *where[2] = { table, dtable };
+		for (int w = 0; w < 2; w++) {
+			float *dy = poisoned_device((size_t)(n * dim));
+			gpu->embed(gctx, dy, where[w], types[t], dim, ids, n);
+			float *got = from_device(dy, (size_t)(n * dim));
+			cr_assert(memcmp(got, want, (size_t)(n * dim) * sizeof(float)) == 0,
+				  "%s table in %s memory", tf_dtype_name(types[t]),
+				  w ? "device" : "host");
+			free(got);
+			gpu->free(gctx, dy);
+		}
+		gpu->free(gctx, dtable);
+	}
+	free(src);
+	free(table);
+	free(want);
+}
+
+Test(backend_cuda_gpu, op_failures_surface_at_sync)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	float table[8] = { 0 };
+	int32_t ids[2] = { 0, 1 }, neg[2] = { 0, -1 };
+	float *dy = poisoned_device(8);
+	gpu->embed(gctx, dy, table, TF_DTYPE_I32, 4, ids, 2);
+	cr_assert_eq(gpu->sync(gctx), TF_ERR_UNSUPPORTED);
+	cr_assert(strstr(tf_testhost_last_error(fx.th), "embed"));
+	gpu->embed(gctx, dy, table, TF_DTYPE_F32, 4, neg, 2);
+	cr_assert_eq(gpu->sync(gctx), TF_ERR_INVALID);
+	cr_assert_eq(gpu->sync(gctx), TF_OK, "the failure is reported once");
+	gpu->free(gctx, dy);
+}
