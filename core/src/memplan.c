@@ -1,0 +1,262 @@
+/* memplan.c - weight bytes by class, per-sequence state, budget check. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "memplan.h"
+
+static const char *const wclass_names[TF_WCLASS_COUNT] = {
+	[TF_WCLASS_ROUTED] = "routed experts",
+	[TF_WCLASS_SHARED] = "shared experts",
+	[TF_WCLASS_KDA]    = "KDA attention",
+	[TF_WCLASS_MLA]    = "MLA attention",
+	[TF_WCLASS_DENSE]  = "dense MLP",
+	[TF_WCLASS_EMBED]  = "embeddings",
+	[TF_WCLASS_HEAD]   = "lm_head",
+	[TF_WCLASS_MTP]    = "MTP layer",
+	[TF_WCLASS_ROUTER] = "routers",
+	[TF_WCLASS_NORM]   = "norms",
+	[TF_WCLASS_OTHER]  = "other",
+};
+
+/* Classes whose tensors tensor parallelism divides over the ranks. */
+static const bool wclass_split[TF_WCLASS_COUNT] = {
+	[TF_WCLASS_ROUTED] = true, [TF_WCLASS_SHARED] = true, [TF_WCLASS_KDA] = true,
+	[TF_WCLASS_MLA] = true,    [TF_WCLASS_DENSE] = true,  [TF_WCLASS_MTP] = true,
+};
+
+const char *tf_wclass_name(tf_wclass c)
+{
+	return (unsigned)c < TF_WCLASS_COUNT ? wclass_names[c] : "invalid";
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* The class of "<rest>" inside model.layers.<layer>. */
+static tf_wclass wclass_in_layer(const tf_model_config *cfg, int layer, const char *rest)
+{
+	if (layer >= cfg->num_hidden_layers)
+		return TF_WCLASS_MTP;
+	if (has_prefix(rest, "attention."))
+		return cfg->layer_attn[layer] == TF_ATTN_MLA ? TF_WCLASS_MLA : TF_WCLASS_KDA;
+	if (has_prefix(rest, "mlp.experts."))
+		return TF_WCLASS_ROUTED;
+	if (has_prefix(rest, "mlp.shared_experts."))
+		return TF_WCLASS_SHARED;
+	if (has_prefix(rest, "mlp.gate."))
+		return TF_WCLASS_ROUTER;
+	if (has_prefix(rest, "mlp.") && cfg->layer_ffn[layer] == TF_FFN_DENSE)
+		return TF_WCLASS_DENSE;
+	if (has_prefix(rest, "input_layernorm.") || has_prefix(rest, "post_attention_layernorm."))
+		return TF_WCLASS_NORM;
+	return TF_WCLASS_OTHER;
+}
+
+tf_wclass tf_wclass_of(const tf_model_config *cfg, const char *name)
+{
+	static const char layers[] = "model.layers.";
+	if (has_prefix(name, "model.word_embeddings.") || has_prefix(name, "model.embed_tokens."))
+		return TF_WCLASS_EMBED;
+	if (has_prefix(name, "lm_head."))
+		return TF_WCLASS_HEAD;
+	if (has_prefix(name, "model.norm."))
+		return TF_WCLASS_NORM;
+	if (!has_prefix(name, layers))
+		return TF_WCLASS_OTHER;
+
+	const char *p = name + sizeof(layers) - 1;
+	int layer = 0;
+	if (*p < '0' || *p > '9')
+		return TF_WCLASS_OTHER;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		layer = layer * 10 + (*p - '0');
+		if (layer >= cfg->n_layers_total)
+			return TF_WCLASS_OTHER;
+	}
+	return *p == '.' ? wclass_in_layer(cfg, layer, p + 1) : TF_WCLASS_OTHER;
+}
+
+/* Saturating arithmetic: an absurd config or context must read as "too
+ * big", never wrap to something that fits. */
+static uint64_t mp_mul(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t mp_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static uint64_t mp_split(uint64_t bytes, int tp)
+{
+	return bytes / (uint64_t)tp + (bytes % (uint64_t)tp != 0);
+}
+
+static uint64_t mp_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Widest float32 intermediate of one row across the layer kinds. */
+static uint64_t mp_row_floats(const tf_model_config *c)
+{
+	uint64_t P = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
+	uint64_t kda = 5 * P + (uint64_t)c->num_attention_heads;
+	uint64_t mla = (uint64_t)c->num_attention_heads *
+			       (uint64_t)(c->qk_nope_head_dim + c->qk_rope_head_dim +
+					  c->qk_nope_head_dim + c->v_head_dim + 1) +
+		       (uint64_t)(c->kv_lora_rank + c->qk_rope_head_dim);
+	uint64_t dense = 2 * (uint64_t)c->intermediate_size;
+	uint64_t moe = 2 * (uint64_t)c->num_experts_per_tok * (uint64_t)c->moe_intermediate_size +
+		       2 * (uint64_t)c->num_shared_experts *
+			       (uint64_t)c->moe_shared_expert_intermediate_size +
+		       (uint64_t)c->num_experts;
+	return mp_max(mp_max(kda, mla), mp_max(dense, moe));
+}
+
+static void mp_state(const tf_model_config *c, const tf_memplan_opts *o, tf_memplan *p)
+{
+	uint64_t heads = (uint64_t)c->num_attention_heads, hd = (uint64_t)c->head_dim;
+	uint64_t per_token = (uint64_t)(c->kv_lora_rank + c->qk_rope_head_dim) *
+			     (uint64_t)o->cache_elem;
+	p->mla_cache = mp_mul(mp_mul(per_token, (uint64_t)o->context), (uint64_t)p->n_mla);
+	uint64_t kda_layers = (uint64_t)p->n_kda * sizeof(float);
+	p->kda_state = mp_split(mp_mul(mp_mul(kda_layers, heads), hd * hd), o->tp_size);
+	p->kda_conv = mp_split(mp_mul(mp_mul(kda_layers, heads * hd),
+				      3 * (uint64_t)(c->short_conv_kernel_size - 1)),
+			       o->tp_size);
+	uint64_t rows = mp_mul((uint64_t)o->chunk,
+			       3 * (uint64_t)c->hidden_size + mp_row_floats(c));
+	uint64_t scores = mp_mul(heads, (uint64_t)o->context);
+	p->scratch = mp_mul(mp_add(mp_add(rows, scores), (uint64_t)c->vocab_size), sizeof(float));
+}
+
+static void mp_weights(const tf_model_config *c, const tf_weights *w, tf_memplan *p)
+{
+	size_t n = tf_weights_count(w);
+	for (size_t i = 0; i < n; i++) {
+		const tf_tensor *t = tf_weights_at(w, i);
+		tf_wclass k = tf_wclass_of(c, t->name);
+		p->weights[k] = mp_add(p->weights[k], t->nbytes);
+	}
+	int tp = p->opts.tp_size;
+	uint64_t active_rank = 0;
+	for (int k = 0; k < TF_WCLASS_COUNT; k++) {
+		uint64_t b = p->weights[k];
+		uint64_t rank = wclass_split[k] ? mp_split(b, tp) : b;
+		p->weights_total = mp_add(p->weights_total, b);
+		p->rank_weights = mp_add(p->rank_weights, rank);
+		if (k == TF_WCLASS_ROUTED || k == TF_WCLASS_EMBED || k == TF_WCLASS_MTP)
+			continue;
+		p->active = mp_add(p->active, b);
+		active_rank = mp_add(active_rank, rank);
+	}
+	/* top-k of each MoE layer's experts, and the one embedding row read. */
+	uint64_t routed = mp_mul(p->weights[TF_WCLASS_ROUTED], (uint64_t)c->num_experts_per_tok) /
+			  (uint64_t)c->num_experts;
+	uint64_t row = p->weights[TF_WCLASS_EMBED] / (uint64_t)c->vocab_size;
+	p->active = mp_add(p->active, mp_add(routed, row));
+	p->rank_active = mp_add(active_rank, mp_add(mp_split(routed, tp), row));
+}
+
+int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
+			    const tf_memplan_opts *o, tf_memplan *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (o->context < 1 || o->tp_size < 1 || o->chunk < 1 || o->cache_elem < 1)
+		return tf_diag_set(TF_ERR_INVALID,
+				   "memory plan: context %lld, tp size %d, chunk %lld and cache element %d bytes must all be >= 1",
+				   (long long)o->context, o->tp_size, (long long)o->chunk,
+				   o->cache_elem);
+	p->opts = *o;
+	for (int i = 0; i < cfg->n_layers_total; i++) {
+		p->n_kda += cfg->layer_attn[i] == TF_ATTN_KDA;
+		p->n_mla += cfg->layer_attn[i] == TF_ATTN_MLA;
+	}
+	mp_weights(cfg, w, p);
+	mp_state(cfg, o, p);
+	p->rank_total = mp_add(mp_add(p->rank_weights, p->scratch),
+			       mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv)));
+	return TF_OK;
+}
+
+int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t context,
+		       int tp_size, tf_memplan *out)
+{
+	tf_memplan_opts o = { .context = context, .tp_size = tp_size,
+			      .chunk = TF_MEMPLAN_CHUNK, .cache_elem = sizeof(float) };
+	return tf_memplan_compute_opts(cfg, w, &o, out);
+}
+
+static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+void tf_memplan_print(const tf_memplan *p, FILE *f)
+{
+	fprintf(f, "memory plan: context %lld tokens, %d rank%s, prefill chunk %lld\n",
+		(long long)p->opts.context, p->opts.tp_size, p->opts.tp_size > 1 ? "s" : "",
+		(long long)p->opts.chunk);
+	fprintf(f, "  %-16s %16s %10s %10s\n", "weights", "bytes", "GiB", "rank GiB");
+	for (int k = 0; k < TF_WCLASS_COUNT; k++) {
+		uint64_t b = p->weights[k];
+		if (!b)
+			continue;
+		fprintf(f, "  %-16s %16llu %10.3f %10.3f\n", wclass_names[k],
+			(unsigned long long)b, gib(b),
+			gib(wclass_split[k] ? mp_split(b, p->opts.tp_size) : b));
+	}
+	fprintf(f, "  %-16s %16llu %10.3f %10.3f\n", "total", (unsigned long long)p->weights_total,
+		gib(p->weights_total), gib(p->rank_weights));
+	fprintf(f, "  per sequence on one rank:\n");
+	fprintf(f, "  %-16s %16llu %10.3f   %d layers, %d-byte elements\n", "MLA cache",
+		(unsigned long long)p->mla_cache, gib(p->mla_cache), p->n_mla,
+		p->opts.cache_elem);
+	fprintf(f, "  %-16s %16llu %10.3f   %d layers\n", "KDA state",
+		(unsigned long long)p->kda_state, gib(p->kda_state), p->n_kda);
+	fprintf(f, "  %-16s %16llu %10.3f\n", "KDA conv", (unsigned long long)p->kda_conv,
+		gib(p->kda_conv));
+	fprintf(f, "  %-16s %16llu %10.3f   estimate\n", "scratch",
+		(unsigned long long)p->scratch, gib(p->scratch));
+	fprintf(f, "  %-16s %16llu %10.3f\n", "rank total", (unsigned long long)p->rank_total,
+		gib(p->rank_total));
+	fprintf(f, "  active weights per decoded token: %llu bytes (%.3f GiB), %llu on one rank\n",
+		(unsigned long long)p->active, gib(p->active),
+		(unsigned long long)p->rank_active);
+}
+
+/* MemAvailable from /proc/meminfo, in bytes; false when unreadable. */
+static bool mp_mem_available(uint64_t *bytes)
+{
+	FILE *fp = fopen("/proc/meminfo", "r");
+	char line[256];
+	bool found = false;
+	unsigned long long kib;
+	while (fp && !found && fgets(line, sizeof(line), fp))
+		found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+	if (fp)
+		fclose(fp);
+	if (found)
+		*bytes = mp_mul(kib, 1024);
+	return found;
+}
+
+int tf_memplan_check(const tf_memplan *p, uint64_t limit)
+{
+	const char *what = "[runtime] memory_limit";
+	if (!limit) {
+		if (!mp_mem_available(&limit))
+			return TF_OK;
+		what = "MemAvailable in /proc/meminfo";
+	}
+	if (p->rank_total <= limit)
+		return TF_OK;
+	uint64_t state = mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv));
+	return tf_diag_set(TF_ERR_RANGE,
+			   "memory plan needs %llu bytes (%.2f GiB: weights %.2f, state %.2f, scratch %.2f) for %lld tokens, but %s allows %llu bytes (%.2f GiB)",
+			   (unsigned long long)p->rank_total, gib(p->rank_total),
+			   gib(p->rank_weights),
+			   gib(state), gib(p->scratch),
+			   (long long)p->opts.context, what, (unsigned long long)limit, gib(limit));
+}

@@ -1,0 +1,233 @@
+/* test_memplan.c - the memory plan of a small written checkpoint, byte for
+ * byte, and the over-budget refusal. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "config.h"
+#include "diag.h"
+#include "memplan.h"
+#include "st_writer.h"
+#include "tmpdir.h"
+#include "weights.h"
+
+/* 4 layers in groups of 2 (KDA, MLA, KDA, MLA), layer 0 dense, layer 4 MTP. */
+static const char small_json[] =
+	"{\"model_type\": \"bailing_hybrid\", \"vocab_size\": 16, \"hidden_size\": 8,"
+	" \"intermediate_size\": 12, \"num_hidden_layers\": 4, \"num_attention_heads\": 2,"
+	" \"head_dim\": 4, \"layer_group_size\": 2, \"first_k_dense_replace\": 1,"
+	" \"num_experts\": 4, \"num_experts_per_tok\": 2, \"num_shared_experts\": 1,"
+	" \"moe_intermediate_size\": 4, \"kv_lora_rank\": 6, \"qk_nope_head_dim\": 2,"
+	" \"qk_rope_head_dim\": 2, \"v_head_dim\": 2, \"max_position_embeddings\": 128,"
+	" \"short_conv_kernel_size\": 4, \"num_nextn_predict_layers\": 1}";
+
+typedef struct wspec {
+	const char *name;
+	tf_dtype dt;
+	int ndim;
+	int64_t shape[3];
+	tf_wclass cls;
+} wspec;
+
+/* Byte counts per class are worked out by hand in the test below. */
+static const wspec small_tensors[] = {
+	{ "model.word_embeddings.weight", TF_DTYPE_F16, 2, { 16, 8 }, TF_WCLASS_EMBED },
+	{ "lm_head.weight", TF_DTYPE_F16, 2, { 16, 8 }, TF_WCLASS_HEAD },
+	{ "model.norm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.0.input_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.0.post_attention_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.1.input_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.1.post_attention_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.2.input_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.2.post_attention_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.3.input_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	{ "model.layers.3.post_attention_layernorm.weight", TF_DTYPE_F32, 1, { 8 }, TF_WCLASS_NORM },
+	/* layer 0: KDA, plain q_proj and an EXL3 o_proj; dense MLP */
+	{ "model.layers.0.attention.q_proj.weight", TF_DTYPE_F16, 2, { 8, 8 }, TF_WCLASS_KDA },
+	{ "model.layers.0.attention.o_proj.trellis", TF_DTYPE_I16, 3, { 1, 1, 32 }, TF_WCLASS_KDA },
+	{ "model.layers.0.attention.o_proj.suh", TF_DTYPE_F16, 1, { 8 }, TF_WCLASS_KDA },
+	{ "model.layers.0.attention.o_proj.svh", TF_DTYPE_F16, 1, { 8 }, TF_WCLASS_KDA },
+	{ "model.layers.0.attention.o_proj.mcg", TF_DTYPE_I32, 0, { 0 }, TF_WCLASS_KDA },
+	{ "model.layers.0.mlp.gate_proj.weight", TF_DTYPE_F16, 2, { 12, 8 }, TF_WCLASS_DENSE },
+	{ "model.layers.0.mlp.up_proj.weight", TF_DTYPE_F16, 2, { 12, 8 }, TF_WCLASS_DENSE },
+	{ "model.layers.0.mlp.down_proj.weight", TF_DTYPE_F16, 2, { 8, 12 }, TF_WCLASS_DENSE },
+	/* layer 1: MLA, MoE */
+	{ "model.layers.1.attention.kv_a_proj_with_mqa.weight", TF_DTYPE_F16, 2, { 8, 8 },
+	  TF_WCLASS_MLA },
+	{ "model.layers.1.mlp.gate.weight", TF_DTYPE_F32, 2, { 4, 8 }, TF_WCLASS_ROUTER },
+	{ "model.layers.1.mlp.gate.expert_bias", TF_DTYPE_F32, 1, { 4 }, TF_WCLASS_ROUTER },
+	{ "model.layers.1.mlp.experts.0.gate_proj.weight", TF_DTYPE_F16, 2, { 4, 8 }, TF_WCLASS_ROUTED },
+	{ "model.layers.1.mlp.experts.1.up_proj.weight", TF_DTYPE_F16, 2, { 4, 8 }, TF_WCLASS_ROUTED },
+	{ "model.layers.1.mlp.experts.2.down_proj.weight", TF_DTYPE_F16, 2, { 8, 4 }, TF_WCLASS_ROUTED },
+	{ "model.layers.1.mlp.experts.3.down_proj.weight", TF_DTYPE_F16, 2, { 8, 4 }, TF_WCLASS_ROUTED },
+	{ "model.layers.1.mlp.shared_experts.down_proj.weight", TF_DTYPE_F16, 2, { 8, 12 },
+	  TF_WCLASS_SHARED },
+	/* layer 2: KDA, MoE */
+	{ "model.layers.2.attention.q_proj.weight", TF_DTYPE_F16, 2, { 8, 8 }, TF_WCLASS_KDA },
+	{ "model.layers.2.mlp.gate.weight", TF_DTYPE_F32, 2, { 4, 8 }, TF_WCLASS_ROUTER },
+	{ "model.layers.2.mlp.gate.expert_bias", TF_DTYPE_F32, 1, { 4 }, TF_WCLASS_ROUTER },
+	{ "model.layers.2.mlp.experts.0.up_proj.weight", TF_DTYPE_F16, 2, { 24, 8 }, TF_WCLASS_ROUTED },
+	{ "model.layers.2.mlp.experts.3.up_proj.weight", TF_DTYPE_F16, 2, { 24, 8 }, TF_WCLASS_ROUTED },
+	{ "model.layers.2.mlp.shared_experts.up_proj.weight", TF_DTYPE_F16, 2, { 12, 8 },
+	  TF_WCLASS_SHARED },
+	{ "model.layers.2.stray.weight", TF_DTYPE_F32, 1, { 2 }, TF_WCLASS_OTHER },
+	/* layer 3: MLA */
+	{ "model.layers.3.attention.dense.weight", TF_DTYPE_F16, 2, { 8, 8 }, TF_WCLASS_MLA },
+	/* layer 4: the MTP layer, whatever the module */
+	{ "model.layers.4.eh_proj.weight", TF_DTYPE_F16, 2, { 8, 16 }, TF_WCLASS_MTP },
+	{ "model.layers.4.attention.q_proj.weight", TF_DTYPE_F16, 2, { 8, 8 }, TF_WCLASS_MTP },
+	{ "model.layers.4.mlp.experts.0.down_proj.weight", TF_DTYPE_F16, 2, { 8, 4 }, TF_WCLASS_MTP },
+	{ "rotary.inv_freq", TF_DTYPE_F32, 1, { 4 }, TF_WCLASS_OTHER },
+};
+#define N_SMALL (sizeof(small_tensors) / sizeof(*small_tensors))
+
+typedef struct fixture {
+	char *dir;
+	tf_model_config cfg;
+	tf_weights *w;
+	uint8_t data[4096];
+} fixture;
+
+static void fixture_open(fixture *fx)
+{
+	cr_assert_eq(tf_config_parse(small_json, strlen(small_json), "small/config.json",
+				     &fx->cfg), TF_OK, "%s", tf_diag_msg());
+	for (size_t i = 0; i < sizeof(fx->data); i++)
+		fx->data[i] = (uint8_t)(i * 131 + 7);
+	tf_st_writer *sw;
+	cr_assert_eq(tf_st_writer_init(&sw), TF_OK);
+	for (size_t i = 0; i < N_SMALL; i++) {
+		const wspec *s = &small_tensors[i];
+		cr_assert_eq(tf_st_writer_add(sw, s->name, s->dt, s->ndim, s->shape, fx->data),
+			     TF_OK, "%s", tf_diag_msg());
+	}
+	fx->dir = tmpdir_new();
+	cr_assert_eq(tf_st_writer_save_shards(sw, fx->dir, 1024), TF_OK, "%s", tf_diag_msg());
+	tf_st_writer_free(sw);
+	cr_assert_eq(tf_weights_open(fx->dir, &fx->w), TF_OK, "%s", tf_diag_msg());
+}
+
+static void fixture_close(fixture *fx)
+{
+	tf_weights_close(fx->w);
+	tf_config_free(&fx->cfg);
+	tmpdir_free(fx->dir);
+}
+
+Test(memplan, classes_by_name)
+{
+	fixture fx;
+	fixture_open(&fx);
+	for (size_t i = 0; i < N_SMALL; i++)
+		cr_expect_eq(tf_wclass_of(&fx.cfg, small_tensors[i].name), small_tensors[i].cls,
+			     "%s: %s", small_tensors[i].name,
+			     tf_wclass_name(tf_wclass_of(&fx.cfg, small_tensors[i].name)));
+	/* Layer numbers past the schedule or not numbers at all. */
+	cr_expect_eq(tf_wclass_of(&fx.cfg, "model.layers.5.attention.q_proj.weight"),
+		     TF_WCLASS_OTHER);
+	cr_expect_eq(tf_wclass_of(&fx.cfg, "model.layers.99999999999999.x"), TF_WCLASS_OTHER);
+	cr_expect_eq(tf_wclass_of(&fx.cfg, "model.layers.x.attention.q"), TF_WCLASS_OTHER);
+	cr_expect_eq(tf_wclass_of(&fx.cfg, "model.layers.1"), TF_WCLASS_OTHER);
+	cr_expect_eq(tf_wclass_of(&fx.cfg, "model.layers.2.mlp.up_proj.weight"), TF_WCLASS_OTHER,
+		     "a non-expert mlp tensor in a MoE layer fits no class");
+	for (int k = 0; k < TF_WCLASS_COUNT; k++)
+		cr_expect_str_neq(tf_wclass_name((tf_wclass)k), "invalid");
+	fixture_close(&fx);
+}
+
+Test(memplan, exact_bytes)
+{
+	fixture fx;
+	tf_memplan p;
+	fixture_open(&fx);
+	tf_memplan_opts o = { .context = 100, .tp_size = 2, .chunk = 10, .cache_elem = 2 };
+	cr_assert_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &o, &p), TF_OK, "%s", tf_diag_msg());
+
+	static const uint64_t want[TF_WCLASS_COUNT] = {
+		[TF_WCLASS_EMBED] = 256, [TF_WCLASS_HEAD] = 256,
+		[TF_WCLASS_NORM] = 32 + 8 * 32,
+		[TF_WCLASS_KDA] = 128 + 64 + 16 + 16 + 4 + 128,
+		[TF_WCLASS_DENSE] = 3 * 192,
+		[TF_WCLASS_MLA] = 128 + 128,
+		[TF_WCLASS_ROUTER] = 2 * (128 + 16),
+		[TF_WCLASS_ROUTED] = 4 * 64 + 2 * 384,
+		[TF_WCLASS_SHARED] = 192 + 192,
+		[TF_WCLASS_MTP] = 256 + 128 + 64,
+		[TF_WCLASS_OTHER] = 8 + 16,
+	};
+	uint64_t total = 0;
+	for (int k = 0; k < TF_WCLASS_COUNT; k++) {
+		cr_expect_eq(p.weights[k], want[k], "%s: %llu", tf_wclass_name((tf_wclass)k),
+			     (unsigned long long)p.weights[k]);
+		total += want[k];
+	}
+	cr_expect_eq(p.weights_total, total);
+	/* Replicated: embeddings, head, norms, routers, other; the rest halves. */
+	uint64_t repl = 256 + 256 + 288 + 288 + 24;
+	cr_expect_eq(p.rank_weights, repl + (1024 + 384 + 356 + 576 + 256 + 448) / 2);
+
+	/* Active: non-expert main-stack weights, 2 of 4 experts, one embedding
+	 * row of 8 F16 values; no MTP. */
+	uint64_t active = 256 + 288 + 356 + 576 + 256 + 288 + 384 + 24;
+	cr_expect_eq(p.active, active + 1024 * 2 / 4 + 16);
+	cr_expect_eq(p.rank_active, 256 + 288 + 288 + 24 + (356 + 576 + 256 + 384) / 2 +
+				    1024 * 2 / 4 / 2 + 16);
+
+	/* State: MLA layers 1, 3 and MTP 4; KDA layers 0 and 2. */
+	cr_expect_eq(p.n_mla, 3);
+	cr_expect_eq(p.n_kda, 2);
+	cr_expect_eq(p.mla_cache, (6 + 2) * 100 * 3 * 2);
+	cr_expect_eq(p.kda_state, 2 * 2 * 4 * 4 * 4 / 2);
+	cr_expect_eq(p.kda_conv, 2 * 3 * 3 * 8 * 4 / 2);
+	/* Widest row: KDA's 5 projections of 8 plus 2 betas = 42 floats. */
+	cr_expect_eq(p.scratch, (10 * (3 * 8 + 42) + 2 * 100 + 16) * 4);
+	cr_expect_eq(p.rank_total, p.rank_weights + p.mla_cache + p.kda_state + p.kda_conv +
+				   p.scratch);
+
+	/* The plain entry point: float32 cache, one rank. */
+	cr_assert_eq(tf_memplan_compute(&fx.cfg, fx.w, 100, 1, &p), TF_OK);
+	cr_expect_eq(p.mla_cache, (6 + 2) * 100 * 3 * 4);
+	cr_expect_eq(p.rank_weights, p.weights_total);
+	cr_expect_eq(p.opts.chunk, TF_MEMPLAN_CHUNK);
+
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	tf_memplan_print(&p, mem);
+	fclose(mem);
+	cr_expect(strstr(text, "routed experts"), "%s", text);
+	cr_expect(strstr(text, "active weights per decoded token"), "%s", text);
+	free(text);
+	fixture_close(&fx);
+}
+
+Test(memplan, over_budget_is_refused)
+{
+	fixture fx;
+	tf_memplan p;
+	fixture_open(&fx);
+	cr_assert_eq(tf_memplan_compute(&fx.cfg, fx.w, 100, 1, &p), TF_OK);
+	cr_expect_eq(tf_memplan_check(&p, p.rank_total), TF_OK);
+	tf_diag_clear();
+	cr_expect_eq(tf_memplan_check(&p, p.rank_total - 1), TF_ERR_RANGE);
+	cr_expect(strstr(tf_diag_msg(), "memory_limit allows"), "%s", tf_diag_msg());
+	char needs[64];
+	snprintf(needs, sizeof(needs), "needs %llu bytes", (unsigned long long)p.rank_total);
+	cr_expect(strstr(tf_diag_msg(), needs), "%s", tf_diag_msg());
+
+	/* 2^50 tokens of context cannot fit in this machine's memory. */
+	cr_assert_eq(tf_memplan_compute(&fx.cfg, fx.w, 1ll << 50, 1, &p), TF_OK);
+	cr_expect_eq(tf_memplan_check(&p, 0), TF_ERR_RANGE);
+	cr_expect(strstr(tf_diag_msg(), "MemAvailable in /proc/meminfo allows"), "%s",
+		  tf_diag_msg());
+
+	/* Absurd contexts saturate rather than wrap around to something small. */
+	cr_assert_eq(tf_memplan_compute(&fx.cfg, fx.w, INT64_MAX, 1, &p), TF_OK);
+	cr_expect_eq(p.rank_total, UINT64_MAX);
+	cr_expect_eq(tf_memplan_check(&p, UINT64_MAX - 1), TF_ERR_RANGE);
+
+	tf_memplan_opts bad = { .context = 0, .tp_size = 1, .chunk = 1, .cache_elem = 4 };
+	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
+	bad = (tf_memplan_opts){ .context = 1, .tp_size = 0, .chunk = 1, .cache_elem = 4 };
+	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
+	fixture_close(&fx);
+}
