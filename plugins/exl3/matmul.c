@@ -11,18 +11,6 @@ void tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
 		      int64_t n, int K, tf_exl3_cb cb)
 {
 	*m = (tf_exl3_mat){ .trellis = trellis, .k = k, .n = n, .K = K, .cb = cb };
-	/*
-	 * Half-row `half` of tile row r holds positions t = 32·c' + base
-	 * (c' = 0..7), base = b(r) + 4·half.  Position t's window ends at
-	 * stream bit (t+1)·K, i.e. in word c'·K + word at shift `shift`, the
-	 * same for all 8 columns: the decode reads one transposed word row.
-	 */
-	for (int base = 0; base < 32; base++) {
-		int end = (base + 1) * K;               /* bits into the column's K words */
-		int word = (end - 1) / 32;
-		m->hr[base] = (tf_exl3_halfrow){ .word = (uint8_t)word,
-						  .shift = (uint8_t)((word + 1) * 32 - end) };
-	}
 }
 
 static const uint16_t *mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j)
@@ -40,86 +28,121 @@ void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,
 }
 
 /* Base position of tile row r (positions of columns 0..7 are base + 32·c). */
-static int row_base(int r)
+static inline int row_base(int r)
 {
 	return 8 * ((r % 8) / 2) + (r % 2) + 2 * (r >= 8);
 }
 
 /*
- * The fused decode, inlined with a constant codebook.  The tile's 8·K words
- * are first transposed so that row w+1 of `tw` holds word w of each of the
- * 8 column groups (row 0: word -1, the previous group's last, cyclically);
- * then every half-row is one vector load (two when its window straddles a
- * word), a shift, and the codebook hash.
+ * The fused decode.  A tile's 8·K words are first transposed so that row
+ * w+1 of `tw` holds word w of each of the 8 column groups (row 0: word -1,
+ * the previous group's last, cyclically); every half-row is then one vector
+ * load (two when its window straddles a word), a shift and the codebook
+ * hash.  Everything below is inlined with K, the codebook and the half-row
+ * constant, so shifts and word offsets become immediates.
  */
 static inline __attribute__((always_inline)) void
-tile_decode(const tf_exl3_mat *m, const uint16_t *tile, tf_exl3_cb cb,
-	    float out[TF_EXL3_TILE_N])
+tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
 {
-	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8];
-	const int K = m->K, nw = 8 * K;
-	const tf_vi mask = tf_vi_set1(0xFFFF);
-
 	for (int c = 0; c < 8; c++)
-		for (int w = -1; w < K; w++) {
-			int s = (c * K + w + nw) % nw;
+		for (int w = 0; w < K; w++) {
+			int s = c * K + w;
 			tw[(w + 1) * 8 + c] = (uint32_t)tile[2 * s] | (uint32_t)tile[2 * s + 1] << 16;
 		}
+	for (int c = 0; c < 8; c++)             /* word -1: the previous group's last */
+		tw[c] = tw[K * 8 + (c + 7) % 8];
+}
 
+/* Lanes v .. v+TF_VL-1 of the half-row at `base`.  MUL1 returns the raw
+ * byte sum: callers apply w = bs·K_INV + K_BIAS where it is cheapest. */
+static inline __attribute__((always_inline)) tf_vf
+halfrow(const uint32_t *tw, int K, tf_exl3_cb cb, int base, int v)
+{
+	const int end = (base + 1) * K, word = (end - 1) / 32;
+	const int shift = (word + 1) * 32 - end;
+	const uint32_t *src = tw + (word + 1) * 8 + v;
+	tf_vi s = tf_vi_srl(tf_vi_load(src), shift);
+
+	if (shift > 16)
+		s = tf_vi_or(s, tf_vi_sll(tf_vi_load(src - 8), 32 - shift));
+	s = tf_vi_and(s, tf_vi_set1(0xFFFF));
+	if (cb == TF_EXL3_CB_MUL1)
+		return tf_vi_bytesum(tf_vi_mul(s, tf_vi_set1(TF_EXL3_MUL1_MUL)));
+	tf_vi x = cb == TF_EXL3_CB_MCG
+		? tf_vi_mul(s, tf_vi_set1(TF_EXL3_MCG_MUL))
+		: tf_vi_add(tf_vi_mul(s, tf_vi_set1(TF_EXL3_3INST_MUL)),
+			    tf_vi_set1(TF_EXL3_3INST_ADD));
+	x = tf_vi_xor(tf_vi_and(x, tf_vi_set1(TF_EXL3_LOP_MASK)), tf_vi_set1(TF_EXL3_LOP_XOR));
+	return tf_vi_halfsum(x);
+}
+
+/* Decode a whole tile to floats, row-major. */
+static inline __attribute__((always_inline)) void
+tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
+{
+	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8];
+
+	tile_transpose(tile, K, tw);
+#pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
-		for (int half = 0; half < 2; half++) {
-			const tf_exl3_halfrow hr = m->hr[row_base(r) + 4 * half];
-			const uint32_t *src = tw + (hr.word + 1) * 8;
-			float *dst = out + r * TILE + 8 * half;
+		for (int half = 0; half < 2; half++)
 			for (int v = 0; v < 8; v += TF_VL) {
-				tf_vi s = tf_vi_srl(tf_vi_load(src + v), hr.shift);
-				if (hr.shift > 16)
-					s = tf_vi_or(s, tf_vi_sll(tf_vi_load(src + v - 8), 32 - hr.shift));
-				s = tf_vi_and(s, mask);
-				tf_vf f;
-				if (cb == TF_EXL3_CB_MUL1) {
-					tf_vi x = tf_vi_mul(s, tf_vi_set1(TF_EXL3_MUL1_MUL));
-					f = tf_vf_fma(tf_vi_bytesum(x), tf_vf_set1(TF_EXL3_MUL1_K_INV),
+				tf_vf f = halfrow(tw, K, cb, row_base(r) + 4 * half, v);
+				if (cb == TF_EXL3_CB_MUL1)
+					f = tf_vf_fma(f, tf_vf_set1(TF_EXL3_MUL1_K_INV),
 						      tf_vf_set1(TF_EXL3_MUL1_K_BIAS));
-				} else {
-					tf_vi x = cb == TF_EXL3_CB_MCG
-						? tf_vi_mul(s, tf_vi_set1(TF_EXL3_MCG_MUL))
-						: tf_vi_add(tf_vi_mul(s, tf_vi_set1(TF_EXL3_3INST_MUL)),
-							    tf_vi_set1(TF_EXL3_3INST_ADD));
-					x = tf_vi_xor(tf_vi_and(x, tf_vi_set1(TF_EXL3_LOP_MASK)),
-						      tf_vi_set1(TF_EXL3_LOP_XOR));
-					f = tf_vi_halfsum(x);
-				}
-				tf_vf_store(dst + v, f);
+				tf_vf_store(out + r * TILE + 8 * half + v, f);
 			}
-		}
 }
 
-static void tile_decode_3inst(const tf_exl3_mat *m, const uint16_t *t, float *o)
+/* acc[c] += Σ_r x[r]·Ŵ[r][c] over one tile, never leaving registers.  For
+ * MUL1 acc gathers Σ x·bytesum; the caller finishes with K_INV and K_BIAS. */
+static inline __attribute__((always_inline)) void
+tile_dot(const uint16_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
 {
-	tile_decode(m, t, TF_EXL3_CB_3INST, o);
-}
-static void tile_decode_mcg(const tf_exl3_mat *m, const uint16_t *t, float *o)
-{
-	tile_decode(m, t, TF_EXL3_CB_MCG, o);
-}
-static void tile_decode_mul1(const tf_exl3_mat *m, const uint16_t *t, float *o)
-{
-	tile_decode(m, t, TF_EXL3_CB_MUL1, o);
+	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8];
+
+	tile_transpose(tile, K, tw);
+#pragma GCC unroll 16
+	for (int r = 0; r < TILE; r++) {
+		tf_vf xr = tf_vf_set1(x[r]);
+		for (int half = 0; half < 2; half++)
+			for (int v = 0; v < 8; v += TF_VL)
+				acc[(8 * half + v) / TF_VL] = tf_vf_fma(
+					xr, halfrow(tw, K, cb, row_base(r) + 4 * half, v),
+					acc[(8 * half + v) / TF_VL]);
+	}
 }
 
-typedef void (*tile_decode_fn)(const tf_exl3_mat *m, const uint16_t *t, float *o);
+typedef void (*tile_decode_fn)(const uint16_t *tile, float *out);
+typedef void (*tile_dot_fn)(const uint16_t *tile, const float *x, tf_vf *acc);
 
-static tile_decode_fn tile_decoder(tf_exl3_cb cb)
-{
-	return cb == TF_EXL3_CB_MUL1 ? tile_decode_mul1
-	     : cb == TF_EXL3_CB_MCG ? tile_decode_mcg : tile_decode_3inst;
-}
+/* One instance of each per (K, codebook): 24 specialised loops. */
+#define TILE_FNS(K, cb)                                                         \
+	static void decode_##K##_##cb(const uint16_t *t, float *o)             \
+	{ tile_decode(t, K, cb, o); }                                           \
+	static void dot_##K##_##cb(const uint16_t *t, const float *x, tf_vf *a) \
+	{ tile_dot(t, K, cb, x, a); }
+#define TILE_FNS_K(K) TILE_FNS(K, 0) TILE_FNS(K, 1) TILE_FNS(K, 2)
+TILE_FNS_K(1) TILE_FNS_K(2) TILE_FNS_K(3) TILE_FNS_K(4)
+TILE_FNS_K(5) TILE_FNS_K(6) TILE_FNS_K(7) TILE_FNS_K(8)
+
+#define TILE_ROW(K, fn) { fn##_##K##_0, fn##_##K##_1, fn##_##K##_2 }
+static const tile_decode_fn tile_decoders[TF_EXL3_K_MAX + 1][TF_EXL3_CB_COUNT] = {
+	[1] = TILE_ROW(1, decode), [2] = TILE_ROW(2, decode), [3] = TILE_ROW(3, decode),
+	[4] = TILE_ROW(4, decode), [5] = TILE_ROW(5, decode), [6] = TILE_ROW(6, decode),
+	[7] = TILE_ROW(7, decode), [8] = TILE_ROW(8, decode),
+};
+static const tile_dot_fn tile_dots[TF_EXL3_K_MAX + 1][TF_EXL3_CB_COUNT] = {
+	[1] = TILE_ROW(1, dot), [2] = TILE_ROW(2, dot), [3] = TILE_ROW(3, dot),
+	[4] = TILE_ROW(4, dot), [5] = TILE_ROW(5, dot), [6] = TILE_ROW(6, dot),
+	[7] = TILE_ROW(7, dot), [8] = TILE_ROW(8, dot),
+};
 
 void tf_exl3_mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j,
 		      float out[TF_EXL3_TILE_N])
 {
-	tile_decoder(m->cb)(m, mat_tile(m, i, j), out);
+	tile_decoders[m->K][m->cb](mat_tile(m, i, j), out);
 }
 
 void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
@@ -143,19 +166,49 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 	}
 }
 
+/* One row: each tile column's 16 sums stay in registers down all of k. */
+static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
+			int64_t j0, int64_t j1)
+{
+	const tile_dot_fn dot = tile_dots[m->K][m->cb];
+	const int64_t tiles_k = m->k / TILE;
+	float xsum = 0.0f;
+
+	if (m->cb == TF_EXL3_CB_MUL1)
+		for (int64_t i = 0; i < m->k; i++)
+			xsum += xh[i];
+	for (int64_t j = j0; j < j1; j++) {
+		tf_vf acc[TILE / TF_VL];
+		for (int v = 0; v < TILE / TF_VL; v++)
+			acc[v] = tf_vf_zero();
+		for (int64_t i = 0; i < tiles_k; i++)
+			dot(mat_tile(m, i, j), xh + i * TILE, acc);
+		for (int v = 0; v < TILE / TF_VL; v++) {
+			if (m->cb == TF_EXL3_CB_MUL1)   /* Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x */
+				acc[v] = tf_vf_fma(acc[v], tf_vf_set1(TF_EXL3_MUL1_K_INV),
+						   tf_vf_set1(TF_EXL3_MUL1_K_BIAS * xsum));
+			tf_vf_store(yh + j * TILE + v * TF_VL, acc[v]);
+		}
+	}
+}
+
 void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 		     float *yh, int64_t j0, int64_t j1)
 {
 	float w[TF_EXL3_TILE_N] __attribute__((aligned(64)));
-	const tile_decode_fn decode = tile_decoder(m->cb);
+	const tile_decode_fn decode = tile_decoders[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE;
 
+	if (rows == 1) {
+		mat_mul_row(m, xh, yh, j0, j1);
+		return;
+	}
 	for (int64_t j = j0; j < j1; j++) {
 		for (int64_t row = 0; row < rows; row++)
 			memset(yh + row * m->n + j * TILE, 0, TILE * sizeof(float));
 		for (int64_t i = 0; i < tiles_k; i++) {
 			/* Decode once, then apply to every row while in L1. */
-			decode(m, mat_tile(m, i, j), w);
+			decode(mat_tile(m, i, j), w);
 			for (int64_t row = 0; row < rows; row++) {
 				const float *x = xh + row * m->k + i * TILE;
 				float *y = yh + row * m->n + j * TILE;

@@ -13,6 +13,8 @@
  *  - the fused path decodes a half-row of 8 states at a time in vector
  *    registers (all 8 share one bit shift) straight to float32, skipping
  *    the final fp16 rounding of each weight (at most half an fp16 ulp).
+ *    One row (decode) keeps each tile column's sums in registers down all
+ *    of k; more rows decode each tile once and apply it to every row.
  */
 #ifndef TF_EXL3_MATMUL_H
 #define TF_EXL3_MATMUL_H
@@ -21,18 +23,11 @@
 
 #include "trellis.h"
 
-/* Where the 8 states of one half-row sit in the transposed tile words. */
-typedef struct tf_exl3_halfrow {
-	uint8_t word;           /* word index (within a column group) of the window end */
-	uint8_t shift;          /* right shift of that word; > 16: spills into word-1 */
-} tf_exl3_halfrow;
-
 typedef struct tf_exl3_mat {
 	const uint16_t *trellis;        /* [k/16][n/16][16·K] */
 	int64_t k, n;                   /* padded in/out features, multiples of 128 */
 	int K;                          /* bits per weight, 1..8 */
 	tf_exl3_cb cb;
-	tf_exl3_halfrow hr[32];         /* by base position b(r) + 4·half */
 } tf_exl3_mat;
 
 /* Describe a trellis; k, n multiples of 16, K in 1..8 (checked by the
