@@ -7,27 +7,19 @@
  * and bad checkpoints.
  */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_fixture.h"
 #include "kda_ref.h"
-#include "support/testhost.h"
-#include "tf/attention.h"
 
 #define PREFIX "model.layers.0.attention"
 
 static const tf_plugin_attention *kda_plugin(void)
 {
-	void *so = dlopen(TF_PLUGIN_DIR "/kda.so", RTLD_NOW | RTLD_LOCAL);
-	cr_assert(so, "%s", dlerror());
-	const tf_plugin_attention *(*entry)(unsigned) =
-		(const tf_plugin_attention *(*)(unsigned))dlsym(so, "tf_plugin_attention_v1");
-	cr_assert(entry && entry(0) && !entry(1));
-	cr_assert_str_eq(entry(0)->layer_type, "kda");
-	return entry(0);
+	return attn_fixture_plugin("kda.so", "kda");
 }
 
 /* A small layer: all tensors as the reference sees them (bf16-rounded). */
@@ -38,15 +30,12 @@ struct kda_case {
 	int nbuf;
 };
 
-static float *case_tensor(struct kda_case *c, size_t n, float scale, bool round,
+static float *case_tensor(struct kda_case *c, size_t n, float scale, bool bf16,
 			  uint64_t *seed)
 {
 	float *p = malloc(n * sizeof(float));
 	cr_assert(p);
-	tf_test_fill_uniform(p, n, scale, seed);
-	if (round)
-		for (size_t i = 0; i < n; i++)
-			p[i] = tf_bf16_to_f32(tf_f32_to_bf16(p[i]));
+	attn_fixture_random(p, n, scale, bf16, seed);
 	c->buf[c->nbuf++] = p;
 	return p;
 }
@@ -131,40 +120,6 @@ static tf_testhost *case_host(const struct kda_case *c, const char *skip)
 	return th;
 }
 
-static void *layer_open(const tf_plugin_attention *p, tf_testhost *th, int64_t max_ctx)
-{
-	void *inst = NULL;
-	int rc = p->layer_init(tf_testhost_host(th), 0, PREFIX, max_ctx, &inst);
-	cr_assert_eq(rc, TF_OK, "layer_init: %s", tf_testhost_last_error(th));
-	return inst;
-}
-
-/* Feed x[n] in pieces of the given sizes (cycled); y gets every output. */
-static void run_split(const tf_plugin_attention *p, void *inst, const float *x,
-		      int64_t n, int H, const int *split, int nsplit, float *y)
-{
-	int32_t *pos = malloc((size_t)n * sizeof(int32_t));
-	for (int64_t i = 0, t = p->seq_len(inst); i < n; i++)
-		pos[i] = (int32_t)(t + i);
-	for (int64_t t = 0, s = 0; t < n; s++) {
-		int64_t m = split[s % nsplit];
-		if (m > n - t)
-			m = n - t;
-		int rc = p->forward(inst, x + t * H, m, pos + t, y + t * H);
-		cr_assert_eq(rc, TF_OK, "forward");
-		t += m;
-	}
-	free(pos);
-}
-
-static float *snapshot(const tf_plugin_attention *p, void *inst)
-{
-	float *buf = malloc(p->snapshot_size(inst));
-	cr_assert(buf);
-	cr_assert_eq(p->snapshot(inst, buf), TF_OK);
-	return buf;
-}
-
 /* Prefill, decode and chunked prefills of one sequence against the f64
  * reference, and their final states against each other. */
 static void check_layer(bool safe_gate, float dt_shift, uint64_t seed)
@@ -196,17 +151,19 @@ static void check_layer(bool safe_gate, float dt_shift, uint64_t seed)
 	};
 	float *state0 = NULL;
 	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++) {
-		void *inst = layer_open(p, th, 256);
+		void *inst = attn_fixture_open(p, th, PREFIX, 256);
 		for (int64_t i = 0; i < n * H; i++)
 			y[i] = NAN;
-		run_split(p, inst, x, n, H, plans[k].s, plans[k].n, y);
+		attn_fixture_run(p, inst, x, n, H, plans[k].s, plans[k].n, y);
 		cr_expect_eq(p->seq_len(inst), n);
 		double e = tf_test_rel_err(y, yd, (size_t)n * H, 1e-3);
 		cr_log_info("%s (safe_gate %d, dt shift %g): rel err %.3g", plans[k].what,
 			    safe_gate, dt_shift, e);
 		cr_expect(e < 2e-5, "%s (safe_gate %d, dt shift %g): rel err %.3g vs f64",
 			  plans[k].what, safe_gate, dt_shift, e);
-		float *st = snapshot(p, inst);
+		/* A kda snapshot is a 16-byte header, then the recurrent state
+		 * [heads, dim, dim] and the conv history. */
+		float *st = attn_fixture_snapshot(p, inst);
 		size_t nf = (p->snapshot_size(inst) - 16) / sizeof(float);
 		if (!state0) {
 			state0 = st;
@@ -247,7 +204,7 @@ Test(kda, state_bytes_is_the_snapshot_payload)
 	struct kda_case c;
 	case_init(&c, true, 0.0f, 3);
 	tf_testhost *th = case_host(&c, NULL);
-	void *inst = layer_open(p, th, 64);
+	void *inst = attn_fixture_open(p, th, PREFIX, 64);
 	int64_t bytes = p->state_bytes(tf_testhost_host(th), 0, 64);
 	/* 3 heads x 16 x 16 recurrent + 3 x 48 channels x 3 taps of history */
 	cr_expect_eq(bytes, 4 * (3 * 16 * 16 + 3 * 48 * 3));
@@ -266,24 +223,24 @@ Test(kda, rollback_replays_identically)
 	const int H = c.w.hidden, N = 37, M = 20;
 	uint64_t seed = 5;
 	tf_testhost *th = case_host(&c, NULL);
-	void *inst = layer_open(p, th, 128);
+	void *inst = attn_fixture_open(p, th, PREFIX, 128);
 	float *x = malloc((size_t)(N + 2 * M) * H * sizeof(float));
 	float *y1 = malloc((size_t)M * H * sizeof(float)), *y2 = malloc((size_t)M * H * sizeof(float));
 	float *junk = malloc((size_t)(N + M) * H * sizeof(float));
 	tf_test_fill_uniform(x, (size_t)(N + 2 * M) * H, 1.0f, &seed);
 	static const int one[] = { 1 }, all[] = { 64 };
 
-	run_split(p, inst, x, N, H, all, 1, junk);
-	float *snap = snapshot(p, inst);
-	run_split(p, inst, x + N * H, M, H, one, 1, y1);
+	attn_fixture_run(p, inst, x, N, H, all, 1, junk);
+	float *snap = attn_fixture_snapshot(p, inst);
+	attn_fixture_run(p, inst, x + N * H, M, H, one, 1, y1);
 	/* A different continuation in between must not leak into the replay. */
 	cr_assert_eq(p->rollback(inst, snap), TF_OK);
-	run_split(p, inst, x + (N + M) * H, M, H, all, 1, junk);
+	attn_fixture_run(p, inst, x + (N + M) * H, M, H, all, 1, junk);
 	cr_assert_eq(p->rollback(inst, snap), TF_OK);
 	cr_expect_eq(p->seq_len(inst), N);
 	for (int i = 0; i < M * H; i++)
 		y2[i] = NAN;
-	run_split(p, inst, x + N * H, M, H, one, 1, y2);
+	attn_fixture_run(p, inst, x + N * H, M, H, one, 1, y2);
 	cr_expect(!memcmp(y1, y2, (size_t)M * H * sizeof(float)), "replay after rollback differs");
 
 	p->reset(inst);
@@ -307,7 +264,7 @@ Test(kda, forward_beyond_context_is_a_range_error)
 	case_init(&c, true, 0.0f, 4);
 	const int H = c.w.hidden;
 	tf_testhost *th = case_host(&c, NULL);
-	void *inst = layer_open(p, th, 8);
+	void *inst = attn_fixture_open(p, th, PREFIX, 8);
 	float x[10 * 48], y[10 * 48];
 	int32_t pos[10] = { 0 };
 	uint64_t seed = 8;
@@ -322,17 +279,6 @@ Test(kda, forward_beyond_context_is_a_range_error)
 	case_free(&c);
 }
 
-static void expect_init_error(tf_testhost *th, int status, const char *needle)
-{
-	const tf_plugin_attention *p = kda_plugin();
-	void *inst = NULL;
-	int rc = p->layer_init(tf_testhost_host(th), 0, PREFIX, 16, &inst);
-	cr_expect_eq(rc, status, "status %d, want %d (%s)", rc, status, tf_testhost_last_error(th));
-	cr_expect(!inst);
-	cr_expect(strstr(tf_testhost_last_error(th), needle), "error \"%s\" does not name %s",
-		  tf_testhost_last_error(th), needle);
-}
-
 Test(kda, missing_tensor_is_named)
 {
 	static const char *const leaves[] = { "A_log", "dt_bias", "k_conv1d.weight",
@@ -344,7 +290,7 @@ Test(kda, missing_tensor_is_named)
 		char want[128];
 		size_t stem = strcspn(leaves[i], ".");
 		snprintf(want, sizeof(want), "%s.%.*s", PREFIX, (int)stem, leaves[i]);
-		expect_init_error(th, TF_ERR_NOT_FOUND, want);
+		attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_NOT_FOUND, want);
 		tf_testhost_free(th);
 	}
 	case_free(&c);
@@ -384,7 +330,7 @@ Test(kda, config_inconsistent_with_tensors_is_named)
 	c.cfg.head_dim = 16;
 	c.cfg.short_conv_kernel_size = 3;
 	th = case_host(&c, NULL);
-	expect_init_error(th, TF_ERR_FORMAT, PREFIX ".q_conv1d.weight");
+	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT, PREFIX ".q_conv1d.weight");
 	cr_expect(strstr(tf_testhost_last_error(th), "[48, 1, 3]"), "%s", tf_testhost_last_error(th));
 	tf_testhost_free(th);
 	case_free(&c);

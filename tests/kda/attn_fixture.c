@@ -1,0 +1,79 @@
+/* attn_fixture.c - see attn_fixture.h. */
+#include "attn_fixture.h"
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const tf_plugin_attention *attn_fixture_plugin(const char *so, const char *layer_type)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", TF_PLUGIN_DIR, so);
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	cr_assert(h, "%s", dlerror());
+	const tf_plugin_attention *(*entry)(unsigned) =
+		(const tf_plugin_attention *(*)(unsigned))dlsym(h, "tf_plugin_attention_v1");
+	cr_assert(entry && entry(0) && !entry(1), "%s: one attention descriptor", so);
+	cr_assert_str_eq(entry(0)->layer_type, layer_type);
+	cr_assert_eq(entry(0)->hdr.abi_major, TF_ABI_MAJOR);
+	return entry(0);
+}
+
+void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const char *prefix,
+			int64_t max_ctx)
+{
+	const char *reason = NULL;
+	cr_assert_gt(p->hdr.probe(tf_testhost_host(th), &reason), 0, "probe: %s", reason);
+	void *inst = NULL;
+	int rc = p->layer_init(tf_testhost_host(th), 0, prefix, max_ctx, &inst);
+	cr_assert_eq(rc, TF_OK, "layer_init: %s", tf_testhost_last_error(th));
+	return inst;
+}
+
+void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *seed)
+{
+	tf_test_fill_uniform(x, n, scale, seed);
+	if (bf16)
+		for (size_t i = 0; i < n; i++)
+			x[i] = tf_bf16_to_f32(tf_f32_to_bf16(x[i]));
+}
+
+void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, int64_t n,
+		      int hidden, const int *split, int nsplit, float *y)
+{
+	int32_t *pos = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+	cr_assert(pos);
+	for (int64_t i = 0, t = p->seq_len(inst); i < n; i++)
+		pos[i] = (int32_t)(t + i);
+	for (int64_t t = 0, s = 0; t < n; s++) {
+		int64_t m = split[s % nsplit];
+		if (m > n - t)
+			m = n - t;
+		cr_assert_eq(p->forward(inst, x + t * hidden, m, pos + t, y + t * hidden), TF_OK,
+			     "forward of %lld tokens at %lld", (long long)m, (long long)t);
+		t += m;
+	}
+	free(pos);
+}
+
+void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst)
+{
+	void *buf = malloc(p->snapshot_size(inst));
+	cr_assert(buf);
+	cr_assert_eq(p->snapshot(inst, buf), TF_OK);
+	return buf;
+}
+
+void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *th,
+				    const char *prefix, int status, const char *needle)
+{
+	void *inst = NULL;
+	int rc = p->layer_init(tf_testhost_host(th), 0, prefix, 16, &inst);
+	cr_expect_eq(rc, status, "status %d, want %d (%s)", rc, status,
+		     tf_testhost_last_error(th));
+	cr_expect(!inst);
+	cr_expect(strstr(tf_testhost_last_error(th), needle), "error \"%s\" does not name %s",
+		  tf_testhost_last_error(th), needle);
+}

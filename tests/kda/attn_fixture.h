@@ -1,0 +1,38 @@
+/*
+ * attn_fixture.h - what the kda and mla plugin tests share: loading an
+ * attention plugin from the build, opening a layer in a test host, feeding
+ * a sequence in pieces, and checking that init fails naming a tensor.
+ * Failures abort the calling Criterion test.
+ */
+#ifndef TF_TEST_ATTN_FIXTURE_H
+#define TF_TEST_ATTN_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "support/testhost.h"
+#include "tf/attention.h"
+
+/* The descriptor in <plugin dir>/<so>, checked to serve `layer_type`. */
+const tf_plugin_attention *attn_fixture_plugin(const char *so, const char *layer_type);
+
+void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const char *prefix,
+			int64_t max_ctx);
+
+/* Uniform values in [-scale, scale], rounded through bf16 when asked (what
+ * a reference must see of a weight stored as bf16). */
+void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *seed);
+
+/* Feed x[n, hidden] in pieces of split[0], split[1], ... (cycled) at the
+ * positions that continue the sequence; y[n, hidden] gets every output. */
+void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, int64_t n,
+		      int hidden, const int *split, int nsplit, float *y);
+
+/* A snapshot in a new buffer (free()). */
+void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst);
+
+/* layer_init must fail with `status`, produce no instance, and name `needle`. */
+void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *th,
+				    const char *prefix, int status, const char *needle);
+
+#endif /* TF_TEST_ATTN_FIXTURE_H */
