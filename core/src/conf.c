@@ -301,7 +301,7 @@ static int check_value(const struct conf_key *k, const char *v)
 	return tf_diag_set(TF_ERR_INTERNAL, "[%s] %s: bad schema type", k->section, k->key);
 }
 
-int tf_conf_check(const char *section, const char *key, const char *value)
+static int conf_check(const char *section, const char *key, const char *value)
 {
 	if (!section_known(section))
 		return tf_diag_set(TF_ERR_INVALID, "unknown section [%s]", section);
@@ -468,7 +468,7 @@ static int conf_handler(void *user, const char *section, const char *key,
 	if (!*section)
 		return parse_fail(p, tf_diag_set(TF_ERR_FORMAT, "'%s' comes before "
 						 "any [section]", key));
-	int rc = tf_conf_check(section, key, value);
+	int rc = conf_check(section, key, value);
 	if (rc)
 		return parse_fail(p, rc);
 	const struct conf_entry *e = entry_find(p->c, section, key);
@@ -540,25 +540,42 @@ int tf_conf_load(const char *path, tf_conf **out)
 	return rc;
 }
 
-int tf_conf_set(tf_conf *c, const char *assignment)
+/* "section.key=value" split in place of the caller's buffers. */
+static int split_assignment(const char *a, char section[64], char key[128],
+			    const char **value)
 {
-	const char *dot = strchr(assignment, '.');
-	const char *eq = strchr(assignment, '=');
-	if (!dot || !eq || dot > eq || dot == assignment || eq == dot + 1)
-		return tf_diag_set(TF_ERR_INVALID, "--set %s: expected "
-				   "section.key=value", assignment);
-	char section[64], key[128];
-	size_t ns = (size_t)(dot - assignment), nk = (size_t)(eq - dot - 1);
-	if (ns >= sizeof(section) || nk >= sizeof(key))
-		return tf_diag_set(TF_ERR_INVALID, "--set %s: name too long", assignment);
-	memcpy(section, assignment, ns);
+	const char *dot = strchr(a, '.'), *eq = strchr(a, '=');
+	if (!dot || !eq || dot > eq || dot == a || eq == dot + 1)
+		return tf_diag_set(TF_ERR_INVALID, "'%s': expected section.key=value", a);
+	size_t ns = (size_t)(dot - a), nk = (size_t)(eq - dot - 1);
+	if (ns >= 64 || nk >= 128)
+		return tf_diag_set(TF_ERR_INVALID, "'%s': name too long", a);
+	memcpy(section, a, ns);
 	section[ns] = 0;
 	memcpy(key, dot + 1, nk);
 	key[nk] = 0;
-	int rc = tf_conf_check(section, key, eq + 1);
+	*value = eq + 1;
+	return TF_OK;
+}
+
+int tf_conf_check_set(const char *assignment)
+{
+	char section[64], key[128];
+	const char *value;
+	int rc = split_assignment(assignment, section, key, &value);
+	return rc ? rc : conf_check(section, key, value);
+}
+
+int tf_conf_set(tf_conf *c, const char *assignment)
+{
+	char section[64], key[128];
+	const char *value;
+	int rc = split_assignment(assignment, section, key, &value);
+	if (!rc)
+		rc = conf_check(section, key, value);
 	if (rc)
-		return tf_diag_prefix(rc, "--set %s", assignment);
-	return entry_put(c, section, key, eq + 1, 0);
+		return tf_diag_prefix(rc, "--set");
+	return entry_put(c, section, key, value, 0);
 }
 
 /* ---- reading ---- */

@@ -34,9 +34,9 @@ void tf_conf_free(tf_conf *c);
  * "plugins.layer.7.attention=kda"); validated like a file line. */
 int tf_conf_set(tf_conf *c, const char *assignment);
 
-/* Validate one value against the schema without storing it; the error
- * names "[section] key" and the caller prefixes where it came from. */
-int tf_conf_check(const char *section, const char *key, const char *value);
+/* Check an assignment as tf_conf_set would, without storing it; the error
+ * names "[section] key" and the caller says where it came from. */
+int tf_conf_check_set(const char *assignment);
 
 /* The value as written, or NULL when unset. */
 const char *tf_conf_get(const tf_conf *c, const char *section, const char *key);

@@ -181,14 +181,18 @@ Test(conf, set_overrides_and_validates)
 	cr_assert_str_eq(tf_conf_get(c, "chat", "system"), "");
 
 	cr_assert_eq(tf_conf_set(c, "runtime.context=big"), TF_ERR_INVALID);
-	cr_assert(strstr(tf_diag_msg(), "--set runtime.context=big: [runtime] context: "
-			 "'big' is not an integer"), "%s", tf_diag_msg());
+	cr_assert(strstr(tf_diag_msg(), "--set: [runtime] context: 'big' is not an "
+			 "integer"), "%s", tf_diag_msg());
 	cr_assert_str_eq(tf_conf_get(c, "runtime", "context"), "128");
 	cr_assert_eq(tf_conf_set(c, "runtime.nope=1"), TF_ERR_INVALID);
 	cr_assert(strstr(tf_diag_msg(), "unknown key"), "%s", tf_diag_msg());
 	cr_assert_eq(tf_conf_set(c, "context=1"), TF_ERR_INVALID);
 	cr_assert(strstr(tf_diag_msg(), "expected section.key=value"), "%s", tf_diag_msg());
 	cr_assert_eq(tf_conf_set(c, "runtime.context"), TF_ERR_INVALID);
+	cr_assert_eq(tf_conf_check_set("sampling.top_k=5"), TF_OK);
+	cr_assert_eq(tf_conf_check_set("sampling.top_k=-5"), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "[sampling] top_k: -5 is outside"), "%s",
+		  tf_diag_msg());
 
 	/* errors about an overridden key say so instead of naming a line */
 	cr_assert_eq(tf_conf_fail(c, TF_ERR_RANGE, "runtime", "context", "too %s", "big"),

@@ -1,0 +1,421 @@
+/* runtime.c - opening a model and the tf_host plugins see; see runtime.h. */
+#include "runtime.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "diag.h"
+#include "tf/backend.h"
+#include "tf/quant.h"
+
+#define PATH_MAX_LEN 4096
+
+struct tf_runtime {
+	tf_conf *conf;
+	tf_model_config model;
+	bool have_model;                /* model holds a loaded config.json */
+	tf_weights *weights;
+	tf_registry *reg;
+	tf_host host;
+	tf_log_level log_level;
+
+	const tf_backend *backend;
+	void *backend_ctx;              /* non-NULL once init succeeded */
+	const tf_plugin_quant *quant_pin;
+
+	const tf_plugin_attention **attn;       /* per layer */
+	const tf_plugin_ffn **ffn;
+	const tf_plugin_drafter *drafter;
+	const tf_plugin_transport *transport;
+	int64_t context, prefill_chunk;
+};
+
+/* ---- the host services ---- */
+
+static void host_log(const tf_host *h, tf_log_level lvl, const char *who,
+		     const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	const tf_runtime *rt = h->ctx;
+	if (lvl > rt->log_level)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "[%s] %s: ", who, (unsigned)lvl < 4 ? names[lvl] : "?");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int host_error(const tf_host *h, int status, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tf_diag_set(status, "%s", msg);
+}
+
+static const char *host_conf_get(const tf_host *h, const char *section,
+				 const char *key)
+{
+	const tf_runtime *rt = h->ctx;
+	return tf_conf_get(rt->conf, section, key);
+}
+
+static int host_weight_get(const tf_host *h, const char *name, tf_tensor *out)
+{
+	const tf_runtime *rt = h->ctx;
+	return rt->weights ? tf_weights_get(rt->weights, name, out) : TF_ERR_NOT_FOUND;
+}
+
+/* The pinned quant plugin, else the usable one scoring the prefix highest
+ * (the earliest on ties, as the registry orders them). */
+static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
+			 int64_t out, struct tf_lin *lin)
+{
+	const tf_runtime *rt = h->ctx;
+	const tf_plugin_quant *best = rt->quant_pin;
+	int best_score = best ? best->match(h, prefix) : 0;
+	for (size_t i = 0; !rt->quant_pin && i < tf_registry_count(rt->reg); i++) {
+		const tf_candidate *c = tf_registry_at(rt->reg, i);
+		if (c->kind != TF_KIND_QUANT || c->status || !c->probed)
+			continue;
+		const tf_plugin_quant *q = (const tf_plugin_quant *)c->desc;
+		int s = q->match(h, prefix);
+		if (s > best_score) {
+			best = q;
+			best_score = s;
+		}
+	}
+	if (best_score <= 0)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: %s", prefix, rt->quant_pin ?
+				   "the pinned quant plugin does not recognise its "
+				   "tensors ([plugins] quant)" :
+				   "no quant plugin recognises its tensors");
+	lin->ops = best;
+	lin->impl = NULL;
+	return best->open(h, prefix, in, out, &lin->impl, &lin->info);
+}
+
+static void host_lin_close(const tf_host *h, struct tf_lin *lin)
+{
+	if (lin->ops && lin->impl)
+		lin->ops->close(lin->impl);
+	lin->impl = NULL;
+}
+
+/* ---- opening, step by step ---- */
+
+static int rt_load_conf(tf_runtime *rt, const char *ini,
+			const char *const *overrides, int n)
+{
+	int rc = ini ? tf_conf_load(ini, &rt->conf) : tf_conf_init(NULL, &rt->conf);
+	for (int i = 0; !rc && i < n; i++)
+		rc = tf_conf_set(rt->conf, overrides[i]);
+	if (rc)
+		return rc;
+
+	static const char *const levels[] = { "error", "warn", "info", "debug" };
+	const char *lv = tf_conf_get(rt->conf, "runtime", "log_level");
+	rt->log_level = TF_LOG_WARN;
+	for (int i = 0; lv && i < 4; i++)
+		if (!strcmp(lv, levels[i]))
+			rt->log_level = (tf_log_level)i;
+
+	int64_t size, rank;
+	if ((rc = tf_conf_get_int(rt->conf, "runtime", "context", TF_DEFAULT_CONTEXT,
+				  &rt->context)) ||
+	    (rc = tf_conf_get_int(rt->conf, "runtime", "prefill_chunk",
+				  TF_DEFAULT_PREFILL_CHUNK, &rt->prefill_chunk)) ||
+	    (rc = tf_conf_get_int(rt->conf, "tp", "size", 1, &size)) ||
+	    (rc = tf_conf_get_int(rt->conf, "tp", "rank", 0, &rank)))
+		return rc;
+	if (rank >= size)
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "tp", "rank",
+				    "%lld is not below [tp] size %lld", (long long)rank,
+				    (long long)size);
+	rt->host.tp_rank = (int)rank;
+	rt->host.tp_size = (int)size;
+	return TF_OK;
+}
+
+/* config.json from [model] path; with `weights`, the tensors too. */
+static int rt_load_model(tf_runtime *rt, const char *ini, bool weights)
+{
+	char dir[PATH_MAX_LEN], file[PATH_MAX_LEN + 16];
+	const char *path;
+	int rc = tf_conf_get_path(rt->conf, "model", "path", dir, sizeof(dir), &path);
+	if (rc)
+		return rc;
+	if (!path)
+		return tf_diag_set(TF_ERR_INVALID, "%s: [model] path is not set", ini);
+	snprintf(file, sizeof(file), "%s/config.json", path);
+	if ((rc = tf_config_load(file, &rt->model)))
+		return rc;
+	rt->have_model = true;
+
+	const tf_model_config *m = &rt->model;
+	if (m->max_position_embeddings > 0 && rt->context > m->max_position_embeddings)
+		return tf_conf_fail(rt->conf, TF_ERR_RANGE, "runtime", "context",
+				    "%lld exceeds max_position_embeddings %d of %s",
+				    (long long)rt->context, m->max_position_embeddings, file);
+	if (weights && (rc = tf_weights_open(path, &rt->weights)))
+		return rc;
+	return TF_OK;
+}
+
+/* Every layer.<N> key must name a layer the model has. */
+static int rt_check_layer_keys(const tf_runtime *rt)
+{
+	for (size_t i = 0; i < tf_conf_count(rt->conf); i++) {
+		const char *section, *key, *value;
+		tf_conf_at(rt->conf, i, &section, &key, &value);
+		long n;
+		if (strcmp(section, "plugins") || sscanf(key, "layer.%ld.", &n) != 1)
+			continue;
+		if (n >= rt->model.n_layers_total)
+			return tf_conf_fail(rt->conf, TF_ERR_RANGE, "plugins", key,
+					    "the model has layers 0..%d",
+					    rt->model.n_layers_total - 1);
+	}
+	return TF_OK;
+}
+
+static void rt_init_host(tf_runtime *rt)
+{
+	rt->model.struct_size = sizeof(rt->model);
+	rt->host.struct_size = sizeof(rt->host);
+	rt->host.ctx = rt;
+	rt->host.log = host_log;
+	rt->host.error = host_error;
+	rt->host.conf_get = host_conf_get;
+	rt->host.weight_get = host_weight_get;
+	rt->host.model = &rt->model;
+	rt->host.lin_open = host_lin_open;
+	rt->host.lin_close = host_lin_close;
+}
+
+static int rt_start_backend(tf_runtime *rt)
+{
+	const tf_candidate *c;
+	tf_registry_probe(rt->reg, TF_KIND_BACKEND, &rt->host);
+	int rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_BACKEND, NULL, -1, &c);
+	if (rc)
+		return rc;
+	const tf_backend *be = (const tf_backend *)c->desc;
+	void *ctx = NULL;
+	if ((rc = be->init(&rt->host, &ctx)))
+		return tf_diag_prefix(rc, "backend %s (%s)", c->name, c->file);
+	rt->backend = be;
+	rt->backend_ctx = ctx;
+	rt->host.backend = be;
+	rt->host.backend_ctx = ctx;
+	return TF_OK;
+}
+
+static void rt_probe_rest(tf_runtime *rt)
+{
+	for (int k = TF_KIND_QUANT; k < TF_KIND_COUNT; k++)
+		tf_registry_probe(rt->reg, (tf_plugin_kind)k, &rt->host);
+}
+
+static const char *const attn_types[] = { [TF_ATTN_KDA] = "kda", [TF_ATTN_MLA] = "mla" };
+static const char *const ffn_types[] = { [TF_FFN_DENSE] = "dense", [TF_FFN_MOE] = "moe" };
+
+static const char *layer_type(const char *const *names, size_t n, unsigned v)
+{
+	return v < n && names[v] ? names[v] : NULL;
+}
+
+/* The attention and ffn plugin of every layer, the quant pin, and the
+ * drafter and transport when they will be used. */
+static int rt_choose_plugins(tf_runtime *rt)
+{
+	const tf_model_config *m = &rt->model;
+	const tf_candidate *c;
+	int rc;
+
+	if (tf_conf_get(rt->conf, "plugins", "quant")) {
+		rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_QUANT, NULL, -1, &c);
+		if (rc)
+			return rc;
+		rt->quant_pin = (const tf_plugin_quant *)c->desc;
+	}
+
+	rt->attn = calloc((size_t)m->n_layers_total, sizeof(*rt->attn));
+	rt->ffn = calloc((size_t)m->n_layers_total, sizeof(*rt->ffn));
+	if (!rt->attn || !rt->ffn)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	for (int i = 0; i < m->n_layers_total; i++) {
+		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
+		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
+		if (!at || !ft)
+			return tf_diag_set(TF_ERR_INTERNAL, "layer %d: no layer type "
+					   "in the schedule", i);
+		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_ATTENTION, at,
+					     i, &c)))
+			return rc;
+		rt->attn[i] = (const tf_plugin_attention *)c->desc;
+		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_FFN, ft, i, &c)))
+			return rc;
+		rt->ffn[i] = (const tf_plugin_ffn *)c->desc;
+	}
+
+	bool mtp;
+	if ((rc = tf_conf_get_bool(rt->conf, "mtp", "enabled", false, &mtp)))
+		return rc;
+	if (mtp && m->num_nextn_predict_layers <= 0)
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "mtp", "enabled",
+				    "the checkpoint has no MTP layer "
+				    "(num_nextn_predict_layers is 0)");
+	if (mtp) {
+		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_DRAFTER, NULL,
+					     -1, &c)))
+			return tf_diag_prefix(rc, "[mtp] enabled");
+		rt->drafter = (const tf_plugin_drafter *)c->desc;
+	}
+	if (rt->host.tp_size > 1) {
+		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_TRANSPORT, NULL,
+					     -1, &c)))
+			return tf_diag_prefix(rc, "[tp] size %d", rt->host.tp_size);
+		rt->transport = (const tf_plugin_transport *)c->desc;
+	}
+	return TF_OK;
+}
+
+static int rt_new(tf_runtime **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	rt_init_host(*out);
+	return tf_registry_init(&(*out)->reg);
+}
+
+int tf_runtime_open(const char *ini_path, const char *const *overrides,
+		    int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = rt_new(&rt);
+	if (!rc)
+		rc = rt_load_conf(rt, ini_path, overrides, n_overrides);
+	if (!rc)
+		rc = rt_load_model(rt, ini_path, true);
+	if (!rc)
+		rc = rt_check_layer_keys(rt);
+	if (!rc)
+		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = rt_start_backend(rt);
+	if (!rc) {
+		rt_probe_rest(rt);
+		rc = rt_choose_plugins(rt);
+	}
+	if (rc) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	*out = rt;
+	return TF_OK;
+}
+
+int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
+			    int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = rt_new(&rt);
+	if (!rc)
+		rc = rt_load_conf(rt, ini_path, overrides, n_overrides);
+	if (!rc && ini_path)
+		rc = rt_load_model(rt, ini_path, false);
+	if (!rc)
+		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (rc) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	if (rt_start_backend(rt))
+		host_log(&rt->host, TF_LOG_WARN, "tfrun", "no backend started: %s; "
+			 "the other plugins are probed without one", tf_diag_msg());
+	rt_probe_rest(rt);
+	*out = rt;
+	return TF_OK;
+}
+
+void tf_runtime_close(tf_runtime *rt)
+{
+	if (!rt)
+		return;
+	if (rt->backend_ctx) {
+		rt->backend->quiesce(rt->backend_ctx);
+		rt->backend->fini(rt->backend_ctx);
+	}
+	/* Only now, with no instance left running, may the .so files go. */
+	tf_registry_free(rt->reg);
+	tf_weights_close(rt->weights);
+	if (rt->have_model)
+		tf_config_free(&rt->model);
+	tf_conf_free(rt->conf);
+	free(rt->attn);
+	free(rt->ffn);
+	free(rt);
+}
+
+/* ---- accessors ---- */
+
+const tf_conf *tf_runtime_conf(const tf_runtime *rt) { return rt->conf; }
+const tf_model_config *tf_runtime_model(const tf_runtime *rt) { return &rt->model; }
+const tf_weights *tf_runtime_weights(const tf_runtime *rt) { return rt->weights; }
+const tf_registry *tf_runtime_registry(const tf_runtime *rt) { return rt->reg; }
+const tf_host *tf_runtime_host(const tf_runtime *rt) { return &rt->host; }
+int64_t tf_runtime_context(const tf_runtime *rt) { return rt->context; }
+int64_t tf_runtime_prefill_chunk(const tf_runtime *rt) { return rt->prefill_chunk; }
+const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt) { return rt->drafter; }
+const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt) { return rt->transport; }
+
+const tf_plugin_attention *tf_runtime_attention(const tf_runtime *rt, int layer)
+{
+	return rt->attn && layer >= 0 && layer < rt->model.n_layers_total ?
+	       rt->attn[layer] : NULL;
+}
+
+const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer)
+{
+	return rt->ffn && layer >= 0 && layer < rt->model.n_layers_total ?
+	       rt->ffn[layer] : NULL;
+}
+
+void tf_runtime_print(const tf_runtime *rt, FILE *f)
+{
+	const tf_model_config *m = &rt->model;
+	fprintf(f, "model:     %s, %d layers + %d MTP, hidden %d, vocab %d, "
+		"%d experts (%d per token)\n", m->model_type, m->num_hidden_layers,
+		m->num_nextn_predict_layers, m->hidden_size, m->vocab_size,
+		m->num_experts, m->num_experts_per_tok);
+	fprintf(f, "context:   %lld tokens, prefill chunk %lld\n",
+		(long long)rt->context, (long long)rt->prefill_chunk);
+	fprintf(f, "backend:   %s\n", rt->backend ? rt->backend->hdr.name : "-");
+	fprintf(f, "quant:     %s\n", rt->quant_pin ? rt->quant_pin->hdr.name :
+		"best match() per linear");
+	/* One line per run of layers sharing types and plugins. */
+	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
+		for (j = i + 1; j < m->n_layers_total && rt->attn[j] == rt->attn[i] &&
+		     rt->ffn[j] == rt->ffn[i] && m->layer_attn[j] == m->layer_attn[i] &&
+		     m->layer_ffn[j] == m->layer_ffn[i] &&
+		     (j < m->num_hidden_layers) == (i < m->num_hidden_layers); j++)
+			;
+		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s)%s\n", i, j - 1,
+			layer_type(attn_types, 3, m->layer_attn[i]), rt->attn[i]->hdr.name,
+			layer_type(ffn_types, 3, m->layer_ffn[i]), rt->ffn[i]->hdr.name,
+			i >= m->num_hidden_layers ? "  [MTP]" : "");
+	}
+	if (rt->drafter)
+		fprintf(f, "drafter:   %s\n", rt->drafter->hdr.name);
+	if (rt->transport)
+		fprintf(f, "transport: %s (rank %d of %d)\n", rt->transport->hdr.name,
+			rt->host.tp_rank, rt->host.tp_size);
+}

@@ -1,0 +1,68 @@
+/*
+ * runtime.h - a model ready to run: INI, config.json, weights, plugins.
+ *
+ * tf_runtime_open() does everything that can fail before the first token:
+ *
+ *   INI (+ overrides) -> [model] path -> config.json -> weights
+ *     -> plugin path scan -> probe and start the backend -> probe the rest
+ *     -> choose the attention and ffn plugin of every layer, the drafter
+ *        (when [mtp] enabled) and the transport (when [tp] size > 1)
+ *
+ * and builds the tf_host every plugin instance is given.  The host's
+ * lin_open() opens a linear layer through the quant plugin whose match()
+ * scores its tensors highest, or only through [plugins] quant when pinned.
+ *
+ * The runtime owns no layer instances: whoever calls layer_init() on the
+ * chosen plugins finalises them before tf_runtime_close().
+ */
+#ifndef TF_RUNTIME_H
+#define TF_RUNTIME_H
+
+#include <stdio.h>
+
+#include "conf.h"
+#include "registry.h"
+#include "tf/attention.h"
+#include "tf/drafter.h"
+#include "tf/ffn.h"
+#include "tf/transport.h"
+#include "weights.h"
+
+/* Used when the INI leaves them unset; docs/ini.md states the same. */
+#define TF_DEFAULT_CONTEXT 4096
+#define TF_DEFAULT_PREFILL_CHUNK 512
+
+typedef struct tf_runtime tf_runtime;
+
+int tf_runtime_open(const char *ini_path, const char *const *overrides,
+		    int n_overrides, tf_runtime **out);
+void tf_runtime_close(tf_runtime *rt);
+
+/* Only what `tfrun --plugins` needs: the INI when given (ini_path may be
+ * NULL), its config.json, the plugin scan and every probe.  A backend that
+ * fails to start is logged, not fatal, so the listing still appears. */
+int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
+			    int n_overrides, tf_runtime **out);
+
+const tf_conf *tf_runtime_conf(const tf_runtime *rt);
+const tf_model_config *tf_runtime_model(const tf_runtime *rt);
+const tf_weights *tf_runtime_weights(const tf_runtime *rt);   /* NULL: plugins only */
+const tf_registry *tf_runtime_registry(const tf_runtime *rt);
+const tf_host *tf_runtime_host(const tf_runtime *rt);
+
+/* [runtime] context and prefill_chunk with their defaults applied. */
+int64_t tf_runtime_context(const tf_runtime *rt);
+int64_t tf_runtime_prefill_chunk(const tf_runtime *rt);
+
+/* The plugins chosen for layer `layer` (0 .. n_layers_total-1). */
+const tf_plugin_attention *tf_runtime_attention(const tf_runtime *rt, int layer);
+const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer);
+/* NULL unless [mtp] enabled / [tp] size > 1. */
+const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt);
+const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt);
+
+/* What was chosen, for `tfrun --check`: model, backend, quant policy and
+ * the plugins of each run of layers. */
+void tf_runtime_print(const tf_runtime *rt, FILE *f);
+
+#endif /* TF_RUNTIME_H */
