@@ -4,11 +4,11 @@
  * Tokens are batched per expert: the router's choices are sorted by
  * expert, each expert with work gathers its rows, runs once over all of
  * them, and its weighted output is added back to each row.  A decode step
- * (n = 1) is the same loop with only top_k experts holding a row.
+ * (n = 1) is the same with only top_k experts holding a row.
  *
- * Experts are visited in ascending index, so every token's output sums its
- * experts in the same order whether it was routed alone or in a batch of
- * any size.
+ * Outputs are added in ascending expert index, so every token's output
+ * sums its experts in the same order whether it was routed alone or in a
+ * batch of any size, on any number of threads.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +27,6 @@ struct moe_layer {
 	tf_mlp *experts;                /* [num_experts]; only this rank's are open */
 	tf_mlp shared;                  /* open when present and on rank 0 */
 	int64_t hidden;
-	int64_t scratch_per_row;        /* floats, for the widest open MLP; 0: none open */
 };
 
 /* The clamp for this layer from a per-layer list: 0 (none) when absent. */
@@ -89,7 +88,6 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 				 c->moe_intermediate_size, limit);
 		if (rc)
 			goto fail;
-		L->scratch_per_row = tf_mlp_scratch(&L->experts[e], 1);
 	}
 
 	if (c->num_shared_experts > 0 && tf_ffn_rank0(h)) {
@@ -110,8 +108,6 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 				 limit);
 		if (rc)
 			goto fail;
-		if (tf_mlp_scratch(&L->shared, 1) > L->scratch_per_row)
-			L->scratch_per_row = tf_mlp_scratch(&L->shared, 1);
 	}
 	*inst = L;
 	return TF_OK;
@@ -135,6 +131,16 @@ void tf_moe_layer_fini(void *inst)
 	free(L);
 }
 
+/*
+ * Experts run side by side, one whole expert per worker, when there are
+ * enough of them to keep every worker busy (prefill); otherwise (decode,
+ * a few experts) one after another, each spreading its linears over the
+ * workers.  Side by side keeps every expert's output until the end, so it
+ * is also capped in memory.
+ */
+#define MOE_EXPERTS_PER_WORKER 4
+#define MOE_PARALLEL_MAX_BYTES ((size_t)256 << 20)
+
 /* Which rows each expert serves: rows of expert e are [off[e], off[e+1]). */
 struct moe_plan {
 	int32_t *idx;                   /* [n, top_k] router choices */
@@ -142,6 +148,8 @@ struct moe_plan {
 	int32_t *off;                   /* [E + 1] */
 	int32_t *tok;                   /* [n * top_k] token of each row */
 	float *tok_w;                   /* [n * top_k] its weight */
+	int32_t *active;                /* experts with rows here, ascending */
+	int32_t n_active, rows_max;     /* how many; the most rows of one */
 };
 
 static void plan_free(struct moe_plan *p)
@@ -151,9 +159,11 @@ static void plan_free(struct moe_plan *p)
 	free(p->off);
 	free(p->tok);
 	free(p->tok_w);
+	free(p->active);
 }
 
-/* Route x and bucket the choices by expert, tokens ascending in a bucket. */
+/* Route x and bucket the choices by expert, tokens ascending in a bucket;
+ * list the experts this rank runs. */
 static int plan_build(struct moe_plan *p, const struct moe_layer *L,
 		      const float *x, int64_t n)
 {
@@ -168,8 +178,9 @@ static int plan_build(struct moe_plan *p, const struct moe_layer *L,
 		.off = calloc((size_t)E + 1, sizeof(int32_t)),
 		.tok = malloc((size_t)nk * sizeof(int32_t)),
 		.tok_w = malloc((size_t)nk * sizeof(float)),
+		.active = malloc((size_t)E * sizeof(int32_t)),
 	};
-	if (!p->idx || !p->w || !p->off || !p->tok || !p->tok_w)
+	if (!p->idx || !p->w || !p->off || !p->tok || !p->tok_w || !p->active)
 		return L->host->error(L->host, TF_ERR_NOMEM, "%s: no memory to route %lld tokens",
 				      L->prefix, (long long)n);
 	rc = tf_router_route(r, x, n, p->idx, p->w);
@@ -189,28 +200,178 @@ static int plan_build(struct moe_plan *p, const struct moe_layer *L,
 	for (int e = E; e > 0; e--)
 		p->off[e] = p->off[e - 1];
 	p->off[0] = 0;
+
+	for (int e = 0; e < E; e++) {
+		int32_t rows = p->off[e + 1] - p->off[e];
+		if (!rows || !L->experts[e].inter)
+			continue;       /* idle, or another rank's */
+		p->active[p->n_active++] = e;
+		if (rows > p->rows_max)
+			p->rows_max = rows;
+	}
 	return TF_OK;
 }
 
-/* y[t] += w * expert_e(x[t]) for the rows routed to e, run as one batch
- * through the buffers xg, o [rows, hidden] and the MLP scratch. */
-static int expert_apply(const struct moe_layer *L, int e, const struct moe_plan *p,
-			const float *x, float *y, float *xg, float *o, float *scratch)
+/* o[rows, hidden] = expert e over its rows of x, gathered into xg. */
+static int expert_run(const struct moe_layer *L, int e, const struct moe_plan *p,
+		      const float *x, float *xg, float *o, float *scratch)
 {
 	int32_t first = p->off[e], rows = p->off[e + 1] - first;
 	int64_t H = L->hidden;
-	int rc;
 
 	for (int32_t j = 0; j < rows; j++)
 		memcpy(xg + j * H, x + p->tok[first + j] * H, (size_t)H * sizeof(float));
-	rc = tf_mlp_forward(&L->experts[e], L->host, xg, rows, o, scratch);
-	for (int32_t j = 0; !rc && j < rows; j++) {
+	return tf_mlp_forward(&L->experts[e], L->host, xg, rows, o, scratch);
+}
+
+/* y[t] += w * o[j] over expert e's rows j. */
+static void expert_scatter(const struct moe_layer *L, int e, const struct moe_plan *p,
+			   const float *o, float *y)
+{
+	int32_t first = p->off[e], rows = p->off[e + 1] - first;
+	int64_t H = L->hidden;
+
+	for (int32_t j = 0; j < rows; j++) {
 		float *yt = y + p->tok[first + j] * H;
 		const float *ot = o + j * H;
 		float wt = p->tok_w[first + j];
 		for (int64_t c = 0; c < H; c++)
 			yt[c] += wt * ot[c];
 	}
+}
+
+/* Per-worker gather and MLP scratch buffers, for rows_max rows each. */
+struct expert_bufs {
+	float *xg, *scratch;
+	int64_t xg_stride, scratch_stride;      /* floats per worker */
+};
+
+static int bufs_alloc(struct expert_bufs *b, const struct moe_layer *L,
+		      const struct moe_plan *p, int workers)
+{
+	const tf_host *h = L->host;
+	const tf_mlp *m = &L->experts[p->active[0]];
+
+	b->xg_stride = p->rows_max * L->hidden;
+	b->scratch_stride = tf_mlp_scratch(m, p->rows_max);
+	b->xg = h->backend->alloc(h->backend_ctx, (size_t)(workers * b->xg_stride) * sizeof(float));
+	b->scratch = h->backend->alloc(h->backend_ctx,
+				       (size_t)(workers * b->scratch_stride) * sizeof(float));
+	if (!b->xg || !b->scratch)
+		return h->error(h, TF_ERR_NOMEM, "%s: no memory for %d experts' rows",
+				L->prefix, p->n_active);
+	return TF_OK;
+}
+
+static void bufs_free(struct expert_bufs *b, const struct moe_layer *L)
+{
+	const tf_host *h = L->host;
+
+	if (b->xg)
+		h->backend->free(h->backend_ctx, b->xg);
+	if (b->scratch)
+		h->backend->free(h->backend_ctx, b->scratch);
+}
+
+/* The reference path: experts one after another, in ascending index. */
+static int experts_serial(const struct moe_layer *L, const struct moe_plan *p,
+			  const float *x, float *y)
+{
+	const tf_host *h = L->host;
+	struct expert_bufs b = { 0 };
+	float *o = h->backend->alloc(h->backend_ctx,
+				     (size_t)(p->rows_max * L->hidden) * sizeof(float));
+	int rc = o ? bufs_alloc(&b, L, p, 1)
+		   : h->error(h, TF_ERR_NOMEM, "%s: no memory for expert output", L->prefix);
+
+	for (int32_t i = 0; !rc && i < p->n_active; i++) {
+		rc = expert_run(L, p->active[i], p, x, b.xg, o, b.scratch);
+		if (!rc)
+			expert_scatter(L, p->active[i], p, o, y);
+	}
+	bufs_free(&b, L);
+	if (o)
+		h->backend->free(h->backend_ctx, o);
+	return rc;
+}
+
+struct experts_job {
+	const struct moe_layer *L;
+	const struct moe_plan *p;
+	const float *x;
+	float *o;                       /* [n * top_k, hidden], rows as in the plan */
+	struct expert_bufs *b;
+	int *status;                    /* [n_active] */
+};
+
+static void experts_range(void *arg, int64_t begin, int64_t end, int worker)
+{
+	const struct experts_job *j = arg;
+	int64_t H = j->L->hidden;
+
+	for (int64_t i = begin; i < end; i++) {
+		int e = j->p->active[i];
+		j->status[i] = expert_run(j->L, e, j->p, j->x,
+					  j->b->xg + worker * j->b->xg_stride,
+					  j->o + j->p->off[e] * H,
+					  j->b->scratch + worker * j->b->scratch_stride);
+	}
+}
+
+/*
+ * Experts side by side, then scattered in ascending index: each token sums
+ * the same values in the same order as experts_serial, so the two paths
+ * agree to the bit.  Relies on linears of different experts running
+ * concurrently, and their own parallel_for running inline on the worker.
+ */
+static int experts_parallel(const struct moe_layer *L, const struct moe_plan *p,
+			    const float *x, float *y, int workers)
+{
+	const tf_host *h = L->host;
+	int64_t rows = p->off[L->router.n_experts];
+	struct expert_bufs b = { 0 };
+	struct experts_job job = {
+		.L = L, .p = p, .x = x, .b = &b,
+		.o = h->backend->alloc(h->backend_ctx, (size_t)(rows * L->hidden) * sizeof(float)),
+		.status = calloc((size_t)p->n_active, sizeof(int)),
+	};
+	int rc = job.o && job.status ? bufs_alloc(&b, L, p, workers)
+		 : h->error(h, TF_ERR_NOMEM, "%s: no memory for %lld expert rows",
+			    L->prefix, (long long)rows);
+
+	if (!rc)
+		h->backend->parallel_for(h->backend_ctx, p->n_active, 1, experts_range, &job);
+	for (int32_t i = 0; !rc && i < p->n_active; i++)
+		rc = job.status[i];
+	for (int32_t i = 0; !rc && i < p->n_active; i++) {
+		int e = p->active[i];
+		expert_scatter(L, e, p, job.o + p->off[e] * L->hidden, y);
+	}
+	bufs_free(&b, L);
+	if (job.o)
+		h->backend->free(h->backend_ctx, job.o);
+	free(job.status);
+	return rc;
+}
+
+/* y = shared(x), or zeros where this rank has no shared expert. */
+static int shared_run(const struct moe_layer *L, const float *x, int64_t n, float *y)
+{
+	const tf_host *h = L->host;
+	float *scratch;
+	int rc;
+
+	if (!L->shared.inter) {
+		memset(y, 0, (size_t)(n * L->hidden) * sizeof(float));
+		return TF_OK;
+	}
+	scratch = h->backend->alloc(h->backend_ctx,
+				    (size_t)tf_mlp_scratch(&L->shared, n) * sizeof(float));
+	if (!scratch)
+		return h->error(h, TF_ERR_NOMEM, "%s.shared_experts: no memory for %lld tokens",
+				L->prefix, (long long)n);
+	rc = tf_mlp_forward(&L->shared, h, x, n, y, scratch);
+	h->backend->free(h->backend_ctx, scratch);
 	return rc;
 }
 
@@ -218,10 +379,7 @@ int tf_moe_layer_forward(void *inst, const float *x, int64_t n, float *y)
 {
 	struct moe_layer *L = inst;
 	const tf_host *h = L->host;
-	const tf_backend *be = h->backend;
-	int64_t H = L->hidden;
 	struct moe_plan plan = { 0 };
-	float *xg = NULL, *o = NULL, *scratch = NULL;
 	int rc;
 
 	rc = tf_ffn_check_io(h, L->prefix, x, n, y);
@@ -231,36 +389,19 @@ int tf_moe_layer_forward(void *inst, const float *x, int64_t n, float *y)
 		return h->error(h, TF_ERR_RANGE, "%s: %lld tokens in one forward",
 				L->prefix, (long long)n);
 	rc = plan_build(&plan, L, x, n);
-	if (rc)
+	if (!rc)
+		rc = shared_run(L, x, n, y);
+	if (rc || !plan.n_active)
 		goto out;
 
-	/* An MLP runs over at most n rows. */
-	xg = be->alloc(h->backend_ctx, (size_t)(n * H) * sizeof(float));
-	o = be->alloc(h->backend_ctx, (size_t)(n * H) * sizeof(float));
-	if (L->scratch_per_row)
-		scratch = be->alloc(h->backend_ctx,
-				    (size_t)(n * L->scratch_per_row) * sizeof(float));
-	if (!xg || !o || (L->scratch_per_row && !scratch)) {
-		rc = h->error(h, TF_ERR_NOMEM, "%s: no memory for %lld tokens",
-			      L->prefix, (long long)n);
-		goto out;
-	}
-
-	if (L->shared.inter)
-		rc = tf_mlp_forward(&L->shared, h, x, n, y, scratch);
+	int workers = h->backend->n_threads(h->backend_ctx);
+	size_t kept = (size_t)(n * L->router.top_k * L->hidden) * sizeof(float);
+	if (workers > 1 && plan.n_active >= MOE_EXPERTS_PER_WORKER * workers &&
+	    kept <= MOE_PARALLEL_MAX_BYTES)
+		rc = experts_parallel(L, &plan, x, y, workers);
 	else
-		memset(y, 0, (size_t)(n * H) * sizeof(float));
-
-	for (int e = 0; !rc && e < L->router.n_experts; e++)
-		if (L->experts[e].inter && plan.off[e + 1] > plan.off[e])
-			rc = expert_apply(L, e, &plan, x, y, xg, o, scratch);
+		rc = experts_serial(L, &plan, x, y);
 out:
-	if (xg)
-		be->free(h->backend_ctx, xg);
-	if (o)
-		be->free(h->backend_ctx, o);
-	if (scratch)
-		be->free(h->backend_ctx, scratch);
 	plan_free(&plan);
 	return rc;
 }
