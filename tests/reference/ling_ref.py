@@ -49,7 +49,7 @@ def l2_norm(x, eps=1e-6):
 def causal_conv(x, w):
     """Depthwise causal conv: y_t[c] = sum_j w[c, 0, j] x_{t-W+1+j}[c] (zeros before 0)."""
     T, W = x.shape[0], w.shape[-1]
-    xp = np.concatenate([np.zeros((W - 1, x.shape[1])), x], axis=0)
+    xp = np.concatenate([np.zeros((W - 1, x.shape[1]), dtype=x.dtype), x], axis=0)
     return sum(w[:, 0, j] * xp[j:j + T] for j in range(W))
 
 
@@ -60,7 +60,7 @@ def kda_recurrent(q, k, v, g, beta):
     beta: [T, nH].  Returns o [T, nH, V] and the final state [nH, K, V].
     """
     T, nH, K = k.shape
-    S = np.zeros((nH, K, v.shape[-1]))
+    S = np.zeros((nH, K, v.shape[-1]), dtype=v.dtype)
     o = np.empty_like(v)
     for t in range(T):
         S = S * np.exp(g[t])[:, :, None]
@@ -104,7 +104,8 @@ def rope_interleaved(x, pos, theta):
     inv = theta ** (-np.arange(0, d, 2) / d)
     ang = pos[:, None] * inv[None, :]                                   # [T, d/2]
     shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (d // 2,)
-    cos, sin = np.cos(ang).reshape(shape), np.sin(ang).reshape(shape)
+    cos = np.cos(ang).reshape(shape).astype(x.dtype)
+    sin = np.sin(ang).reshape(shape).astype(x.dtype)
     x0, x1 = x[..., 0::2], x[..., 1::2]
     out = np.empty_like(x)
     out[..., 0::2] = x0 * cos - x1 * sin
@@ -115,7 +116,7 @@ def rope_interleaved(x, pos, theta):
 class Model:
     """A loaded checkpoint: config, layer schedule and float64 weights."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, dtype=np.float64):
         with open(os.path.join(folder, "config.json")) as f:
             self.cfg = json.load(f)
         c = self.cfg
@@ -132,6 +133,7 @@ class Model:
         self.eps = c["rms_norm_eps"]
         self.H = c["hidden_size"]
         self.V = c["vocab_size"]
+        self.dtype = dtype         # float32 sizes an fp32 implementation's rounding
         self._cache = {}
         self.trace = None          # a list to collect per-layer statistics in
 
@@ -150,7 +152,7 @@ class Model:
     # Weights
     def vec(self, name, *shape):
         """A float tensor as float64, its shape checked when given."""
-        v = self.ckpt.f64(name)
+        v = self.ckpt.f64(name).astype(self.dtype)
         if shape and v.shape != shape:
             raise ValueError(f"{name}: shape {v.shape}, expected {list(shape)}")
         return v
@@ -168,6 +170,7 @@ class Model:
                 w = self.vec(prefix + ".weight")
             if w.shape != (out, inp):
                 raise ValueError(f"{prefix}: shape {w.shape}, expected [{out}, {inp}]")
+            w = w.astype(self.dtype)
             self._cache[prefix] = w
         return w
 
@@ -179,6 +182,12 @@ class Model:
             self.trace.append(kv)
 
     # Attention
+    def delta_rule(self, q, k, v, g, beta):
+        return kda_recurrent(q, k, v, g, beta)
+
+    def rope(self, x, pos):
+        return rope_interleaved(x, pos, self.cfg["rope_theta"])
+
     def kda(self, x, p):
         """Spec 1.5: Ling KDA (safe gate), recurrent form."""
         c = self.cfg
@@ -197,7 +206,7 @@ class Model:
         beta = sigmoid(self.linear(x, f"{p}.b_proj", nH))
         qh = l2_norm(q.reshape(T, nH, K)) * K ** -0.5
         kh = l2_norm(k.reshape(T, nH, K))
-        o, _ = kda_recurrent(qh, kh, v.reshape(T, nH, K), g, beta)
+        o, _ = self.delta_rule(qh, kh, v.reshape(T, nH, K), g, beta)
         gate = sigmoid(self.linear(x, f"{p}.g_proj", P)).reshape(T, nH, K)
         o = rms_norm(o, self.vec(f"{p}.o_norm.weight", K), self.eps) * gate
         return self.linear(o.reshape(T, P), f"{p}.o_proj", self.H)
@@ -217,9 +226,8 @@ class Model:
         q = q.reshape(T, nH, dn + dr)
         ckv = self.linear(x, f"{p}.kv_a_proj_with_mqa", r + dr)
         lat = rms_norm(ckv[:, :r], self.vec(f"{p}.kv_a_layernorm.weight", r), self.eps)
-        theta = c["rope_theta"]
-        q_pe = rope_interleaved(q[..., dn:], pos, theta)
-        k_pe = rope_interleaved(ckv[:, r:], pos, theta)
+        q_pe = self.rope(q[..., dn:], pos)
+        k_pe = self.rope(ckv[:, r:], pos)
         return q[..., :dn], q_pe, lat, k_pe
 
     def mla(self, x, p, pos):
@@ -362,6 +370,9 @@ def main(argv=None):
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True, help="logits output, float32 LE [T, vocab]")
     ap.add_argument("--mtp-out", help="MTP draft logits output, float32 LE [T-1, vocab]")
+    ap.add_argument("--fp32", action="store_true",
+                    help="compute in float32: the rounding error an fp32 implementation "
+                         "of the same math has")
     ap.add_argument("--hidden-rms", action="store_true",
                     help="print the residual RMS after each layer and clamp hit rates")
     args = ap.parse_args(argv)
@@ -370,7 +381,7 @@ def main(argv=None):
     except ValueError:
         ap.error(f"--tokens: not a comma-separated list of ids: {args.tokens!r}")
     try:
-        m = Model(args.model)
+        m = Model(args.model, np.float32 if args.fp32 else np.float64)
         if args.hidden_rms:
             m.trace = []
         logits, hf = m.forward(tokens)

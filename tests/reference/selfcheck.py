@@ -7,7 +7,8 @@
 * EXL3: the spec's bit-stream test vectors, codebook table and statistics
   (exl3.md 4.3-4.4); bit slicing equals the kernels' word-window extraction;
   the rebuilt weight equals the factored forward (exl3.md 3).
-* With MODEL_DIR: MLA absorbed form equals the naive form on every MLA layer.
+* With MODEL_DIR: MLA absorbed form equals the naive form on every MLA layer;
+  the float32 mode does not silently widen to float64.
 Exits non-zero on the first failure.
 """
 import os
@@ -167,6 +168,14 @@ def check_mla(folder, rng):
         check(f"mla layer {i} absorbed == naive", e < 1e-12, f"(rel err {e:.1e})")
 
 
+def check_fp32(folder):
+    m = ling_ref.Model(folder, np.float32)
+    logits, hf = m.forward([1, 2, 3, 4, 5])
+    mlog, _ = m.mtp(hf[:-1], [2, 3, 4, 5])
+    check("float32 mode stays float32", logits.dtype == np.float32 and mlog.dtype == np.float32,
+          f"({logits.dtype}, {mlog.dtype})")
+
+
 def main():
     rng = np.random.default_rng(1234)
     check_kda(rng)
@@ -176,6 +185,7 @@ def main():
     check_exl3_linear(rng)
     if len(sys.argv) > 1:
         check_mla(sys.argv[1], rng)
+        check_fp32(sys.argv[1])
     if failures:
         print(f"{len(failures)} self-check(s) failed", file=sys.stderr)
         return 1
