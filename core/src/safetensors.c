@@ -224,7 +224,8 @@ static size_t st_arena_size(const tf_st_file *f, const cJSON *root)
 	const cJSON *e, *m;
 	cJSON_ArrayForEach(e, root) {
 		n += strlen(e->string) + 1;
-		if (!strcmp(e->string, "__metadata__"))
+		/* A non-object __metadata__ is refused later; skip it here. */
+		if (!strcmp(e->string, "__metadata__") && cJSON_IsObject(e))
 			cJSON_ArrayForEach(m, e)
 				n += strlen(m->string) + 1 +
 				     (cJSON_IsString(m) ? strlen(m->valuestring) + 1 : 0);

@@ -269,6 +269,8 @@ static const bad_case bad_cases[] = {
 	  TF_ERR_FORMAT, "tensor 'a' appears twice" },
 	{ "metadata not strings", "{\"__metadata__\":{\"k\":1}}", 0, 0, TF_ERR_FORMAT,
 	  "__metadata__ 'k' is not a string" },
+	{ "metadata not an object", "{\"__metadata__\":[1,2]}", 0, 0, TF_ERR_FORMAT,
+	  "\"__metadata__\" is not an object" },
 	{ "metadata twice", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, 0, TF_ERR_FORMAT,
 	  "appears twice" },
 };
