@@ -27,6 +27,7 @@ static inline void tf_vf_store(float *p, tf_vf a) { _mm256_storeu_ps(p, a); }
 static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return _mm256_add_ps(a, b); }
 static inline tf_vf tf_vf_sub(tf_vf a, tf_vf b) { return _mm256_sub_ps(a, b); }
 static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return _mm256_mul_ps(a, b); }
+static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return _mm256_min_ps(a, b); }
 /* a * b + c */
 static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p)
@@ -86,6 +87,7 @@ static inline void tf_vf_store(float *p, tf_vf a) { vst1q_f32(p, a); }
 static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return vaddq_f32(a, b); }
 static inline tf_vf tf_vf_sub(tf_vf a, tf_vf b) { return vsubq_f32(a, b); }
 static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return vmulq_f32(a, b); }
+static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return vminq_f32(a, b); }
 static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return vfmaq_f32(c, a, b); }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p)
 {
@@ -130,6 +132,7 @@ static inline void tf_vf_store(float *p, tf_vf a) { *p = a; }
 static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return a + b; }
 static inline tf_vf tf_vf_sub(tf_vf a, tf_vf b) { return a - b; }
 static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return a * b; }
+static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return b < a ? b : a; }
 static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return a * b + c; }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p) { return tf_f16_to_f32(*p); }
 static inline tf_vf tf_vf_load_bf16(const uint16_t *p) { return tf_bf16_to_f32(*p); }
