@@ -136,7 +136,7 @@ static void mp_state(const tf_model_config *c, const tf_memplan_opts *o, tf_memp
 
 static void mp_weights(const tf_model_config *c, const tf_weights *w, tf_memplan *p)
 {
-	size_t n = tf_weights_count(w);
+	size_t n = w ? tf_weights_count(w) : 0;
 	for (size_t i = 0; i < n; i++) {
 		const tf_tensor *t = tf_weights_at(w, i);
 		tf_wclass k = tf_wclass_of(c, t->name);
@@ -191,39 +191,55 @@ int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t 
 	return tf_memplan_compute_opts(cfg, w, &o, out);
 }
 
-static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+/* "35.7 MiB": sizes from a tiny test model to a 560B one read alike. */
+static const char *mp_human(uint64_t b, char buf[16])
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)b;
+	int u = 0;
+	while (v >= 1024 && u < 6)
+		v /= 1024, u++;
+	snprintf(buf, 16, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+static void mp_line(FILE *f, const char *what, uint64_t bytes, const char *note)
+{
+	char h[16];
+	fprintf(f, "  %-16s %20llu %10s%s%s\n", what, (unsigned long long)bytes,
+		mp_human(bytes, h), *note ? "  " : "", note);
+}
 
 void tf_memplan_print(const tf_memplan *p, FILE *f)
 {
+	char note[64];
+	int tp = p->opts.tp_size;
 	fprintf(f, "memory plan: context %lld tokens, %d rank%s, prefill chunk %lld\n",
-		(long long)p->opts.context, p->opts.tp_size, p->opts.tp_size > 1 ? "s" : "",
-		(long long)p->opts.chunk);
-	fprintf(f, "  %-16s %16s %10s %10s\n", "weights", "bytes", "GiB", "rank GiB");
+		(long long)p->opts.context, tp, tp > 1 ? "s" : "", (long long)p->opts.chunk);
+	fprintf(f, "  %-16s %20s%s\n", "weights", "bytes", tp > 1 ? "             per rank" : "");
 	for (int k = 0; k < TF_WCLASS_COUNT; k++) {
 		uint64_t b = p->weights[k];
 		if (!b)
 			continue;
-		fprintf(f, "  %-16s %16llu %10.3f %10.3f\n", wclass_names[k],
-			(unsigned long long)b, gib(b),
-			gib(wclass_split[k] ? mp_split(b, p->opts.tp_size) : b));
+		note[0] = 0;
+		if (tp > 1)
+			mp_human(wclass_split[k] ? mp_split(b, tp) : b, note);
+		mp_line(f, wclass_names[k], b, note);
 	}
-	fprintf(f, "  %-16s %16llu %10.3f %10.3f\n", "total", (unsigned long long)p->weights_total,
-		gib(p->weights_total), gib(p->rank_weights));
+	note[0] = 0;
+	if (tp > 1)
+		mp_human(p->rank_weights, note);
+	mp_line(f, "total", p->weights_total, note);
 	fprintf(f, "  per sequence on one rank:\n");
-	fprintf(f, "  %-16s %16llu %10.3f   %d layers, %d-byte elements\n", "MLA cache",
-		(unsigned long long)p->mla_cache, gib(p->mla_cache), p->n_mla,
-		p->opts.cache_elem);
-	fprintf(f, "  %-16s %16llu %10.3f   %d layers\n", "KDA state",
-		(unsigned long long)p->kda_state, gib(p->kda_state), p->n_kda);
-	fprintf(f, "  %-16s %16llu %10.3f\n", "KDA conv", (unsigned long long)p->kda_conv,
-		gib(p->kda_conv));
-	fprintf(f, "  %-16s %16llu %10.3f   estimate\n", "scratch",
-		(unsigned long long)p->scratch, gib(p->scratch));
-	fprintf(f, "  %-16s %16llu %10.3f\n", "rank total", (unsigned long long)p->rank_total,
-		gib(p->rank_total));
-	fprintf(f, "  active weights per decoded token: %llu bytes (%.3f GiB), %llu on one rank\n",
-		(unsigned long long)p->active, gib(p->active),
-		(unsigned long long)p->rank_active);
+	snprintf(note, sizeof(note), "%d layers, %d-byte elements", p->n_mla, p->opts.cache_elem);
+	mp_line(f, "MLA cache", p->mla_cache, note);
+	snprintf(note, sizeof(note), "%d layers", p->n_kda);
+	mp_line(f, "KDA state", p->kda_state, note);
+	mp_line(f, "KDA conv", p->kda_conv, "");
+	mp_line(f, "scratch", p->scratch, "estimate");
+	mp_line(f, "rank total", p->rank_total, "");
+	mp_human(p->rank_active, note);
+	mp_line(f, "active/token", p->active, tp > 1 ? note : "weights read per decoded token");
 }
 
 /* MemAvailable from /proc/meminfo, in bytes; false when unreadable. */
@@ -253,10 +269,11 @@ int tf_memplan_check(const tf_memplan *p, uint64_t limit)
 	if (p->rank_total <= limit)
 		return TF_OK;
 	uint64_t state = mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv));
+	char h[5][16];
 	return tf_diag_set(TF_ERR_RANGE,
-			   "memory plan needs %llu bytes (%.2f GiB: weights %.2f, state %.2f, scratch %.2f) for %lld tokens, but %s allows %llu bytes (%.2f GiB)",
-			   (unsigned long long)p->rank_total, gib(p->rank_total),
-			   gib(p->rank_weights),
-			   gib(state), gib(p->scratch),
-			   (long long)p->opts.context, what, (unsigned long long)limit, gib(limit));
+			   "memory plan needs %llu bytes (%s: weights %s, state %s, scratch %s) for %lld tokens, but %s allows %llu bytes (%s)",
+			   (unsigned long long)p->rank_total, mp_human(p->rank_total, h[0]),
+			   mp_human(p->rank_weights, h[1]), mp_human(state, h[2]),
+			   mp_human(p->scratch, h[3]), (long long)p->opts.context, what,
+			   (unsigned long long)limit, mp_human(limit, h[4]));
 }

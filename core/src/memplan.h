@@ -93,7 +93,7 @@ typedef struct tf_memplan {
 	uint64_t rank_active;           /* the same on one rank */
 } tf_memplan;
 
-/* Float32 cache and TF_MEMPLAN_CHUNK rows. */
+/* Float32 cache and TF_MEMPLAN_CHUNK rows.  w may be NULL: state only. */
 int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t context,
 		       int tp_size, tf_memplan *out);
 int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,

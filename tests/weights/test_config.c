@@ -8,34 +8,27 @@
 
 #include "config.h"
 #include "diag.h"
+#include "textfile.h"
 #include "tmpdir.h"
 
-/* Ling-3.0-flash, spec/ling-arch.md §1.2 (with some vestigial keys). */
-static const char flash_json[] =
-	"{\"architectures\": [\"BailingMoeV3ForCausalLM\"], \"model_type\": \"bailing_hybrid\","
-	" \"vocab_size\": 157184, \"hidden_size\": 2560, \"intermediate_size\": 6144,"
-	" \"num_hidden_layers\": 42, \"num_attention_heads\": 32, \"num_key_value_heads\": 32,"
-	" \"head_dim\": 128, \"layer_group_size\": 6, \"first_k_dense_replace\": 2,"
-	" \"num_experts\": 512, \"num_experts_per_tok\": 8, \"num_shared_experts\": 1,"
-	" \"moe_intermediate_size\": 768, \"moe_shared_expert_intermediate_size\": 768,"
-	" \"n_group\": 8, \"topk_group\": 4, \"routed_scaling_factor\": 2.5,"
-	" \"norm_topk_prob\": true, \"score_function\": \"sigmoid\","
-	" \"moe_router_enable_expert_bias\": true, \"router_dtype\": \"fp32\","
-	" \"q_lora_rank\": null, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128,"
-	" \"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"qk_head_dim\": 192,"
-	" \"rope_theta\": 6000000.0, \"rope_interleave\": true, \"rope_scaling\": null,"
-	" \"partial_rotary_factor\": 0.5, \"rotary_dim\": 64,"
-	" \"max_position_embeddings\": 262144,"
-	" \"gated_attention_proj_granularity_type\": \"head_wise\","
-	" \"short_conv_kernel_size\": 4, \"no_kda_lora\": true, \"kda_safe_gate\": true,"
-	" \"kda_lower_bound\": -5.0, \"rms_norm_eps\": 1e-06, \"use_qkv_bias\": false,"
-	" \"use_bias\": false, \"tie_word_embeddings\": false,"
-	" \"num_nextn_predict_layers\": 1, \"mtp_loss_scaling_factor\": 0,"
-	" \"expert_swiglu_limit_list\": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
-	"   0,0,0,0,0,0,0,0,0,0,0,0,0,0,4,5,7],"
-	" \"share_expert_swiglu_limit_list\": null,"
-	" \"use_qk_norm\": false, \"mtp_use_kda\": false,"
-	" \"eos_token_id\": 156895, \"pad_token_id\": 156892}";
+/* Ling-3.0-flash, spec/ling-arch.md §1.2, with some vestigial keys. */
+#define FLASH_JSON TF_SOURCE_DIR "/tests/weights/ling-3.0-flash.json"
+
+static char *flash_json;
+static size_t flash_len;
+
+static void load_flash(void)
+{
+	cr_assert_eq(tf_text_read(FLASH_JSON, 1 << 20, &flash_json, &flash_len), TF_OK, "%s",
+		     tf_diag_msg());
+}
+
+static void free_flash(void)
+{
+	free(flash_json);
+}
+
+TestSuite(config, .init = load_flash, .fini = free_flash);
 
 static int parse_text(const char *json, tf_model_config *cfg)
 {
@@ -308,7 +301,7 @@ Test(config, syntax_errors_and_files)
 	snprintf(path, sizeof(path), "%s", tmpdir_path(dir, "config.json"));
 	cr_expect_eq(tf_config_load(path, &c), TF_ERR_NOT_FOUND);
 	cr_expect(strstr(tf_diag_msg(), "config.json"), "%s", tf_diag_msg());
-	tmpdir_write(path, flash_json, strlen(flash_json));
+	tmpdir_write(path, flash_json, flash_len);
 	cr_assert_eq(tf_config_load(path, &c), TF_OK, "%s", tf_diag_msg());
 	cr_expect_eq(c.n_layers_total, 43);
 	tf_config_free(&c);

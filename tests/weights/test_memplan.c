@@ -195,7 +195,7 @@ Test(memplan, exact_bytes)
 	tf_memplan_print(&p, mem);
 	fclose(mem);
 	cr_expect(strstr(text, "routed experts"), "%s", text);
-	cr_expect(strstr(text, "active weights per decoded token"), "%s", text);
+	cr_expect(strstr(text, "active/token"), "%s", text);
 	free(text);
 	fixture_close(&fx);
 }
@@ -230,4 +230,26 @@ Test(memplan, over_budget_is_refused)
 	bad = (tf_memplan_opts){ .context = 1, .tp_size = 0, .chunk = 1, .cache_elem = 4 };
 	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
 	fixture_close(&fx);
+}
+
+/* spec/ling-arch.md §1.13 figures from the Ling-3.0-flash config, state
+ * only (no weights): 35 KDA layers of 32 x 128 x 128 float32 = 73 MB; the
+ * latent cache 576 elements per token on 7 MLA layers + the MTP layer. */
+Test(memplan, ling_flash_state_matches_the_spec)
+{
+	tf_model_config c;
+	tf_memplan p;
+	cr_assert_eq(tf_config_load(TF_SOURCE_DIR "/tests/weights/ling-3.0-flash.json", &c),
+		     TF_OK, "%s", tf_diag_msg());
+	tf_memplan_opts o = { .context = 262144, .tp_size = 1, .chunk = 1, .cache_elem = 2 };
+	cr_assert_eq(tf_memplan_compute_opts(&c, NULL, &o, &p), TF_OK, "%s", tf_diag_msg());
+	cr_expect_eq(p.n_kda, 35);
+	cr_expect_eq(p.n_mla, 8);
+	cr_expect_eq(p.kda_state, 35ull * 32 * 128 * 128 * 4);
+	cr_expect_eq(p.mla_cache, 576ull * 2 * 8 * 262144);
+	cr_expect_eq(p.mla_cache / 8 * 7 / 262144, 8064, "8064 B/token bf16 without MTP");
+	cr_expect_eq(p.kda_conv, 35ull * 3 * 3 * 4096 * 4);
+	cr_expect_eq(p.weights_total, 0);
+	cr_expect_eq(p.active, 0);
+	tf_config_free(&c);
 }
