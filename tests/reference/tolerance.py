@@ -22,9 +22,9 @@ import ling_ref  # noqa: E402
 from ling_ref import Model  # noqa: E402
 
 # max rel err (per row, vs the row's largest |logit|), top-1 agreement, mean KL.
-# float32 rounding measures ~1e-6 / 1.0 / 2e-12 on ling-tiny: the margins
+# float32 rounding measures ~1e-6 / 1.0 / 3e-12 on ling-tiny: the margins
 # leave room for other summation orders and approximate exp/sigmoid, while
-# the mildest bug below (the two clamp lists mixed up) is ~4e-2 / 0.97 / 1e-3.
+# the mildest bug below (the two clamp lists mixed up) is ~5e-2 / 0.97 / 1e-3.
 # A runtime that rounds activations to bf16 lands near the first bugs
 # (Bf16Activations, printed for information): it needs its own reference.
 TOL = {"max_rel": 1e-3, "min_top1": 0.95, "max_kl": 1e-5}
