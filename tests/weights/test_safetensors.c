@@ -104,6 +104,21 @@ Test(safetensors, round_trip_single_file)
 	cr_expect_str_eq(tf_st_find(f, "scale")->file, path);
 	tf_st_close(f);
 
+	/* What strict readers demand: an 8-byte multiple of header, then the
+	 * tensors back to back filling the rest of the file exactly. */
+	FILE *fp = fopen(path, "rb");
+	uint8_t le[8];
+	cr_assert(fp && fread(le, 1, 8, fp) == 8);
+	fseek(fp, 0, SEEK_END);
+	uint64_t hdr = 0, payload = 0, size = (uint64_t)ftell(fp);
+	fclose(fp);
+	for (int i = 7; i >= 0; i--)
+		hdr = hdr << 8 | le[i];
+	for (size_t i = 0; i < N_SPECS; i++)
+		payload += spec_bytes(&specs[i]);
+	cr_expect_eq(hdr % 8, 0);
+	cr_expect_eq(size, 8 + hdr + payload);
+
 	/* The folder form finds model.safetensors too. */
 	tf_weights *wt;
 	tf_tensor t;
