@@ -53,6 +53,8 @@
  * in the ragged tail past the last full group, else KDA; its FFN is dense
  * when i < first_k_dense_replace, else MoE.  MTP layers are MLA + MoE.
  *
+ * A key of the wrong JSON type is TF_ERR_FORMAT naming it, and so is a
+ * syntax error (naming file:line:column).
  * Values that cannot describe a model are TF_ERR_INVALID naming the key:
  * non-positive sizes, kv_lora_rank <= 0, n_group not dividing num_experts,
  * topk_group > n_group, more experts per token than the kept groups hold,
