@@ -1,0 +1,123 @@
+/* outdir.c - config.json and the copied files of a converted folder (outdir.h). */
+#include "outdir.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "diag.h"
+#include "tf/error.h"
+#include "tf/version.h"
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = '\0';
+		*len = (size_t)n;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return tf_diag_set(TF_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+	size_t w = fwrite(data, 1, len, f);
+	if (fclose(f) || w != len)
+		return tf_diag_set(TF_ERR_IO, "%s: write failed", path);
+	return TF_OK;
+}
+
+int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m)
+{
+	char path[4096];
+	size_t len;
+	int rc = TF_OK;
+
+	snprintf(path, sizeof(path), "%s/config.json", src);
+	char *text = read_file(path, &len);
+	if (!text)
+		return tf_diag_set(TF_ERR_IO, "%s: cannot read", path);
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	free(text);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return tf_diag_set(TF_ERR_FORMAT, "%s: not a JSON object", path);
+	}
+	cJSON *q = cJSON_CreateObject(), *cal = cJSON_CreateObject();
+	cJSON_AddStringToObject(q, "quant_method", "exl3");
+	cJSON_AddStringToObject(q, "version", "tensorfold-" TF_VERSION_STRING);
+	cJSON_AddNumberToObject(q, "bits", round(m->bits * 100) / 100);
+	cJSON_AddNumberToObject(q, "head_bits", m->head_bits ? m->head_bits : 16);
+	cJSON_AddNumberToObject(q, "mtp_bits", m->mtp_bits);
+	cJSON_AddStringToObject(q, "codebook", tf_exl3_cb_name(m->cb));
+	cJSON_AddStringToObject(q, "out_scales", "always");
+	/* No calibration: the identity-Hessian recipe. */
+	cJSON_AddNumberToObject(cal, "rows", 0);
+	cJSON_AddNumberToObject(cal, "cols", 0);
+	cJSON_AddItemToObject(q, "calibration", cal);
+	cJSON_DeleteItemFromObject(root, "quantization_config");
+	cJSON_AddItemToObject(root, "quantization_config", q);
+
+	char *out = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!out)
+		return tf_diag_set(TF_ERR_NOMEM, "config.json: out of memory");
+	snprintf(path, sizeof(path), "%s/config.json", dst);
+	rc = write_file(path, out, strlen(out));
+	free(out);
+	return rc;
+}
+
+static int skip_file(const char *name)
+{
+	size_t n = strlen(name);
+	return !strcmp(name, "config.json") || !strcmp(name, "model.safetensors.index.json") ||
+	       (n > 12 && !strcmp(name + n - 12, ".safetensors"));
+}
+
+int tfq_outdir_copy_files(const char *src, const char *dst)
+{
+	DIR *d = opendir(src);
+	struct dirent *e;
+	int rc = TF_OK;
+
+	if (!d)
+		return tf_diag_set(TF_ERR_IO, "%s: cannot list: %s", src, strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		char from[4096], to[4096];
+		struct stat sb;
+		size_t len;
+
+		snprintf(from, sizeof(from), "%s/%s", src, e->d_name);
+		if (skip_file(e->d_name) || stat(from, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		char *data = read_file(from, &len);
+		if (!data) {
+			rc = tf_diag_set(TF_ERR_IO, "%s: cannot read", from);
+			break;
+		}
+		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
+		rc = write_file(to, data, len);
+		free(data);
+	}
+	closedir(d);
+	return rc;
+}
