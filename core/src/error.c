@@ -39,13 +39,24 @@ int tf_diag_set(int status, const char *fmt, ...)
 
 int tf_diag_prefix(int status, const char *fmt, ...)
 {
-	char old[sizeof(diag_msg)], pre[512];
+	char pre[512];
 	va_list ap;
-	memcpy(old, diag_msg, sizeof(old));
 	va_start(ap, fmt);
 	vsnprintf(pre, sizeof(pre), fmt, ap);
 	va_end(ap);
-	snprintf(diag_msg, sizeof(diag_msg), "%s: %s", pre, old);
+
+	/* Shift the message right to make room; the tail is cut when long. */
+	size_t lp = strlen(pre), cap = sizeof(diag_msg);
+	if (lp + 2 >= cap)
+		return status;
+	size_t lm = strnlen(diag_msg, cap - 1);
+	if (lm > cap - 1 - (lp + 2))
+		lm = cap - 1 - (lp + 2);
+	memmove(diag_msg + lp + 2, diag_msg, lm);
+	memcpy(diag_msg, pre, lp);
+	diag_msg[lp] = ':';
+	diag_msg[lp + 1] = ' ';
+	diag_msg[lp + 2 + lm] = 0;
 	return status;
 }
 

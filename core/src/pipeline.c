@@ -1,0 +1,306 @@
+/* pipeline.c - see pipeline.h. */
+#include "pipeline.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "diag.h"
+#include "tf/backend.h"
+#include "tf/quant.h"
+
+struct tf_layer {
+	const tf_plugin_attention *attn;
+	void *attn_inst;
+	const tf_plugin_ffn *ffn;
+	void *ffn_inst;
+	tf_stage attn_stage, ffn_stage;
+	float *in_norm, *post_norm;     /* [hidden] */
+};
+
+struct tf_pipeline {
+	tf_runtime *rt;
+	const tf_host *h;
+	const tf_model_config *cfg;
+	const tf_backend *be;
+	void *bctx;
+
+	int n_layers;
+	struct tf_layer *layers;
+	tf_tensor embed;
+	float *final_norm;
+	tf_lin head;
+
+	int64_t hidden, vocab, chunk, context, pos;
+	int64_t last_rows;              /* rows of the last chunk run */
+	float *hbuf, *xbuf, *ybuf;      /* [chunk, hidden] each */
+	int32_t *posbuf;                /* [chunk] */
+	double stage_s[TF_STAGE_COUNT];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *tf_stage_name(tf_stage s)
+{
+	static const char *const name[TF_STAGE_COUNT] = {
+		[TF_STAGE_EMBED] = "embed", [TF_STAGE_KDA] = "kda",
+		[TF_STAGE_MLA] = "mla", [TF_STAGE_DENSE] = "dense",
+		[TF_STAGE_MOE] = "moe", [TF_STAGE_NORM] = "norm+residual",
+		[TF_STAGE_HEAD] = "lm_head",
+	};
+	return (unsigned)s < TF_STAGE_COUNT ? name[s] : "?";
+}
+
+/* A norm weight [hidden] as float32, whatever its stored type. */
+static int load_norm(tf_pipeline *p, const char *name, float **out)
+{
+	tf_tensor t;
+	if (p->h->weight_get(p->h, name, &t) != TF_OK)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "checkpoint has no tensor %s", name);
+	if (t.ndim != 1 || t.shape[0] != p->hidden)
+		return tf_diag_set(TF_ERR_FORMAT, "%s: shape must be [%" PRId64 "]",
+				   name, p->hidden);
+	*out = p->be->alloc(p->bctx, (size_t)p->hidden * sizeof(float));
+	if (!*out)
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
+	int rc = p->be->convert(p->bctx, *out, TF_DTYPE_F32, t.data, t.dtype, p->hidden);
+	if (rc != TF_OK)
+		return tf_diag_set(rc, "%s: cannot convert %s to F32", name,
+				   tf_dtype_name(t.dtype));
+	return TF_OK;
+}
+
+static int init_layer(tf_pipeline *p, int i)
+{
+	struct tf_layer *l = &p->layers[i];
+	char name[256];
+	int rc;
+
+	l->attn = tf_runtime_attention(p->rt, i);
+	l->ffn = tf_runtime_ffn(p->rt, i);
+	if (!l->attn || !l->ffn)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "layer %d: no %s plugin chosen", i,
+				   l->attn ? "ffn" : "attention");
+	l->attn_stage = p->cfg->layer_attn[i] == TF_ATTN_KDA ? TF_STAGE_KDA : TF_STAGE_MLA;
+	l->ffn_stage = p->cfg->layer_ffn[i] == TF_FFN_DENSE ? TF_STAGE_DENSE : TF_STAGE_MOE;
+
+	snprintf(name, sizeof(name), "model.layers.%d.input_layernorm.weight", i);
+	if ((rc = load_norm(p, name, &l->in_norm)) != TF_OK)
+		return rc;
+	snprintf(name, sizeof(name), "model.layers.%d.post_attention_layernorm.weight", i);
+	if ((rc = load_norm(p, name, &l->post_norm)) != TF_OK)
+		return rc;
+
+	snprintf(name, sizeof(name), "model.layers.%d.attention", i);
+	rc = l->attn->layer_init(p->h, i, name, p->context, &l->attn_inst);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
+	snprintf(name, sizeof(name), "model.layers.%d.mlp", i);
+	rc = l->ffn->layer_init(p->h, i, name, &l->ffn_inst);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "layer %d (%s)", i, l->ffn->hdr.name);
+	return TF_OK;
+}
+
+int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
+{
+	tf_pipeline *p = calloc(1, sizeof(*p));
+	int rc = TF_ERR_NOMEM;
+	if (!p)
+		return tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory");
+	p->rt = rt;
+	p->h = tf_runtime_host(rt);
+	p->cfg = tf_runtime_model(rt);
+	p->be = p->h->backend;
+	p->bctx = p->h->backend_ctx;
+	p->n_layers = p->cfg->num_hidden_layers;
+	p->hidden = p->cfg->hidden_size;
+	p->vocab = p->cfg->vocab_size;
+	p->context = tf_runtime_context(rt);
+	p->chunk = tf_runtime_prefill_chunk(rt);
+
+	if (p->h->weight_get(p->h, "model.word_embeddings.weight", &p->embed) != TF_OK) {
+		rc = tf_diag_set(TF_ERR_NOT_FOUND,
+				 "checkpoint has no tensor model.word_embeddings.weight");
+		goto fail;
+	}
+	if (p->embed.ndim != 2 || p->embed.shape[0] < p->vocab ||
+	    p->embed.shape[1] != p->hidden) {
+		rc = tf_diag_set(TF_ERR_FORMAT,
+				 "model.word_embeddings.weight: shape must be [%" PRId64
+				 ", %" PRId64 "] (vocab_size, hidden_size)", p->vocab, p->hidden);
+		goto fail;
+	}
+
+	size_t rowbytes = (size_t)p->chunk * (size_t)p->hidden * sizeof(float);
+	p->hbuf = p->be->alloc(p->bctx, rowbytes);
+	p->xbuf = p->be->alloc(p->bctx, rowbytes);
+	p->ybuf = p->be->alloc(p->bctx, rowbytes);
+	p->posbuf = malloc((size_t)p->chunk * sizeof(int32_t));
+	p->layers = calloc((size_t)p->n_layers, sizeof(*p->layers));
+	if (!p->hbuf || !p->xbuf || !p->ybuf || !p->posbuf || !p->layers) {
+		rc = tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for %" PRId64
+				 "-token activation buffers", p->chunk);
+		goto fail;
+	}
+
+	for (int i = 0; i < p->n_layers; i++)
+		if ((rc = init_layer(p, i)) != TF_OK)
+			goto fail;
+	if ((rc = load_norm(p, "model.norm.weight", &p->final_norm)) != TF_OK)
+		goto fail;
+	rc = p->h->lin_open(p->h, "lm_head", p->hidden, p->vocab, &p->head);
+	if (rc != TF_OK) {
+		rc = tf_diag_prefix(rc, "lm_head");
+		goto fail;
+	}
+	*out = p;
+	return TF_OK;
+fail:
+	tf_pipeline_free(p);
+	return rc;
+}
+
+void tf_pipeline_free(tf_pipeline *p)
+{
+	if (!p)
+		return;
+	p->be->quiesce(p->bctx);
+	for (int i = 0; p->layers && i < p->n_layers; i++) {
+		struct tf_layer *l = &p->layers[i];
+		if (l->attn_inst)
+			l->attn->layer_fini(l->attn_inst);
+		if (l->ffn_inst)
+			l->ffn->layer_fini(l->ffn_inst);
+		p->be->free(p->bctx, l->in_norm);
+		p->be->free(p->bctx, l->post_norm);
+	}
+	if (p->head.impl)
+		p->h->lin_close(p->h, &p->head);
+	p->be->free(p->bctx, p->final_norm);
+	p->be->free(p->bctx, p->hbuf);
+	p->be->free(p->bctx, p->xbuf);
+	p->be->free(p->bctx, p->ybuf);
+	free(p->posbuf);
+	free(p->layers);
+	free(p);
+}
+
+/* One chunk of n <= p->chunk tokens through the whole stack. */
+static int forward_chunk(tf_pipeline *p, const int32_t *tokens, int64_t n,
+			 float *logits, int all_logits)
+{
+	const tf_backend *be = p->be;
+	int64_t hd = p->hidden;
+	double t = now_s(), t2;
+	int rc;
+
+	for (int64_t i = 0; i < n; i++) {
+		if (tokens[i] < 0 || tokens[i] >= p->vocab)
+			return tf_diag_set(TF_ERR_INVALID, "token id %d at position %" PRId64
+					   " is outside the vocabulary [0, %" PRId64 ")",
+					   tokens[i], p->pos + i, p->vocab);
+		p->posbuf[i] = (int32_t)(p->pos + i);
+	}
+	be->embed(p->bctx, p->hbuf, p->embed.data, p->embed.dtype, hd, tokens, n);
+	t2 = now_s();
+	p->stage_s[TF_STAGE_EMBED] += t2 - t;
+	t = t2;
+
+	for (int i = 0; i < p->n_layers; i++) {
+		struct tf_layer *l = &p->layers[i];
+		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, p->cfg->rms_norm_eps);
+		t2 = now_s();
+		p->stage_s[TF_STAGE_NORM] += t2 - t;
+		t = t2;
+		rc = l->attn->forward(l->attn_inst, p->xbuf, n, p->posbuf, p->ybuf);
+		if (rc != TF_OK)
+			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
+		t2 = now_s();
+		p->stage_s[l->attn_stage] += t2 - t;
+		t = t2;
+		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
+		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, p->cfg->rms_norm_eps);
+		t2 = now_s();
+		p->stage_s[TF_STAGE_NORM] += t2 - t;
+		t = t2;
+		rc = l->ffn->forward(l->ffn_inst, p->xbuf, n, p->ybuf);
+		if (rc != TF_OK)
+			return tf_diag_prefix(rc, "layer %d (%s)", i, l->ffn->hdr.name);
+		t2 = now_s();
+		p->stage_s[l->ffn_stage] += t2 - t;
+		t = t2;
+		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
+	}
+	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
+	t2 = now_s();
+	p->stage_s[TF_STAGE_NORM] += t2 - t;
+	t = t2;
+	p->pos += n;
+	p->last_rows = n;
+
+	if (logits) {
+		const float *x = all_logits ? p->xbuf : p->xbuf + (n - 1) * hd;
+		rc = tf_lin_forward(&p->head, x, all_logits ? n : 1, logits);
+		if (rc != TF_OK)
+			return tf_diag_prefix(rc, "lm_head");
+		p->stage_s[TF_STAGE_HEAD] += now_s() - t;
+	}
+	return TF_OK;
+}
+
+int tf_pipeline_forward(tf_pipeline *p, const int32_t *tokens, int64_t n,
+			float *logits, int all_logits)
+{
+	if (n <= 0)
+		return tf_diag_set(TF_ERR_INVALID, "pipeline: no tokens to run");
+	if (p->pos + n > p->context)
+		return tf_diag_set(TF_ERR_RANGE,
+				   "%" PRId64 " tokens after %" PRId64 " exceed the context of %"
+				   PRId64 " tokens ([runtime] context)", n, p->pos, p->context);
+	for (int64_t done = 0; done < n;) {
+		int64_t m = n - done < p->chunk ? n - done : p->chunk;
+		int last = done + m == n;
+		float *out = NULL;
+		if (logits && all_logits)
+			out = logits + done * p->vocab;
+		else if (logits && last)
+			out = logits;
+		int rc = forward_chunk(p, tokens + done, m, out, all_logits);
+		if (rc != TF_OK)
+			return rc;
+		done += m;
+	}
+	return TF_OK;
+}
+
+void tf_pipeline_reset(tf_pipeline *p)
+{
+	for (int i = 0; i < p->n_layers; i++)
+		p->layers[i].attn->reset(p->layers[i].attn_inst);
+	p->pos = 0;
+	p->last_rows = 0;
+	memset(p->stage_s, 0, sizeof(p->stage_s));
+}
+
+int64_t tf_pipeline_pos(const tf_pipeline *p) { return p->pos; }
+int64_t tf_pipeline_context(const tf_pipeline *p) { return p->context; }
+int tf_pipeline_vocab(const tf_pipeline *p) { return (int)p->vocab; }
+
+const float *tf_pipeline_hidden(const tf_pipeline *p)
+{
+	/* xbuf holds the final-normed rows of the last chunk run. */
+	return p->last_rows ? p->xbuf + (p->last_rows - 1) * p->hidden : NULL;
+}
+
+double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s)
+{
+	return (unsigned)s < TF_STAGE_COUNT ? p->stage_s[s] : 0.0;
+}
