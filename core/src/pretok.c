@@ -75,7 +75,8 @@ static bool has_class_intersection(const char *re)
 static int compile_re(const char *pattern, bool literal, const char *where,
 		      pcre2_code **out)
 {
-	uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+	/* PCRE2_LITERAL refuses UCP, which only changes classes anyway. */
+	uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
 	PCRE2_UCHAR msg[256];
 	PCRE2_SIZE at;
 	int err;

@@ -1,0 +1,77 @@
+/*
+ * sampler.h - picking the next token from logits.
+ *
+ * Order: repetition and presence penalties on the logits; then greedy
+ * (temperature <= 0) or temperature, top-k, softmax, top-p, min-p and a draw.
+ *
+ * The draw's random number is a pure function of (seed, sequence, position):
+ * a counter-based hash, never a shared stream.  So a token does not depend on
+ * how many other sequences were batched with it, nor on how many tokens a
+ * drafter proposed and the verifier threw away: drafted == serial, sampled.
+ */
+#ifndef TF_SAMPLER_H
+#define TF_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tf_sampler_params {
+	float temperature;      /* <= 0: greedy (argmax) */
+	int top_k;              /* 0: off */
+	float top_p;            /* >= 1: off */
+	float min_p;            /* <= 0: off; else keep p >= min_p * p_max */
+	float repeat_penalty;   /* 1: off; > 1 discourages recent tokens */
+	float presence_penalty; /* 0: off; subtracted once per recent token */
+	int repeat_last_n;      /* the penalties' window; -1: all history */
+	uint64_t seed;
+} tf_sampler_params;
+
+/* One candidate of the final distribution. */
+typedef struct tf_sampler_cand {
+	int32_t id;
+	float p;
+} tf_sampler_cand;
+
+typedef struct tf_sampler {
+	tf_sampler_params par;
+	int n_vocab;
+	float *logit;           /* penalised copy of the logits */
+	tf_sampler_cand *cand;  /* n_vocab candidates */
+	uint8_t *seen;          /* n_vocab flags for the penalty window */
+} tf_sampler;
+
+/* Greedy, no penalties, top_p 1, seed 0. */
+void tf_sampler_params_default(tf_sampler_params *p);
+/* Checks the ranges (TF_ERR_INVALID names the bad parameter). */
+int tf_sampler_init(tf_sampler *s, const tf_sampler_params *p, int n_vocab);
+void tf_sampler_free(tf_sampler *s);
+
+/*
+ * The token at position pos of sequence seq, given its logits[n_vocab] and
+ * the tokens before it (for the penalties).  NaN logits count as -inf; all
+ * -inf is TF_ERR_INVALID.  Not thread-safe per sampler (it owns scratch).
+ */
+int tf_sampler_sample(tf_sampler *s, const float *logits, const int32_t *history,
+		      size_t n_history, uint64_t seq, uint64_t pos, int32_t *token);
+/*
+ * The distribution the draw is made from, most likely first: cand[0..*n)
+ * with p summing to 1 (greedy: the argmax with p = 1).  The pointer is the
+ * sampler's scratch, valid until the next call.  Speculative verification
+ * with sampling needs these probabilities.
+ */
+int tf_sampler_dist(tf_sampler *s, const float *logits, const int32_t *history,
+		    size_t n_history, const tf_sampler_cand **cand, size_t *n);
+
+/* The uniform number in [0, 1) for (seed, seq, pos). */
+double tf_sampler_uniform(uint64_t seed, uint64_t seq, uint64_t pos);
+
+/*
+ * The plain reference of tf_sampler_sample: sorts the whole vocabulary, cuts
+ * and walks it.  The fast path selects the top k with a heap and sorts only
+ * the most likely tokens that the top-p cut and the draw can reach; tests
+ * check both pick the same token.
+ */
+int tf_sampler_sample_ref(tf_sampler *s, const float *logits, const int32_t *history,
+			  size_t n_history, uint64_t seq, uint64_t pos, int32_t *token);
+
+#endif /* TF_SAMPLER_H */
