@@ -7,19 +7,32 @@
 #include "tf/error.h"
 #include "vec.h"
 
+/*
+ * The codebook is stored as 2^K rows, one per top-K-bits value k, of the
+ * 2^(16-K) states k·2^(16-K) + e.  Rows are padded by one cache line: the
+ * search reads all 2^K rows at once, and unpadded power-of-two strides
+ * would pile them onto the same L1 sets.
+ */
+#define VIT_ROW(K) (((size_t)1 << (16 - (K))) + 16)
+
+static inline size_t cb_index(int K, uint32_t s)
+{
+	return (s >> (16 - K)) * VIT_ROW(K) + (s & ((1u << (16 - K)) - 1));
+}
+
 int tf_exl3_viterbi_init(tf_exl3_viterbi *v, int K, tf_exl3_cb cb)
 {
 	*v = (tf_exl3_viterbi){ .K = K, .cb = cb };
 	if (K < 1 || K > TF_EXL3_K_MAX)
 		return TF_ERR_INVALID;
-	v->cb_value = malloc(65536 * sizeof(float));
+	v->cb_value = malloc(((size_t)1 << K) * VIT_ROW(K) * sizeof(float));
 	v->cost = malloc((size_t)TF_EXL3_TILE_N * ((size_t)1 << (16 - K)) * sizeof(float));
 	if (!v->cb_value || !v->cost) {
 		tf_exl3_viterbi_free(v);
 		return TF_ERR_NOMEM;
 	}
 	for (uint32_t s = 0; s < 65536; s++)
-		v->cb_value[s] = tf_exl3_cb_f32((uint16_t)s, cb);
+		v->cb_value[cb_index(K, s)] = tf_exl3_cb_f32((uint16_t)s, cb);
 	return TF_OK;
 }
 
@@ -37,36 +50,36 @@ static inline float sq(float a) { return a * a; }
  * prev[s >> K] + (cb(s) - x)².  Writing e = q·2^K + l, the states are
  * s = k·2^(16-K) + e and their predecessors k·2^(16-2K) + q, which do not
  * depend on l: the 2^K values of l are the vector lanes.  Inlined per K so
- * the loop over k unrolls and its minimum reduces as a tree.
+ * the loop over k unrolls.
  */
 static inline __attribute__((always_inline)) void
 step_k(const float *cbv, const float *prev, float *cur, float x, const int K)
 {
 	const int nk = 1 << K;
-	const int64_t E = (int64_t)1 << (16 - K), Q = (int64_t)1 << (16 - 2 * K);
+	const int64_t R = (int64_t)VIT_ROW(K), Q = (int64_t)1 << (16 - 2 * K);
 	const tf_vf xv = tf_vf_set1(x);
 
 	for (int64_t q = 0; q < Q; q++) {
 		int l = 0;
 		if (nk >= TF_VL)
 			for (; l < nk; l += TF_VL) {
-				tf_vf c[1 << TF_EXL3_K_MAX];
-#pragma GCC unroll 256
+				/* Four independent minimum chains hide the latency. */
+				tf_vf b[4];
+				for (int i = 0; i < 4; i++)
+					b[i] = tf_vf_set1(FLT_MAX);
+#pragma GCC unroll 64
 				for (int k = 0; k < nk; k++) {
-					tf_vf d = tf_vf_sub(tf_vf_load(cbv + k * E + q * nk + l), xv);
-					c[k] = tf_vf_fma(d, d, tf_vf_set1(prev[k * Q + q]));
+					tf_vf d = tf_vf_sub(tf_vf_load(cbv + k * R + q * nk + l), xv);
+					b[k % 4] = tf_vf_min(b[k % 4],
+							     tf_vf_fma(d, d, tf_vf_set1(prev[k * Q + q])));
 				}
-#pragma GCC unroll 8
-				for (int w = nk / 2; w >= 1; w /= 2)
-#pragma GCC unroll 128
-					for (int k = 0; k < w; k++)
-						c[k] = tf_vf_min(c[k], c[k + w]);
-				tf_vf_store(cur + q * nk + l, c[0]);
+				tf_vf_store(cur + q * nk + l,
+					    tf_vf_min(tf_vf_min(b[0], b[1]), tf_vf_min(b[2], b[3])));
 			}
 		for (; l < nk; l++) {
 			float best = FLT_MAX;
 			for (int k = 0; k < nk; k++) {
-				float c = prev[k * Q + q] + sq(cbv[k * E + q * nk + l] - x);
+				float c = prev[k * Q + q] + sq(cbv[k * R + q * nk + l] - x);
 				best = c < best ? c : best;
 			}
 			cur[q * nk + l] = best;
@@ -106,7 +119,7 @@ static void search(tf_exl3_viterbi *v, const float *x, const int *order,
 		cost[e] = FLT_MAX;
 	for (int64_t s = 0; s < 65536; s++)
 		if (first_pred < 0 || (s >> K) == first_pred) {
-			float c = sq(cbv[s] - x[order[0]]);
+			float c = sq(cbv[cb_index(K, (uint32_t)s)] - x[order[0]]);
 			if (c < cost[s & (E - 1)])
 				cost[s & (E - 1)] = c;
 		}
@@ -127,7 +140,7 @@ static void search(tf_exl3_viterbi *v, const float *x, const int *order,
 		float best = FLT_MAX;
 		for (int k = 0; k < nk; k++) {
 			int64_t s = k * E + e;
-			float c = sq(cbv[s] - x[order[u]]);
+			float c = sq(cbv[cb_index(K, (uint32_t)s)] - x[order[u]]);
 			if (u > 0)
 				c += cost[(u - 1) * E + (s >> K)];
 			else if (first_pred >= 0 && (s >> K) != first_pred)
@@ -160,6 +173,6 @@ double tf_exl3_viterbi_run(tf_exl3_viterbi *v, const float x[TF_EXL3_TILE_N],
 		order[u] = u;
 	search(v, x, order, edge, edge, states);
 	for (int t = 0; t < TF_EXL3_TILE_N; t++)
-		err += sq(v->cb_value[states[t]] - x[t]);
+		err += sq(v->cb_value[cb_index(v->K, states[t])] - x[t]);
 	return err;
 }

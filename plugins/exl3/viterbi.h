@@ -22,7 +22,7 @@
 typedef struct tf_exl3_viterbi {
 	int K;
 	tf_exl3_cb cb;
-	float *cb_value;        /* [65536] codebook, as fp16 values */
+	float *cb_value;        /* the codebook by state, as fp16 values (viterbi.c) */
 	float *cost;            /* [256][2^(16-K)] */
 } tf_exl3_viterbi;
 
