@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "generate_cmd.h"
 #include "options.h"
 #include "runtime.h"
 #include "tf/plugin.h"
@@ -266,22 +267,15 @@ static int run_check(const tf_options *o)
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt))
 		return fail(o->ini);
 	tf_runtime_print(rt, stdout);
+	tf_memplan_print(tf_runtime_plan(rt), stdout);
 	printf("%s: ok\n", o->ini);
 	tf_runtime_close(rt);
 	return 0;
 }
 
-/* The layer pipeline and the generate loop (core/src/pipeline.c) take the
- * opened runtime and the options here. */
 static int run_generate(const tf_options *o)
 {
-	tf_runtime *rt;
-	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt))
-		return fail(o->ini);
-	tf_runtime_close(rt);
-	fprintf(stderr, "tfrun: %s: the model opens, but generation is not available "
-		"yet (no layer pipeline in this build); use --check\n", o->ini);
-	return EXIT_FAILURE;
+	return tf_cli_generate(o);
 }
 
 int main(int argc, char **argv)
