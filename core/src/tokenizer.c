@@ -350,6 +350,24 @@ static int build_id_table(tf_tokenizer *tok)
 	return rc ? tf_diag_set(rc, "%s: out of memory", tok->name) : TF_OK;
 }
 
+/* Template ids become embedding rows: each must name a real token. */
+static int check_template(const tf_tokenizer *tok)
+{
+	const tf_tokens *lists[] = { &tok->prefix, &tok->suffix };
+	size_t i, k;
+
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < lists[k]->n; i++) {
+			int32_t id = lists[k]->ids[i];
+
+			if (id >= tok->n_ids || !tok->ids[id].present)
+				return tf_diag_set(TF_ERR_FORMAT,
+						   "%s: post_processor: id %d is not in the vocabulary",
+						   tok->name, id);
+		}
+	return TF_OK;
+}
+
 static int compile_word_char(tf_tokenizer *tok)
 {
 	PCRE2_SIZE at;
@@ -381,6 +399,7 @@ static int load_root(tf_tokenizer *tok, const cJSON *root)
 	    (rc = parse_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"))) ||
 	    (rc = parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"))) ||
 	    (rc = build_id_table(tok)) ||
+	    (rc = check_template(tok)) ||
 	    (rc = compile_word_char(tok)))
 		return rc;
 	if (!tf_pretok_bytelevel(tok->pretok))
@@ -469,19 +488,53 @@ void tf_tok_free(tf_tokenizer *tok)
 
 /* ---- encoding ---- */
 
+/*
+ * Text repeats its words, and a piece's ids depend on nothing but the piece,
+ * so each encode call memoises short pieces: on long texts most pieces are
+ * found here and never merged.
+ */
+#define CACHE_MAX_PIECE 32
+#define CACHE_MAX_ENTRIES 65536
+
 typedef struct enc_ctx {
 	const tf_tokenizer *tok;
 	unsigned flags;
 	tf_tokens *out;
 	tf_bpe_scratch bpe;
 	tf_bytes norm;
+	tf_strmap cache;        /* piece -> offset in cache_ids: count, ids... */
+	tf_tokens cache_ids;
 } enc_ctx;
 
 static int emit_piece(void *ctx, const char *piece, size_t len)
 {
 	enc_ctx *e = ctx;
+	size_t first = e->out->n, i;
+	int32_t at, *slot;
+	int rc;
 
-	return tf_bpe_encode(&e->tok->bpe, piece, len, &e->bpe, e->out);
+	if (len > CACHE_MAX_PIECE)
+		return tf_bpe_encode(&e->tok->bpe, piece, len, &e->bpe, e->out);
+	if (!e->cache.index && tf_strmap_init(&e->cache, 1024))
+		return tf_diag_set(TF_ERR_NOMEM, "tokenizer: out of memory");
+	if ((at = tf_strmap_get(&e->cache, piece, len)) >= 0) {
+		for (i = 1; i <= (size_t)e->cache_ids.ids[at]; i++)
+			if ((rc = tf_tokens_push(e->out, e->cache_ids.ids[at + i])))
+				return rc;
+		return TF_OK;
+	}
+	if ((rc = tf_bpe_encode(&e->tok->bpe, piece, len, &e->bpe, e->out)))
+		return rc;
+	if (e->cache.n >= CACHE_MAX_ENTRIES)
+		return TF_OK;
+	at = (int32_t)e->cache_ids.n;
+	if ((rc = tf_tokens_push(&e->cache_ids, (int32_t)(e->out->n - first))))
+		return rc;
+	for (i = first; i < e->out->n; i++)
+		if ((rc = tf_tokens_push(&e->cache_ids, e->out->ids[i])))
+			return rc;
+	slot = tf_strmap_slot(&e->cache, piece, len, at, NULL);
+	return slot ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "tokenizer: out of memory");
 }
 
 static int encode_plain(enc_ctx *e, const char *s, size_t len)
@@ -618,6 +671,8 @@ int tf_tok_encode(const tf_tokenizer *tok, const char *text, size_t len,
 		rc = tf_tokens_push(out, tok->suffix.ids[i]);
 	tf_bpe_scratch_free(&e.bpe);
 	tf_bytes_free(&e.norm);
+	tf_strmap_free(&e.cache);
+	tf_tokens_free(&e.cache_ids);
 	return rc;
 }
 

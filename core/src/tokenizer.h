@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tf/error.h"
 #include "unicode.h"
 
 typedef struct tf_tokenizer tf_tokenizer;

@@ -224,6 +224,11 @@ Test(tok_bpe, bad_files_fail_clearly)
 	cr_expect_eq(load_err(mini_json("[\"a z\"]", "", "")), TF_ERR_FORMAT);
 	cr_expect_eq(load_err(mini_json("[\"c a\"]", "", "")), TF_ERR_FORMAT); /* "ca" unknown */
 	cr_expect_eq(load_err(mini_json("[\"a b\"]", ",\"byte_fallback\":true", "")), TF_ERR_UNSUPPORTED);
+	/* a template naming an id the vocabulary lacks */
+	cr_expect_eq(load_err(mini_json("[]", "", "\"post_processor\":{\"type\":\"TemplateProcessing\","
+			"\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":"
+			"{\"<s>\":{\"id\":\"<s>\",\"ids\":[99]}}},")), TF_ERR_FORMAT);
+	cr_expect(strstr(tf_diag_msg(), "id 99"), "%s", tf_diag_msg());
 	cr_expect_eq(load_err(mini_json("[]", "", "\"normalizer\":{\"type\":\"Lowercase\"},")),
 		     TF_ERR_UNSUPPORTED);
 	cr_expect_eq(load_err("{\"model\": {\"type\": \"BPE\", \"vocab\": {"), TF_ERR_FORMAT);
