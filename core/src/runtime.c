@@ -30,6 +30,7 @@ struct tf_runtime {
 	const tf_plugin_drafter *drafter;
 	const tf_plugin_transport *transport;
 	int64_t context, prefill_chunk;
+	tf_memplan plan;
 };
 
 /* ---- the host services ---- */
@@ -166,6 +167,23 @@ static int rt_load_model(tf_runtime *rt, const char *ini, bool weights)
 	if (weights && (rc = tf_weights_open(path, &rt->weights)))
 		return rc;
 	return TF_OK;
+}
+
+/* Refuse a model that cannot fit before mapping pages in and starting
+ * threads; the CPU attention plugins keep their cache in float32. */
+static int rt_plan(tf_runtime *rt)
+{
+	const tf_memplan_opts opts = {
+		.context = rt->context, .tp_size = rt->host.tp_size,
+		.chunk = rt->prefill_chunk, .cache_elem = sizeof(float),
+	};
+	uint64_t limit;
+	int rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
+	if (!rc)
+		rc = tf_conf_get_size(rt->conf, "runtime", "memory_limit", 0, &limit);
+	if (!rc)
+		rc = tf_memplan_check(&rt->plan, limit);
+	return rc;
 }
 
 /* Every layer.<N> key must name a layer the model has. */
@@ -308,6 +326,8 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = rt_check_layer_keys(rt);
 	if (!rc)
+		rc = rt_plan(rt);
+	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
 		rc = rt_start_backend(rt);
@@ -374,6 +394,7 @@ const tf_registry *tf_runtime_registry(const tf_runtime *rt) { return rt->reg; }
 const tf_host *tf_runtime_host(const tf_runtime *rt) { return &rt->host; }
 int64_t tf_runtime_context(const tf_runtime *rt) { return rt->context; }
 int64_t tf_runtime_prefill_chunk(const tf_runtime *rt) { return rt->prefill_chunk; }
+const tf_memplan *tf_runtime_plan(const tf_runtime *rt) { return &rt->plan; }
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt) { return rt->drafter; }
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt) { return rt->transport; }
 

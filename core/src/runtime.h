@@ -4,6 +4,7 @@
  * tf_runtime_open() does everything that can fail before the first token:
  *
  *   INI (+ overrides) -> [model] path -> config.json -> weights
+ *     -> memory plan, refused above [runtime] memory_limit (0: the RAM)
  *     -> plugin path scan -> probe and start the backend -> probe the rest
  *     -> choose the attention and ffn plugin of every layer, the drafter
  *        (when [mtp] enabled) and the transport (when [tp] size > 1)
@@ -21,6 +22,7 @@
 #include <stdio.h>
 
 #include "conf.h"
+#include "memplan.h"
 #include "registry.h"
 #include "tf/attention.h"
 #include "tf/drafter.h"
@@ -53,6 +55,9 @@ const tf_host *tf_runtime_host(const tf_runtime *rt);
 /* [runtime] context and prefill_chunk with their defaults applied. */
 int64_t tf_runtime_context(const tf_runtime *rt);
 int64_t tf_runtime_prefill_chunk(const tf_runtime *rt);
+
+/* The memory plan tf_runtime_open checked (float32 MLA cache). */
+const tf_memplan *tf_runtime_plan(const tf_runtime *rt);
 
 /* The plugins chosen for layer `layer` (0 .. n_layers_total-1). */
 const tf_plugin_attention *tf_runtime_attention(const tf_runtime *rt, int layer);

@@ -39,7 +39,8 @@ static void teardown(void)
 	tf_registry_free(reg);
 }
 
-TestSuite(example, .init = setup, .fini = teardown);
+/* The timeout turns a stuck thread pool into a failure, not a hang. */
+TestSuite(example, .init = setup, .fini = teardown, .timeout = 20);
 
 /* Random int8 weights, scales and (optionally) bias under `prefix`. */
 static void add_layer(const char *prefix, int8_t *w, float *scale, float *bias,
