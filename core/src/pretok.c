@@ -72,12 +72,36 @@ static bool has_class_intersection(const char *re)
 	return false;
 }
 
+/*
+ * HF's Rust tokenizers run Oniguruma, whose \s is Unicode White_Space;
+ * PCRE2's \s (UCP) also takes U+180E.  Spell \s and \S as the property so
+ * both engines split alike.  Every other escape passes through untouched.
+ */
+static int translate_re(const char *re, tf_bytes *out)
+{
+	int rc = TF_OK;
+
+	for (; *re && !rc; re++) {
+		if (re[0] == '\\' && (re[1] == 's' || re[1] == 'S')) {
+			rc = tf_bytes_append(out, re[1] == 's' ? "\\p{White_Space}" : "\\P{White_Space}", 15);
+			re++;
+		} else if (re[0] == '\\' && re[1]) {
+			rc = tf_bytes_append(out, re, 2);
+			re++;
+		} else {
+			rc = tf_bytes_append(out, re, 1);
+		}
+	}
+	return rc ? rc : tf_bytes_append(out, "", 1);
+}
+
 static int compile_re(const char *pattern, bool literal, const char *where,
 		      pcre2_code **out)
 {
 	/* PCRE2_LITERAL refuses UCP, which only changes classes anyway. */
 	uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
 	PCRE2_UCHAR msg[256];
+	tf_bytes re = { 0 };
 	PCRE2_SIZE at;
 	int err;
 
@@ -85,12 +109,14 @@ static int compile_re(const char *pattern, bool literal, const char *where,
 		return tf_diag_set(TF_ERR_UNSUPPORTED,
 				   "%s: regex uses a class intersection (&&), which PCRE2 does not support",
 				   where);
-	*out = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts,
-			     &err, &at, NULL);
+	if (literal ? tf_bytes_append(&re, pattern, strlen(pattern) + 1) : translate_re(pattern, &re))
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", where);
+	*out = pcre2_compile((PCRE2_SPTR)re.p, PCRE2_ZERO_TERMINATED, opts, &err, &at, NULL);
+	tf_bytes_free(&re);
 	if (!*out) {
 		pcre2_get_error_message(err, msg, sizeof(msg));
-		return tf_diag_set(TF_ERR_FORMAT, "%s: bad regex at offset %zu: %s",
-				   where, (size_t)at, (char *)msg);
+		return tf_diag_set(TF_ERR_FORMAT, "%s: bad regex \"%s\" near offset %zu: %s",
+				   where, pattern, (size_t)at, (char *)msg);
 	}
 	/* Without JIT (some targets) pcre2_match interprets: same results. */
 	pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE);

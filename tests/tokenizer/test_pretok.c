@@ -73,6 +73,19 @@ Test(pretok, regex_digits_and_prefix_space)
 		     "a-b", " a| -| b");
 }
 
+Test(pretok, whitespace_is_unicode_white_space)
+{
+	/* as in Oniguruma: NEL is a space, U+180E (Mongolian vowel separator)
+	 * is not, whatever PCRE2's own \s says */
+	expect_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
+		     "\"behavior\":\"Removed\"}", "a\xe1\xa0\x8e b\xc2\x85" "c", "a\xe1\xa0\x8e|b|c");
+	expect_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\S+\"},"
+		     "\"behavior\":\"Isolated\"}", "ab \xe1\xa0\x8e", "ab| |\xe1\xa0\x8e");
+	/* an escaped backslash before s is a backslash and an s */
+	expect_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\\\\\s\"},"
+		     "\"behavior\":\"Removed\"}", "a\\sb c", "a|b c");
+}
+
 Test(pretok, bad_specs)
 {
 	const char *bad[] = {
