@@ -71,58 +71,76 @@ static int parse_u64(const char *flag, const char *text, uint64_t *out)
 	return TF_OK;
 }
 
+typedef struct synth_args {
+	const char *preset, *out, *tokenizer;
+	uint64_t seed, shard_mb;
+} synth_args;
+
+/* Every option takes a value, so options sit at odd argv indices; --set is
+ * applied later, on top of the preset.  Returns 1 for --help. */
+static int parse_args(int argc, char **argv, synth_args *a)
+{
+	static const char *const known[] = {
+		"--preset", "--out", "--seed", "--tokenizer", "--set", "--shard-mb",
+	};
+
+	for (int i = 1; i < argc; i += 2) {
+		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		size_t k = 0;
+
+		if (!strcmp(f, "-h") || !strcmp(f, "--help"))
+			return 1;
+		while (k < sizeof(known) / sizeof(known[0]) && strcmp(f, known[k]))
+			k++;
+		if (k == sizeof(known) / sizeof(known[0]))
+			return tf_diag_set(TF_ERR_INVALID, "unknown argument '%s'", f);
+		if (!v)
+			return tf_diag_set(TF_ERR_INVALID, "%s needs a value", f);
+		if (!strcmp(f, "--preset"))
+			a->preset = v;
+		else if (!strcmp(f, "--out"))
+			a->out = v;
+		else if (!strcmp(f, "--tokenizer"))
+			a->tokenizer = v;
+		else if (!strcmp(f, "--seed") && parse_u64(f, v, &a->seed))
+			return TF_ERR_INVALID;
+		else if (!strcmp(f, "--shard-mb") && parse_u64(f, v, &a->shard_mb))
+			return TF_ERR_INVALID;
+	}
+	if (a->shard_mb > (1u << 30))
+		return tf_diag_set(TF_ERR_RANGE, "--shard-mb %" PRIu64 " is too large", a->shard_mb);
+	return TF_OK;
+}
+
 int main(int argc, char **argv)
 {
-	const char *preset = NULL, *out = NULL, *tokenizer = TF_SYNTH_TOKENIZER;
-	uint64_t seed = 1, shard_mb = DEFAULT_SHARD_MB;
+	synth_args a = {
+		.tokenizer = TF_SYNTH_TOKENIZER,
+		.seed = 1,
+		.shard_mb = DEFAULT_SHARD_MB,
+	};
 	tf_synth_shape shape;
 	tf_synth_vocab vocab;
 	tf_synth_plan plan = { 0 };
-	int rc = TF_OK;
+	int rc = parse_args(argc, argv, &a);
 
-	/* Two passes: the preset first, then --set overrides on top of it. */
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage(stdout);
-			return 0;
-		}
-		if (strcmp(a, "--preset") && strcmp(a, "--out") && strcmp(a, "--seed") &&
-		    strcmp(a, "--tokenizer") && strcmp(a, "--set") && strcmp(a, "--shard-mb")) {
-			rc = tf_diag_set(TF_ERR_INVALID, "unknown argument '%s'", a);
-			goto fail;
-		}
-		if (!v) {
-			rc = tf_diag_set(TF_ERR_INVALID, "%s needs a value", a);
-			goto fail;
-		}
-		i++;
-		if (!strcmp(a, "--preset"))
-			preset = v;
-		else if (!strcmp(a, "--out"))
-			out = v;
-		else if (!strcmp(a, "--tokenizer"))
-			tokenizer = v;
-		else if (!strcmp(a, "--seed") && (rc = parse_u64(a, v, &seed)))
-			goto fail;
-		else if (!strcmp(a, "--shard-mb") && (rc = parse_u64(a, v, &shard_mb)))
-			goto fail;
+	if (rc == 1) {
+		usage(stdout);
+		return 0;
 	}
-	if (!preset || !out) {
+	if (rc)
+		goto fail;
+	if (!a.preset || !a.out) {
 		usage(stderr);
 		return 2;
 	}
-	if (shard_mb > (1u << 30)) {
-		rc = tf_diag_set(TF_ERR_RANGE, "--shard-mb %" PRIu64 " is too large", shard_mb);
-		goto fail;
-	}
-	if ((rc = tf_synth_shape_preset(preset, &shape)))
+	if ((rc = tf_synth_shape_preset(a.preset, &shape)))
 		goto fail;
 	for (int i = 1; i + 1 < argc; i += 2)
 		if (!strcmp(argv[i], "--set") && (rc = tf_synth_shape_set(&shape, argv[i + 1])))
 			goto fail;
 	if ((rc = tf_synth_shape_check(&shape)) ||
-	    (rc = tf_synth_vocab_load(tokenizer, &vocab)) ||
+	    (rc = tf_synth_vocab_load(a.tokenizer, &vocab)) ||
 	    (rc = tf_synth_plan_init(&plan, &shape, vocab.vocab_size)))
 		goto fail;
 
@@ -133,15 +151,15 @@ int main(int argc, char **argv)
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = mkdir_p(out)) ||
-	    (rc = tf_synth_config_write(&shape, &vocab, out)) ||
-	    (rc = tf_synth_vocab_copy(tokenizer, out)) ||
-	    (rc = tf_synth_write(&plan, seed, out, shard_mb << 20)))
+	if ((rc = mkdir_p(a.out)) ||
+	    (rc = tf_synth_config_write(&shape, &vocab, a.out)) ||
+	    (rc = tf_synth_vocab_copy(a.tokenizer, a.out)) ||
+	    (rc = tf_synth_write(&plan, a.seed, a.out, a.shard_mb << 20)))
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("tfsynth: %s seed %" PRIu64 ": %zu tensors, %.3f M parameters, %.1f MiB, "
-	       "vocab %d (%d tokens) -> %s in %.2f s\n", preset, seed, plan.n, params / 1e6,
-	       bytes / 1048576.0, vocab.vocab_size, vocab.n_tokens, out,
+	       "vocab %d (%d tokens) -> %s in %.2f s\n", a.preset, a.seed, plan.n, params / 1e6,
+	       bytes / 1048576.0, vocab.vocab_size, vocab.n_tokens, a.out,
 	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	tf_synth_plan_free(&plan);
 	return 0;
