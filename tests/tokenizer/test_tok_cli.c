@@ -9,6 +9,7 @@
 #include "tokenize_cmd.h"
 
 #define QWEN TOK_DATA "/qwen3/tokenizer.json"
+#define TINY TF_SOURCE_DIR "/conf/tokenizers/ling-tiny/tokenizer.json"  /* loads fast */
 
 static int run(char **argv)
 {
@@ -81,16 +82,16 @@ Test(tok_cli, errors_exit_non_zero)
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(write(fd, "ok \xff no", 7), 7);
 	close(fd);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--encode-file", path), 1);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--encode-file", path), 1);
 	remove(path);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--encode-file", "/nonexistent/prompt.txt"), 1);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--encode-file", "/nonexistent/prompt.txt"), 1);
 	cr_expect_eq(RUN("--tokenizer", "/nonexistent/tokenizer.json", "--encode", "x"), 1);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--decode", "1,x"), 1);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--decode", "99999999"), 1);
-	cr_expect_eq(RUN("--tokenizer", QWEN), 2);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--encode", "a", "--decode", "1"), 2);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--frobnicate"), 2);
-	cr_expect_eq(RUN("--tokenizer", QWEN, "--encode"), 2);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--decode", "1,x"), 1);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--decode", "2048"), 1);     /* one past the vocabulary */
+	cr_expect_eq(RUN("--tokenizer", TINY), 2);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--encode", "a", "--decode", "1"), 2);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--frobnicate"), 2);
+	cr_expect_eq(RUN("--tokenizer", TINY, "--encode"), 2);
 	fflush(stderr);
 	cr_expect_stderr_neq_str("");
 }
