@@ -6,7 +6,6 @@
 #include "bpe.h"
 #include "diag.h"
 
-#define BPE_MAX_ID (1 << 24)    /* far above any real vocabulary */
 #define NO_PAIR UINT64_MAX
 
 /* ---- merge table ---- */
@@ -68,7 +67,7 @@ static int parse_vocab(tf_bpe *b, const cJSON *vocab, const char *where)
 		int32_t *slot;
 		int added;
 
-		if (!cJSON_IsNumber(it) || v < 0 || v >= BPE_MAX_ID || v != (int32_t)v)
+		if (!cJSON_IsNumber(it) || !tf_tok_id_ok(v))
 			return tf_diag_set(TF_ERR_FORMAT, "%s: model.vocab[\"%s\"]: bad id",
 					   where, it->string);
 		slot = tf_strmap_slot(&b->vocab, it->string, strlen(it->string), (int32_t)v, &added);

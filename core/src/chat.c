@@ -155,8 +155,7 @@ int tf_stop_add_template(tf_stopset *s, const tf_chat_template *t, const tf_toke
 
 static int add_json_id(tf_stopset *s, const cJSON *v, const char *path)
 {
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= 1 << 24 ||
-	    v->valuedouble != (int32_t)v->valuedouble)
+	if (!cJSON_IsNumber(v) || !tf_tok_id_ok(v->valuedouble))
 		return tf_diag_set(TF_ERR_FORMAT, "%s: eos_token_id: expected token ids", path);
 	return tf_stop_add(s, (int32_t)v->valuedouble);
 }

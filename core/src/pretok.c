@@ -182,7 +182,7 @@ static int parse_stage(tf_pretok *p, const cJSON *spec, const char *where, int d
 	t = type->valuestring;
 	if (p->bytelevel)
 		return tf_diag_set(TF_ERR_UNSUPPORTED,
-				   "%s: pre-tokenizer \"%s\" after ByteLevel", where, t);
+				   "%s: \"%s\" after ByteLevel is not supported", where, t);
 	if (!strcmp(t, "Sequence")) {
 		const cJSON *list = cJSON_GetObjectItemCaseSensitive(spec, "pretokenizers");
 		const cJSON *it;
@@ -220,7 +220,7 @@ static int parse_stage(tf_pretok *p, const cJSON *spec, const char *where, int d
 		s->prefix_space = json_bool(spec, "add_prefix_space", false);
 		return TF_OK;
 	}
-	return tf_diag_set(TF_ERR_UNSUPPORTED, "%s: pre-tokenizer type \"%s\" is not supported",
+	return tf_diag_set(TF_ERR_UNSUPPORTED, "%s: type \"%s\" is not supported",
 			   where, t);
 }
 

@@ -56,6 +56,7 @@ struct tf_tokenizer {
 	tf_bytes pieces;
 };
 
+/* DeepSeek-V3 has 818; a limit keeps a hostile file from growing the trie. */
 #define TOK_MAX_ADDED 100000
 
 int tf_tokens_push(tf_tokens *t, int32_t id)
@@ -188,7 +189,7 @@ static int template_ids(tf_tokenizer *tok, const cJSON *specials, const cJSON *r
 				   "%s: post_processor: special token \"%s\" has no ids",
 				   tok->name, name->valuestring);
 	cJSON_ArrayForEach(id, cJSON_GetObjectItemCaseSensitive(sp, "ids")) {
-		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 1 << 24)
+		if (!cJSON_IsNumber(id) || !tf_tok_id_ok(id->valuedouble))
 			return tf_diag_set(TF_ERR_FORMAT, "%s: post_processor: bad id for \"%s\"",
 					   tok->name, name->valuestring);
 		if ((rc = tf_tokens_push(dst, (int32_t)id->valuedouble)))
@@ -262,8 +263,7 @@ static int parse_added(tf_tokenizer *tok, const cJSON *list)
 		size_t i = tok->n_added;
 		tf_bytes norm = { 0 };
 
-		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 1 << 24 ||
-		    !cJSON_IsString(content))
+		if (!cJSON_IsNumber(id) || !tf_tok_id_ok(id->valuedouble) || !cJSON_IsString(content))
 			return tf_diag_set(TF_ERR_FORMAT, "%s: added_tokens[%zu]: needs id and content",
 					   tok->name, i);
 		a->id = (int32_t)id->valuedouble;
@@ -279,8 +279,10 @@ static int parse_added(tf_tokenizer *tok, const cJSON *list)
 		/* A normalized token is looked for in normalized text. */
 		if (a->normalized && tok->norm == NORM_NFC) {
 			if ((rc = tf_nfc(content->valuestring, a->len, &norm)) ||
-			    (rc = tf_bytes_append(&norm, "", 1)))
+			    (rc = tf_bytes_append(&norm, "", 1))) {
+				tf_bytes_free(&norm);
 				return tf_diag_set(rc, "%s: out of memory", tok->name);
+			}
 			a->content = norm.p;
 			a->len = norm.len - 1;
 		} else {
@@ -386,15 +388,17 @@ static int compile_word_char(tf_tokenizer *tok)
 
 static int load_root(tf_tokenizer *tok, const cJSON *root)
 {
+	char where[512];
 	int rc;
 
+	snprintf(where, sizeof(where), "%s: pre_tokenizer", tok->name);
 	if (!cJSON_IsObject(root))
 		return tf_diag_set(TF_ERR_FORMAT, "%s: not a JSON object", tok->name);
 	if ((rc = tf_bpe_init(&tok->bpe, cJSON_GetObjectItemCaseSensitive(root, "model"),
 			      tok->name)) ||
 	    (rc = parse_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), 0)) ||
 	    (rc = tf_pretok_init(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"),
-				 tok->name, &tok->pretok)) ||
+				 where, &tok->pretok)) ||
 	    (rc = parse_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0)) ||
 	    (rc = parse_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"))) ||
 	    (rc = parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"))) ||

@@ -25,6 +25,16 @@
 
 typedef struct tf_tokenizer tf_tokenizer;
 
+/* Ids a file may use are below this: far above any real vocabulary, and
+ * small enough that a hostile file cannot make us allocate gigabytes. */
+#define TF_TOK_MAX_ID (1 << 24)
+
+/* True when v is a whole number usable as a token id. */
+static inline bool tf_tok_id_ok(double v)
+{
+	return v >= 0 && v < TF_TOK_MAX_ID && v == (double)(int32_t)v;
+}
+
 /* A growable id list; zero-initialise, then tf_tokens_free(). */
 typedef struct tf_tokens {
 	int32_t *ids;
