@@ -64,8 +64,8 @@ static tf_model_config base_config(void)
 }
 
 /* Store one SwiGLU MLP's projections under `prefix`; slot E is the shared
- * or dense one.  skip names a projection to leave out; bad_in stores it
- * one input feature too wide. */
+ * or dense one.  skip names a projection to leave out; bad stores one
+ * with an input feature missing. */
 static void add_mlp(model *m, int slot, const char *prefix, int inter,
 		    uint64_t *seed, const char *skip, const char *bad)
 {
@@ -442,4 +442,121 @@ Test(moe_layer, bad_forward_arguments)
 	cr_assert_eq(m.ffn->forward(m.inst, NULL, 1, y), TF_ERR_INVALID);
 	cr_assert_eq(m.ffn->forward(m.inst, x, 0, y), TF_OK);
 	model_close(&m);
+}
+
+/* Store a random EXL3 linear (4 bits, the original codebook) under prefix,
+ * `in` x `out`, both multiples of 128. */
+static void add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
+		     uint64_t *seed)
+{
+	enum { K = 4 };
+	int64_t ts[3] = { in / 16, out / 16, 16 * K }, nt = ts[0] * ts[1] * ts[2];
+	uint16_t *tr = malloc(sizeof(uint16_t) * nt);
+	float *r = malloc(sizeof(float) * nt), *su = malloc(sizeof(float) * in);
+	float *sv = malloc(sizeof(float) * out);
+	char name[256];
+
+	/* Any 16-bit pattern is a valid trellis state. */
+	tf_test_fill_uniform(r, (size_t)nt, 1.0f, seed);
+	for (int64_t i = 0; i < nt; i++)
+		tr[i] = (uint16_t)((r[i] + 1.0f) * 32767.0f);
+	/* Sign flips with magnitudes that keep the activations near 1. */
+	tf_test_fill_uniform(su, (size_t)in, 1.0f, seed);
+	for (int64_t i = 0; i < in; i++)
+		su[i] = (su[i] < 0 ? -0.05f : 0.05f) * (1.0f + fabsf(su[i]));
+	tf_test_fill_uniform(sv, (size_t)out, 1.0f, seed);
+	snprintf(name, sizeof(name), "%s.trellis", prefix);
+	tf_testhost_add_tensor(th, name, TF_DTYPE_I16, 3, ts, tr);
+	snprintf(name, sizeof(name), "%s.suh", prefix);
+	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ in }, su);
+	snprintf(name, sizeof(name), "%s.svh", prefix);
+	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ out }, sv);
+	free(tr);
+	free(r);
+	free(su);
+	free(sv);
+}
+
+/* The dense float32 [out, in] weight of the linear the host opens at prefix. */
+static float *dequant(const tf_host *h, const char *prefix, int64_t in, int64_t out)
+{
+	tf_lin lin = { 0 };
+	float *w = malloc(sizeof(float) * in * out);
+	cr_assert_eq(h->lin_open(h, prefix, in, out, &lin), TF_OK, "%s", prefix);
+	cr_assert_not_null(lin.ops->dequant);
+	cr_assert_eq(lin.ops->dequant(lin.impl, w), TF_OK);
+	h->lin_close(h, &lin);
+	return w;
+}
+
+/*
+ * An EXL3 checkpoint: experts stored as trellises beside a plain router.
+ * The layer reaches them through the same lin_open; the reference uses
+ * their dequantized weights.  The forward's fused kernel skips one fp16
+ * rounding of the weights (exl3 tests), hence the looser tolerance.
+ */
+Test(moe_layer, exl3_experts_vs_reference)
+{
+	enum { HX = 128, EX = 8, KX = 2, IX = 128, N = 6 };
+	static const char *const fmt = "model.layers.1.mlp.experts.%d.%s";
+	tf_model_config c = base_config();
+	c.hidden_size = HX;
+	c.num_experts = EX;
+	c.num_experts_per_tok = KX;
+	c.moe_intermediate_size = IX;
+	c.num_shared_experts = 0;
+	c.n_group = 1;
+	c.moe_router_enable_expert_bias = false;
+	tf_testhost *th = tf_testhost_new(&c, 2);
+	const tf_host *h = tf_testhost_host(th);
+	uint64_t seed = 41;
+	char name[160];
+
+	float *router = random_bf16((size_t)EX * HX, 0.3f, &seed);
+	tf_testhost_add_f32(th, "model.layers.1.mlp.gate.weight", TF_DTYPE_BF16, 2,
+			    (int64_t[]){ EX, HX }, router);
+	for (int e = 0; e < EX; e++)
+		for (int p = 0; p < 3; p++) {
+			snprintf(name, sizeof(name), fmt, e, proj_name[p]);
+			add_exl3(th, name, p < 2 ? HX : IX, p < 2 ? IX : HX, &seed);
+		}
+
+	const tf_plugin_ffn *ffn = ffn_plugin(0);
+	void *inst = NULL;
+	cr_assert_eq(ffn->layer_init(h, 1, "model.layers.1.mlp", &inst), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	float *x = malloc(sizeof(float) * N * HX), *y = poisoned(N * HX), ref[HX];
+	tf_test_fill_uniform(x, N * HX, 1.0f, &seed);
+	cr_assert_eq(ffn->forward(inst, x, N, y), TF_OK, "%s", tf_testhost_last_error(th));
+
+	moe_ref_router r = {
+		.hidden = HX, .n_experts = EX, .top_k = KX, .n_group = 1, .sigmoid = true,
+		.norm_topk = true, .scaling = c.routed_scaling_factor, .weight = router,
+	};
+	for (int t = 0; t < N; t++) {
+		int32_t idx[KX];
+		double w[KX], acc[HX] = { 0 }, part[HX];
+		moe_ref_route(&r, x + t * HX, idx, w);
+		for (int j = 0; j < KX; j++) {
+			float *wt[3];
+			for (int p = 0; p < 3; p++) {
+				snprintf(name, sizeof(name), fmt, idx[j], proj_name[p]);
+				wt[p] = dequant(h, name, p < 2 ? HX : IX, p < 2 ? IX : HX);
+			}
+			moe_ref_mlp(x + t * HX, HX, IX, wt[0], wt[1], wt[2], 0, part);
+			for (int k = 0; k < HX; k++)
+				acc[k] += w[j] * part[k];
+			for (int p = 0; p < 3; p++)
+				free(wt[p]);
+		}
+		for (int k = 0; k < HX; k++)
+			ref[k] = (float)acc[k];
+		double err = tf_test_rel_err(y + t * HX, ref, HX, 1e-3);
+		cr_assert(err < 5e-3, "token %d: rel err %g", t, err);
+	}
+	ffn->layer_fini(inst);
+	free(x);
+	free(y);
+	free(router);
+	tf_testhost_free(th);
 }
