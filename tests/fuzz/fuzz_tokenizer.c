@@ -5,13 +5,17 @@
  *   0  the rest is a tokenizer.json: loading may fail, but whatever loads
  *      must encode a sample to ids inside its vocabulary and decode them;
  *   1  the rest is text for a fixed byte-level tokenizer: invalid UTF-8 is
- *      refused with TF_ERR_INVALID, valid text round-trips exactly.
+ *      refused with TF_ERR_INVALID, valid text round-trips exactly;
+ *   2  the rest is token ids (two bytes each) for the same tokenizer: the
+ *      streaming detokenizer emits only whole characters and, in sum, what
+ *      tf_tok_decode gives.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "detok.h"
 #include "tokenizer.h"
 #include "unicode.h"
 
@@ -115,6 +119,41 @@ static void fuzz_encoder(const char *s, size_t len)
 	tf_bytes_free(&back);
 }
 
+static void fuzz_detok(const uint8_t *p, size_t len)
+{
+	tf_tokenizer *tok = fixed_tokenizer();
+	tf_tokens ids = { 0 };
+	tf_bytes all = { 0 }, want = { 0 };
+	tf_detok d;
+	const char *t;
+	size_t i, n;
+
+	/* ids 0..263 and 300..301 exist; others are refused, and skipped */
+	for (i = 0; i + 1 < len; i += 2) {
+		int32_t id = (p[i] | p[i + 1] << 8) % 302;
+
+		if (tf_tok_piece(tok, id, &n))
+			tf_tokens_push(&ids, id);
+		else if (tf_tok_decode(tok, &id, 1, 0, &all) != TF_ERR_RANGE)
+			abort();
+	}
+	tf_detok_init(&d, tok, 0);
+	for (i = 0; i < ids.n; i++) {
+		if (tf_detok_push(&d, ids.ids[i], &t, &n) || !tf_utf8_valid(t, n, NULL))
+			abort();
+		tf_bytes_append(&all, t, n);
+	}
+	if (tf_detok_flush(&d, &t, &n) || tf_tok_decode(tok, ids.ids, ids.n, 0, &want))
+		abort();
+	tf_bytes_append(&all, t, n);
+	if (all.len != want.len || (want.len && memcmp(all.p, want.p, want.len)))
+		abort();
+	tf_detok_free(&d);
+	tf_tokens_free(&ids);
+	tf_bytes_free(&all);
+	tf_bytes_free(&want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!size)
@@ -123,5 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_loader((const char *)data + 1, size - 1);
 	else if (data[0] == 1)
 		fuzz_encoder((const char *)data + 1, size - 1);
+	else if (data[0] == 2)
+		fuzz_detok(data + 1, size - 1);
 	return 0;
 }
