@@ -123,8 +123,9 @@ static void top_indices(const float *v, int n, int k, float *taken, int32_t *out
 	}
 }
 
-/* A group's score: the sum of its two largest values (the one, if alone). */
-static float top2_sum(const float *v, int n)
+/* A group's score: the sum of its two largest values, or with pair false
+ * its largest.  A group of one has just its one value either way. */
+static float group_score(const float *v, int n, bool pair)
 {
 	float a = v[0], b = -INFINITY;
 
@@ -136,7 +137,7 @@ static float top2_sum(const float *v, int n)
 			b = v[i];
 		}
 	}
-	return n > 1 ? a + b : a;
+	return pair && n > 1 ? a + b : a;
 }
 
 static void score(const tf_router *r, const float *logits, float *s)
@@ -174,7 +175,7 @@ void tf_router_select(const tf_router *r, const float *logits, float *scratch,
 		int gs = E / G;
 
 		for (int g = 0; g < G; g++)
-			gscore[g] = top2_sum(sb + g * gs, gs);
+			gscore[g] = group_score(sb + g * gs, gs, r->bias != NULL);
 		top_indices(gscore, G, r->topk_group, gtaken, NULL);
 		for (int g = 0; g < G; g++)
 			if (!gtaken[g])

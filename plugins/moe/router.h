@@ -8,8 +8,10 @@
  *     s      = sigmoid(logits)            (softmax over experts if configured)
  *     sb     = s + expert_bias            selection only, never the weights
  *     groups: split sb into n_group equal groups, score each group by the
- *             sum of its two largest sb, keep the topk_group best groups,
- *             and set sb of every expert outside them to -inf
+ *             sum of its two largest sb (by its largest s when there is
+ *             no expert bias: vLLM's grouped_topk, DeepSeek-V2's rule),
+ *             keep the topk_group best groups, and set sb of every
+ *             expert outside them to -inf
  *     idx    = the top_k experts by sb
  *     w      = s[idx] / (sum s[idx] + 1e-20)   when norm_topk_prob and top_k > 1
  *     w     *= routed_scaling_factor

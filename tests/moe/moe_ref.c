@@ -35,13 +35,14 @@ void moe_ref_select(const moe_ref_router *r, const double *logits, int32_t *idx,
 	for (int e = 0; !r->sigmoid && e < E; e++)
 		s[e] /= sum;
 
-	/* Rank groups by the sum of their two best biased scores. */
+	/* Rank groups by the sum of their two best biased scores, or without
+	 * a bias by their best score. */
 	struct ranked *grp = malloc(sizeof(*grp) * G);
 	for (int g = 0; g < G; g++) {
 		for (int j = 0; j < gs; j++)
 			rk[j] = (struct ranked){ s[g * gs + j] + (r->bias ? r->bias[g * gs + j] : 0), j };
 		qsort(rk, gs, sizeof(*rk), by_value_desc);
-		grp[g] = (struct ranked){ rk[0].v + (gs > 1 ? rk[1].v : 0), g };
+		grp[g] = (struct ranked){ rk[0].v + (gs > 1 && r->bias ? rk[1].v : 0), g };
 	}
 	qsort(grp, G, sizeof(*grp), by_value_desc);
 	int n_keep = G > 1 ? r->topk_group : 1;

@@ -181,11 +181,27 @@ Test(router, group_rule_beats_plain_topk)
 	for (int j = 0; j < 3; j++)
 		cr_assert_float_eq(w[j], 2.5 * p[grouped[j]] / sum, 1e-6);
 
+	/* Without expert bias a group scores by its best expert (vLLM): groups
+	 * 0 and 1 win, and so does expert 0. */
+	int32_t by_max[3] = { 0, 2, 3 };
+	c.moe_router_enable_expert_bias = false;
+	select_from(&c, p, zero, idx, w, ref_idx, ref_w);
+	cr_assert_arr_eq(idx, by_max, sizeof(by_max));
+	cr_assert_arr_eq(ref_idx, by_max, sizeof(by_max));
+
+	c.moe_router_enable_expert_bias = true;
 	c.n_group = 1;
 	select_from(&c, p, zero, idx, w, ref_idx, ref_w);
 	int32_t plain[3] = { 0, 2, 3 };
 	cr_assert_arr_eq(idx, plain, sizeof(plain));
 	cr_assert_arr_eq(ref_idx, plain, sizeof(plain));
+}
+
+Test(router, grouped_without_bias_vs_reference)
+{
+	tf_model_config c = rt_config(48, 32, 4, 8, 3);
+	c.moe_router_enable_expert_bias = false;
+	check_random(&c, TF_DTYPE_BF16, 21, 15);
 }
 
 Test(router, bias_moves_selection_not_weights)
