@@ -442,6 +442,13 @@ Test(moe_layer, bad_forward_arguments)
 	cr_assert_eq(m.ffn->forward(m.inst, NULL, 1, y), TF_ERR_INVALID);
 	cr_assert_eq(m.ffn->forward(m.inst, x, 0, y), TF_OK);
 	model_close(&m);
+
+	model_open_ok(&m, &c, &(build){ .layer = 0, .dense = 1, .threads = 1, .seed = 32 });
+	cr_assert_eq(m.ffn->forward(m.inst, x, -3, y), TF_ERR_INVALID);
+	cr_assert(strstr(tf_testhost_last_error(m.th), "model.layers.0.mlp"));
+	cr_assert_eq(m.ffn->forward(m.inst, x, 1, x), TF_ERR_INVALID);
+	cr_assert_eq(m.ffn->forward(m.inst, x, 0, y), TF_OK);
+	model_close(&m);
 }
 
 /* Store a random EXL3 linear (4 bits, the original codebook) under prefix,
