@@ -1,13 +1,47 @@
-/* pool.c - see pool.h. */
+/*
+ * pool.c - see pool.h.
+ *
+ * A job is published by bumping `ticket`, which packs the job's sequence
+ * number with how many threads it wants, so a worker learns both in one
+ * atomic read and never reads a later job's fields by mistake.  Workers
+ * spin on the ticket for a short while after each job (decode runs
+ * hundreds of small jobs per token, and a futex wake-up costs more than
+ * most of them), then sleep on `wake`.  The submitter signals only when
+ * some worker sleeps.
+ */
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 /* Chunks per thread when the grain allows: enough to even out uneven
  * cores without paying for many hand-outs. */
 #define TF_POOL_CHUNKS_PER_THREAD 4
+/* Polls of the ticket before sleeping: some tens of microseconds.  After
+ * the first TF_POOL_SPIN_HOT, each poll yields the CPU, so a pool with more
+ * threads than free cores does not starve the thread it waits for. */
+#define TF_POOL_SPIN 4096
+#define TF_POOL_SPIN_HOT 256
+/* Low ticket bits: threads on the job (TF_CPU_MAX_THREADS fits). */
+#define TF_POOL_ACTIVE_BITS 11
+
+#if defined(__x86_64__) || defined(__i386__)
+#define pool_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define pool_relax() __asm__ __volatile__("yield")
+#else
+#define pool_relax() ((void)0)
+#endif
+
+static inline void pool_spin(int i)
+{
+	if (i < TF_POOL_SPIN_HOT)
+		pool_relax();
+	else
+		sched_yield();
+}
 
 struct tf_pool_worker {
 	tf_pool *pool;
@@ -21,14 +55,16 @@ struct tf_pool {
 	int n_started;
 
 	pthread_mutex_t submit;                 /* one job at a time */
-	pthread_mutex_t lock;                   /* guards everything below */
-	pthread_cond_t wake, done;
-	uint64_t generation;                    /* bumped per job */
-	int stop;
-	int n_active;                           /* threads on this job, caller included */
-	int n_busy;                             /* workers not yet finished */
+	atomic_uint_fast64_t ticket;            /* sequence << ACTIVE_BITS | n_active */
+	atomic_int n_busy;                      /* workers yet to finish the job */
+	atomic_int n_sleeping;                  /* workers waiting on `wake` */
+	atomic_int stop;
 
-	/* The current job; read by workers only after seeing `generation`. */
+	pthread_mutex_t lock;                   /* for the two condition variables */
+	pthread_cond_t wake, done;
+
+	/* The current job: written before the ticket is published, read by
+	 * the workers it names until they report done. */
 	tf_range_fn fn;
 	void *arg;
 	int64_t n, chunk;
@@ -52,35 +88,54 @@ static void pool_work(tf_pool *p, int id)
 	tf_pool_self = -1;
 }
 
+/* Wait for a ticket other than `seen`: spin, then sleep.  The sleeper
+ * counts itself before its last look at the ticket, and the submitter
+ * publishes before it looks at the count, so one of them sees the other. */
+static uint64_t pool_wait_ticket(tf_pool *p, uint64_t seen)
+{
+	uint64_t t;
+	for (int i = 0; i < TF_POOL_SPIN; i++) {
+		t = atomic_load(&p->ticket);
+		if (t != seen || atomic_load(&p->stop))
+			return t;
+		pool_spin(i);
+	}
+	pthread_mutex_lock(&p->lock);
+	atomic_fetch_add(&p->n_sleeping, 1);
+	while ((t = atomic_load(&p->ticket)) == seen && !atomic_load(&p->stop))
+		pthread_cond_wait(&p->wake, &p->lock);
+	atomic_fetch_sub(&p->n_sleeping, 1);
+	pthread_mutex_unlock(&p->lock);
+	return t;
+}
+
 static void *pool_main(void *arg)
 {
 	struct tf_pool_worker *w = arg;
 	tf_pool *p = w->pool;
-	uint64_t seen = 0;
+	uint64_t seen = 0;              /* no job can precede tf_pool_init's return */
 
-	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (p->generation == seen && !p->stop)
-			pthread_cond_wait(&p->wake, &p->lock);
-		if (p->stop)
+		seen = pool_wait_ticket(p, seen);
+		if (atomic_load(&p->stop))
 			break;
-		seen = p->generation;
-		if (w->id >= p->n_active)
+		int n_active = (int)(seen & ((1u << TF_POOL_ACTIVE_BITS) - 1));
+		if (w->id >= n_active)
 			continue;               /* job too small to need us */
-		pthread_mutex_unlock(&p->lock);
 		pool_work(p, w->id);
-		pthread_mutex_lock(&p->lock);
-		if (--p->n_busy == 0)
+		if (atomic_fetch_sub(&p->n_busy, 1) == 1) {
+			pthread_mutex_lock(&p->lock);
 			pthread_cond_signal(&p->done);
+			pthread_mutex_unlock(&p->lock);
+		}
 	}
-	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
 int tf_pool_init(tf_pool **out, int n_threads)
 {
 	*out = NULL;
-	if (n_threads < 1)
+	if (n_threads < 1 || n_threads >= 1 << TF_POOL_ACTIVE_BITS)
 		return TF_ERR_INVALID;
 	tf_pool *p = calloc(1, sizeof(*p));
 	if (!p)
@@ -90,6 +145,10 @@ int tf_pool_init(tf_pool **out, int n_threads)
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
 	pthread_cond_init(&p->done, NULL);
+	atomic_init(&p->ticket, 0);
+	atomic_init(&p->n_busy, 0);
+	atomic_init(&p->n_sleeping, 0);
+	atomic_init(&p->stop, 0);
 	atomic_init(&p->next, 0);
 	if (n_threads > 1) {
 		p->workers = calloc((size_t)n_threads - 1, sizeof(*p->workers));
@@ -116,7 +175,7 @@ void tf_pool_free(tf_pool *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
-	p->stop = 1;
+	atomic_store(&p->stop, 1);
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->lock);
 	for (int i = 0; i < p->n_started; i++)
@@ -159,24 +218,32 @@ void tf_pool_run(tf_pool *p, int64_t n, int64_t grain, tf_range_fn fn,
 		pthread_mutex_unlock(&p->submit);
 		return;
 	}
-	pthread_mutex_lock(&p->lock);
+
+	int n_active = n_chunks < p->n_threads ? (int)n_chunks : p->n_threads;
 	p->fn = fn;
 	p->arg = arg;
 	p->n = n;
 	p->chunk = chunk;
 	atomic_store(&p->next, 0);
-	p->n_active = n_chunks < p->n_threads ? (int)n_chunks : p->n_threads;
-	p->n_busy = p->n_active - 1;
-	p->generation++;
-	pthread_cond_broadcast(&p->wake);
-	pthread_mutex_unlock(&p->lock);
+	atomic_store(&p->n_busy, n_active - 1);
+	uint64_t seq = (atomic_load(&p->ticket) >> TF_POOL_ACTIVE_BITS) + 1;
+	atomic_store(&p->ticket, seq << TF_POOL_ACTIVE_BITS | (uint64_t)n_active);
+	if (atomic_load(&p->n_sleeping) > 0) {
+		pthread_mutex_lock(&p->lock);
+		pthread_cond_broadcast(&p->wake);
+		pthread_mutex_unlock(&p->lock);
+	}
 
 	pool_work(p, 0);
 
-	pthread_mutex_lock(&p->lock);
-	while (p->n_busy > 0)
-		pthread_cond_wait(&p->done, &p->lock);
-	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < TF_POOL_SPIN && atomic_load(&p->n_busy) > 0; i++)
+		pool_spin(i);
+	if (atomic_load(&p->n_busy) > 0) {
+		pthread_mutex_lock(&p->lock);
+		while (atomic_load(&p->n_busy) > 0)
+			pthread_cond_wait(&p->done, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+	}
 	pthread_mutex_unlock(&p->submit);
 }
 

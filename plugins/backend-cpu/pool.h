@@ -1,9 +1,9 @@
 /*
  * pool.h - a persistent thread pool for the CPU backend's parallel_for.
  *
- * Workers are created once and sleep on a condition variable between jobs;
- * the thread that submits a job works on it too, as worker 0, and returns
- * when every item is done.  Chunks are handed out from an atomic counter, so
+ * Workers are created once; between jobs they poll briefly, then sleep on a
+ * condition variable.  The thread that submits a job works on it too, as
+ * worker 0, and returns when every item is done.  Chunks are handed out from an atomic counter, so
  * a slow worker does not hold up the rest.
  *
  * Jobs from different threads are run one after another.  A job submitted
