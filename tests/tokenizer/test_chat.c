@@ -82,6 +82,24 @@ Test(chat, encoding_keeps_user_text_plain)
 	tf_bytes_free(&text);
 }
 
+Test(chat, raw_encodes_the_joined_text)
+{
+	const tf_chat_template *t = tf_chat_template_find("raw");
+	tf_chat_msg m[] = { MSG(TF_ROLE_SYSTEM, "The cat"), MSG(TF_ROLE_USER, " sat on the mat") };
+	tf_chat_msg bad[] = { { .role = TF_ROLE_COUNT, .text = "x", .len = 1 } };
+	tf_tokens a = { 0 }, b = { 0 };
+
+	/* one text, so "cat" + " sat" merge across the message boundary
+	 * exactly as they would in the rendered prompt */
+	cr_assert_eq(tf_chat_encode(t, tok, m, 2, false, &a), 0);
+	cr_assert_eq(tf_tok_encode(tok, "The cat sat on the mat", 22, 0, &b), 0);
+	cr_expect_eq(a.n, b.n);
+	cr_expect_arr_eq(a.ids, b.ids, b.n * sizeof(int32_t));
+	cr_expect_eq(tf_chat_encode(t, tok, bad, 1, false, &a), TF_ERR_INVALID);
+	tf_tokens_free(&a);
+	tf_tokens_free(&b);
+}
+
 Test(chat, stop_tokens)
 {
 	tf_stopset s = { .n = 0 };
