@@ -14,12 +14,12 @@ static int ffn_probe(const tf_host *h, const char **reason)
 		*reason = "host too old: needs lin_open";
 		return 0;
 	}
-	return tf_tu_probe_host_backend(h, reason) ? 10 : 0;
+	return tf_tu_probe_host_backend(h, reason);
 }
 
 static const tf_plugin_ffn moe_ffn = {
-	.hdr = TF_PLUGIN_HEADER(tf_plugin_ffn, TF_KIND_FFN, "moe", "0.1",
-			       "MoE: fp32 group-limited router, batched SwiGLU experts, shared expert",
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_ffn, TF_KIND_FFN, "moe", "0.1.0",
+			       "MoE: fp32 group-limited router, per-expert batched SwiGLU, shared expert (CPU)",
 			       ffn_probe),
 	.layer_type = "moe",
 	.layer_init = tf_moe_layer_init,
@@ -28,8 +28,8 @@ static const tf_plugin_ffn moe_ffn = {
 };
 
 static const tf_plugin_ffn dense_ffn = {
-	.hdr = TF_PLUGIN_HEADER(tf_plugin_ffn, TF_KIND_FFN, "dense", "0.1",
-			       "dense SwiGLU MLP of the leading layers",
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_ffn, TF_KIND_FFN, "dense", "0.1.0",
+			       "dense SwiGLU MLP of the leading layers (CPU)",
 			       ffn_probe),
 	.layer_type = "dense",
 	.layer_init = tf_dense_layer_init,
