@@ -14,8 +14,8 @@
 #include "cpu.h"
 #include "tf/version.h"
 
-/* More threads than this is a typo, not a machine. */
-#define TF_CPU_MAX_THREADS 1024
+/* More threads than this is a typo, not a machine (docs/ini.md agrees). */
+#define TF_CPU_MAX_THREADS 4096
 
 /* [runtime] threads: unset or 0 means one per online CPU. */
 static int cpu_threads(const tf_host *h, int *out)

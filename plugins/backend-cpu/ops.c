@@ -261,14 +261,16 @@ static void embed_rows(void *arg, int64_t begin, int64_t end, int worker)
 			     j->src + (size_t)j->ids[i] * row_bytes, j->st, j->dim);
 }
 
-/* The caller checks ids against the vocabulary: the table's row count is
- * not known here.  Errors have no status to return, so they are logged and
- * the output is poisoned with NaN. */
+/* The table has at least config.json's vocab_size rows (it may be padded
+ * beyond), so ids are checked against that when the host has a model.
+ * Errors have no status to return, so they are logged and the output is
+ * poisoned with NaN. */
 void tf_cpu_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 		  int64_t dim, const int32_t *ids, int64_t n)
 {
 	tf_cpu *c = ctx;
 	const tf_host *h = c->host;
+	int64_t vocab = h->model ? h->model->vocab_size : 0;
 	const char *bad = NULL;
 
 	if (dim <= 0 || n <= 0)
@@ -276,11 +278,11 @@ void tf_cpu_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 	if (!is_float_type(dtype))
 		bad = "table dtype is not F32, F16 or BF16";
 	for (int64_t i = 0; i < n && !bad; i++)
-		if (ids[i] < 0)
-			bad = "negative token id";
+		if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab))
+			bad = "token id outside the vocabulary";
 	if (bad) {
-		h->log(h, TF_LOG_ERROR, "backend-cpu", "embed (%s table): %s",
-		       tf_dtype_name(dtype), bad);
+		h->log(h, TF_LOG_ERROR, "backend-cpu", "embed (%s table, vocab_size %lld): %s",
+		       tf_dtype_name(dtype), (long long)vocab, bad);
 		for (int64_t i = 0; i < n * dim; i++)
 			y[i] = NAN;
 		return;

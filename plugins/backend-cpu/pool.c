@@ -25,7 +25,7 @@
 #define TF_POOL_SPIN 4096
 #define TF_POOL_SPIN_HOT 256
 /* Low ticket bits: threads on the job (TF_CPU_MAX_THREADS fits). */
-#define TF_POOL_ACTIVE_BITS 11
+#define TF_POOL_ACTIVE_BITS 13
 
 #if defined(__x86_64__) || defined(__i386__)
 #define pool_relax() __builtin_ia32_pause()

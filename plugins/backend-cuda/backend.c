@@ -240,9 +240,11 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 		cuda_fail(c, TF_ERR_UNSUPPORTED, "embed", "table dtype is not F32, F16 or BF16");
 		return;
 	}
+	/* As in backend-cpu: the table holds at least vocab_size rows. */
+	int64_t vocab = c->host->model ? c->host->model->vocab_size : 0;
 	for (int64_t i = 0; i < n; i++)
-		if (ids[i] < 0) {
-			cuda_fail(c, TF_ERR_INVALID, "embed", "negative token id");
+		if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab)) {
+			cuda_fail(c, TF_ERR_INVALID, "embed", "token id outside the vocabulary");
 			return;
 		}
 	cuda_enter(c);

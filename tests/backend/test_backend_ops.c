@@ -318,6 +318,27 @@ Test(backend_ops, embed_bad_input_poisons_output)
 	}
 }
 
+Test(backend_ops, embed_checks_ids_against_vocab_size)
+{
+	tf_model_config cfg = { .vocab_size = 4 };
+	tf_testhost *th = tf_testhost_new(&cfg, 1);
+	float table[4 * 3] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+	int32_t last[1] = { 3 }, past[2] = { 0, 4 };
+	for (unsigned k = 0; k < CPU_N; k++) {
+		const tf_backend *be = cpu_fixture_descriptor(k);
+		void *ctx;
+		float y[6];
+		cr_assert_eq(be->init(tf_testhost_host(th), &ctx), TF_OK);
+		be->embed(ctx, y, table, TF_DTYPE_F32, 3, last, 1);
+		cr_assert(y[0] == 10 && y[1] == 11 && y[2] == 12, "%s", be->hdr.name);
+		be->embed(ctx, y, table, TF_DTYPE_F32, 3, past, 2);
+		for (int i = 0; i < 6; i++)
+			cr_assert(isnan(y[i]), "id 4 of vocab 4 left y[%d] = %g", i, y[i]);
+		be->fini(ctx);
+	}
+	tf_testhost_free(th);
+}
+
 Test(backend_ops, argmax_first_of_ties_and_skips_nan)
 {
 	static const int64_t rows = 9;
