@@ -341,14 +341,11 @@ int main(int argc, char **argv)
 	cJSON *spec = json_pretok();
 	char *added[MAX_ADDED], *out = NULL;
 	bool special[MAX_ADDED];
-	int i, n_added = 0, rc, status = 2;
+	int i, n_added = 0, rc, status;
 	int32_t pair[2] = { 0, 0 };
 	size_t w;
 
-	t.max_tok = 0;
-	for (i = 1; i < argc && argv[i][0] == '-'; i += 2) {
-		if (i + 1 >= argc)
-			break;
+	for (i = 1; i + 1 < argc && argv[i][0] == '-'; i += 2) {
 		if (!strcmp(argv[i], "-o")) {
 			out = argv[i + 1];
 		} else if (!strcmp(argv[i], "-n")) {
@@ -357,6 +354,7 @@ int main(int argc, char **argv)
 			special[n_added] = argv[i][1] == 's';
 			added[n_added++] = argv[i + 1];
 		} else {
+			out = NULL;     /* unknown option, or too many added tokens */
 			break;
 		}
 	}
