@@ -12,6 +12,7 @@
 #include "options.h"
 #include "runtime.h"
 #include "tf/plugin.h"
+#include "tokenize_cmd.h"
 #include "tf/version.h"
 
 #define EXIT_USAGE 2
@@ -273,13 +274,13 @@ static int run_check(const tf_options *o)
 	return 0;
 }
 
-static int run_generate(const tf_options *o)
-{
-	return tf_cli_generate(o);
-}
-
 int main(int argc, char **argv)
 {
+	/* The tokenizer tools parse flags of their own. */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--tokenizer"))
+			return tf_cli_tokenizer(argc, argv);
+
 	tf_options o = { 0 };
 	int rc = options_parse(argc, argv, &o);
 	if (rc) {
@@ -301,7 +302,7 @@ int main(int argc, char **argv)
 		rc = run_check(&o);
 		break;
 	case TF_RUN_GENERATE:
-		rc = run_generate(&o);
+		rc = tf_cli_generate(&o);
 		break;
 	}
 	options_free(&o);
