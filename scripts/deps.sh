@@ -1,0 +1,28 @@
+#!/bin/sh
+# deps.sh - install the Debian packages TensorFold builds and tests with.
+#
+# Idempotent; needs root (or sudo).  The CUDA toolkit is not a Debian
+# package here: CUDA plugins build when nvcc is found (on PATH or in
+# /usr/local/cuda/bin) and are skipped with a message otherwise.
+set -eu
+
+pkgs="build-essential cmake pkg-config git
+      libinih-dev libcjson-dev libpcre2-dev libcriterion-dev
+      libibverbs-dev librdmacm-dev
+      python3 python3-numpy
+      clang libclang-rt-14-dev
+      gcc-aarch64-linux-gnu qemu-user-static"
+
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+echo "deps.sh: installing$missing"
+$sudo apt-get update -qq
+# shellcheck disable=SC2086  # one word per package
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
