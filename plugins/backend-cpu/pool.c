@@ -19,10 +19,10 @@
 /* Chunks per thread when the grain allows: enough to even out uneven
  * cores without paying for many hand-outs. */
 #define TF_POOL_CHUNKS_PER_THREAD 4
-/* Polls of the ticket before sleeping: some tens of microseconds.  After
+/* Polls of the ticket before sleeping: a few hundred microseconds.  After
  * the first TF_POOL_SPIN_HOT, each poll yields the CPU, so a pool with more
  * threads than free cores does not starve the thread it waits for. */
-#define TF_POOL_SPIN 4096
+#define TF_POOL_SPIN 1024
 #define TF_POOL_SPIN_HOT 256
 /* Low ticket bits: threads on the job (TF_CPU_MAX_THREADS fits). */
 #define TF_POOL_ACTIVE_BITS 13

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cpu_fixture.h"
@@ -104,6 +105,31 @@ Test(backend_pool, reused_across_calls_and_workers_take_part)
 		used += atomic_load(&c->used[w]);
 	cr_assert_gt(used, 1, "only the calling thread did any work");
 	cr_assert_eq(atomic_load(&c->bad), 0);
+	cpu_fixture_close(&f);
+	free(c);
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Between jobs the workers poll for a moment, then must sleep: an idle
+ * pool burns no CPU. */
+Test(backend_pool, idle_workers_sleep)
+{
+	struct cover *c = malloc(sizeof(*c));
+	cpu_fixture f;
+	cpu_fixture_open(&f, 4);
+	run_cover(f.be[CPU_FAST], f.ctx[CPU_FAST], c, 1000, 1);
+	usleep(100 * 1000);             /* past the polling */
+	double t0 = cpu_seconds();
+	usleep(300 * 1000);
+	double busy = cpu_seconds() - t0;
+	cr_assert_lt(busy, 0.03, "idle pool used %.3f s of CPU in 0.3 s", busy);
+	run_cover(f.be[CPU_FAST], f.ctx[CPU_FAST], c, 1000, 1);   /* and wakes up */
 	cpu_fixture_close(&f);
 	free(c);
 }
