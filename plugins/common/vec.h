@@ -82,4 +82,64 @@ static inline float tf_vec_dot(const float *x, const float *y, int64_t n)
 	return s;
 }
 
+/*
+ * y[0..n) += sum_t a[t] * X[t * ldx + 0..n): a combination of m rows, the
+ * shape of S^T k, of p^T V and of every small matrix product in the
+ * attention kernels.  The vector bodies keep a block of y in registers for
+ * the whole row loop, so each row element costs one load and one FMA.
+ */
+static inline void tf_vec_axpy_rows(float *restrict y, const float *restrict a,
+				    const float *restrict X, int64_t ldx, int64_t m,
+				    int64_t n)
+{
+	int64_t j = 0;
+#if defined(TF_SIMD_AVX2)
+	/* 8 accumulators: enough independent FMA chains to hide the latency */
+	for (; j + 64 <= n; j += 64) {
+		__m256 acc[8];
+		for (int u = 0; u < 8; u++)
+			acc[u] = _mm256_loadu_ps(y + j + 8 * u);
+		for (int64_t t = 0; t < m; t++) {
+			__m256 at = _mm256_set1_ps(a[t]);
+			const float *x = X + t * ldx + j;
+			for (int u = 0; u < 8; u++)
+				acc[u] = _mm256_fmadd_ps(at, _mm256_loadu_ps(x + 8 * u), acc[u]);
+		}
+		for (int u = 0; u < 8; u++)
+			_mm256_storeu_ps(y + j + 8 * u, acc[u]);
+	}
+	for (; j + 8 <= n; j += 8) {
+		__m256 acc = _mm256_loadu_ps(y + j);
+		for (int64_t t = 0; t < m; t++)
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(a[t]), _mm256_loadu_ps(X + t * ldx + j), acc);
+		_mm256_storeu_ps(y + j, acc);
+	}
+#elif defined(TF_SIMD_NEON)
+	for (; j + 32 <= n; j += 32) {
+		float32x4_t acc[8];
+		for (int u = 0; u < 8; u++)
+			acc[u] = vld1q_f32(y + j + 4 * u);
+		for (int64_t t = 0; t < m; t++) {
+			const float *x = X + t * ldx + j;
+			for (int u = 0; u < 8; u++)
+				acc[u] = vfmaq_n_f32(acc[u], vld1q_f32(x + 4 * u), a[t]);
+		}
+		for (int u = 0; u < 8; u++)
+			vst1q_f32(y + j + 4 * u, acc[u]);
+	}
+	for (; j + 4 <= n; j += 4) {
+		float32x4_t acc = vld1q_f32(y + j);
+		for (int64_t t = 0; t < m; t++)
+			acc = vfmaq_n_f32(acc, vld1q_f32(X + t * ldx + j), a[t]);
+		vst1q_f32(y + j, acc);
+	}
+#endif
+	for (; j < n; j++) {
+		float s = y[j];
+		for (int64_t t = 0; t < m; t++)
+			s += a[t] * X[t * ldx + j];
+		y[j] = s;
+	}
+}
+
 #endif /* TF_PLUGIN_VEC_H */

@@ -69,7 +69,7 @@ void kda_delta_recurrent(float *S, int K, int V, int64_t n, const kda_head_io *i
 size_t kda_delta_chunk_work(int K, int V)
 {
 	return (size_t)KDA_CHUNK * (2 * (size_t)K + 2 * KDA_CHUNK + (size_t)V) +
-	       3 * (size_t)KDA_SUBCHUNK * K;
+	       3 * (size_t)KDA_SUBCHUNK * K + (size_t)(K > KDA_CHUNK ? K : KDA_CHUNK);
 }
 
 /* Scratch of one chunk, carved from the caller's work buffer. */
@@ -81,6 +81,7 @@ struct chunk_ws {
 	float *Vn;      /* [C, V] the per-token deltas u_t */
 	float *qb, *kb; /* [B, K] the sub-block's q, k decayed to its start */
 	float *kr;      /* [B, K] keys brought forward to the sub-block start */
+	float *cf;      /* [max(K, C)] coefficients of one row combination */
 };
 
 /*
@@ -179,13 +180,15 @@ static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
 		float beta = io->beta[i * io->ldb];
 		float *vn = w->Vn + (size_t)i * V;
 
-		memset(vn, 0, (size_t)V * sizeof(float));
 		for (int d = 0; d < K; d++)
-			tf_vec_axpy(vn, E[d] * k[d], S + (size_t)d * V, V);
+			w->cf[d] = E[d] * k[d];
+		memset(vn, 0, (size_t)V * sizeof(float));
+		tf_vec_axpy_rows(vn, w->cf, S, V, K, V);
 		for (int j = 0; j < V; j++)
 			vn[j] = beta * (v[j] - vn[j]);
 		for (int m = 0; m < i; m++)
-			tf_vec_axpy(vn, -beta * w->Akk[i * C + m], w->Vn + (size_t)m * V, V);
+			w->cf[m] = -beta * w->Akk[i * C + m];
+		tf_vec_axpy_rows(vn, w->cf, w->Vn, V, i, V);
 	}
 
 	/* Outputs read the state as it was at the chunk start plus the chunk's
@@ -193,11 +196,11 @@ static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
 	for (int i = 0; i < L; i++) {
 		const float *q = row(io->q, i, io->ld), *E = w->E + (size_t)i * K;
 		float *o = io->o + i * io->ld;
-		memset(o, 0, (size_t)V * sizeof(float));
 		for (int d = 0; d < K; d++)
-			tf_vec_axpy(o, E[d] * q[d], S + (size_t)d * V, V);
-		for (int m = 0; m <= i; m++)
-			tf_vec_axpy(o, w->Aqk[i * C + m], w->Vn + (size_t)m * V, V);
+			w->cf[d] = E[d] * q[d];
+		memset(o, 0, (size_t)V * sizeof(float));
+		tf_vec_axpy_rows(o, w->cf, S, V, K, V);
+		tf_vec_axpy_rows(o, w->Aqk + i * C, w->Vn, V, i + 1, V);
 	}
 
 	/* S <- Diag(e^G_last) S + sum_m (e^(G_last - G_m) k_m) Vn_m^T */
@@ -205,11 +208,9 @@ static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
 	for (int d = 0; d < K; d++) {
 		float *Sd = S + (size_t)d * V;
 		tf_vec_scale(Sd, El[d], V);
-		for (int m = 0; m < L; m++) {
-			float km = row(io->k, m, io->ld)[d];
-			tf_vec_axpy(Sd, km * expf(Gl[d] - w->G[(size_t)m * K + d]),
-				    w->Vn + (size_t)m * V, V);
-		}
+		for (int m = 0; m < L; m++)
+			w->cf[m] = row(io->k, m, io->ld)[d] * expf(Gl[d] - w->G[(size_t)m * K + d]);
+		tf_vec_axpy_rows(Sd, w->cf, w->Vn, V, L, V);
 	}
 }
 
@@ -226,6 +227,7 @@ void kda_delta_chunked(float *S, int K, int V, int64_t n, const kda_head_io *io,
 	w.qb = w.Vn + C * V;
 	w.kb = w.qb + B * K;
 	w.kr = w.kb + B * K;
+	w.cf = w.kr + B * K;
 
 	for (int64_t c0 = 0; c0 < n; c0 += KDA_CHUNK) {
 		kda_head_io c = *io;

@@ -46,10 +46,11 @@ void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 		float *a = acc + (i * d->heads + h) * d->dv;
 		float m = run_rescale(r, mx, a, d->dv);
 		for (int64_t t = 0; t < end; t++) {
-			float p = expf(scores[t] - m);
-			r->l += p;
-			tf_vec_axpy(a, p, kv + t * d->heads * dkv + (int64_t)h * dkv + d->dn, d->dv);
+			scores[t] = expf(scores[t] - m);
+			r->l += scores[t];
 		}
+		tf_vec_axpy_rows(a, scores, kv + (int64_t)h * dkv + d->dn, d->heads * dkv, end,
+				 d->dv);
 	}
 }
 
@@ -62,15 +63,15 @@ void mla_absorb_query(const mla_dims *d, const float *wkvb, const float *q,
 		const float *wuk = wkvb + (int64_t)h * (d->dn + d->dv) * d->r;
 		float *ql = qlat + (int64_t)h * lat;
 		memset(ql, 0, (size_t)d->r * sizeof(float));
-		for (int e = 0; e < d->dn; e++)
-			tf_vec_axpy(ql, qn[e] * d->scale, wuk + (int64_t)e * d->r, d->r);
+		tf_vec_axpy_rows(ql, qn, wuk, d->r, d->dn, d->r);
+		tf_vec_scale(ql, d->scale, d->r);
 		for (int e = 0; e < d->dr; e++)
 			ql[d->r + e] = qp[e] * d->scale;
 	}
 }
 
 void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
-		       int64_t t0, int64_t t1, mla_run *run, float *acc)
+		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *p)
 {
 	const int64_t lat = d->r + d->dr;
 	for (int h = 0; h < d->heads; h++) {
@@ -78,15 +79,24 @@ void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
 		run[h].l = 0.0f;
 	}
 	memset(acc, 0, (size_t)d->heads * d->r * sizeof(float));
-	/* Row-major over the cache: each row is read once for every head. */
-	for (int64_t t = t0; t < t1; t++) {
-		const float *row = cache + t * lat;
+	/* A tile of rows at a time: the tile stays in cache while every head
+	 * scores it and then accumulates it. */
+	for (int64_t tt = t0; tt < t1; tt += MLA_TILE) {
+		int64_t nt = t1 - tt < MLA_TILE ? t1 - tt : MLA_TILE;
+		const float *tile = cache + tt * lat;
 		for (int h = 0; h < d->heads; h++) {
-			float s = tf_vec_dot(qlat + h * lat, row, lat);
+			float *ph = p + (int64_t)h * MLA_TILE, mx = -INFINITY;
+			for (int64_t t = 0; t < nt; t++) {
+				ph[t] = tf_vec_dot(qlat + h * lat, tile + t * lat, lat);
+				mx = fmaxf(mx, ph[t]);
+			}
 			float *a = acc + (int64_t)h * d->r;
-			float p = expf(s - run_rescale(&run[h], s, a, d->r));
-			run[h].l += p;
-			tf_vec_axpy(a, p, row, d->r);
+			float m = run_rescale(&run[h], mx, a, d->r);
+			for (int64_t t = 0; t < nt; t++) {
+				ph[t] = expf(ph[t] - m);
+				run[h].l += ph[t];
+			}
+			tf_vec_axpy_rows(a, ph, tile, lat, nt, d->r);
 		}
 	}
 }

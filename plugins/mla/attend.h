@@ -49,9 +49,13 @@ void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 void mla_absorb_query(const mla_dims *d, const float *wkvb, const float *q,
 		      int h0, int h1, float *qlat);
 
-/* Every head over cache rows [t0, t1): run [heads], acc [heads, r]. */
+/* Cache rows scored and accumulated per tile (absorbed form). */
+#define MLA_TILE 32
+
+/* Every head over cache rows [t0, t1): run [heads], acc [heads, r];
+ * p: heads * MLA_TILE floats of scratch. */
 void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
-		       int64_t t0, int64_t t1, mla_run *run, float *acc);
+		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *p);
 
 /* Merge np partial (run, acc) sets (part p at run + p*heads, acc +
  * p*heads*r), then o_h = W_UV_h o_lat for heads [h0, h1).  lat: r floats. */

@@ -241,7 +241,12 @@ static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->cblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->r * sizeof(float));
 	L->kvblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv) *
 					 sizeof(float));
-	L->work_per = MLA_KV_BLOCK > d->r ? MLA_KV_BLOCK : (size_t)d->r;
+	/* per worker: naive scores, the absorbed tile's scores, one latent */
+	L->work_per = MLA_KV_BLOCK;
+	if (L->work_per < (size_t)d->heads * MLA_TILE)
+		L->work_per = (size_t)d->heads * MLA_TILE;
+	if (L->work_per < (size_t)d->r)
+		L->work_per = (size_t)d->r;
 	L->work = malloc((size_t)L->n_workers * L->work_per * sizeof(float));
 	if (!L->cache || !L->acc || !L->qlat || !L->cblk || !L->kvblk || !L->work) {
 		rc = h->error(h, TF_ERR_NOMEM,
@@ -280,7 +285,8 @@ static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
 	for (int64_t p = p0; p < p1; p++)
 		mla_absorbed_rows(&L->d, L->qlat, L->cache, j->rows * p / j->parts,
 				  j->rows * (p + 1) / j->parts, L->run + p * L->d.heads,
-				  L->acc + p * L->d.heads * L->d.r);
+				  L->acc + p * L->d.heads * L->d.r,
+				  L->work + (size_t)worker * L->work_per);
 }
 
 static void absorbed_out_fn(void *arg, int64_t h0, int64_t h1, int worker)
