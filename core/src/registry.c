@@ -30,15 +30,14 @@ struct slot {
 
 #define SLOT(type, member) { #member, offsetof(type, member) }
 
-/* The slots a descriptor must fill, per kind.  Anything else may be NULL
- * or beyond struct_size (appended in a later minor version). */
+/* The slots a descriptor must fill, per kind, as the tf/ headers mark
+ * them.  Anything else may be NULL or beyond struct_size (appended in a
+ * later minor version): a backend's ops, for one, are checked by the
+ * plugins and the pipeline that call them. */
 static const struct slot backend_slots[] = {
 	SLOT(tf_backend, init), SLOT(tf_backend, quiesce), SLOT(tf_backend, fini),
 	SLOT(tf_backend, alloc), SLOT(tf_backend, free), SLOT(tf_backend, upload),
-	SLOT(tf_backend, download), SLOT(tf_backend, sync),
-	SLOT(tf_backend, rmsnorm), SLOT(tf_backend, add), SLOT(tf_backend, swiglu),
-	SLOT(tf_backend, rope), SLOT(tf_backend, softmax), SLOT(tf_backend, embed),
-	SLOT(tf_backend, convert), SLOT(tf_backend, argmax), { NULL, 0 }
+	SLOT(tf_backend, download), SLOT(tf_backend, sync), { NULL, 0 }
 };
 static const struct slot quant_slots[] = {
 	SLOT(tf_plugin_quant, match), SLOT(tf_plugin_quant, open),
