@@ -151,14 +151,19 @@ static int cand_reject(tf_candidate *c, int status, const char *fmt, ...)
 	return status;
 }
 
+/* The layer type an attention or ffn descriptor serves, when its struct
+ * reaches that far; NULL otherwise. */
 static const char *cand_layer_type(const tf_candidate *c)
 {
-	if (!c->desc)
+	const tf_plugin_header *d = c->desc;
+	if (!d)
 		return NULL;
-	if (c->kind == TF_KIND_ATTENTION)
-		return ((const tf_plugin_attention *)c->desc)->layer_type;
-	if (c->kind == TF_KIND_FFN)
-		return ((const tf_plugin_ffn *)c->desc)->layer_type;
+	if (c->kind == TF_KIND_ATTENTION &&
+	    d->struct_size >= offsetof(tf_plugin_attention, layer_type) + sizeof(char *))
+		return ((const tf_plugin_attention *)d)->layer_type;
+	if (c->kind == TF_KIND_FFN &&
+	    d->struct_size >= offsetof(tf_plugin_ffn, layer_type) + sizeof(char *))
+		return ((const tf_plugin_ffn *)d)->layer_type;
 	return NULL;
 }
 
@@ -170,8 +175,9 @@ static bool slot_filled(const tf_plugin_header *d, size_t offset)
 	return p != NULL;
 }
 
-/* The ABI checks of registry.h; on failure the candidate keeps only the
- * file and index, since the descriptor's layout is not ours to read. */
+/* The ABI checks of registry.h.  A descriptor failing the header checks
+ * is never read further (desc stays NULL: its layout is not ours to
+ * read); one failing a slot check keeps its name for the listing. */
 static void cand_check(tf_registry *r, tf_candidate *c, const tf_plugin_header *d,
 		       const char *entry)
 {
