@@ -622,61 +622,27 @@ static int reparse_fail(const tf_conf *c, int rc, const char *section, const cha
 	return tf_conf_fail(c, rc, section, key, "%s", tf_diag_msg());
 }
 
-int tf_conf_get_int(const tf_conf *c, const char *section, const char *key,
-		    int64_t def, int64_t *out)
-{
-	const struct conf_key *k;
-	const char *v = NULL;
-	int rc = typed_value(c, section, key, T_INT, &k, &v);
-	if (rc)
-		return rc;
-	*out = def;
-	if (v && (rc = parse_int(k, v, out)))
-		return reparse_fail(c, rc, section, key);
-	return TF_OK;
-}
+/* One typed getter per parser: the default when unset, else the value
+ * through the parser that validated it. */
+#define CONF_GETTER(name, ctype, type, parse)                                  \
+	int name(const tf_conf *c, const char *section, const char *key,      \
+		 ctype def, ctype *out)                                        \
+	{                                                                      \
+		const struct conf_key *k;                                      \
+		const char *v = NULL;                                          \
+		int rc = typed_value(c, section, key, type, &k, &v);           \
+		if (rc)                                                        \
+			return rc;                                             \
+		*out = def;                                                    \
+		if (v && (rc = parse(k, v, out)))                              \
+			return reparse_fail(c, rc, section, key);              \
+		return TF_OK;                                                  \
+	}
 
-int tf_conf_get_float(const tf_conf *c, const char *section, const char *key,
-		      double def, double *out)
-{
-	const struct conf_key *k;
-	const char *v = NULL;
-	int rc = typed_value(c, section, key, T_FLOAT, &k, &v);
-	if (rc)
-		return rc;
-	*out = def;
-	if (v && (rc = parse_float(k, v, out)))
-		return reparse_fail(c, rc, section, key);
-	return TF_OK;
-}
-
-int tf_conf_get_bool(const tf_conf *c, const char *section, const char *key,
-		     bool def, bool *out)
-{
-	const struct conf_key *k;
-	const char *v = NULL;
-	int rc = typed_value(c, section, key, T_BOOL, &k, &v);
-	if (rc)
-		return rc;
-	*out = def;
-	if (v && (rc = parse_bool(k, v, out)))
-		return reparse_fail(c, rc, section, key);
-	return TF_OK;
-}
-
-int tf_conf_get_size(const tf_conf *c, const char *section, const char *key,
-		     uint64_t def, uint64_t *out)
-{
-	const struct conf_key *k;
-	const char *v = NULL;
-	int rc = typed_value(c, section, key, T_SIZE, &k, &v);
-	if (rc)
-		return rc;
-	*out = def;
-	if (v && (rc = parse_size(k, v, out)))
-		return reparse_fail(c, rc, section, key);
-	return TF_OK;
-}
+CONF_GETTER(tf_conf_get_int, int64_t, T_INT, parse_int)
+CONF_GETTER(tf_conf_get_float, double, T_FLOAT, parse_float)
+CONF_GETTER(tf_conf_get_bool, bool, T_BOOL, parse_bool)
+CONF_GETTER(tf_conf_get_size, uint64_t, T_SIZE, parse_size)
 
 int tf_conf_resolve(const tf_conf *c, const char *path, char *buf, size_t size)
 {
