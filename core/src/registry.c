@@ -251,7 +251,9 @@ static int other_major(void *so, const char **kind, int *major)
 	return 0;
 }
 
-static int so_keep(tf_registry *r, void *so, const char *file, const char **kept)
+/* Keep a handle (NULL for a file that failed to load) and its canonical
+ * path, which the registry takes over. */
+static int so_keep(tf_registry *r, void *so, char *real)
 {
 	void **nso = realloc(r->so, (r->n_so + 1) * sizeof(*nso));
 	if (nso)
@@ -259,15 +261,32 @@ static int so_keep(tf_registry *r, void *so, const char *file, const char **kept
 	char **nf = realloc(r->files, (r->n_so + 1) * sizeof(*nf));
 	if (nf)
 		r->files = nf;
-	char *copy = strdup(file);
-	if (!nso || !nf || !copy) {
-		free(copy);
+	if (!nso || !nf) {
+		free(real);
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	}
 	r->so[r->n_so] = so;
-	r->files[r->n_so++] = copy;
-	*kept = copy;
+	r->files[r->n_so++] = real;
 	return TF_OK;
+}
+
+/* The canonical path of `file`, NULL (with the diag set) when it is
+ * missing or was met before: a folder on the path twice is loaded once. */
+static char *so_new_path(const tf_registry *r, const char *file, int *status)
+{
+	char *real = realpath(file, NULL);
+	*status = TF_OK;
+	if (!real) {
+		*status = tf_diag_set(errno == ENOMEM ? TF_ERR_NOMEM : TF_ERR_NOT_FOUND,
+				      "%s: %s", file, strerror(errno));
+		return NULL;
+	}
+	for (size_t i = 0; i < r->n_so; i++)
+		if (!strcmp(r->files[i], real)) {
+			free(real);
+			return NULL;
+		}
+	return real;
 }
 
 int tf_registry_load(tf_registry *r, const char *file)
@@ -277,10 +296,16 @@ int tf_registry_load(tf_registry *r, const char *file)
 		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: %s", file, strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return tf_diag_set(TF_ERR_INVALID, "%s: not a regular file", file);
-	void *so = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-	if (!so)
+	int rc;
+	char *real = so_new_path(r, file, &rc);
+	if (!real)
+		return rc;
+	void *so = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+	if (!so) {
+		free(real);
 		return tf_diag_set(TF_ERR_FORMAT, "%s: not a loadable shared object: %s",
 				   file, dlerror());
+	}
 
 	int found = 0;
 	for (int k = 1; k < TF_KIND_COUNT; k++) {
@@ -292,13 +317,11 @@ int tf_registry_load(tf_registry *r, const char *file)
 			continue;
 		memcpy(&entry, &addr, sizeof(entry));
 		if (!found++) {
-			const char *kept;
-			int rc = so_keep(r, so, file, &kept);
-			if (rc) {
+			if ((rc = so_keep(r, so, real))) {
 				dlclose(so);
 				return rc;
 			}
-			file = kept;
+			file = real;
 		}
 		for (unsigned i = 0;; i++) {
 			const tf_plugin_header *d = entry(i);
@@ -325,6 +348,7 @@ int tf_registry_load(tf_registry *r, const char *file)
 	int major;
 	int abi = other_major(so, &kind, &major);
 	dlclose(so);
+	free(real);
 	if (abi)
 		return tf_diag_set(TF_ERR_ABI, "%s: built for plugin ABI %d "
 				   "(exports tf_plugin_%s_v%d); this runtime has "
@@ -347,12 +371,18 @@ static int name_cmp(const void *a, const void *b)
 /* A .so in a scanned folder that fails to load still shows in the list. */
 static int add_failed_file(tf_registry *r, const char *file, int status)
 {
-	const char *kept;
-	int rc = so_keep(r, NULL, file, &kept);
-	tf_candidate *c = rc ? NULL : cand_add(r, 0, kept, 0);
+	char why[sizeof(((tf_candidate *)0)->why)];
+	int rc;
+	snprintf(why, sizeof(why), "%s", tf_diag_msg());
+	char *real = so_new_path(r, file, &rc);
+	if (!real)
+		return rc;
+	if ((rc = so_keep(r, NULL, real)))
+		return rc;
+	tf_candidate *c = cand_add(r, 0, real, 0);
 	if (!c)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-	cand_reject(c, status, "%s", tf_diag_msg());
+	cand_reject(c, status, "%s", why);
 	return TF_OK;
 }
 

@@ -261,6 +261,15 @@ Test(select, first_on_the_path_shadows_a_twin)
 	cr_assert_str_eq(c->name, "toy-b");
 	cr_assert_eq(tf_registry_select(r, TF_KIND_FFN, "dense", "toy-a", &c), TF_OK);
 	cr_assert_eq(c->score, 5);
+	/* a folder met again (another path, same files) adds nothing */
+	size_t n = tf_registry_count(r);
+	cr_assert_eq(tf_registry_add(r, SEL "/../sel", "again"), TF_OK);
+	cr_assert_eq(tf_registry_load(r, SEL "/toy-b.so"), TF_OK);
+	cr_assert_eq(tf_registry_add(r, BAD, "test"), TF_OK);
+	size_t with_bad = tf_registry_count(r);
+	cr_assert_eq(tf_registry_add(r, BAD, "again"), TF_OK);
+	cr_assert_eq(tf_registry_count(r), with_bad);
+	cr_assert_eq(with_bad, n + 7);
 	tf_registry_free(r);
 }
 
