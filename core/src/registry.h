@@ -14,7 +14,8 @@
  *   [plugins] path in the INI, ':'-separated, relative to the INI's folder;
  *   $TF_PLUGIN_PATH, ':'-separated;
  *   the build's own plugin folder (TF_BUILD_PLUGIN_DIR).
- * A path entry may name a folder (each *.so in it) or one .so.
+ * A path entry may name a folder (each *.so in it) or one .so; a file met
+ * again (the same canonical path) is loaded once.
  *
  * A .so stays loaded until tf_registry_free(), which the owner calls only
  * after every instance of its plugins has been finalised.
