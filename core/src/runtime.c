@@ -73,15 +73,19 @@ static int host_weight_get(const tf_host *h, const char *name, tf_tensor *out)
 	return rt->weights ? tf_weights_get(rt->weights, name, out) : TF_ERR_NOT_FOUND;
 }
 
-/* The pinned quant plugin, else the usable one scoring the prefix highest
- * (the earliest on ties, as the registry orders them). */
+/* The pinned quant plugin when it recognises the prefix's tensors, else
+ * the usable one whose match() scores them highest (the earliest on ties,
+ * as the registry orders them).  A pin chooses between implementations of
+ * a format; the others still open what it does not recognise, such as the
+ * plain linears an EXL3 checkpoint leaves unquantized. */
 static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
 			 int64_t out, struct tf_lin *lin)
 {
 	const tf_runtime *rt = h->ctx;
-	const tf_plugin_quant *best = rt->quant_pin;
-	int best_score = best ? best->match(h, prefix) : 0;
-	for (size_t i = 0; !rt->quant_pin && i < tf_registry_count(rt->reg); i++) {
+	bool pinned = rt->quant_pin && rt->quant_pin->match(h, prefix) > 0;
+	const tf_plugin_quant *best = pinned ? rt->quant_pin : NULL;
+	int best_score = 0;
+	for (size_t i = 0; !pinned && i < tf_registry_count(rt->reg); i++) {
 		const tf_candidate *c = tf_registry_at(rt->reg, i);
 		if (c->kind != TF_KIND_QUANT || c->status || !c->probed)
 			continue;
@@ -92,11 +96,9 @@ static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
 			best_score = s;
 		}
 	}
-	if (best_score <= 0)
-		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: %s", prefix, rt->quant_pin ?
-				   "the pinned quant plugin does not recognise its "
-				   "tensors ([plugins] quant)" :
-				   "no quant plugin recognises its tensors");
+	if (!best)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: no quant plugin recognises "
+				   "its tensors", prefix);
 	lin->ops = best;
 	lin->impl = NULL;
 	return best->open(h, prefix, in, out, &lin->impl, &lin->info);
@@ -420,8 +422,9 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 	fprintf(f, "context:   %lld tokens, prefill chunk %lld\n",
 		(long long)rt->context, (long long)rt->prefill_chunk);
 	fprintf(f, "backend:   %s\n", rt->backend ? rt->backend->hdr.name : "-");
-	fprintf(f, "quant:     %s\n", rt->quant_pin ? rt->quant_pin->hdr.name :
-		"best match() per linear");
+	fprintf(f, "quant:     %s%s\n", rt->quant_pin ? rt->quant_pin->hdr.name : "",
+		rt->quant_pin ? " where it matches, else the best match() per linear" :
+		"the best match() per linear");
 	/* One line per run of layers sharing types and plugins. */
 	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
 		for (j = i + 1; j < m->n_layers_total && rt->attn[j] == rt->attn[i] &&

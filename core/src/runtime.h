@@ -10,8 +10,9 @@
  *        (when [mtp] enabled) and the transport (when [tp] size > 1)
  *
  * and builds the tf_host every plugin instance is given.  The host's
- * lin_open() opens a linear layer through the quant plugin whose match()
- * scores its tensors highest, or only through [plugins] quant when pinned.
+ * lin_open() opens a linear layer through [plugins] quant when that
+ * recognises its tensors, else through the quant plugin whose match()
+ * scores them highest.
  *
  * The runtime owns no layer instances: whoever calls layer_init() on the
  * chosen plugins finalises them before tf_runtime_close().

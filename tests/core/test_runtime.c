@@ -114,8 +114,8 @@ Test(runtime, host_services)
 
 	cr_assert_eq(h->lin_open(h, "model.layers.0.mlp.nothing", 4, 4, &lin),
 		     TF_ERR_NOT_FOUND);
-	cr_assert(strstr(tf_diag_msg(), "model.layers.0.mlp.nothing: the pinned"),
-		  "%s", tf_diag_msg());
+	cr_assert(strstr(tf_diag_msg(), "model.layers.0.mlp.nothing: no quant plugin "
+			 "recognises its tensors"), "%s", tf_diag_msg());
 	cr_assert_eq(h->error(h, TF_ERR_FORMAT, "tensor %s", "w"), TF_ERR_FORMAT);
 	cr_assert_str_eq(tf_diag_msg(), "tensor w");
 	tf_runtime_close(rt);
@@ -129,10 +129,12 @@ Test(runtime, overrides_pick_plugins)
 	const tf_host *h = tf_runtime_host(rt);
 	cr_assert_str_eq(h->backend->hdr.name, "cpu-ref");
 	cr_assert_str_eq(tf_runtime_attention(rt, 3)->hdr.name, "mla");
-	/* exl3 is pinned, and a bf16 checkpoint has no trellis */
+	/* exl3 is preferred, but a bf16 checkpoint has no trellis: plain opens it */
 	tf_lin lin;
 	cr_assert_eq(h->lin_open(h, "model.layers.0.mlp.gate_proj", 256, 512, &lin),
-		     TF_ERR_NOT_FOUND);
+		     TF_OK, "%s", tf_diag_msg());
+	cr_assert_str_eq(lin.ops->hdr.name, "plain");
+	h->lin_close(h, &lin);
 	tf_runtime_close(rt);
 
 	/* unpinned, each linear goes to the best match() */
