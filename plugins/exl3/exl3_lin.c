@@ -15,142 +15,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exl3_load.h"
 #include "hadamard.h"
 #include "lin.h"
-#include "matmul.h"
 
 #define EXL3_GRAIN 4            /* fewest tile columns per work item */
 
 typedef struct tf_exl3_lin {
 	const tf_host *h;
-	tf_exl3_mat mat;
+	tf_exl3_parts p;
 	int64_t in, out;
-	float *suh, *svh, *bias;        /* [k], [n], [n] or NULL */
 } tf_exl3_lin;
-
-static int exl3_match(const tf_host *h, const char *prefix)
-{
-	return tf_lin_has(h, prefix, "trellis") ? TF_LIN_SCORE_EXL3 : 0;
-}
 
 static void exl3_close(void *lin)
 {
 	tf_exl3_lin *l = lin;
 	if (!l)
 		return;
-	free(l->suh);
-	free(l->svh);
-	free(l->bias);
+	tf_exl3_parts_free(&l->p);
 	free(l);
-}
-
-/* The trellis' shape rules; sets *K and the padded k, n. */
-static int exl3_check_trellis(const tf_host *h, const tf_tensor *t, int *K,
-			      int64_t *k, int64_t *n)
-{
-	int rc = tf_lin_check_bytes(h, t);
-	if (rc)
-		return rc;
-	if (t->dtype != TF_DTYPE_I16 && t->dtype != TF_DTYPE_U16)
-		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected I16", t->name,
-				tf_dtype_name(t->dtype));
-	if (t->ndim != 3)
-		return h->error(h, TF_ERR_FORMAT, "%s: rank %d, expected 3 [k/16, n/16, 16*K]",
-				t->name, t->ndim);
-	if (t->shape[2] % 16 || t->shape[2] < 16 || t->shape[2] > 16 * TF_EXL3_K_MAX)
-		return h->error(h, TF_ERR_FORMAT,
-				"%s: last dimension %lld is not 16*K for K in 1..8",
-				t->name, (long long)t->shape[2]);
-	*K = (int)(t->shape[2] / 16);
-	*k = t->shape[0] * 16;
-	*n = t->shape[1] * 16;
-	if (*k <= 0 || *n <= 0 || *k % 128 || *n % 128)
-		return h->error(h, TF_ERR_FORMAT,
-				"%s: %lld x %lld features are not multiples of 128",
-				t->name, (long long)*k, (long long)*n);
-	return TF_OK;
-}
-
-/* A required float vector of exactly `len` elements; `legacy` names the
- * pre-release packed-sign tensor it replaced, for a clearer refusal. */
-static int exl3_vector(const tf_host *h, const char *prefix, const char *suffix,
-		       const char *legacy, int64_t len, float **out)
-{
-	tf_tensor t;
-	int rc = tf_lin_tensor(h, prefix, suffix, &t);
-	if (rc == TF_ERR_NOT_FOUND)
-		return h->error(h, rc, "%s.%s: tensor not found%s", prefix, suffix,
-				legacy && tf_lin_has(h, prefix, legacy)
-				? " (legacy packed su/sv signs are not supported)" : "");
-	if (rc)
-		return rc;
-	if (t.ndim != 1 || t.shape[0] != len)
-		return h->error(h, TF_ERR_FORMAT, "%s: shape disagrees with the trellis: expected [%lld]",
-				t.name, (long long)len);
-	return tf_lin_vector(h, &t, len, out);
 }
 
 static int exl3_open(const tf_host *h, const char *prefix, int64_t in,
 		     int64_t out, void **lin, tf_lin_info *info)
 {
-	tf_tensor tr;
-	tf_exl3_lin *l = NULL;
-	int64_t k = 0, n = 0;
-	int K = 0, rc;
+	tf_exl3_lin *l = calloc(1, sizeof(*l));
+	int rc;
 
-	rc = tf_lin_tensor(h, prefix, "trellis", &tr);
-	if (rc == TF_ERR_NOT_FOUND)
-		return h->error(h, rc, "%s.trellis: tensor not found", prefix);
-	if (rc)
-		return rc;
-	rc = exl3_check_trellis(h, &tr, &K, &k, &n);
-	if (rc)
-		return rc;
-	if (in <= 0 || out <= 0 || in > k || out > n)
-		return h->error(h, TF_ERR_INVALID,
-				"%s: linear %lld x %lld does not fit the trellis' %lld x %lld",
-				tr.name, (long long)in, (long long)out, (long long)k,
-				(long long)n);
-
-	int mcg = tf_lin_has(h, prefix, "mcg"), mul1 = tf_lin_has(h, prefix, "mul1");
-	if (mcg && mul1)
-		return h->error(h, TF_ERR_FORMAT, "%s: both .mcg and .mul1 codebook markers",
-				prefix);
-	if (tf_lin_has(h, prefix, "scale"))
-		return h->error(h, TF_ERR_UNSUPPORTED,
-				"%s.scale: pre-release global scale is not supported", prefix);
-
-	l = calloc(1, sizeof(*l));
 	if (!l)
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+	rc = tf_exl3_parts_load(h, prefix, in, out, &l->p);
+	if (rc) {
+		free(l);
+		return rc;
+	}
 	l->h = h;
 	l->in = in;
 	l->out = out;
-	tf_exl3_mat_init(&l->mat, tr.data, k, n, K,
-			 mul1 ? TF_EXL3_CB_MUL1 : mcg ? TF_EXL3_CB_MCG : TF_EXL3_CB_3INST);
-
-	rc = exl3_vector(h, prefix, "suh", "su", k, &l->suh);
-	if (!rc)
-		rc = exl3_vector(h, prefix, "svh", "sv", n, &l->svh);
-	if (!rc && tf_lin_has(h, prefix, "bias"))
-		rc = exl3_vector(h, prefix, "bias", NULL, n, &l->bias);
-	if (rc)
-		goto fail;
-
-	static const char *const format[TF_EXL3_CB_COUNT] = {
-		[TF_EXL3_CB_3INST] = "exl3-3inst", [TF_EXL3_CB_MCG] = "exl3-mcg",
-		[TF_EXL3_CB_MUL1] = "exl3-mul1",
-	};
-	*info = (tf_lin_info){
-		.in = in, .out = out, .bits = K,
-		.bytes = tr.nbytes + 2 * (size_t)(k + n) + (l->bias ? 2 * (size_t)n : 0),
-		.format = format[l->mat.cb],
-	};
+	*info = tf_exl3_parts_info(&l->p, in, out);
 	*lin = l;
 	return TF_OK;
-fail:
-	exl3_close(l);
-	return rc;
 }
 
 struct exl3_job {
@@ -167,18 +71,18 @@ static void exl3_input_rows(void *arg, int64_t begin, int64_t end, int worker)
 	const tf_exl3_lin *l = j->l;
 	for (int64_t r = begin; r < end; r++) {
 		const float *x = j->x + r * l->in;
-		float *xh = j->xh + r * l->mat.k;
+		float *xh = j->xh + r * l->p.mat.k;
 		for (int64_t i = 0; i < l->in; i++)
-			xh[i] = x[i] * l->suh[i];
-		memset(xh + l->in, 0, (size_t)(l->mat.k - l->in) * sizeof(float));
-		tf_had128(xh, l->mat.k);
+			xh[i] = x[i] * l->p.suh[i];
+		memset(xh + l->in, 0, (size_t)(l->p.mat.k - l->in) * sizeof(float));
+		tf_had128(xh, l->p.mat.k);
 	}
 }
 
 static void exl3_tile_cols(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct exl3_job *j = arg;
-	tf_exl3_mat_mul(&j->l->mat, j->xh, j->rows, j->yh, begin, end);
+	tf_exl3_mat_mul(&j->l->p.mat, j->xh, j->rows, j->yh, begin, end);
 }
 
 /* y[r] = (Had128(yh[r]) ⊙ svh + bias), trimmed to out. */
@@ -187,10 +91,10 @@ static void exl3_output_rows(void *arg, int64_t begin, int64_t end, int worker)
 	const struct exl3_job *j = arg;
 	const tf_exl3_lin *l = j->l;
 	for (int64_t r = begin; r < end; r++) {
-		float *yh = j->yh + r * l->mat.n, *y = j->y + r * l->out;
-		tf_had128(yh, l->mat.n);
+		float *yh = j->yh + r * l->p.mat.n, *y = j->y + r * l->out;
+		tf_had128(yh, l->p.mat.n);
 		for (int64_t o = 0; o < l->out; o++)
-			y[o] = yh[o] * l->svh[o] + (l->bias ? l->bias[o] : 0.0f);
+			y[o] = yh[o] * l->p.svh[o] + (l->p.bias ? l->p.bias[o] : 0.0f);
 	}
 }
 
@@ -204,14 +108,14 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		return rows ? h->error(h, TF_ERR_INVALID, "exl3 linear: %lld rows",
 				       (long long)rows) : TF_OK;
 	/* Per call, not per layer: a layer may run on several threads. */
-	job.xh = malloc((size_t)rows * (size_t)(l->mat.k + l->mat.n) * sizeof(float));
+	job.xh = malloc((size_t)rows * (size_t)(l->p.mat.k + l->p.mat.n) * sizeof(float));
 	if (!job.xh)
 		return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 				(long long)rows);
-	job.yh = job.xh + rows * l->mat.k;
+	job.yh = job.xh + rows * l->p.mat.k;
 
 	tf_lin_parallel(h, rows, 8, exl3_input_rows, &job);
-	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
+	tf_lin_parallel(h, l->p.mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
 	tf_lin_parallel(h, rows, 8, exl3_output_rows, &job);
 	free(job.xh);
 	return TF_OK;
@@ -221,7 +125,7 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 static int exl3_dequant(void *lin, float *w)
 {
 	const tf_exl3_lin *l = lin;
-	const tf_exl3_mat *m = &l->mat;
+	const tf_exl3_mat *m = &l->p.mat;
 	float tile[TF_EXL3_TILE_N];
 	float *a = malloc((size_t)m->k * (size_t)m->n * sizeof(float));
 	float *col = malloc((size_t)m->k * sizeof(float));
@@ -245,7 +149,7 @@ static int exl3_dequant(void *lin, float *w)
 			col[i] = a[i * m->n + o];
 		tf_had128(col, m->k);                           /* Hbd · (...) */
 		for (int64_t i = 0; i < l->in; i++)
-			w[o * l->in + i] = l->suh[i] * col[i] * l->svh[o];
+			w[o * l->in + i] = l->p.suh[i] * col[i] * l->p.svh[o];
 	}
 	free(a);
 	free(col);
@@ -265,7 +169,7 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3", "0.1.0",
 				"EXL3 trellis linear (exllamav3 format, K = 1..8, 3INST/MCG/MUL1), CPU",
 				exl3_probe),
-	.match = exl3_match,
+	.match = tf_exl3_match,
 	.open = exl3_open,
 	.close = exl3_close,
 	.forward = exl3_forward,

@@ -2,7 +2,8 @@
  * lin.h - what the two linear descriptors of exl3.so share.
  *
  * exl3.so carries two quant implementations: "exl3" (trellis-coded weights,
- * exl3_lin.c) and "plain" (fp16/bf16/fp32 `.weight`, plain_lin.c).  Both
+ * exl3_lin.c) and "plain" (fp16/bf16/fp32 `.weight`, plain_lin.c);
+ * exl3-cuda.so the EXL3 one for CUDA devices (exl3_cuda_lin.c).  All
  * fetch tensors, widen small vectors to float and split work over the
  * backend's threads the same way; those helpers live here.
  */
@@ -14,6 +15,7 @@
 
 extern const tf_plugin_quant tf_exl3_lin_ops;
 extern const tf_plugin_quant tf_plain_lin_ops;
+extern const tf_plugin_quant tf_exl3_cuda_lin_ops;       /* exl3-cuda.so */
 
 /* Highest match() score of each descriptor: a `.trellis` beats a `.weight`
  * stored under the same prefix. */

@@ -1,0 +1,167 @@
+/*
+ * exl3_cuda_lin.c - the "exl3-cuda" linear: the EXL3 layer of exl3_lin.c
+ * with weights and activations in GPU memory (cuda_kernels.cu).
+ *
+ * open() validates the tensors exactly as the CPU descriptor does
+ * (exl3_load.c) and uploads trellis, suh, svh and bias.  forward() takes
+ * device pointers from the CUDA backend: 1..8 rows go through the fused
+ * decode GEMV; more rows decode Ŵ to fp16 once and use tensor cores.
+ *
+ * The backend's stream is not part of the ABI, so forward() first waits
+ * for the backend (sync), runs on its own stream, and waits for that
+ * before returning: correct ordering at the price of two host waits.
+ */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_kernels.h"
+#include "exl3_load.h"
+#include "lin.h"
+
+typedef struct tf_exl3_cuda_lin {
+	const tf_host *h;
+	int64_t in, out, k, n;
+	int K;
+	tf_exl3_cb cb;
+	cudaStream_t stream;
+	uint16_t *trellis;              /* device copies */
+	float *suh, *svh, *bias;
+} tf_exl3_cuda_lin;
+
+static int cuda_status(const tf_host *h, cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return TF_OK;
+	return h->error(h, TF_ERR_DEVICE, "exl3-cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+static void exl3_cuda_close(void *lin)
+{
+	tf_exl3_cuda_lin *l = lin;
+	if (!l)
+		return;
+	cudaFree(l->trellis);
+	cudaFree(l->suh);
+	cudaFree(l->svh);
+	cudaFree(l->bias);
+	if (l->stream)
+		cudaStreamDestroy(l->stream);
+	free(l);
+}
+
+/* A device copy of bytes at src. */
+static cudaError_t upload(void **dst, const void *src, size_t bytes)
+{
+	cudaError_t e = cudaMalloc(dst, bytes);
+	return e == cudaSuccess ? cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) : e;
+}
+
+static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
+			  int64_t out, void **lin, tf_lin_info *info)
+{
+	tf_exl3_parts p;
+	tf_exl3_cuda_lin *l;
+	cudaError_t e;
+	int rc = tf_exl3_parts_load(h, prefix, in, out, &p);
+
+	if (rc)
+		return rc;
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		tf_exl3_parts_free(&p);
+		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+	}
+	*l = (tf_exl3_cuda_lin){ .h = h, .in = in, .out = out, .k = p.mat.k, .n = p.mat.n,
+				 .K = p.mat.K, .cb = p.mat.cb };
+	e = cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking);
+	if (e == cudaSuccess)
+		e = upload((void **)&l->trellis, p.mat.trellis, p.trellis_bytes);
+	if (e == cudaSuccess)
+		e = upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
+	if (e == cudaSuccess)
+		e = upload((void **)&l->svh, p.svh, (size_t)l->n * sizeof(float));
+	if (e == cudaSuccess && p.bias)
+		e = upload((void **)&l->bias, p.bias, (size_t)l->n * sizeof(float));
+	*info = tf_exl3_parts_info(&p, in, out);
+	tf_exl3_parts_free(&p);
+	rc = cuda_status(h, e, prefix);
+	if (rc) {
+		exl3_cuda_close(l);
+		return rc;
+	}
+	*lin = l;
+	return TF_OK;
+}
+
+static int exl3_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
+{
+	const tf_exl3_cuda_lin *l = lin;
+	const tf_host *h = l->h;
+	const int64_t rows16 = (rows + 15) / 16 * 16;
+	const int gemv = rows <= TF_EXL3_CUDA_GEMV_ROWS;
+	float *xh = NULL, *yh = NULL;
+	uint16_t *xh16 = NULL, *w16 = NULL;
+	cudaError_t e;
+	int rc;
+
+	if (rows <= 0)
+		return rows ? h->error(h, TF_ERR_INVALID, "exl3-cuda: %lld rows", (long long)rows)
+			    : TF_OK;
+	rc = h->backend->sync(h->backend_ctx);
+	if (rc)
+		return rc;
+	e = cudaMallocAsync((void **)&xh, (size_t)rows16 * (size_t)(l->k + l->n) * sizeof(float),
+			    l->stream);
+	if (e == cudaSuccess && !gemv)
+		e = cudaMallocAsync((void **)&xh16, (size_t)rows16 * (size_t)l->k * 2, l->stream);
+	if (e == cudaSuccess && !gemv)
+		e = cudaMallocAsync((void **)&w16, (size_t)l->k * (size_t)l->n * 2, l->stream);
+	if (e == cudaSuccess) {
+		yh = xh + rows16 * l->k;
+		if (xh16)       /* the GEMM's padding rows must be zero */
+			e = cudaMemsetAsync(xh16, 0, (size_t)rows16 * (size_t)l->k * 2, l->stream);
+	}
+	if (e == cudaSuccess)
+		e = tf_exl3_cuda_input(l->stream, x, rows, l->in, l->k, l->suh, xh, xh16);
+	if (e == cudaSuccess && gemv)
+		e = tf_exl3_cuda_gemv(l->stream, l->trellis, l->k, l->n, l->K, l->cb, xh, rows, yh);
+	if (e == cudaSuccess && !gemv)
+		e = tf_exl3_cuda_reconstruct(l->stream, l->trellis, l->k, l->n, l->K, l->cb, w16);
+	if (e == cudaSuccess && !gemv)
+		e = tf_exl3_cuda_gemm(l->stream, xh16, rows16, w16, l->k, l->n, yh);
+	if (e == cudaSuccess)
+		e = tf_exl3_cuda_output(l->stream, yh, rows, l->n, l->out, l->svh, l->bias, y);
+	if (xh)
+		cudaFreeAsync(xh, l->stream);
+	if (xh16)
+		cudaFreeAsync(xh16, l->stream);
+	if (w16)
+		cudaFreeAsync(w16, l->stream);
+	cudaError_t s = cudaStreamSynchronize(l->stream);
+	return cuda_status(h, e != cudaSuccess ? e : s, "forward");
+}
+
+static int exl3_cuda_probe(const tf_host *h, const char **reason)
+{
+	int n = 0;
+	if (h && h->backend && h->backend->parallel_for) {
+		*reason = "needs a device backend (activations in GPU memory)";
+		return 0;
+	}
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		*reason = "no CUDA device";
+		return 0;
+	}
+	return 2;
+}
+
+const tf_plugin_quant tf_exl3_cuda_lin_ops = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-cuda", "0.1.0",
+				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), WMMA above",
+				exl3_cuda_probe),
+	.match = tf_exl3_match,
+	.open = exl3_cuda_open,
+	.close = exl3_cuda_close,
+	.forward = exl3_cuda_forward,
+};

@@ -1,0 +1,123 @@
+/* exl3_load.c - find and validate the tensors of one EXL3 linear (exl3_load.h). */
+#include "exl3_load.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lin.h"
+
+/* The trellis' shape rules; sets *K and the padded k, n. */
+static int exl3_check_trellis(const tf_host *h, const tf_tensor *t, int *K,
+			      int64_t *k, int64_t *n)
+{
+	int rc = tf_lin_check_bytes(h, t);
+	if (rc)
+		return rc;
+	if (t->dtype != TF_DTYPE_I16 && t->dtype != TF_DTYPE_U16)
+		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected I16", t->name,
+				tf_dtype_name(t->dtype));
+	if (t->ndim != 3)
+		return h->error(h, TF_ERR_FORMAT, "%s: rank %d, expected 3 [k/16, n/16, 16*K]",
+				t->name, t->ndim);
+	if (t->shape[2] % 16 || t->shape[2] < 16 || t->shape[2] > 16 * TF_EXL3_K_MAX)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: last dimension %lld is not 16*K for K in 1..8",
+				t->name, (long long)t->shape[2]);
+	*K = (int)(t->shape[2] / 16);
+	*k = t->shape[0] * 16;
+	*n = t->shape[1] * 16;
+	if (*k <= 0 || *n <= 0 || *k % 128 || *n % 128)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: %lld x %lld features are not multiples of 128",
+				t->name, (long long)*k, (long long)*n);
+	return TF_OK;
+}
+
+/* A required float vector of exactly `len` elements; `legacy` names the
+ * pre-release packed-sign tensor it replaced, for a clearer refusal. */
+static int exl3_vector(const tf_host *h, const char *prefix, const char *suffix,
+		       const char *legacy, int64_t len, float **out)
+{
+	tf_tensor t;
+	int rc = tf_lin_tensor(h, prefix, suffix, &t);
+	if (rc == TF_ERR_NOT_FOUND)
+		return h->error(h, rc, "%s.%s: tensor not found%s", prefix, suffix,
+				legacy && tf_lin_has(h, prefix, legacy)
+				? " (legacy packed su/sv signs are not supported)" : "");
+	if (rc)
+		return rc;
+	if (t.ndim != 1 || t.shape[0] != len)
+		return h->error(h, TF_ERR_FORMAT, "%s: shape disagrees with the trellis: expected [%lld]",
+				t.name, (long long)len);
+	return tf_lin_vector(h, &t, len, out);
+}
+
+int tf_exl3_match(const tf_host *h, const char *prefix)
+{
+	return tf_lin_has(h, prefix, "trellis") ? TF_LIN_SCORE_EXL3 : 0;
+}
+
+int tf_exl3_parts_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+		       tf_exl3_parts *p)
+{
+	tf_tensor tr;
+	int64_t k = 0, n = 0;
+	int K = 0, rc;
+
+	memset(p, 0, sizeof(*p));
+	rc = tf_lin_tensor(h, prefix, "trellis", &tr);
+	if (rc == TF_ERR_NOT_FOUND)
+		return h->error(h, rc, "%s.trellis: tensor not found", prefix);
+	if (rc)
+		return rc;
+	rc = exl3_check_trellis(h, &tr, &K, &k, &n);
+	if (rc)
+		return rc;
+	if (in <= 0 || out <= 0 || in > k || out > n)
+		return h->error(h, TF_ERR_INVALID,
+				"%s: linear %lld x %lld does not fit the trellis' %lld x %lld",
+				tr.name, (long long)in, (long long)out, (long long)k,
+				(long long)n);
+
+	int mcg = tf_lin_has(h, prefix, "mcg"), mul1 = tf_lin_has(h, prefix, "mul1");
+	if (mcg && mul1)
+		return h->error(h, TF_ERR_FORMAT, "%s: both .mcg and .mul1 codebook markers",
+				prefix);
+	if (tf_lin_has(h, prefix, "scale"))
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"%s.scale: pre-release global scale is not supported", prefix);
+	tf_exl3_mat_init(&p->mat, tr.data, k, n, K,
+			 mul1 ? TF_EXL3_CB_MUL1 : mcg ? TF_EXL3_CB_MCG : TF_EXL3_CB_3INST);
+	p->trellis_bytes = tr.nbytes;
+
+	rc = exl3_vector(h, prefix, "suh", "su", k, &p->suh);
+	if (!rc)
+		rc = exl3_vector(h, prefix, "svh", "sv", n, &p->svh);
+	if (!rc && tf_lin_has(h, prefix, "bias"))
+		rc = exl3_vector(h, prefix, "bias", NULL, n, &p->bias);
+	if (rc)
+		tf_exl3_parts_free(p);
+	return rc;
+}
+
+void tf_exl3_parts_free(tf_exl3_parts *p)
+{
+	free(p->suh);
+	free(p->svh);
+	free(p->bias);
+	p->suh = p->svh = p->bias = NULL;
+}
+
+tf_lin_info tf_exl3_parts_info(const tf_exl3_parts *p, int64_t in, int64_t out)
+{
+	static const char *const format[TF_EXL3_CB_COUNT] = {
+		[TF_EXL3_CB_3INST] = "exl3-3inst", [TF_EXL3_CB_MCG] = "exl3-mcg",
+		[TF_EXL3_CB_MUL1] = "exl3-mul1",
+	};
+	const int64_t k = p->mat.k, n = p->mat.n;
+	return (tf_lin_info){
+		.in = in, .out = out, .bits = p->mat.K,
+		.bytes = p->trellis_bytes + 2 * (size_t)(k + n) + (p->bias ? 2 * (size_t)n : 0),
+		.format = format[p->mat.cb],
+	};
+}

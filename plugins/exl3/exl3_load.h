@@ -1,0 +1,33 @@
+/*
+ * exl3_load.h - the tensors of one EXL3 linear, found and validated.
+ *
+ * Shared by the CPU ("exl3") and CUDA ("exl3-cuda") descriptors so both
+ * refuse the same malformed inputs with the same messages (spec exl3.md
+ * §2): the trellis' dtype, rank and 16·K last dimension with K in 1..8,
+ * features that are multiples of 128, suh/svh/bias lengths that agree with
+ * it, at most one codebook marker, and no legacy su/sv or global scale.
+ */
+#ifndef TF_EXL3_LOAD_H
+#define TF_EXL3_LOAD_H
+
+#include "matmul.h"
+#include "tf/quant.h"
+
+typedef struct tf_exl3_parts {
+	tf_exl3_mat mat;                /* trellis still points into the weights */
+	size_t trellis_bytes;
+	float *suh, *svh, *bias;        /* [k], [n], [n] or NULL; owned */
+} tf_exl3_parts;
+
+/* match(): a `.trellis` under the prefix. */
+int tf_exl3_match(const tf_host *h, const char *prefix);
+
+/* Load "<prefix>.*" for a linear of in x out logical features. */
+int tf_exl3_parts_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+		       tf_exl3_parts *p);
+void tf_exl3_parts_free(tf_exl3_parts *p);
+
+/* The tf_lin_info of a loaded layer. */
+tf_lin_info tf_exl3_parts_info(const tf_exl3_parts *p, int64_t in, int64_t out);
+
+#endif /* TF_EXL3_LOAD_H */
