@@ -20,7 +20,8 @@ def run(cmd, expect, failures):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     err = p.stderr
     ok = p.returncode > 0 and expect in err and "Traceback" not in err
-    print(f"{'ok  ' if ok else 'FAIL'} rc={p.returncode} {' '.join(os.path.basename(c) for c in cmd[:3])}"
+    what = " ".join(os.path.basename(c) for c in cmd[:3])
+    print(f"{'ok  ' if ok else 'FAIL'} rc={p.returncode} {what}"
           f" ... -> {err.strip().splitlines()[-1] if err.strip() else '(no message)'}")
     if not ok:
         failures.append(cmd)

@@ -141,9 +141,11 @@ def check_config(folder, c, errs):
         tok = json.load(f)
     ids = list(tok["model"]["vocab"].values()) + [a["id"] for a in tok.get("added_tokens", [])]
     if max(ids) >= c["vocab_size"] or c["vocab_size"] - max(ids) > 128:
-        errs.append(f"tokenizer.json: highest id {max(ids)} does not fit vocab_size {c['vocab_size']}")
+        errs.append(f"tokenizer.json: highest id {max(ids)} does not fit "
+                    f"vocab_size {c['vocab_size']}")
     special = {a["content"]: a["id"] for a in tok.get("added_tokens", [])}
-    if special.get("<|role_end|>") != c["eos_token_id"] or special.get("<|endoftext|>") != c["pad_token_id"]:
+    if (special.get("<|role_end|>") != c["eos_token_id"] or
+            special.get("<|endoftext|>") != c["pad_token_id"]):
         errs.append("config.json: eos/pad ids are not <|role_end|> / <|endoftext|>")
 
 

@@ -40,7 +40,8 @@ def codebook(states, cb):
         bs = sum((x >> np.uint64(8 * i)) & np.uint64(0xFF) for i in range(4))
         # (1024 + bs) * half(0x1EEE) + half(0xC931) is exact in float64:
         # one rounding to fp16, as the fused fp16 multiply-add does.
-        return ((1024.0 + bs.astype(np.float64)) * 0.00676727294921875 - 10.3828125).astype(np.float16)
+        w = (1024.0 + bs.astype(np.float64)) * 0.00676727294921875 - 10.3828125
+        return w.astype(np.float16)
     if cb == CB_3INST:
         x = (s * np.uint64(89226354) + np.uint64(64248484)) & m32
     elif cb == CB_MCG:

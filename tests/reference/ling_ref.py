@@ -98,6 +98,14 @@ def kda_chunked(q, k, v, g, beta, chunk=64):
     return o, S_out
 
 
+def causal_softmax(s):
+    """Softmax over the last axis of scores [..., T, T], keys after the query masked."""
+    T = s.shape[-1]
+    s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+
 def rope_interleaved(x, pos, theta):
     """Rotate pairs (x_2j, x_2j+1) by pos * theta^(-2j/d) (GPT-J style); x: [T, ..., d]."""
     d = x.shape[-1]
@@ -194,8 +202,9 @@ class Model:
         T = x.shape[0]
         nH, K = c["num_attention_heads"], c["head_dim"]
         P = nH * K
+        W = c["short_conv_kernel_size"]
         q, k, v = (silu(causal_conv(self.linear(x, f"{p}.{n}_proj", P),
-                                    self.vec(f"{p}.{n}_conv1d.weight", P, 1, c["short_conv_kernel_size"])))
+                                    self.vec(f"{p}.{n}_conv1d.weight", P, 1, W)))
                    for n in ("q", "k", "v"))
         graw = (self.linear(x, f"{p}.f_proj", P) + self.vec(f"{p}.dt_bias", P)).reshape(T, nH, K)
         a = np.exp(self.vec(f"{p}.A_log", nH))[None, :, None]
@@ -239,11 +248,8 @@ class Model:
         q_nope, q_pe, lat, k_pe = self.mla_project(x, p, pos)
         kv = self.linear(lat, f"{p}.kv_b_proj", nH * (dn + dv)).reshape(T, nH, dn + dv)
         k_nope, v = kv[..., :dn], kv[..., dn:]
-        s = (np.einsum("thd,shd->hts", q_nope, k_nope) +
-             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5
-        s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
-        pr = np.exp(s - s.max(axis=-1, keepdims=True))
-        pr /= pr.sum(axis=-1, keepdims=True)
+        pr = causal_softmax((np.einsum("thd,shd->hts", q_nope, k_nope) +
+                             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5)
         o = np.einsum("hts,shd->thd", pr, v)
         o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
         return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)
@@ -258,11 +264,8 @@ class Model:
         wkvb = self.lin(f"{p}.kv_b_proj", nH * (dn + dv), r).reshape(nH, dn + dv, r)
         w_uk, w_uv = wkvb[:, :dn], wkvb[:, dn:]
         q_lat = np.einsum("thd,hdr->thr", q_nope, w_uk)
-        s = (np.einsum("thr,sr->hts", q_lat, lat) +
-             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5
-        s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
-        pr = np.exp(s - s.max(axis=-1, keepdims=True))
-        pr /= pr.sum(axis=-1, keepdims=True)
+        pr = causal_softmax((np.einsum("thr,sr->hts", q_lat, lat) +
+                             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5)
         o = np.einsum("thr,hdr->thd", np.einsum("hts,sr->thr", pr, lat), w_uv)
         o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
         return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)

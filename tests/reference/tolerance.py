@@ -18,7 +18,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
-import ling_ref  # noqa: E402
 from ling_ref import Model  # noqa: E402
 
 # max rel err (per row, vs the row's largest |logit|), top-1 agreement, mean KL.
