@@ -49,6 +49,8 @@ def main():
         "unknown argument '--bogus'", f)
     run([tfsynth, "--preset", "ling-tiny", "--out", out, "--tokenizer", "/nonexistent.json"],
         "/nonexistent.json: No such file", f)
+    run([tfsynth, "--preset", "ling-tiny", "--out", "x" * 4001], "path longer than", f)
+    run([tfsynth, "--preset", "ling-tiny", "--out"], "--out needs a value", f)
     tok = os.path.join(scratch, "tokenizer.json")
     with open(tok, "w") as fh:
         fh.write('{"model": {"vocab": {"a": 0}}, "added_tokens": []}')

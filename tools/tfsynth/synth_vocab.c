@@ -136,14 +136,16 @@ int tf_synth_vocab_copy(const char *path, const char *dir)
 {
 	char to[4096], cfg[4096];
 	const char *slash = strrchr(path, '/');
-	int dlen = slash ? (int)(slash - path) : 1;
 	int rc;
 
 	snprintf(to, sizeof(to), "%s/tokenizer.json", dir);
 	if ((rc = copy_file(path, to)))
 		return rc;
-	/* The chat template and special-token flags live beside it, if at all. */
-	snprintf(cfg, sizeof(cfg), "%.*s/tokenizer_config.json", dlen, slash ? path : ".");
+	/* The special-token flags live beside it, if at all. */
+	if (slash)
+		snprintf(cfg, sizeof(cfg), "%.*s/tokenizer_config.json", (int)(slash - path), path);
+	else
+		snprintf(cfg, sizeof(cfg), "tokenizer_config.json");
 	snprintf(to, sizeof(to), "%s/tokenizer_config.json", dir);
 	FILE *f = fopen(cfg, "rb");
 	if (!f)

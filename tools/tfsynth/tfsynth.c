@@ -19,6 +19,8 @@
 
 /* Hugging Face's default shard size is of this order; it bounds memory too. */
 #define DEFAULT_SHARD_MB 2048
+/* Room for the longest file name written into the output folder. */
+#define MAX_OUT_PATH 4000
 
 static void usage(FILE *f)
 {
@@ -107,6 +109,8 @@ static int parse_args(int argc, char **argv, synth_args *a)
 		else if (!strcmp(f, "--shard-mb") && parse_u64(f, v, &a->shard_mb))
 			return TF_ERR_INVALID;
 	}
+	if (a->out && strlen(a->out) > MAX_OUT_PATH)
+		return tf_diag_set(TF_ERR_RANGE, "--out: path longer than %d bytes", MAX_OUT_PATH);
 	if (a->shard_mb > (1u << 30))
 		return tf_diag_set(TF_ERR_RANGE, "--shard-mb %" PRIu64 " is too large", a->shard_mb);
 	return TF_OK;
