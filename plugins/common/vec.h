@@ -94,19 +94,23 @@ static inline void tf_vec_axpy_rows(float *restrict y, const float *restrict a,
 {
 	int64_t j = 0;
 #if defined(TF_SIMD_AVX2)
-	/* 8 accumulators: enough independent FMA chains to hide the latency */
-	for (; j + 64 <= n; j += 64) {
-		__m256 acc[8];
-		for (int u = 0; u < 8; u++)
-			acc[u] = _mm256_loadu_ps(y + j + 8 * u);
+	/* 4 named accumulators (arrays would live on the stack): enough
+	 * independent FMA chains to hide the latency. */
+	for (; j + 32 <= n; j += 32) {
+		__m256 c0 = _mm256_loadu_ps(y + j), c1 = _mm256_loadu_ps(y + j + 8);
+		__m256 c2 = _mm256_loadu_ps(y + j + 16), c3 = _mm256_loadu_ps(y + j + 24);
 		for (int64_t t = 0; t < m; t++) {
 			__m256 at = _mm256_set1_ps(a[t]);
 			const float *x = X + t * ldx + j;
-			for (int u = 0; u < 8; u++)
-				acc[u] = _mm256_fmadd_ps(at, _mm256_loadu_ps(x + 8 * u), acc[u]);
+			c0 = _mm256_fmadd_ps(at, _mm256_loadu_ps(x), c0);
+			c1 = _mm256_fmadd_ps(at, _mm256_loadu_ps(x + 8), c1);
+			c2 = _mm256_fmadd_ps(at, _mm256_loadu_ps(x + 16), c2);
+			c3 = _mm256_fmadd_ps(at, _mm256_loadu_ps(x + 24), c3);
 		}
-		for (int u = 0; u < 8; u++)
-			_mm256_storeu_ps(y + j + 8 * u, acc[u]);
+		_mm256_storeu_ps(y + j, c0);
+		_mm256_storeu_ps(y + j + 8, c1);
+		_mm256_storeu_ps(y + j + 16, c2);
+		_mm256_storeu_ps(y + j + 24, c3);
 	}
 	for (; j + 8 <= n; j += 8) {
 		__m256 acc = _mm256_loadu_ps(y + j);
@@ -115,17 +119,20 @@ static inline void tf_vec_axpy_rows(float *restrict y, const float *restrict a,
 		_mm256_storeu_ps(y + j, acc);
 	}
 #elif defined(TF_SIMD_NEON)
-	for (; j + 32 <= n; j += 32) {
-		float32x4_t acc[8];
-		for (int u = 0; u < 8; u++)
-			acc[u] = vld1q_f32(y + j + 4 * u);
+	for (; j + 16 <= n; j += 16) {
+		float32x4_t c0 = vld1q_f32(y + j), c1 = vld1q_f32(y + j + 4);
+		float32x4_t c2 = vld1q_f32(y + j + 8), c3 = vld1q_f32(y + j + 12);
 		for (int64_t t = 0; t < m; t++) {
 			const float *x = X + t * ldx + j;
-			for (int u = 0; u < 8; u++)
-				acc[u] = vfmaq_n_f32(acc[u], vld1q_f32(x + 4 * u), a[t]);
+			c0 = vfmaq_n_f32(c0, vld1q_f32(x), a[t]);
+			c1 = vfmaq_n_f32(c1, vld1q_f32(x + 4), a[t]);
+			c2 = vfmaq_n_f32(c2, vld1q_f32(x + 8), a[t]);
+			c3 = vfmaq_n_f32(c3, vld1q_f32(x + 12), a[t]);
 		}
-		for (int u = 0; u < 8; u++)
-			vst1q_f32(y + j + 4 * u, acc[u]);
+		vst1q_f32(y + j, c0);
+		vst1q_f32(y + j + 4, c1);
+		vst1q_f32(y + j + 8, c2);
+		vst1q_f32(y + j + 12, c3);
 	}
 	for (; j + 4 <= n; j += 4) {
 		float32x4_t acc = vld1q_f32(y + j);
@@ -140,6 +147,59 @@ static inline void tf_vec_axpy_rows(float *restrict y, const float *restrict a,
 			s += a[t] * X[t * ldx + j];
 		y[j] = s;
 	}
+}
+
+/*
+ * C[M, N] += A[M, K] B[K, N], rows ldc, lda, ldb floats apart.  The plain
+ * form is one row combination per row of C; the AVX2 body computes 4 x 16
+ * blocks of C in registers, so each loaded element of B serves 4 rows.
+ */
+static inline void tf_vec_gemm_acc(float *restrict C, int64_t ldc, const float *restrict A,
+				   int64_t lda, const float *restrict B, int64_t ldb,
+				   int64_t M, int64_t K, int64_t N)
+{
+	int64_t i = 0;
+#if defined(TF_SIMD_AVX2)
+	for (; i + 4 <= M; i += 4) {
+		int64_t j = 0;
+		for (; j + 16 <= N; j += 16) {
+			float *c = C + i * ldc + j;
+			const float *a = A + i * lda;
+			__m256 c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+			__m256 c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+			__m256 c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+			__m256 c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+			for (int64_t k = 0; k < K; k++) {
+				__m256 b0 = _mm256_loadu_ps(B + k * ldb + j);
+				__m256 b1 = _mm256_loadu_ps(B + k * ldb + j + 8);
+				__m256 a0 = _mm256_broadcast_ss(a + k);
+				c00 = _mm256_fmadd_ps(a0, b0, c00);
+				c01 = _mm256_fmadd_ps(a0, b1, c01);
+				a0 = _mm256_broadcast_ss(a + lda + k);
+				c10 = _mm256_fmadd_ps(a0, b0, c10);
+				c11 = _mm256_fmadd_ps(a0, b1, c11);
+				a0 = _mm256_broadcast_ss(a + 2 * lda + k);
+				c20 = _mm256_fmadd_ps(a0, b0, c20);
+				c21 = _mm256_fmadd_ps(a0, b1, c21);
+				a0 = _mm256_broadcast_ss(a + 3 * lda + k);
+				c30 = _mm256_fmadd_ps(a0, b0, c30);
+				c31 = _mm256_fmadd_ps(a0, b1, c31);
+			}
+			_mm256_storeu_ps(c, c00);
+			_mm256_storeu_ps(c + 8, c01);
+			_mm256_storeu_ps(c + ldc, c10);
+			_mm256_storeu_ps(c + ldc + 8, c11);
+			_mm256_storeu_ps(c + 2 * ldc, c20);
+			_mm256_storeu_ps(c + 2 * ldc + 8, c21);
+			_mm256_storeu_ps(c + 3 * ldc, c30);
+			_mm256_storeu_ps(c + 3 * ldc + 8, c31);
+		}
+		for (int r = 0; j < N && r < 4; r++)
+			tf_vec_axpy_rows(C + (i + r) * ldc + j, A + (i + r) * lda, B + j, ldb, K, N - j);
+	}
+#endif
+	for (; i < M; i++)
+		tf_vec_axpy_rows(C + i * ldc, A + i * lda, B, ldb, K, N);
 }
 
 #endif /* TF_PLUGIN_VEC_H */

@@ -6,9 +6,10 @@
 
 #include "../common/vec.h"
 
-/* Largest exponent the chunked form lets through a factorised decay:
- * e^80 ~ 5.5e34 stays below FLT_MAX even multiplied by unit vectors. */
-#define KDA_EXP_SAFE 80.0f
+/* Smallest decay within a sub-block whose inverse the chunked form lets
+ * through: e^-80, so the inverse (~5.5e34) stays below FLT_MAX even
+ * multiplied by unit vectors. */
+#define KDA_DECAY_MIN 1.8e-35f
 
 static inline const float *row(const float *p, int64_t i, int64_t ld) { return p + i * ld; }
 
@@ -68,29 +69,38 @@ void kda_delta_recurrent(float *S, int K, int V, int64_t n, const kda_head_io *i
 
 size_t kda_delta_chunk_work(int K, int V)
 {
-	return (size_t)KDA_CHUNK * (2 * (size_t)K + 2 * KDA_CHUNK + (size_t)V) +
-	       3 * (size_t)KDA_SUBCHUNK * K + (size_t)(K > KDA_CHUNK ? K : KDA_CHUNK);
+	return (size_t)KDA_CHUNK * (3 * (size_t)K + 2 * KDA_CHUNK + (size_t)V) +
+	       3 * (size_t)KDA_SUBCHUNK * K + (size_t)K +
+	       (size_t)(K > KDA_CHUNK ? K : KDA_CHUNK);
 }
 
 /* Scratch of one chunk, carved from the caller's work buffer. */
 struct chunk_ws {
-	float *G;       /* [C, K] in-chunk cumulative log-decay */
-	float *E;       /* [C, K] exp(G) */
+	float *a;       /* [C, K] per-token decay exp(g_t) */
+	float *E;       /* [C, K] decay from the chunk start, prod_{s<=i} a_s */
 	float *Akk;     /* [C, C] k_i . k_j decayed from j to i, j < i */
 	float *Aqk;     /* [C, C] q_i . k_j decayed from j to i, j <= i */
 	float *Vn;      /* [C, V] the per-token deltas u_t */
+	float *X;       /* [C, K] decayed keys or queries; [K, C] write weights */
 	float *qb, *kb; /* [B, K] the sub-block's q, k decayed to its start */
-	float *kr;      /* [B, K] keys brought forward to the sub-block start */
+	float *kr;      /* [B, K] decay within the sub-block, then keys scaled by it */
+	float *p;       /* [K] a running product of decays */
 	float *cf;      /* [max(K, C)] coefficients of one row combination */
 };
 
 /*
+ * Every decay between two tokens of a chunk, exp(G_i - G_j) with G the
+ * cumulative log-decay, is formed as a running product of the per-token
+ * exp(g_s): one exponential per token and channel, as in the recurrent
+ * form, and no difference of large cumulative sums.
+ *
  * Akk and Aqk need sum_d x_i[d] k_j[d] exp(G_i[d] - G_j[d]).  Splitting the
- * exponential as exp(G_i - G_r) exp(G_r - G_j) around the start r of i's
- * 16-token sub-block turns the sums into dot products.  For j before the
- * sub-block both factors are <= 1 (g <= 0).  Inside it the second factor
- * grows up to exp(G_r - G_j); the safe gate bounds that by 16 * 5 = 80, the
- * Kimi gate does not, so an unbounded sub-block takes the exact pairwise sum.
+ * decay at the start r of i's 16-token sub-block, exp(G_i - G_r) exp(G_r -
+ * G_j), turns the sums into dot products.  For j before the sub-block both
+ * factors are <= 1.  Inside it the second factor is the inverse of a decay
+ * within the sub-block: the safe gate bounds that by e^(16 * 5) = e^80 < FLT_MAX,
+ * the Kimi gate does not, so a sub-block decaying further takes the exact
+ * pairwise products instead.
  */
 static void chunk_scores(const struct chunk_ws *w, int K, int L, const kda_head_io *io)
 {
@@ -98,38 +108,46 @@ static void chunk_scores(const struct chunk_ws *w, int K, int L, const kda_head_
 
 	for (int b0 = 0; b0 < L; b0 += B) {
 		int b1 = b0 + B < L ? b0 + B : L;
-		const float *Gr = w->G + (size_t)b0 * K;
 
+		/* kr row i - b0 = exp(G_i - G_r); q, k decayed to the block start */
 		for (int i = b0; i < b1; i++) {
 			const float *q = row(io->q, i, io->ld), *k = row(io->k, i, io->ld);
-			const float *Gi = w->G + (size_t)i * K;
+			const float *ai = w->a + (size_t)i * K;
+			float *e = w->kr + (size_t)(i - b0) * K;
 			float *qb = w->qb + (size_t)(i - b0) * K, *kb = w->kb + (size_t)(i - b0) * K;
 			for (int d = 0; d < K; d++) {
-				float e = expf(Gi[d] - Gr[d]);
-				qb[d] = q[d] * e;
-				kb[d] = k[d] * e;
-			}
-		}
-		for (int j = 0; j < b0; j++) {
-			const float *k = row(io->k, j, io->ld), *Gj = w->G + (size_t)j * K;
-			for (int d = 0; d < K; d++)
-				w->kr[d] = k[d] * expf(Gr[d] - Gj[d]);
-			for (int i = b0; i < b1; i++) {
-				w->Akk[i * C + j] = tf_vec_dot(w->kb + (size_t)(i - b0) * K, w->kr, K);
-				w->Aqk[i * C + j] = tf_vec_dot(w->qb + (size_t)(i - b0) * K, w->kr, K);
+				e[d] = i == b0 ? 1.0f : e[d - K] * ai[d];
+				qb[d] = q[d] * e[d];
+				kb[d] = k[d] * e[d];
 			}
 		}
 
-		float span = 0.0f;
-		const float *Glast = w->G + (size_t)(b1 - 1) * K;
+		/* earlier tokens, walking back from the block start:
+		 * p = exp(G_r - G_j) = prod_{j<s<=r} a_s */
 		for (int d = 0; d < K; d++)
-			span = fmaxf(span, Gr[d] - Glast[d]);
-		if (span <= KDA_EXP_SAFE) {
+			w->p[d] = 1.0f;
+		for (int j = b0 - 1; j >= 0; j--) {
+			const float *k = row(io->k, j, io->ld), *an = w->a + (size_t)(j + 1) * K;
+			for (int d = 0; d < K; d++) {
+				w->p[d] *= an[d];
+				w->cf[d] = k[d] * w->p[d];
+			}
+			for (int i = b0; i < b1; i++) {
+				w->Akk[i * C + j] = tf_vec_dot(w->kb + (size_t)(i - b0) * K, w->cf, K);
+				w->Aqk[i * C + j] = tf_vec_dot(w->qb + (size_t)(i - b0) * K, w->cf, K);
+			}
+		}
+
+		const float *elast = w->kr + (size_t)(b1 - 1 - b0) * K;
+		float least = 1.0f;
+		for (int d = 0; d < K; d++)
+			least = fminf(least, elast[d]);
+		if (least >= KDA_DECAY_MIN) {
 			for (int j = b0; j < b1; j++) {
-				const float *k = row(io->k, j, io->ld), *Gj = w->G + (size_t)j * K;
+				const float *k = row(io->k, j, io->ld);
 				float *kr = w->kr + (size_t)(j - b0) * K;
 				for (int d = 0; d < K; d++)
-					kr[d] = k[d] * expf(Gr[d] - Gj[d]);
+					kr[d] = k[d] / kr[d];
 			}
 			for (int i = b0; i < b1; i++)
 				for (int j = b0; j <= i; j++) {
@@ -137,21 +155,25 @@ static void chunk_scores(const struct chunk_ws *w, int K, int L, const kda_head_
 					w->Akk[i * C + j] = tf_vec_dot(w->kb + (size_t)(i - b0) * K, kr, K);
 					w->Aqk[i * C + j] = tf_vec_dot(w->qb + (size_t)(i - b0) * K, kr, K);
 				}
-		} else {
-			for (int i = b0; i < b1; i++)
-				for (int j = b0; j <= i; j++) {
-					const float *q = row(io->q, i, io->ld), *ki = row(io->k, i, io->ld);
-					const float *kj = row(io->k, j, io->ld);
-					const float *Gi = w->G + (size_t)i * K, *Gj = w->G + (size_t)j * K;
-					float sk = 0.0f, sq = 0.0f;
-					for (int d = 0; d < K; d++) {
-						float e = kj[d] * expf(Gi[d] - Gj[d]);
-						sk += ki[d] * e;
-						sq += q[d] * e;
-					}
-					w->Akk[i * C + j] = sk;
-					w->Aqk[i * C + j] = sq;
+			continue;
+		}
+		/* pairwise: p = exp(G_i - G_j) = prod_{j<s<=i} a_s, walking j back */
+		for (int i = b0; i < b1; i++) {
+			const float *q = row(io->q, i, io->ld), *ki = row(io->k, i, io->ld);
+			for (int d = 0; d < K; d++)
+				w->p[d] = 1.0f;
+			for (int j = i; j >= b0; j--) {
+				const float *kj = row(io->k, j, io->ld), *aj = w->a + (size_t)j * K;
+				float sk = 0.0f, sq = 0.0f;
+				for (int d = 0; d < K; d++) {
+					float e = kj[d] * w->p[d];
+					sk += ki[d] * e;
+					sq += q[d] * e;
+					w->p[d] *= aj[d];
 				}
+				w->Akk[i * C + j] = sk;
+				w->Aqk[i * C + j] = sq;
+			}
 		}
 	}
 }
@@ -164,26 +186,28 @@ static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
 
 	for (int i = 0; i < L; i++) {
 		const float *g = row(io->g, i, io->ld);
-		float *G = w->G + (size_t)i * K, *E = w->E + (size_t)i * K;
+		float *a = w->a + (size_t)i * K, *E = w->E + (size_t)i * K;
 		for (int d = 0; d < K; d++) {
-			G[d] = (i ? G[d - K] : 0.0f) + g[d];
-			E[d] = expf(G[d]);
+			a[d] = expf(g[d]);
+			E[d] = i ? E[d - K] * a[d] : a[d];
 		}
 	}
 	chunk_scores(w, K, L, io);
 
 	/* The deltas solve (I + Diag(beta) Akk) Vn = Diag(beta) (v - (e^G k) S):
-	 * forward substitution down the unit lower-triangular system. */
+	 * one product against S, then forward substitution down the unit
+	 * lower-triangular system. */
 	for (int i = 0; i < L; i++) {
-		const float *k = row(io->k, i, io->ld), *v = row(io->v, i, io->ld);
-		const float *E = w->E + (size_t)i * K;
+		const float *k = row(io->k, i, io->ld), *E = w->E + (size_t)i * K;
+		for (int d = 0; d < K; d++)
+			w->X[(size_t)i * K + d] = E[d] * k[d];
+	}
+	memset(w->Vn, 0, (size_t)L * V * sizeof(float));
+	tf_vec_gemm_acc(w->Vn, V, w->X, K, S, V, L, K, V);
+	for (int i = 0; i < L; i++) {
+		const float *v = row(io->v, i, io->ld);
 		float beta = io->beta[i * io->ldb];
 		float *vn = w->Vn + (size_t)i * V;
-
-		for (int d = 0; d < K; d++)
-			w->cf[d] = E[d] * k[d];
-		memset(vn, 0, (size_t)V * sizeof(float));
-		tf_vec_axpy_rows(vn, w->cf, S, V, K, V);
 		for (int j = 0; j < V; j++)
 			vn[j] = beta * (v[j] - vn[j]);
 		for (int m = 0; m < i; m++)
@@ -195,23 +219,29 @@ static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
 	 * own deltas. */
 	for (int i = 0; i < L; i++) {
 		const float *q = row(io->q, i, io->ld), *E = w->E + (size_t)i * K;
-		float *o = io->o + i * io->ld;
 		for (int d = 0; d < K; d++)
-			w->cf[d] = E[d] * q[d];
-		memset(o, 0, (size_t)V * sizeof(float));
-		tf_vec_axpy_rows(o, w->cf, S, V, K, V);
-		tf_vec_axpy_rows(o, w->Aqk + i * C, w->Vn, V, i + 1, V);
+			w->X[(size_t)i * K + d] = E[d] * q[d];
+		memset(io->o + i * io->ld, 0, (size_t)V * sizeof(float));
 	}
+	tf_vec_gemm_acc(io->o, io->ld, w->X, K, S, V, L, K, V);
+	for (int i = 0; i < L; i++)
+		tf_vec_axpy_rows(io->o + i * io->ld, w->Aqk + i * C, w->Vn, V, i + 1, V);
 
-	/* S <- Diag(e^G_last) S + sum_m (e^(G_last - G_m) k_m) Vn_m^T */
-	const float *Gl = w->G + (size_t)(L - 1) * K, *El = w->E + (size_t)(L - 1) * K;
+	/* S <- Diag(E_last) S + sum_m (exp(G_last - G_m) k_m) Vn_m^T, the decay
+	 * to the chunk end walking back from it. */
+	const float *El = w->E + (size_t)(L - 1) * K;
 	for (int d = 0; d < K; d++) {
-		float *Sd = S + (size_t)d * V;
-		tf_vec_scale(Sd, El[d], V);
-		for (int m = 0; m < L; m++)
-			w->cf[m] = row(io->k, m, io->ld)[d] * expf(Gl[d] - w->G[(size_t)m * K + d]);
-		tf_vec_axpy_rows(Sd, w->cf, w->Vn, V, L, V);
+		tf_vec_scale(S + (size_t)d * V, El[d], V);
+		w->p[d] = 1.0f;
 	}
+	for (int m = L - 1; m >= 0; m--) {
+		const float *k = row(io->k, m, io->ld), *am = w->a + (size_t)m * K;
+		for (int d = 0; d < K; d++) {
+			w->X[(size_t)d * C + m] = k[d] * w->p[d];
+			w->p[d] *= am[d];
+		}
+	}
+	tf_vec_gemm_acc(S, V, w->X, C, w->Vn, V, K, L, V);
 }
 
 void kda_delta_chunked(float *S, int K, int V, int64_t n, const kda_head_io *io,
@@ -219,15 +249,17 @@ void kda_delta_chunked(float *S, int K, int V, int64_t n, const kda_head_io *io,
 {
 	const size_t C = KDA_CHUNK, B = KDA_SUBCHUNK;
 	struct chunk_ws w;
-	w.G = work;
-	w.E = w.G + C * K;
+	w.a = work;
+	w.E = w.a + C * K;
 	w.Akk = w.E + C * K;
 	w.Aqk = w.Akk + C * C;
 	w.Vn = w.Aqk + C * C;
-	w.qb = w.Vn + C * V;
+	w.X = w.Vn + C * V;
+	w.qb = w.X + C * K;
 	w.kb = w.qb + B * K;
 	w.kr = w.kb + B * K;
-	w.cf = w.kr + B * K;
+	w.p = w.kr + B * K;
+	w.cf = w.p + K;
 
 	for (int64_t c0 = 0; c0 < n; c0 += KDA_CHUNK) {
 		kda_head_io c = *io;

@@ -123,7 +123,7 @@ static void check_delta(int K, int V, int64_t n, float glo)
 		double eo = rel_err(o[f], o[0], sz), es = rel_err(S[f], S[0], (size_t)K * V);
 		snprintf(what, sizeof(what), "%s K=%d V=%d n=%lld g>=%g output/state",
 			 f == 1 ? "recurrent" : "chunked", K, V, (long long)n, glo);
-		check(eo < 5e-5 && es < 5e-5, what, fmax(eo, es));
+		check(eo < 5e-6 && es < 5e-6, what, fmax(eo, es));
 	}
 	for (int f = 0; f < 3; f++) {
 		free(o[f]);
