@@ -50,6 +50,8 @@ def main():
     run([tfsynth, "--preset", "ling-tiny", "--out", out, "--tokenizer", "/nonexistent.json"],
         "/nonexistent.json: No such file", f)
     run([tfsynth, "--preset", "ling-tiny", "--out", "x" * 4001], "path longer than", f)
+    run([tfsynth, "--preset", "ling-tiny", "--out", out, "--set", "num_attention_heads=1073741824",
+         "--set", "head_dim=1073741824"], "empty or too large", f)
     run([tfsynth, "--preset", "ling-tiny", "--out"], "--out needs a value", f)
     tok = os.path.join(scratch, "tokenizer.json")
     with open(tok, "w") as fh:

@@ -16,6 +16,9 @@
 #include "diag.h"
 #include "synth.h"
 
+/* No tensor of a model this tool makes comes near this (elements). */
+#define MAX_NUMEL (1ll << 36)
+
 /* Norm weights: about 1, with enough noise that a kernel ignoring them fails. */
 #define NORM_NOISE 0.1
 /* The head: logits with std ~3 give a peaked but not one-hot distribution. */
@@ -57,8 +60,14 @@ static int plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
 		return tf_diag_set(TF_ERR_RANGE, "tensor name too long: %s", t->name);
 	t->dtype = dt;
 	t->ndim = ndim;
-	for (int i = 0; i < ndim; i++)
+	int64_t numel = 1;
+	for (int i = 0; i < ndim; i++) {
 		t->shape[i] = shape[i];
+		if (shape[i] < 1 || __builtin_mul_overflow(numel, shape[i], &numel) ||
+		    numel > MAX_NUMEL)
+			return tf_diag_set(TF_ERR_RANGE, "%s: shape dimension %d (%lld) empty "
+					   "or too large", t->name, i, (long long)shape[i]);
+	}
 	t->init = init;
 	t->a = a;
 	t->b = b;
