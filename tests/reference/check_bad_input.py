@@ -39,6 +39,8 @@ def main():
     run([tfsynth, "--preset", "ling-huge", "--out", out], "unknown preset 'ling-huge'", f)
     run([tfsynth, "--preset", "ling-tiny", "--out", out, "--set", "n_group=3"],
         "n_group 3 must divide num_experts 16", f)
+    run([tfsynth, "--preset", "ling-tiny", "--out", out, "--set", "rope_yarn_factor=0.5"],
+        "rope_yarn_factor must be 0 (none) or in", f)
     run([tfsynth, "--preset", "ling-tiny", "--out", out, "--set", "hidden=1"],
         "unknown key 'hidden'", f)
     run([tfsynth, "--preset", "ling-tiny", "--out", out, "--set", "hidden_size=x"],

@@ -106,14 +106,48 @@ def causal_softmax(s):
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def rope_interleaved(x, pos, theta):
-    """Rotate pairs (x_2j, x_2j+1) by pos * theta^(-2j/d) (GPT-J style); x: [T, ..., d]."""
+def yarn_mscale(factor, m):
+    return 1.0 if factor <= 1 else 0.1 * m * np.log(factor) + 1.0
+
+
+def rope_params(c):
+    """Spec 3.4: (inv_freq [d/2], cos/sin factor, softmax-scale factor) for the
+    rope slice; plain RoPE when rope_scaling is null, else YaRN."""
+    d, base = c["qk_rope_head_dim"], c["rope_theta"]
+    inv_extrap = base ** (-np.arange(0, d, 2) / d)
+    rs = c.get("rope_scaling")
+    if not rs:
+        return inv_extrap, 1.0, 1.0
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind != "yarn":
+        raise NotImplementedError(f"rope_scaling type {kind!r}")
+    f = rs["factor"]
+    orig = rs.get("original_max_position_embeddings", c["max_position_embeddings"])
+    m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+
+    def corr_dim(n_rot):
+        return d * np.log(orig / (n_rot * 2 * np.pi)) / (2 * np.log(base))
+
+    low = max(np.floor(corr_dim(rs.get("beta_fast", 32))), 0)
+    high = min(np.ceil(corr_dim(rs.get("beta_slow", 1))), d - 1)
+    if high == low:
+        high += 0.001                 # HF's guard against a zero-width ramp
+    ramp = np.clip((np.arange(d // 2) - low) / (high - low), 0, 1)
+    extrap = 1 - ramp                 # the share of each frequency left unscaled
+    inv = inv_extrap / f * (1 - extrap) + inv_extrap * extrap
+    attn = yarn_mscale(f, m) / yarn_mscale(f, m_all) if m and m_all else yarn_mscale(f, 1.0)
+    scale = yarn_mscale(f, m_all) ** 2 if m_all else 1.0
+    return inv, attn, scale
+
+
+def rope_interleaved(x, pos, inv_freq, attn=1.0):
+    """Rotate pairs (x_2j, x_2j+1) by pos * inv_freq[j] (GPT-J style), scaled by
+    attn (YaRN's magnitude factor); x: [T, ..., d]."""
     d = x.shape[-1]
-    inv = theta ** (-np.arange(0, d, 2) / d)
-    ang = pos[:, None] * inv[None, :]                                   # [T, d/2]
+    ang = pos[:, None] * inv_freq[None, :]                              # [T, d/2]
     shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (d // 2,)
-    cos = np.cos(ang).reshape(shape).astype(x.dtype)
-    sin = np.sin(ang).reshape(shape).astype(x.dtype)
+    cos = (attn * np.cos(ang)).reshape(shape).astype(x.dtype)
+    sin = (attn * np.sin(ang)).reshape(shape).astype(x.dtype)
     x0, x1 = x[..., 0::2], x[..., 1::2]
     out = np.empty_like(x)
     out[..., 0::2] = x0 * cos - x1 * sin
@@ -131,8 +165,6 @@ class Model:
         if c.get("model_type") != "bailing_hybrid":
             raise ValueError(f"{folder}/config.json: model_type {c.get('model_type')!r} "
                              "is not bailing_hybrid")
-        if c.get("rope_scaling"):
-            raise NotImplementedError(f"{folder}/config.json: rope_scaling is not supported")
         score = c.get("score_function", c.get("scoring_func", "sigmoid"))
         if score != "sigmoid":
             raise NotImplementedError(f"{folder}/config.json: score function {score!r}")
@@ -141,6 +173,10 @@ class Model:
         self.eps = c["rms_norm_eps"]
         self.H = c["hidden_size"]
         self.V = c["vocab_size"]
+        try:
+            self.rope_inv_freq, self.rope_attn, self.softmax_mult = rope_params(c)
+        except NotImplementedError as e:
+            raise NotImplementedError(f"{folder}/config.json: {e}") from None
         self.dtype = dtype         # float32 sizes an fp32 implementation's rounding
         self._cache = {}
         self.trace = None          # a list to collect per-layer statistics in
@@ -194,7 +230,7 @@ class Model:
         return kda_recurrent(q, k, v, g, beta)
 
     def rope(self, x, pos):
-        return rope_interleaved(x, pos, self.cfg["rope_theta"])
+        return rope_interleaved(x, pos, self.rope_inv_freq, self.rope_attn)
 
     def kda(self, x, p):
         """Spec 1.5: Ling KDA (safe gate), recurrent form."""
@@ -220,6 +256,11 @@ class Model:
         o = rms_norm(o, self.vec(f"{p}.o_norm.weight", K), self.eps) * gate
         return self.linear(o.reshape(T, P), f"{p}.o_proj", self.H)
 
+    def qk_scale(self):
+        """qk_head_dim^-0.5, times YaRN's mscale(mscale_all_dim)^2 as HF applies it."""
+        c = self.cfg
+        return (c["qk_nope_head_dim"] + c["qk_rope_head_dim"]) ** -0.5 * self.softmax_mult
+
     def mla_project(self, x, p, pos):
         """q, the latent c and roped k_pe of spec 1.6 (shared by both forms)."""
         c = self.cfg
@@ -243,13 +284,12 @@ class Model:
         """Spec 1.6 / 3.2: gated MLA, naive (expanded K and V) form."""
         c = self.cfg
         T = x.shape[0]
-        nH, dn, dr, dv = (c["num_attention_heads"], c["qk_nope_head_dim"],
-                          c["qk_rope_head_dim"], c["v_head_dim"])
+        nH, dn, dv = c["num_attention_heads"], c["qk_nope_head_dim"], c["v_head_dim"]
         q_nope, q_pe, lat, k_pe = self.mla_project(x, p, pos)
         kv = self.linear(lat, f"{p}.kv_b_proj", nH * (dn + dv)).reshape(T, nH, dn + dv)
         k_nope, v = kv[..., :dn], kv[..., dn:]
         pr = causal_softmax((np.einsum("thd,shd->hts", q_nope, k_nope) +
-                             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5)
+                             np.einsum("thd,sd->hts", q_pe, k_pe)) * self.qk_scale())
         o = np.einsum("hts,shd->thd", pr, v)
         o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
         return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)
@@ -258,14 +298,14 @@ class Model:
         """Spec 3.3: the same layer with W_UK / W_UV absorbed (MQA over the latent)."""
         c = self.cfg
         T = x.shape[0]
-        nH, dn, dr, dv, r = (c["num_attention_heads"], c["qk_nope_head_dim"],
-                             c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"])
+        nH, dn, dv, r = (c["num_attention_heads"], c["qk_nope_head_dim"],
+                         c["v_head_dim"], c["kv_lora_rank"])
         q_nope, q_pe, lat, k_pe = self.mla_project(x, p, pos)
         wkvb = self.lin(f"{p}.kv_b_proj", nH * (dn + dv), r).reshape(nH, dn + dv, r)
         w_uk, w_uv = wkvb[:, :dn], wkvb[:, dn:]
         q_lat = np.einsum("thd,hdr->thr", q_nope, w_uk)
         pr = causal_softmax((np.einsum("thr,sr->hts", q_lat, lat) +
-                             np.einsum("thd,sd->hts", q_pe, k_pe)) * (dn + dr) ** -0.5)
+                             np.einsum("thd,sd->hts", q_pe, k_pe)) * self.qk_scale())
         o = np.einsum("thr,hdr->thd", np.einsum("hts,sr->thr", pr, lat), w_uv)
         o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
         return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)

@@ -168,6 +168,27 @@ def check_mla(folder, rng):
         check(f"mla layer {i} absorbed == naive", e < 1e-12, f"(rel err {e:.1e})")
 
 
+def check_yarn():
+    """YaRN (spec 3.4): factor 1 is plain RoPE; past the ramp the frequencies
+    are divided by the factor, before it they are kept."""
+    c = {"qk_rope_head_dim": 64, "rope_theta": 6e6, "max_position_embeddings": 32768}
+    plain, a0, s0 = ling_ref.rope_params(c)
+    ys = {"type": "yarn", "factor": 1.0, "original_max_position_embeddings": 4096,
+          "beta_fast": 32, "beta_slow": 1, "mscale": 1, "mscale_all_dim": 1}
+    one, a1, s1 = ling_ref.rope_params(dict(c, rope_scaling=ys))
+    check("yarn factor 1 == plain rope", np.array_equal(one, plain) and a0 == a1 == s0 == s1 == 1)
+    inv, attn, scale = ling_ref.rope_params(dict(c, rope_scaling=dict(ys, factor=8.0)))
+    r = inv / plain
+    # corr_dim(n) = 64 ln(4096 / (2 pi n)) / (2 ln 6e6): 6.18 for n = 32 (low 6),
+    # 13.29 for n = 1 (high 14); the ramp runs over j = 7..13.
+    ok = (np.allclose(r[:7], 1) and np.allclose(r[14:], 1 / 8) and
+          np.all((r[7:14] < 1) & (r[7:14] > 1 / 8)) and np.all(np.diff(r) <= 1e-15))
+    m = 0.1 * np.log(8) + 1
+    check("yarn ramp and mscale", ok and attn == 1.0 and np.isclose(scale, m * m),
+          f"(kept {np.sum(np.isclose(r, 1))}, divided {np.sum(np.isclose(r, 1 / 8))}, "
+          f"softmax x{scale:.4f})")
+
+
 def check_fp32(folder):
     m = ling_ref.Model(folder, np.float32)
     logits, hf = m.forward([1, 2, 3, 4, 5])
@@ -183,6 +204,7 @@ def main():
     check_codebooks()
     check_extraction(rng)
     check_exl3_linear(rng)
+    check_yarn()
     if len(sys.argv) > 1:
         check_mla(sys.argv[1], rng)
         check_fp32(sys.argv[1])

@@ -44,6 +44,10 @@ typedef struct tf_synth_shape {
 	int qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
 	double rope_theta;
 	int max_position_embeddings;
+	/* YaRN context stretch: 0 writes rope_scaling null (the Ling-3.0
+	 * value); else DeepSeek-V3's beta 32/1 and mscale 1/1, stretching
+	 * max_position_embeddings / factor original positions. */
+	double rope_yarn_factor;
 	int short_conv_kernel_size;
 	double kda_lower_bound;
 	double rms_norm_eps;

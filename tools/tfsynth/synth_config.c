@@ -5,6 +5,7 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,24 @@ static cJSON *limit_list(const tf_synth_shape *s, double (*limit)(const tf_synth
 			return NULL;
 		}
 	return a;
+}
+
+/* rope_scaling: null, or YaRN with DeepSeek-V3's constants. */
+static cJSON *add_rope_scaling(cJSON *c, const tf_synth_shape *s)
+{
+	if (s->rope_yarn_factor == 0.0)
+		return cJSON_AddNullToObject(c, "rope_scaling");
+	cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
+	if (!r || !cJSON_AddStringToObject(r, "type", "yarn") ||
+	    !cJSON_AddNumberToObject(r, "factor", s->rope_yarn_factor) ||
+	    !cJSON_AddNumberToObject(r, "original_max_position_embeddings",
+				     floor(s->max_position_embeddings / s->rope_yarn_factor)) ||
+	    !cJSON_AddNumberToObject(r, "beta_fast", 32) ||
+	    !cJSON_AddNumberToObject(r, "beta_slow", 1) ||
+	    !cJSON_AddNumberToObject(r, "mscale", 1) ||
+	    !cJSON_AddNumberToObject(r, "mscale_all_dim", 1))
+		return NULL;
+	return r;
 }
 
 static cJSON *config_json(const tf_synth_shape *s, const tf_synth_vocab *v)
@@ -121,7 +140,7 @@ static cJSON *config_json(const tf_synth_shape *s, const tf_synth_vocab *v)
 	if (s->q_lora_rank ? !cJSON_AddNumberToObject(c, "q_lora_rank", s->q_lora_rank)
 			   : !cJSON_AddNullToObject(c, "q_lora_rank"))
 		goto fail;
-	if (!cJSON_AddNullToObject(c, "rope_scaling"))
+	if (!add_rope_scaling(c, s))
 		goto fail;
 
 	cJSON *e = limit_list(s, tf_synth_expert_limit);

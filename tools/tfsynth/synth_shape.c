@@ -117,6 +117,7 @@ static const struct shape_key {
 	KEY(v_head_dim, KEY_INT),
 	KEY(rope_theta, KEY_DOUBLE),
 	KEY(max_position_embeddings, KEY_INT),
+	KEY(rope_yarn_factor, KEY_DOUBLE),
 	KEY(short_conv_kernel_size, KEY_INT),
 	KEY(kda_lower_bound, KEY_DOUBLE),
 	KEY(rms_norm_eps, KEY_DOUBLE),
@@ -216,6 +217,10 @@ int tf_synth_shape_check(const tf_synth_shape *s)
 	REQUIRE(s->qk_rope_head_dim > 0 && s->qk_rope_head_dim % 2 == 0,
 		"qk_rope_head_dim must be even and > 0 (interleaved pairs)");
 	REQUIRE(s->rope_theta > 1.0, "rope_theta must be > 1");
+	REQUIRE(s->rope_yarn_factor == 0.0 ||
+		(s->rope_yarn_factor >= 1.0 &&
+		 s->max_position_embeddings / s->rope_yarn_factor >= 1.0),
+		"rope_yarn_factor must be 0 (none) or in [1, max_position_embeddings]");
 	REQUIRE(s->short_conv_kernel_size > 0, "short_conv_kernel_size must be > 0");
 	REQUIRE(s->kda_lower_bound < 0.0, "kda_lower_bound must be < 0");
 	REQUIRE(s->rms_norm_eps > 0.0, "rms_norm_eps must be > 0");
