@@ -5,7 +5,7 @@
  * the state of the sequence being decoded (per-channel conv history of q, k
  * and v, and the fp32 recurrent state of every head).
  *
- * forward(): the six input projections run through the quant plugin on all
+ * forward(): the input projections run through the quant plugin on all
  * tokens at once; then each head, on its own worker, runs its short causal
  * conv + SiLU, L2 norms, gates, the delta rule (delta.c: recurrent for a few
  * tokens, chunked WY form for longer runs) and its gated RMSNorm; o_proj
@@ -13,6 +13,7 @@
  */
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,13 @@
 
 enum { KDA_Q, KDA_K, KDA_V, KDA_NCONV };
 
+/* A gate projection H -> P: full rank (Ling's f_proj, g_proj) or Kimi's
+ * low-rank pair through head_dim (f_a_proj then f_b_proj). */
+struct kda_gate_proj {
+	tf_lin full, a, b;
+	bool low_rank;
+};
+
 struct kda_layer {
 	const tf_host *h;
 	const tf_backend *be;
@@ -42,7 +50,8 @@ struct kda_layer {
 	float lower_bound, eps;
 
 	tf_lin proj[KDA_NCONV];         /* q, k, v */
-	tf_lin f_proj, b_proj, g_proj, o_proj;
+	struct kda_gate_proj f_proj, g_proj;
+	tf_lin b_proj, o_proj;
 	float *conv_w[KDA_NCONV];       /* [P, width] */
 	float *a_exp;                   /* exp(A_log) [heads] */
 	float *dt_bias;                 /* [P] */
@@ -58,6 +67,7 @@ struct kda_layer {
 	float *act[KDA_NCONV];          /* q, k, v: [cap, P] */
 	float *f, *gate, *o;            /* [cap, P] */
 	float *beta;                    /* [cap, heads] */
+	float *low;                     /* [cap, dim] low-rank gate input, or NULL */
 
 	float *work;                    /* per worker: work_per floats */
 	size_t work_per;
@@ -93,9 +103,6 @@ static int kda_check_config(const tf_host *h, int layer)
 		return h->error(h, TF_ERR_INVALID,
 				"config.json: short_conv_kernel_size %d must be at least 1",
 				c->short_conv_kernel_size);
-	if (!c->no_kda_lora)
-		return h->error(h, TF_ERR_UNSUPPORTED,
-				"config.json: no_kda_lora false (low-rank f_a/f_b, g_a/g_b gates) is not supported by the kda plugin");
 	if (c->kda_safe_gate && !(c->kda_lower_bound < 0.0f))
 		return h->error(h, TF_ERR_INVALID,
 				"config.json: kda_lower_bound %g must be negative", c->kda_lower_bound);
@@ -120,7 +127,8 @@ static void kda_free_act(struct kda_layer *L)
 	L->be->free(L->bctx, L->gate);
 	L->be->free(L->bctx, L->o);
 	L->be->free(L->bctx, L->beta);
-	L->f = L->gate = L->o = L->beta = NULL;
+	L->be->free(L->bctx, L->low);
+	L->f = L->gate = L->o = L->beta = L->low = NULL;
 	L->cap = 0;
 }
 
@@ -138,8 +146,10 @@ static int kda_reserve(struct kda_layer *L, int64_t n)
 	L->gate = L->be->alloc(L->bctx, row);
 	L->o = L->be->alloc(L->bctx, row);
 	L->beta = L->be->alloc(L->bctx, (size_t)cap * L->heads * sizeof(float));
+	if (L->f_proj.low_rank)
+		L->low = L->be->alloc(L->bctx, (size_t)cap * L->dim * sizeof(float));
 	if (!L->act[KDA_Q] || !L->act[KDA_K] || !L->act[KDA_V] || !L->f || !L->gate ||
-	    !L->o || !L->beta) {
+	    !L->o || !L->beta || (L->f_proj.low_rank && !L->low)) {
 		kda_free_act(L);
 		return L->h->error(L->h, TF_ERR_NOMEM,
 				   "layer %d (kda): out of memory for %lld tokens of activations",
@@ -147,6 +157,43 @@ static int kda_reserve(struct kda_layer *L, int64_t n)
 	}
 	L->cap = cap;
 	return TF_OK;
+}
+
+/* "<which>_proj", or with no_kda_lora false "<which>_a_proj" (H -> dim)
+ * and "<which>_b_proj" (dim -> P). */
+static int kda_gate_open(struct kda_layer *L, const char *prefix, const char *which,
+			 struct kda_gate_proj *gp)
+{
+	char leaf[16];
+	int rc;
+	gp->low_rank = !L->h->model->no_kda_lora;
+	if (!gp->low_rank) {
+		snprintf(leaf, sizeof(leaf), "%s_proj", which);
+		return tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->P, &gp->full);
+	}
+	snprintf(leaf, sizeof(leaf), "%s_a_proj", which);
+	if ((rc = tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->dim, &gp->a)))
+		return rc;
+	snprintf(leaf, sizeof(leaf), "%s_b_proj", which);
+	return tf_tu_lin_open(L->h, prefix, leaf, L->dim, L->P, &gp->b);
+}
+
+static void kda_gate_close(const tf_host *h, struct kda_gate_proj *gp)
+{
+	tf_tu_lin_close(h, &gp->full);
+	tf_tu_lin_close(h, &gp->a);
+	tf_tu_lin_close(h, &gp->b);
+}
+
+static int kda_gate_forward(struct kda_layer *L, const struct kda_gate_proj *gp,
+			    const float *x, int64_t n, float *y)
+{
+	int rc;
+	if (!gp->low_rank)
+		return tf_lin_forward(&gp->full, x, n, y);
+	if ((rc = tf_lin_forward(&gp->a, x, n, L->low)))
+		return rc;
+	return tf_lin_forward(&gp->b, L->low, n, y);
 }
 
 static void kda_layer_fini(void *inst)
@@ -158,9 +205,9 @@ static void kda_layer_fini(void *inst)
 		tf_tu_lin_close(L->h, &L->proj[s]);
 		free(L->conv_w[s]);
 	}
-	tf_tu_lin_close(L->h, &L->f_proj);
+	kda_gate_close(L->h, &L->f_proj);
+	kda_gate_close(L->h, &L->g_proj);
 	tf_tu_lin_close(L->h, &L->b_proj);
-	tf_tu_lin_close(L->h, &L->g_proj);
 	tf_tu_lin_close(L->h, &L->o_proj);
 	free(L->a_exp);
 	free(L->dt_bias);
@@ -189,9 +236,9 @@ static int kda_load(struct kda_layer *L, const char *prefix)
 					      &L->conv_w[s])))
 			return rc;
 	}
-	if ((rc = tf_tu_lin_open(h, prefix, "f_proj", H, P, &L->f_proj)) ||
+	if ((rc = kda_gate_open(L, prefix, "f", &L->f_proj)) ||
 	    (rc = tf_tu_lin_open(h, prefix, "b_proj", H, L->heads, &L->b_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "g_proj", H, P, &L->g_proj)) ||
+	    (rc = kda_gate_open(L, prefix, "g", &L->g_proj)) ||
 	    (rc = tf_tu_lin_open(h, prefix, "o_proj", P, H, &L->o_proj)))
 		return rc;
 
@@ -374,9 +421,9 @@ static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 	for (int s = 0; s < KDA_NCONV; s++)
 		if ((rc = tf_lin_forward(&L->proj[s], x, n, L->act[s])))
 			return rc;
-	if ((rc = tf_lin_forward(&L->f_proj, x, n, L->f)) ||
+	if ((rc = kda_gate_forward(L, &L->f_proj, x, n, L->f)) ||
 	    (rc = tf_lin_forward(&L->b_proj, x, n, L->beta)) ||
-	    (rc = tf_lin_forward(&L->g_proj, x, n, L->gate)))
+	    (rc = kda_gate_forward(L, &L->g_proj, x, n, L->gate)))
 		return rc;
 
 	struct kda_job job = { .L = L, .n = n };

@@ -72,6 +72,7 @@ void kda_ref_forward(const kda_ref_weights *w, kda_ref_state *s, const float *x,
 	double *raw[3], *f = malloc((size_t)P * sizeof(double));
 	double *g = malloc((size_t)P * sizeof(double)), *b = malloc((size_t)nH * sizeof(double));
 	double *o = malloc((size_t)P * sizeof(double));
+	double *low = malloc((size_t)(w->rank + 1) * sizeof(double));
 	for (int c = 0; c < 3; c++)
 		raw[c] = malloc((size_t)P * sizeof(double));
 	const float *Wqkv[3] = { w->wq, w->wk, w->wv };
@@ -95,8 +96,15 @@ void kda_ref_forward(const kda_ref_weights *w, kda_ref_state *s, const float *x,
 				raw[c][ch] = silu(acc);
 			}
 		}
-		matvec(w->wf, P, H, xd, f);
-		matvec(w->wg, P, H, xd, g);
+		if (w->rank) {
+			matvec(w->wfa, w->rank, H, xd, low);
+			matvec(w->wfb, P, w->rank, low, f);
+			matvec(w->wga, w->rank, H, xd, low);
+			matvec(w->wgb, P, w->rank, low, g);
+		} else {
+			matvec(w->wf, P, H, xd, f);
+			matvec(w->wg, P, H, xd, g);
+		}
 		matvec(w->wb, nH, H, xd, b);
 
 		for (int h = 0; h < nH; h++) {
@@ -146,4 +154,5 @@ void kda_ref_forward(const kda_ref_weights *w, kda_ref_state *s, const float *x,
 	free(g);
 	free(b);
 	free(o);
+	free(low);
 }

@@ -13,6 +13,10 @@ typedef struct kda_ref_weights {
 	bool safe_gate;
 	double lower_bound, eps;
 	const float *wq, *wk, *wv, *wf, *wb, *wg, *wo;  /* [out, in] */
+	/* Kimi's low-rank gates when rank > 0 (wf, wg unused):
+	 * f = wfb (wfa x), [P, rank] x [rank, hidden]; same for g. */
+	int rank;
+	const float *wfa, *wfb, *wga, *wgb;
 	const float *conv[3];                           /* q, k, v: [P, width] */
 	const float *A_log, *dt_bias, *o_norm;
 } kda_ref_weights;

@@ -26,7 +26,7 @@ static const tf_plugin_attention *kda_plugin(void)
 struct kda_case {
 	tf_model_config cfg;
 	kda_ref_weights w;
-	float *buf[13];
+	float *buf[17];
 	int nbuf;
 };
 
@@ -41,14 +41,15 @@ static float *case_tensor(struct kda_case *c, size_t n, float scale, bool bf16,
 }
 
 /* dt_shift moves sigmoid(exp(A_log) (f + dt_bias)) towards 1 (gate near the
- * lower bound) or 0 (gate near zero). */
-static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64_t seed)
+ * lower bound) or 0 (gate near zero).  low_rank: Kimi's f_a/f_b, g_a/g_b. */
+static void case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank,
+			    float dt_shift, uint64_t seed)
 {
 	memset(c, 0, sizeof(*c));
 	const int H = 48, nH = 3, D = 16, W = 4, P = nH * D;
 	c->cfg = (tf_model_config){
 		.hidden_size = H, .num_attention_heads = nH, .head_dim = D,
-		.short_conv_kernel_size = W, .no_kda_lora = true,
+		.short_conv_kernel_size = W, .no_kda_lora = !low_rank,
 		.kda_safe_gate = safe_gate, .kda_lower_bound = -5.0f,
 		.rms_norm_eps = 1e-6f,
 	};
@@ -60,9 +61,17 @@ static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64
 	w->wq = case_tensor(c, (size_t)P * H, s, true, &seed);
 	w->wk = case_tensor(c, (size_t)P * H, s, true, &seed);
 	w->wv = case_tensor(c, (size_t)P * H, s, true, &seed);
-	w->wf = case_tensor(c, (size_t)P * H, s, true, &seed);
+	if (low_rank) {
+		w->rank = D;
+		w->wfa = case_tensor(c, (size_t)D * H, s, true, &seed);
+		w->wfb = case_tensor(c, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
+		w->wga = case_tensor(c, (size_t)D * H, s, true, &seed);
+		w->wgb = case_tensor(c, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
+	} else {
+		w->wf = case_tensor(c, (size_t)P * H, s, true, &seed);
+		w->wg = case_tensor(c, (size_t)P * H, s, true, &seed);
+	}
 	w->wb = case_tensor(c, (size_t)nH * H, 2 * s, true, &seed);
-	w->wg = case_tensor(c, (size_t)P * H, s, true, &seed);
 	w->wo = case_tensor(c, (size_t)H * P, 1.0f / sqrtf((float)P), true, &seed);
 	for (int i = 0; i < 3; i++)
 		w->conv[i] = case_tensor(c, (size_t)P * W, 0.6f, false, &seed);
@@ -75,6 +84,11 @@ static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64
 	for (int i = 0; i < D; i++)
 		on[i] += 1.0f;
 	w->o_norm = on;
+}
+
+static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64_t seed)
+{
+	case_init_gates(c, safe_gate, false, dt_shift, seed);
 }
 
 static void case_free(struct kda_case *c)
@@ -93,26 +107,31 @@ static tf_testhost *case_host(const struct kda_case *c, const char *skip)
 		const char *leaf;
 		tf_dtype dt;
 		int ndim;
-		int64_t shape[3];
+		int64_t shape[4];
 		const float *data;
 	} t[] = {
 		{ "q_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wq },
 		{ "k_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wk },
 		{ "v_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wv },
 		{ "f_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wf },
+		{ "f_a_proj.weight", TF_DTYPE_BF16, 2, { w->rank, H }, w->wfa },
+		{ "f_b_proj.weight", TF_DTYPE_BF16, 2, { P, w->rank }, w->wfb },
+		{ "g_a_proj.weight", TF_DTYPE_BF16, 2, { w->rank, H }, w->wga },
+		{ "g_b_proj.weight", TF_DTYPE_BF16, 2, { P, w->rank }, w->wgb },
 		{ "b_proj.weight", TF_DTYPE_BF16, 2, { nH, H }, w->wb },
 		{ "g_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wg },
 		{ "o_proj.weight", TF_DTYPE_BF16, 2, { H, P }, w->wo },
 		{ "q_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[0] },
 		{ "k_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[1] },
 		{ "v_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[2] },
-		{ "A_log", TF_DTYPE_F32, 1, { nH }, w->A_log },
+		/* Kimi stores A_log as [1, 1, heads, 1] */
+		{ "A_log", TF_DTYPE_F32, w->rank ? 4 : 1, { w->rank ? 1 : nH, 1, nH, 1 }, w->A_log },
 		{ "dt_bias", TF_DTYPE_F32, 1, { P }, w->dt_bias },
 		{ "o_norm.weight", TF_DTYPE_F32, 1, { D }, w->o_norm },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		char name[128];
-		if (skip && !strcmp(skip, t[i].leaf))
+		if (!t[i].data || (skip && !strcmp(skip, t[i].leaf)))
 			continue;
 		snprintf(name, sizeof(name), "%s.%s", PREFIX, t[i].leaf);
 		tf_testhost_add_f32(th, name, t[i].dt, t[i].ndim, t[i].shape, t[i].data);
@@ -122,11 +141,11 @@ static tf_testhost *case_host(const struct kda_case *c, const char *skip)
 
 /* Prefill, decode and chunked prefills of one sequence against the f64
  * reference, and their final states against each other. */
-static void check_layer(bool safe_gate, float dt_shift, uint64_t seed)
+static void check_layer(bool safe_gate, bool low_rank, float dt_shift, uint64_t seed)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, safe_gate, dt_shift, seed);
+	case_init_gates(&c, safe_gate, low_rank, dt_shift, seed);
 	const int H = c.w.hidden;
 	const int64_t n = 150;
 	tf_testhost *th = case_host(&c, NULL);
@@ -157,10 +176,10 @@ static void check_layer(bool safe_gate, float dt_shift, uint64_t seed)
 		attn_fixture_run(p, inst, x, n, H, plans[k].s, plans[k].n, y);
 		cr_expect_eq(p->seq_len(inst), n);
 		double e = tf_test_rel_err(y, yd, (size_t)n * H, 1e-3);
-		cr_log_info("%s (safe_gate %d, dt shift %g): rel err %.3g", plans[k].what,
-			    safe_gate, dt_shift, e);
-		cr_expect(e < 2e-5, "%s (safe_gate %d, dt shift %g): rel err %.3g vs f64",
-			  plans[k].what, safe_gate, dt_shift, e);
+		cr_log_info("%s (safe_gate %d, low rank %d, dt shift %g): rel err %.3g",
+			    plans[k].what, safe_gate, low_rank, dt_shift, e);
+		cr_expect(e < 2e-5, "%s (safe_gate %d, low rank %d, dt shift %g): rel err %.3g vs f64",
+			  plans[k].what, safe_gate, low_rank, dt_shift, e);
 		/* A kda snapshot is a 16-byte header, then the recurrent state
 		 * [heads, dim, dim] and the conv history. */
 		float *st = attn_fixture_snapshot(p, inst);
@@ -193,10 +212,11 @@ static void check_layer(bool safe_gate, float dt_shift, uint64_t seed)
 	case_free(&c);
 }
 
-Test(kda, safe_gate_mid_range_matches_f64) { check_layer(true, 0.0f, 11); }
-Test(kda, safe_gate_near_lower_bound_matches_f64) { check_layer(true, 12.0f, 12); }
-Test(kda, safe_gate_near_zero_matches_f64) { check_layer(true, -12.0f, 13); }
-Test(kda, kimi_softplus_gate_matches_f64) { check_layer(false, 2.0f, 14); }
+Test(kda, safe_gate_mid_range_matches_f64) { check_layer(true, false, 0.0f, 11); }
+Test(kda, safe_gate_near_lower_bound_matches_f64) { check_layer(true, false, 12.0f, 12); }
+Test(kda, safe_gate_near_zero_matches_f64) { check_layer(true, false, -12.0f, 13); }
+Test(kda, kimi_softplus_gate_matches_f64) { check_layer(false, false, 2.0f, 14); }
+Test(kda, kimi_low_rank_gates_match_f64) { check_layer(false, true, 2.0f, 15); }
 
 Test(kda, state_bytes_is_the_snapshot_payload)
 {
