@@ -355,3 +355,19 @@ Test(kda, config_inconsistent_with_tensors_is_named)
 	tf_testhost_free(th);
 	case_free(&c);
 }
+
+/* A small tensor in a dtype the plugin cannot widen. */
+Test(kda, wrong_dtype_is_named)
+{
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 7);
+	tf_testhost *th = case_host(&c, "dt_bias");
+	const int64_t P = (int64_t)c.w.heads * c.w.dim;
+	int32_t *bad = calloc((size_t)P, sizeof(int32_t));
+	tf_testhost_add_tensor(th, PREFIX ".dt_bias", TF_DTYPE_I32, 1, &P, bad);
+	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT,
+				       PREFIX ".dt_bias: dtype I32");
+	free(bad);
+	tf_testhost_free(th);
+	case_free(&c);
+}
