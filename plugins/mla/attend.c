@@ -6,9 +6,9 @@
 
 #include "../common/vec.h"
 
-/* Fold a block of scores with maximum mx into a running softmax: rescale
- * what was accumulated to the new maximum.  Returns the factor for the
- * block's own terms, exp(s - m) = scores already shifted by m. */
+/* Fold a block of scores with maximum mx into a running softmax: when the
+ * maximum grows, rescale the sum and accumulator to it.  Returns the
+ * running maximum m; the block's terms are then exp(s - m). */
 static float run_rescale(mla_run *r, float mx, float *acc, int64_t len)
 {
 	if (mx > r->m) {

@@ -28,7 +28,8 @@ typedef struct mla_dims {
 	float scale;            /* softmax scale */
 } mla_dims;
 
-/* Running softmax state of one (query, head): max, sum, accumulator. */
+/* Running softmax of one (query, head): max and sum of exp(s - max); its
+ * accumulator of values is kept beside it. */
 typedef struct mla_run {
 	float m, l;
 } mla_run;
