@@ -11,7 +11,9 @@ to float64; every activation stays float64.
 
 writes float32 little-endian logits [n_tokens, vocab_size]; --mtp-out adds the
 MTP layer's draft logits [n_tokens - 1, vocab_size] (row t: hidden t and token
-t+1, predicting token t+2).
+t+1, predicting token t+2).  --generate N extends the tokens greedily by N,
+prints the new ids, and writes the logits of every step (prompt rows, then one
+row per generated token but the last: n_tokens + N - 1 rows).
 """
 import argparse
 import json
@@ -413,6 +415,8 @@ def main(argv=None):
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True, help="logits output, float32 LE [T, vocab]")
     ap.add_argument("--mtp-out", help="MTP draft logits output, float32 LE [T-1, vocab]")
+    ap.add_argument("--generate", type=int, default=0, metavar="N",
+                    help="greedy-generate N tokens after the prompt and print their ids")
     ap.add_argument("--fp32", action="store_true",
                     help="compute in float32: the rounding error an fp32 implementation "
                          "of the same math has")
@@ -428,6 +432,14 @@ def main(argv=None):
         if args.hidden_rms:
             m.trace = []
         logits, hf = m.forward(tokens)
+        if args.generate > 0:
+            new = []
+            for _ in range(args.generate):
+                new.append(int(np.argmax(logits[-1])))
+                if len(new) < args.generate:
+                    logits, hf = m.forward(tokens + new)
+            print(",".join(map(str, new)))
+            tokens = tokens + new[:-1]
         logits.astype("<f4").tofile(args.out)
         if args.mtp_out:
             if len(tokens) < 2:

@@ -8,7 +8,7 @@
   (exl3.md 4.3-4.4); bit slicing equals the kernels' word-window extraction;
   the rebuilt weight equals the factored forward (exl3.md 3).
 * With MODEL_DIR: MLA absorbed form equals the naive form on every MLA layer;
-  the float32 mode does not silently widen to float64.
+  the forward is causal; the float32 mode does not silently widen to float64.
 Exits non-zero on the first failure.
 """
 import os
@@ -189,6 +189,15 @@ def check_yarn():
           f"softmax x{scale:.4f})")
 
 
+def check_causal(folder):
+    """Appending tokens leaves the logits of earlier positions unchanged."""
+    m = ling_ref.Model(folder)
+    short, _ = m.forward([5, 9, 14, 3, 7])
+    full, _ = m.forward([5, 9, 14, 3, 7, 11, 2, 8])
+    e = rel(full[:5], short)
+    check("causal: later tokens do not change earlier logits", e < 1e-13, f"(rel err {e:.1e})")
+
+
 def check_fp32(folder):
     m = ling_ref.Model(folder, np.float32)
     logits, hf = m.forward([1, 2, 3, 4, 5])
@@ -207,6 +216,7 @@ def main():
     check_yarn()
     if len(sys.argv) > 1:
         check_mla(sys.argv[1], rng)
+        check_causal(sys.argv[1])
         check_fp32(sys.argv[1])
     if failures:
         print(f"{len(failures)} self-check(s) failed", file=sys.stderr)
