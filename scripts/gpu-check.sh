@@ -1,0 +1,27 @@
+#!/bin/sh
+# gpu-check.sh - on a machine with an NVIDIA GPU: build the CUDA plugins,
+# check exl3's CUDA kernels against the CPU reference on random layers, and
+# print the GEMV benchmark table.
+#
+#     scripts/gpu-check.sh [build dir]      (default: build-gpu)
+#
+# Needs nvcc (CUDA 12+) on PATH or in /usr/local/cuda/bin.  Architectures
+# default to 90 and 121; set CUDA_ARCHS="90" (say) to build fewer.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-"$root/build-gpu"}
+archs=${CUDA_ARCHS:-"90;121"}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+	PATH=/usr/local/cuda/bin:$PATH
+fi
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
+cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check
+
+echo "== exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
+"$build/bin/gpu_check"
