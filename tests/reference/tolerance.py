@@ -68,6 +68,14 @@ class NoExpertBias(Model):
         self.cfg["moe_router_enable_expert_bias"] = False
 
 
+class NoGroupLimit(Model):
+    """Plain top-k over all experts, ignoring n_group / topk_group."""
+
+    def __init__(self, folder):
+        super().__init__(folder)
+        self.cfg["topk_group"] = self.cfg["n_group"]
+
+
 class NoRenormalise(Model):
     def __init__(self, folder):
         super().__init__(folder)
@@ -119,7 +127,7 @@ class Bf16Activations(Model):
         return self._bf16(super().linear(self._bf16(x), prefix, out))
 
 
-MUTANTS = [NoClamp, SwappedClampLists, WrongEps, NeoxRope, NoExpertBias,
+MUTANTS = [NoClamp, SwappedClampLists, WrongEps, NeoxRope, NoExpertBias, NoGroupLimit,
            NoRenormalise, DeltaBeforeDecay, KimiGate, MtpHiddenFirst]
 
 
