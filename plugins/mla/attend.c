@@ -20,37 +20,60 @@ static float run_rescale(mla_run *r, float mx, float *acc, int64_t len)
 	return r->m;
 }
 
+size_t mla_naive_work(const mla_dims *d)
+{
+	return (size_t)(d->dn + d->dr + MLA_QTILE) * MLA_KV_BLOCK;
+}
+
+/*
+ * Per tile of MLA_QTILE queries, two products: scores = Q_h K_h^T against
+ * the block's keys (transposed once per block into kt), and, after the
+ * softmax update, acc_h += P V_h.  Entries past a query's own row are
+ * masked to zero weight.
+ */
 void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 		     int64_t len, const float *kv, const float *cache, int64_t t0,
-		     int64_t tb, mla_run *run, float *acc, float *scores)
+		     int64_t tb, mla_run *run, float *acc, float *work)
 {
 	const int dq = d->dn + d->dr, dkv = d->dn + d->dv;
-	const int64_t lat = d->r + d->dr;
+	const int64_t lat = d->r + d->dr, ldkv = (int64_t)d->heads * dkv;
+	float *kt = work, *s = work + (size_t)dq * MLA_KV_BLOCK;
 
-	for (int64_t i = 0; i < n; i++) {
-		/* query i sits at row len + i and sees rows up to it */
-		int64_t end = len + i + 1 - t0;
-		if (end <= 0)
-			continue;
-		if (end > tb)
-			end = tb;
-		const float *qn = q + (i * d->heads + h) * dq, *qp = qn + d->dn;
-		float mx = -INFINITY;
-		for (int64_t t = 0; t < end; t++) {
-			const float *kn = kv + t * d->heads * dkv + (int64_t)h * dkv;
-			const float *kp = cache + (t0 + t) * lat + d->r;
-			scores[t] = (tf_vec_dot(qn, kn, d->dn) + tf_vec_dot(qp, kp, d->dr)) * d->scale;
-			mx = fmaxf(mx, scores[t]);
+	/* kt [dq, tb]: the head's expanded k_nope, then the shared k_pe */
+	for (int64_t t = 0; t < tb; t++) {
+		const float *kn = kv + t * ldkv + (int64_t)h * dkv;
+		const float *kp = cache + (t0 + t) * lat + d->r;
+		for (int e = 0; e < d->dn; e++)
+			kt[e * tb + t] = kn[e];
+		for (int e = 0; e < d->dr; e++)
+			kt[(d->dn + e) * tb + t] = kp[e];
+	}
+
+	/* query i sits at row len + i and sees rows up to it: skip those
+	 * before the block */
+	int64_t first = t0 - len > 0 ? t0 - len : 0;
+	for (int64_t i0 = first; i0 < n; i0 += MLA_QTILE) {
+		int64_t qt = n - i0 < MLA_QTILE ? n - i0 : MLA_QTILE;
+		memset(s, 0, (size_t)qt * tb * sizeof(float));
+		tf_vec_gemm_acc(s, tb, q + (i0 * d->heads + h) * dq, (int64_t)d->heads * dq, kt,
+				tb, qt, dq, tb);
+		for (int64_t i = i0; i < i0 + qt; i++) {
+			float *si = s + (i - i0) * tb, mx = -INFINITY;
+			int64_t end = len + i + 1 - t0 < tb ? len + i + 1 - t0 : tb;
+			for (int64_t t = 0; t < end; t++) {
+				si[t] *= d->scale;
+				mx = fmaxf(mx, si[t]);
+			}
+			mla_run *r = run + i * d->heads + h;
+			float m = run_rescale(r, mx, acc + (i * d->heads + h) * d->dv, d->dv);
+			for (int64_t t = 0; t < end; t++) {
+				si[t] = expf(si[t] - m);
+				r->l += si[t];
+			}
+			memset(si + end, 0, (size_t)(tb - end) * sizeof(float));
 		}
-		mla_run *r = run + i * d->heads + h;
-		float *a = acc + (i * d->heads + h) * d->dv;
-		float m = run_rescale(r, mx, a, d->dv);
-		for (int64_t t = 0; t < end; t++) {
-			scores[t] = expf(scores[t] - m);
-			r->l += scores[t];
-		}
-		tf_vec_axpy_rows(a, scores, kv + (int64_t)h * dkv + d->dn, d->heads * dkv, end,
-				 d->dv);
+		tf_vec_gemm_acc(acc + (i0 * d->heads + h) * d->dv, (int64_t)d->heads * d->dv, s, tb,
+				kv + (int64_t)h * dkv + d->dn, ldkv, qt, tb, d->dv);
 	}
 }
 

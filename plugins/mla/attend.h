@@ -21,6 +21,7 @@
 #ifndef TF_MLA_ATTEND_H
 #define TF_MLA_ATTEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct mla_dims {
@@ -36,12 +37,20 @@ typedef struct mla_run {
 
 /* --- naive form --- */
 
-/* One head, queries q [n, heads * (dn + dr)] against cache rows [t0, t0+tb)
- * whose expanded keys/values are kv [tb, heads * (dn + dv)].  run [n, heads]
- * and acc [n, heads * dv] carry the online softmax; scores: tb floats. */
+/* Cache rows expanded at a time, and queries scored together against them. */
+#define MLA_KV_BLOCK 256
+#define MLA_QTILE 64
+
+/* Scratch floats mla_naive_block needs. */
+size_t mla_naive_work(const mla_dims *d);
+
+/* One head, queries q [n, heads * (dn + dr)] against cache rows [t0,
+ * t0 + tb), tb <= MLA_KV_BLOCK, whose expanded keys/values are kv [tb,
+ * heads * (dn + dv)].  run [n, heads] and acc [n, heads * dv] carry the
+ * online softmax; work: mla_naive_work() floats. */
 void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 		     int64_t len, const float *kv, const float *cache, int64_t t0,
-		     int64_t tb, mla_run *run, float *acc, float *scores);
+		     int64_t tb, mla_run *run, float *acc, float *work);
 
 /* --- absorbed form --- */
 

@@ -26,7 +26,6 @@
 #include "rope.h"
 
 #define MLA_SNAP_MAGIC 0x5f414c4du   /* "MLA_" */
-#define MLA_KV_BLOCK 256             /* cache rows expanded at a time (naive form) */
 #define MLA_ROWS_MIN 64              /* fewest cache rows worth a worker (absorbed) */
 
 struct mla_layer {
@@ -241,8 +240,9 @@ static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->cblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->r * sizeof(float));
 	L->kvblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv) *
 					 sizeof(float));
-	/* per worker: naive scores, the absorbed tile's scores, one latent */
-	L->work_per = MLA_KV_BLOCK;
+	/* per worker: the naive block's scratch, the absorbed tile's scores,
+	 * one latent */
+	L->work_per = mla_naive_work(d);
 	if (L->work_per < (size_t)d->heads * MLA_TILE)
 		L->work_per = (size_t)d->heads * MLA_TILE;
 	if (L->work_per < (size_t)d->r)
