@@ -19,7 +19,7 @@
 #include "hadamard.h"
 #include "lin.h"
 
-#define EXL3_GRAIN 4            /* fewest tile columns per work item */
+#define EXL3_GRAIN 8            /* fewest tile columns per work item */
 
 typedef struct tf_exl3_lin {
 	const tf_host *h;

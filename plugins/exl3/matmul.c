@@ -166,29 +166,49 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 	}
 }
 
-/* One row: each tile column's 16 sums stay in registers down all of k. */
+/* Tile columns walked together: their tiles are adjacent in memory, so
+ * one row of them streams as a single run instead of scattered 32·K-byte
+ * pieces a whole tile row apart. */
+#define ROW_COLS 8
+/* Tile rows ahead to prefetch. */
+#define ROW_PREFETCH 4
+
+/* One row: each tile column's 16 sums stay in registers across a tile. */
 static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 			int64_t j0, int64_t j1)
 {
 	const tile_dot_fn dot = tile_dots[m->K][m->cb];
-	const int64_t tiles_k = m->k / TILE;
+	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
 	float xsum = 0.0f;
 
 	if (m->cb == TF_EXL3_CB_MUL1)
 		for (int64_t i = 0; i < m->k; i++)
 			xsum += xh[i];
-	for (int64_t j = j0; j < j1; j++) {
-		tf_vf acc[TILE / TF_VL];
-		for (int v = 0; v < TILE / TF_VL; v++)
-			acc[v] = tf_vf_zero();
-		for (int64_t i = 0; i < tiles_k; i++)
-			dot(mat_tile(m, i, j), xh + i * TILE, acc);
-		for (int v = 0; v < TILE / TF_VL; v++) {
-			if (m->cb == TF_EXL3_CB_MUL1)   /* Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x */
-				acc[v] = tf_vf_fma(acc[v], tf_vf_set1(TF_EXL3_MUL1_K_INV),
-						   tf_vf_set1(TF_EXL3_MUL1_K_BIAS * xsum));
-			tf_vf_store(yh + j * TILE + v * TF_VL, acc[v]);
+	for (int64_t jg = j0; jg < j1; jg += ROW_COLS) {
+		const int nc = j1 - jg < ROW_COLS ? (int)(j1 - jg) : ROW_COLS;
+		tf_vf acc[ROW_COLS][TILE / TF_VL];
+
+		for (int c = 0; c < nc; c++)
+			for (int v = 0; v < TILE / TF_VL; v++)
+				acc[c][v] = tf_vf_zero();
+		for (int64_t i = 0; i < tiles_k; i++) {
+			const uint16_t *run = mat_tile(m, i, jg);
+			if (i + ROW_PREFETCH < tiles_k) {
+				const char *ahead = (const char *)mat_tile(m, i + ROW_PREFETCH, jg);
+				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			for (int c = 0; c < nc; c++)
+				dot(run + c * tile_words, xh + i * TILE, acc[c]);
 		}
+		for (int c = 0; c < nc; c++)
+			for (int v = 0; v < TILE / TF_VL; v++) {
+				tf_vf a = acc[c][v];
+				if (m->cb == TF_EXL3_CB_MUL1)   /* Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x */
+					a = tf_vf_fma(a, tf_vf_set1(TF_EXL3_MUL1_K_INV),
+						      tf_vf_set1(TF_EXL3_MUL1_K_BIAS * xsum));
+				tf_vf_store(yh + (jg + c) * TILE + v * TF_VL, a);
+			}
 	}
 }
 
