@@ -7,11 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "chat.h"
+#include "detok.h"
 #include "diag.h"
 #include "pipeline.h"
+#include "progress.h"
 #include "runtime.h"
-#include "tf/backend.h"
+#include "sampler.h"
 #include "textfile.h"
 #include "tokenizer.h"
 
@@ -19,14 +23,24 @@
 struct gen {
 	const tf_options *o;
 	tf_runtime *rt;
+	const tf_conf *conf;
 	tf_pipeline *pipe;
-	tf_tokenizer *tok;
-	tf_tokens prompt;
-	float *logits;
+	tf_tokenizer *tok;              /* NULL: ids in, no text out */
+	const tf_chat_template *tmpl;
+	bool think;
+	const char *system;
+	tf_sampler sampler;
+	tf_stopset stops;
+	tf_tokens seq;                  /* every id fed to the pipeline */
+	float *logits;                  /* [prefill_chunk, vocab] */
 	int vocab;
+	int64_t chunk;
 	int64_t max_tokens;
-	int32_t stop[TF_MAX_EOS + 2];
-	int n_stop;
+
+	/* One reply: streamed text and its counts. */
+	tf_bytes answer, thinking;
+	int64_t n_prompt, n_gen;
+	double t_prefill, t_decode;
 };
 
 static double now_s(void)
@@ -45,166 +59,392 @@ static int report(const char *what)
 static void gen_free(struct gen *g)
 {
 	tf_pipeline_free(g->pipe);
+	tf_sampler_free(&g->sampler);
 	tf_tok_free(g->tok);
-	tf_tokens_free(&g->prompt);
+	tf_tokens_free(&g->seq);
+	tf_bytes_free(&g->answer);
+	tf_bytes_free(&g->thinking);
 	free(g->logits);
 	tf_runtime_close(g->rt);
 }
 
-/* The checkpoint's tokenizer.json: needed for text in or out. */
-static int load_tokenizer(struct gen *g)
+static int read_sampling(struct gen *g)
+{
+	tf_sampler_params sp;
+	double temp, top_p, min_p, rep, pres;
+	int64_t top_k, last_n, seed;
+	const tf_conf *c = g->conf;
+	int rc;
+
+	tf_sampler_params_default(&sp);
+	if ((rc = tf_conf_get_float(c, "sampling", "temperature", sp.temperature, &temp)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "top_p", sp.top_p, &top_p)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "min_p", sp.min_p, &min_p)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "repeat_penalty", sp.repeat_penalty, &rep)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "presence_penalty", sp.presence_penalty, &pres)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "top_k", sp.top_k, &top_k)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "repeat_last_n", 64, &last_n)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "seed", 0, &seed)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "max_tokens", 128, &g->max_tokens)))
+		return rc;
+	sp.temperature = (float)temp;
+	sp.top_p = (float)top_p;
+	sp.min_p = (float)min_p;
+	sp.repeat_penalty = (float)rep;
+	sp.presence_penalty = (float)pres;
+	sp.top_k = (int)top_k;
+	sp.repeat_last_n = (int)last_n;
+	sp.seed = seed < 0 ? (uint64_t)time(NULL) : (uint64_t)seed;
+	/* Ling pads its vocabulary past the tokenizer's ids: never sample a
+	 * padding row, which could not be decoded. */
+	int n = g->vocab;
+	if (g->tok && tf_tok_vocab_size(g->tok) < n)
+		n = tf_tok_vocab_size(g->tok);
+	return tf_sampler_init(&g->sampler, &sp, n);
+}
+
+/* Tokenizer, chat template and stop ids from the checkpoint folder. */
+static int read_chat(struct gen *g)
 {
 	char dir[4096], path[4200];
-	const char *d;
-	int rc = tf_conf_get_path(tf_runtime_conf(g->rt), "model", "path", dir,
-				  sizeof(dir), &d);
+	const char *d, *name;
+	int rc = tf_conf_get_path(g->conf, "model", "path", dir, sizeof(dir), &d);
 	if (rc != TF_OK)
 		return rc;
+
 	snprintf(path, sizeof(path), "%s/tokenizer.json", d);
-	return tf_tok_load(path, &g->tok);
-}
+	if (g->o->input == TF_INPUT_TOKENS && access(path, F_OK) != 0)
+		g->tok = NULL;          /* ids in and out: no tokenizer needed */
+	else if ((rc = tf_tok_load(path, &g->tok)) != TF_OK)
+		return rc;
 
-/* The ids that end generation: config.json's eos ids and the chat
- * terminators the tokenizer knows. */
-static void collect_stops(struct gen *g)
-{
+	name = tf_conf_get(g->conf, "chat", "template");
+	g->tmpl = tf_chat_template_find(name ? name : "ling3");
+	if (!g->tmpl)
+		return tf_conf_fail(g->conf, TF_ERR_INVALID, "chat", "template",
+				    "unknown template '%s'", name);
+	if ((rc = tf_conf_get_bool(g->conf, "chat", "think", true, &g->think)) != TF_OK)
+		return rc;
+	g->system = tf_conf_get(g->conf, "chat", "system");
+
 	const tf_model_config *cfg = tf_runtime_model(g->rt);
-	static const char *const names[] = { "<|role_end|>", "<|endoftext|>" };
 	for (int i = 0; i < cfg->n_eos; i++)
-		g->stop[g->n_stop++] = cfg->eos_token_id[i];
-	for (size_t i = 0; g->tok && i < sizeof(names) / sizeof(names[0]); i++) {
-		int32_t id = tf_tok_find(g->tok, names[i]);
-		if (id >= 0)
-			g->stop[g->n_stop++] = id;
-	}
-}
-
-static int is_stop(const struct gen *g, int32_t id)
-{
-	for (int i = 0; i < g->n_stop; i++)
-		if (g->stop[i] == id)
-			return 1;
-	return 0;
+		if ((rc = tf_stop_add(&g->stops, cfg->eos_token_id[i])) != TF_OK)
+			return rc;
+	snprintf(path, sizeof(path), "%s/generation_config.json", d);
+	if ((rc = tf_stop_add_generation_config(&g->stops, path)) != TF_OK)
+		return rc;
+	if (g->tok && (rc = tf_stop_add_template(&g->stops, g->tmpl, g->tok)) != TF_OK)
+		return rc;
+	return TF_OK;
 }
 
 static int read_stdin(char **text, size_t *len)
 {
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		n += fread(buf + n, 1, cap - n, stdin);
-		if (n < cap)
-			break;
-		char *grown = realloc(buf, cap * 2);
-		if (!grown) {
-			free(buf);
-			buf = NULL;
-			break;
+	tf_bytes b = { 0 };
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), stdin)) > 0)
+		if (tf_bytes_append(&b, buf, n) != TF_OK) {
+			tf_bytes_free(&b);
+			return tf_diag_set(TF_ERR_NOMEM, "<stdin>: out of memory");
 		}
-		buf = grown;
-		cap *= 2;
-	}
-	if (!buf)
-		return tf_diag_set(TF_ERR_NOMEM, "<stdin>: out of memory");
 	if (ferror(stdin)) {
-		free(buf);
+		tf_bytes_free(&b);
 		return tf_diag_set(TF_ERR_IO, "<stdin>: read error");
 	}
-	*text = buf;
-	*len = n;
+	if (tf_bytes_append(&b, "", 1) != TF_OK) {
+		tf_bytes_free(&b);
+		return tf_diag_set(TF_ERR_NOMEM, "<stdin>: out of memory");
+	}
+	*text = b.p;
+	*len = b.len - 1;
 	return TF_OK;
 }
 
-static int read_prompt_text(const tf_options *o, char **text, size_t *len)
+/* The ids of one user turn: through the chat template, with the system
+ * message on the first turn only. */
+static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
+		       tf_tokens *ids)
 {
-	switch (o->input) {
-	case TF_INPUT_TEXT:
-		*len = strlen(o->prompt);
-		*text = strdup(o->prompt);
-		return *text ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "out of memory");
-	case TF_INPUT_FILE:
-		return tf_text_read(o->prompt_file, (size_t)1 << 30, text, len);
-	case TF_INPUT_STDIN:
-		return read_stdin(text, len);
-	default:
-		return tf_diag_set(TF_ERR_INVALID, "no prompt given (-p, -f or --tokens)");
-	}
+	tf_chat_msg m[2];
+	size_t n = 0;
+	if (first && g->system)
+		m[n++] = (tf_chat_msg){ TF_ROLE_SYSTEM, g->system, strlen(g->system) };
+	m[n++] = (tf_chat_msg){ TF_ROLE_USER, text, len };
+	return tf_chat_encode(g->tmpl, g->tok, m, n, g->think, ids);
 }
 
-static int build_prompt(struct gen *g)
+static int prompt_ids(struct gen *g, tf_tokens *ids)
 {
 	const tf_options *o = g->o;
-	if (o->input == TF_INPUT_TOKENS) {
-		for (int i = 0; i < o->n_tokens; i++)
-			if (tf_tokens_push(&g->prompt, o->tokens[i]) != TF_OK)
-				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-		return TF_OK;
-	}
 	char *text = NULL;
 	size_t len = 0;
-	int rc = read_prompt_text(o, &text, &len);
-	if (rc == TF_OK)
-		rc = tf_tok_encode(g->tok, text, len, TF_TOK_SPECIAL_AS_TEXT, &g->prompt);
+	int rc;
+
+	switch (o->input) {
+	case TF_INPUT_TOKENS:
+		for (int i = 0; i < o->n_tokens; i++)
+			if (tf_tokens_push(ids, o->tokens[i]) != TF_OK)
+				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return TF_OK;
+	case TF_INPUT_TEXT:
+		rc = encode_turn(g, o->prompt, strlen(o->prompt), true, ids);
+		break;
+	case TF_INPUT_FILE:
+		if ((rc = tf_text_read(o->prompt_file, (size_t)1 << 30, &text, &len)) == TF_OK)
+			rc = encode_turn(g, text, len, true, ids);
+		break;
+	case TF_INPUT_STDIN:
+		if ((rc = read_stdin(&text, &len)) == TF_OK)
+			rc = encode_turn(g, text, len, true, ids);
+		break;
+	default:
+		rc = tf_diag_set(TF_ERR_INVALID, "no prompt given (-p, -f or --tokens)");
+	}
 	free(text);
-	if (rc == TF_OK && g->prompt.n == 0)
-		rc = tf_diag_set(TF_ERR_INVALID, "the prompt is empty");
 	return rc;
 }
 
-static int dump_logits(const struct gen *g, const float *logits, int64_t rows)
+/*
+ * Run ids[0..n) after everything fed so far, chunk by chunk with a progress
+ * bar.  The last token's logits land in g->logits row 0, or, with
+ * `dump`, every row is written there.
+ */
+static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
 {
-	FILE *f = fopen(g->o->dump_logits, "wb");
-	if (!f)
-		return tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_logits, strerror(errno));
-	size_t n = (size_t)rows * (size_t)g->vocab;
-	int ok = fwrite(logits, sizeof(float), n, f) == n;
-	ok &= fclose(f) == 0;
-	return ok ? TF_OK : tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
+	tf_progress bar;
+	int64_t ctx = tf_pipeline_context(g->pipe);
+	if (tf_pipeline_pos(g->pipe) + n > ctx)
+		return tf_diag_set(TF_ERR_RANGE, "the prompt needs %" PRId64 " tokens after %"
+				   PRId64 " already held, more than the context of %" PRId64
+				   " tokens ([runtime] context)", n, tf_pipeline_pos(g->pipe), ctx);
+	tf_progress_init(&bar, "prefill", (uint64_t)n, TF_PROGRESS_TOKENS);
+	for (int64_t done = 0; done < n;) {
+		int64_t m = n - done < g->chunk ? n - done : g->chunk;
+		int rc = tf_pipeline_forward(g->pipe, ids + done, m, g->logits, dump != NULL);
+		if (rc != TF_OK)
+			return rc;
+		if (dump) {
+			size_t k = (size_t)m * (size_t)g->vocab;
+			if (fwrite(g->logits, sizeof(float), k, dump) != k)
+				return tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
+		}
+		for (int64_t i = 0; i < m; i++)
+			if (tf_tokens_push(&g->seq, ids[done + i]) != TF_OK)
+				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		done += m;
+		tf_progress_update(&bar, (uint64_t)done);
+	}
+	tf_progress_finish(&bar);
+	if (dump)                       /* the last row is the one sampled from */
+		memmove(g->logits, g->logits + ((n - 1) % g->chunk) * g->vocab,
+			(size_t)g->vocab * sizeof(float));
+	return TF_OK;
 }
 
-static void print_stats(const struct gen *g, int64_t n_prompt, double t_prefill,
-			int64_t n_gen, double t_decode)
+/* Streamed text: thinking to stderr, the answer to stdout (collected
+ * instead with --json). */
+static int emit(void *ctx, tf_text_kind kind, const char *text, size_t len)
 {
-	double pp = t_prefill > 0 ? (double)n_prompt / t_prefill : 0;
-	double tg = t_decode > 0 && n_gen > 0 ? (double)n_gen / t_decode : 0;
-	if (g->o->json) {
-		printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
-		       "\"generated_tokens\": %" PRId64 ", \"decode_tps\": %.2f, "
-		       "\"prefill_s\": %.4f, \"decode_s\": %.4f, \"stages_s\": {",
-		       n_prompt, pp, n_gen, tg, t_prefill, t_decode);
-		for (int s = 0; s < TF_STAGE_COUNT; s++)
-			printf("%s\"%s\": %.4f", s ? ", " : "", tf_stage_name((tf_stage)s),
-			       tf_pipeline_stage_seconds(g->pipe, (tf_stage)s));
-		printf("}}\n");
+	struct gen *g = ctx;
+	tf_bytes *b = kind == TF_TEXT_THINKING ? &g->thinking : &g->answer;
+	if (tf_bytes_append(b, text, len) != TF_OK)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (!g->o->json) {
+		FILE *f = kind == TF_TEXT_THINKING ? stderr : stdout;
+		fwrite(text, 1, len, f);
+		fflush(f);
+	}
+	return TF_OK;
+}
+
+/* Sample up to max_tokens tokens after the prompt.  The stop token that
+ * ends the reply is fed too, so the next turn continues after it. */
+static int reply(struct gen *g)
+{
+	tf_detok dt;
+	tf_think_split ts;
+	int rc = TF_OK;
+	bool opened = g->tmpl->reply_think && g->think && g->o->input != TF_INPUT_TOKENS;
+
+	tf_detok_init(&dt, g->tok, TF_TOK_SKIP_SPECIAL);
+	tf_think_init(&ts, opened);
+	g->n_gen = 0;
+	double t0 = now_s();
+	while (g->n_gen < g->max_tokens) {
+		int32_t next;
+		const char *text;
+		size_t len;
+		int64_t pos = tf_pipeline_pos(g->pipe);
+		rc = tf_sampler_sample(&g->sampler, g->logits, g->seq.ids, g->seq.n, 0,
+				       (uint64_t)pos, &next);
+		if (rc != TF_OK)
+			break;
+		g->n_gen++;
+		bool stop = tf_stop_has(&g->stops, next);
+		if (!stop && g->tok) {
+			if ((rc = tf_detok_push(&dt, next, &text, &len)) != TF_OK ||
+			    (rc = tf_think_push(&ts, text, len, emit, g)) != TF_OK)
+				break;
+		} else if (!stop && !g->o->json) {
+			printf("%s%d", g->n_gen > 1 ? "," : "", next);
+			fflush(stdout);
+		}
+		if (pos + 1 >= tf_pipeline_context(g->pipe))
+			break;
+		if (!stop && g->n_gen == g->max_tokens)
+			break;
+		if ((rc = tf_pipeline_forward(g->pipe, &next, 1, g->logits, 0)) != TF_OK)
+			break;
+		if ((rc = tf_tokens_push(&g->seq, next)) != TF_OK)
+			break;
+		if (stop)
+			break;
+	}
+	g->t_decode = now_s() - t0;
+	if (rc == TF_OK && g->tok) {
+		const char *text;
+		size_t len;
+		if ((rc = tf_detok_flush(&dt, &text, &len)) == TF_OK &&
+		    (rc = tf_think_push(&ts, text, len, emit, g)) == TF_OK)
+			rc = tf_think_flush(&ts, emit, g);
+	}
+	tf_think_free(&ts);
+	tf_detok_free(&dt);
+	return rc;
+}
+
+static void json_string(const char *s, size_t n)
+{
+	putchar('"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void print_stats(const struct gen *g)
+{
+	double pp = g->t_prefill > 0 ? (double)g->n_prompt / g->t_prefill : 0;
+	double tg = g->t_decode > 0 && g->n_gen > 0 ? (double)g->n_gen / g->t_decode : 0;
+	if (!g->o->json) {
+		fprintf(stderr, "\nprompt tokens: %" PRId64 ", prefill: %.2f tok/s, "
+			"generated tokens: %" PRId64 ", decode: %.2f tok/s\n",
+			g->n_prompt, pp, g->n_gen, tg);
 		return;
 	}
-	fprintf(stderr, "\nprompt tokens: %" PRId64 ", prefill: %.2f tok/s, "
-		"generated tokens: %" PRId64 ", decode: %.2f tok/s\n",
-		n_prompt, pp, n_gen, tg);
+	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
+	       "\"generated_tokens\": %" PRId64 ", \"decode_tps\": %.2f, "
+	       "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"text\": ",
+	       g->n_prompt, pp, g->n_gen, tg, g->t_prefill, g->t_decode);
+	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
+	printf(", \"thinking\": ");
+	json_string(g->thinking.p ? g->thinking.p : "", g->thinking.len);
+	printf(", \"stages_s\": {");
+	for (int s = 0; s < TF_STAGE_COUNT; s++)
+		printf("%s\"%s\": %.6f", s ? ", " : "", tf_stage_name((tf_stage)s),
+		       tf_pipeline_stage_seconds(g->pipe, (tf_stage)s));
+	printf("}}\n");
+}
+
+/* One prompt in, one reply out. */
+static int run_once(struct gen *g)
+{
+	tf_tokens ids = { 0 };
+	FILE *dump = NULL;
+	int rc = prompt_ids(g, &ids);
+	if (rc != TF_OK) {
+		tf_tokens_free(&ids);
+		return report("prompt");
+	}
+	if (ids.n == 0) {
+		tf_tokens_free(&ids);
+		tf_diag_set(TF_ERR_INVALID, "the prompt is empty");
+		return report("prompt");
+	}
+	if (g->o->dump_logits && !(dump = fopen(g->o->dump_logits, "wb"))) {
+		tf_tokens_free(&ids);
+		tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_logits, strerror(errno));
+		return report("--dump-logits");
+	}
+	g->n_prompt = (int64_t)ids.n;
+	double t0 = now_s();
+	rc = feed(g, ids.ids, (int64_t)ids.n, dump);
+	g->t_prefill = now_s() - t0;
+	tf_tokens_free(&ids);
+	if (dump && fclose(dump) != 0 && rc == TF_OK)
+		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
+	if (rc != TF_OK)
+		return report("prefill");
+	if ((rc = reply(g)) != TF_OK)
+		return report("decode");
+	print_stats(g);
+	return EXIT_SUCCESS;
+}
+
+/* A read-reply loop: each line is a user turn continuing the conversation
+ * (the pipeline keeps its state between turns). */
+static int run_chat(struct gen *g)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	bool first = true;
+	int rc = EXIT_SUCCESS;
+
+	if (!g->tok) {
+		tf_diag_set(TF_ERR_NOT_FOUND, "interactive chat needs the checkpoint's tokenizer.json");
+		return report(g->o->ini);
+	}
+	for (;;) {
+		fputs("> ", stderr);
+		fflush(stderr);
+		if ((n = getline(&line, &cap, stdin)) < 0)
+			break;
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			line[--n] = 0;
+		if (n == 0)
+			continue;
+		tf_tokens ids = { 0 };
+		if (encode_turn(g, line, (size_t)n, first, &ids) != TF_OK) {
+			tf_tokens_free(&ids);
+			rc = report("prompt");
+			break;
+		}
+		first = false;
+		g->answer.len = g->thinking.len = 0;
+		g->n_prompt = (int64_t)ids.n;
+		double t0 = now_s();
+		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
+		g->t_prefill = now_s() - t0;
+		tf_tokens_free(&ids);
+		if (err != TF_OK || reply(g) != TF_OK) {
+			rc = report("chat");
+			break;
+		}
+		print_stats(g);
+	}
+	free(line);
+	return rc;
 }
 
 int tf_cli_generate(const tf_options *o)
 {
 	struct gen g = { .o = o };
 	int rc = EXIT_FAILURE;
-	int64_t max_tokens;
 
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.rt))
 		return report(o->ini);
-	if (tf_conf_get_int(tf_runtime_conf(g.rt), "sampling", "max_tokens", 128,
-			    &max_tokens) != TF_OK) {
+	g.conf = tf_runtime_conf(g.rt);
+	if (read_chat(&g) != TF_OK) {
 		report(o->ini);
-		goto out;
-	}
-	if (o->input != TF_INPUT_TOKENS || !o->json) {
-		if (load_tokenizer(&g) != TF_OK) {
-			report(o->ini);
-			goto out;
-		}
-	}
-	collect_stops(&g);
-	if (build_prompt(&g) != TF_OK) {
-		report("prompt");
 		goto out;
 	}
 	if (tf_pipeline_init(g.rt, &g.pipe) != TF_OK) {
@@ -212,63 +452,18 @@ int tf_cli_generate(const tf_options *o)
 		goto out;
 	}
 	g.vocab = tf_pipeline_vocab(g.pipe);
-	int64_t n_prompt = (int64_t)g.prompt.n;
-	if (n_prompt > tf_pipeline_context(g.pipe)) {
-		tf_diag_set(TF_ERR_RANGE, "the prompt has %" PRId64 " tokens, more than the "
-			    "context of %" PRId64 " ([runtime] context)", n_prompt,
-			    tf_pipeline_context(g.pipe));
-		report("prompt");
+	g.chunk = tf_runtime_prefill_chunk(g.rt);
+	if (read_sampling(&g) != TF_OK) {
+		report(o->ini);
 		goto out;
 	}
-	int64_t rows = o->dump_logits ? n_prompt : 1;
-	g.logits = malloc((size_t)rows * (size_t)g.vocab * sizeof(float));
+	g.logits = malloc((size_t)g.chunk * (size_t)g.vocab * sizeof(float));
 	if (!g.logits) {
-		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", rows);
-		report("prompt");
+		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);
+		report(o->ini);
 		goto out;
 	}
-
-	double t0 = now_s();
-	if (tf_pipeline_forward(g.pipe, g.prompt.ids, n_prompt, g.logits,
-				o->dump_logits != NULL) != TF_OK) {
-		report("prefill");
-		goto out;
-	}
-	double t_prefill = now_s() - t0;
-	if (o->dump_logits && dump_logits(&g, g.logits, n_prompt) != TF_OK) {
-		report("--dump-logits");
-		goto out;
-	}
-
-	const float *last = g.logits + (rows - 1) * g.vocab;
-	const tf_backend *be = tf_runtime_host(g.rt)->backend;
-	void *bctx = tf_runtime_host(g.rt)->backend_ctx;
-	int64_t n_gen = 0;
-	double t1 = now_s();
-	while (n_gen < max_tokens && tf_pipeline_pos(g.pipe) < tf_pipeline_context(g.pipe)) {
-		int32_t next;
-		be->argmax(bctx, &next, last, 1, g.vocab);
-		n_gen++;
-		if (is_stop(&g, next))
-			break;
-		if (g.tok && !o->json) {
-			size_t len;
-			const char *piece = tf_tok_piece(g.tok, next, &len);
-			if (piece)
-				fwrite(piece, 1, len, stdout);
-			fflush(stdout);
-		}
-		if (n_gen == max_tokens)
-			break;
-		if (tf_pipeline_forward(g.pipe, &next, 1, g.logits, 0) != TF_OK) {
-			report("decode");
-			goto out;
-		}
-		last = g.logits;
-	}
-	double t_decode = now_s() - t1;
-	print_stats(&g, n_prompt, t_prefill, n_gen, t_decode);
-	rc = EXIT_SUCCESS;
+	rc = o->interactive ? run_chat(&g) : run_once(&g);
 out:
 	gen_free(&g);
 	return rc;
