@@ -42,16 +42,63 @@ static inline int row_base(int r)
  * constant, so shifts and word offsets become immediates.
  */
 static inline __attribute__((always_inline)) void
-tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
+tile_transpose_scalar(const uint16_t *tile, int K, uint32_t *tw)
 {
 	for (int c = 0; c < 8; c++)
 		for (int w = 0; w < K; w++) {
-			int s = c * K + w;
-			tw[(w + 1) * 8 + c] = (uint32_t)tile[2 * s] | (uint32_t)tile[2 * s + 1] << 16;
+			uint32_t v;
+			memcpy(&v, tile + 2 * (c * K + w), 4);  /* little-endian pair */
+			tw[(w + 1) * 8 + c] = v;
 		}
 	for (int c = 0; c < 8; c++)             /* word -1: the previous group's last */
 		tw[c] = tw[K * 8 + (c + 7) % 8];
 }
+
+#if defined(TF_SIMD_AVX2)
+/* In registers: each row gathers its 8 words from the K source vectors
+ * with one permute per source and a blend (K constant: all indices fold).
+ * That is K·(K+1) shuffles: past K = 5 the scalar copy is cheaper. */
+static inline __attribute__((always_inline)) void
+tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
+{
+	__m256i src[TF_EXL3_K_MAX];
+
+	if (K > 5) {
+		tile_transpose_scalar(tile, K, tw);
+		return;
+	}
+#pragma GCC unroll 8
+	for (int q = 0; q < K; q++)
+		src[q] = _mm256_loadu_si256((const __m256i *)tile + q);
+#pragma GCC unroll 9
+	for (int w = -1; w < K; w++) {
+		int idx[8], from[8];
+#pragma GCC unroll 8
+		for (int c = 0; c < 8; c++) {
+			int s = (c * K + w + 8 * K) % (8 * K);
+			idx[c] = s % 8;
+			from[c] = s / 8;
+		}
+		const __m256i vidx = _mm256_setr_epi32(idx[0], idx[1], idx[2], idx[3],
+						       idx[4], idx[5], idx[6], idx[7]);
+		__m256i row = _mm256_setzero_si256();
+#pragma GCC unroll 8
+		for (int q = 0; q < K; q++) {
+			const __m256i sel = _mm256_setr_epi32(
+				-(from[0] == q), -(from[1] == q), -(from[2] == q), -(from[3] == q),
+				-(from[4] == q), -(from[5] == q), -(from[6] == q), -(from[7] == q));
+			row = _mm256_blendv_epi8(row, _mm256_permutevar8x32_epi32(src[q], vidx), sel);
+		}
+		_mm256_store_si256((__m256i *)(tw + (w + 1) * 8), row);
+	}
+}
+#else
+static inline __attribute__((always_inline)) void
+tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
+{
+	tile_transpose_scalar(tile, K, tw);
+}
+#endif
 
 /* Lanes v .. v+TF_VL-1 of the half-row at `base`.  MUL1 returns the raw
  * byte sum: callers apply w = bs·K_INV + K_BIAS where it is cheapest. */
@@ -80,7 +127,7 @@ halfrow(const uint32_t *tw, int K, tf_exl3_cb cb, int base, int v)
 static inline __attribute__((always_inline)) void
 tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
 {
-	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8];
+	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
 
 	tile_transpose(tile, K, tw);
 #pragma GCC unroll 16
@@ -100,7 +147,7 @@ tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
 static inline __attribute__((always_inline)) void
 tile_dot(const uint16_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
 {
-	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8];
+	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
 
 	tile_transpose(tile, K, tw);
 #pragma GCC unroll 16
