@@ -148,6 +148,13 @@ static inline void tf_tu_lin_close(const tf_host *h, tf_lin *lin)
 	lin->ops = NULL;
 }
 
+/* Items per parallel_for chunk so that a chunk is worth waking a worker
+ * for (~64K flops; less costs more in hand-off than it saves). */
+static inline int64_t tf_tu_grain(int64_t flops_per_item)
+{
+	return flops_per_item >= 65536 ? 1 : 65536 / (flops_per_item > 0 ? flops_per_item : 1);
+}
+
 /* Layer plugins compute on the host: they need a backend whose activations
  * live in host memory, which is what parallel_for marks. */
 static inline int tf_tu_probe_host_backend(const tf_host *h, const char **reason)

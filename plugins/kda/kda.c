@@ -21,6 +21,7 @@
 #include "tf/backend.h"
 #include "tf/quant.h"
 
+#include "../common/scratch.h"
 #include "../common/tensor_util.h"
 #include "delta.h"
 
@@ -62,17 +63,21 @@ struct kda_layer {
 	float *S;                       /* [heads, dim, dim] */
 	float *conv;                    /* [3, P, width - 1] raw inputs, oldest first */
 
-	/* Activations of the current forward, for up to `cap` tokens. */
-	int64_t cap;
-	float *act[KDA_NCONV];          /* q, k, v: [cap, P] */
-	float *f, *gate, *o;            /* [cap, P] */
-	float *beta;                    /* [cap, heads] */
-	float *low;                     /* [cap, dim] low-rank gate input, or NULL */
-
-	float *work;                    /* per worker: work_per floats */
-	size_t work_per;
+	size_t work_per;                /* scratch floats per worker */
 	int n_workers;
+	bool scratch_ref;               /* holds a reference on kda_scratch */
 };
+
+/* Activations of one forward, carved from the shared arena. */
+struct kda_act {
+	float *x[KDA_NCONV];            /* q, k, v: [n, P] */
+	float *f, *gate, *o;            /* [n, P] */
+	float *beta;                    /* [n, heads] */
+	float *low;                     /* [n, dim] low-rank gate input */
+	float *work;                    /* per worker: work_per floats */
+};
+
+static tf_scratch kda_scratch = TF_SCRATCH_INIT;
 
 struct kda_snap_hdr {
 	uint32_t magic;
@@ -117,46 +122,25 @@ static int64_t kda_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
 		    KDA_NCONV * P * (c->short_conv_kernel_size - 1));
 }
 
-static void kda_free_act(struct kda_layer *L)
+/* Floats of one forward's activations, laid out as kda_act_carve does. */
+static size_t kda_act_floats(const struct kda_layer *L, int64_t n)
 {
-	for (int s = 0; s < KDA_NCONV; s++) {
-		L->be->free(L->bctx, L->act[s]);
-		L->act[s] = NULL;
-	}
-	L->be->free(L->bctx, L->f);
-	L->be->free(L->bctx, L->gate);
-	L->be->free(L->bctx, L->o);
-	L->be->free(L->bctx, L->beta);
-	L->be->free(L->bctx, L->low);
-	L->f = L->gate = L->o = L->beta = L->low = NULL;
-	L->cap = 0;
+	return 6 * tf_scratch_round((size_t)n * L->P) +
+	       tf_scratch_round((size_t)n * L->heads) + tf_scratch_round((size_t)n * L->dim) +
+	       tf_scratch_round((size_t)L->n_workers * L->work_per);
 }
 
-/* Activation buffers for n tokens, grown in whole chunks. */
-static int kda_reserve(struct kda_layer *L, int64_t n)
+static void kda_act_carve(const struct kda_layer *L, int64_t n, float *mem,
+			  struct kda_act *a)
 {
-	if (n <= L->cap)
-		return TF_OK;
-	kda_free_act(L);
-	int64_t cap = (n + KDA_CHUNK - 1) / KDA_CHUNK * KDA_CHUNK;
-	size_t row = (size_t)cap * L->P * sizeof(float);
 	for (int s = 0; s < KDA_NCONV; s++)
-		L->act[s] = L->be->alloc(L->bctx, row);
-	L->f = L->be->alloc(L->bctx, row);
-	L->gate = L->be->alloc(L->bctx, row);
-	L->o = L->be->alloc(L->bctx, row);
-	L->beta = L->be->alloc(L->bctx, (size_t)cap * L->heads * sizeof(float));
-	if (L->f_proj.low_rank)
-		L->low = L->be->alloc(L->bctx, (size_t)cap * L->dim * sizeof(float));
-	if (!L->act[KDA_Q] || !L->act[KDA_K] || !L->act[KDA_V] || !L->f || !L->gate ||
-	    !L->o || !L->beta || (L->f_proj.low_rank && !L->low)) {
-		kda_free_act(L);
-		return L->h->error(L->h, TF_ERR_NOMEM,
-				   "layer %d (kda): out of memory for %lld tokens of activations",
-				   L->layer, (long long)n);
-	}
-	L->cap = cap;
-	return TF_OK;
+		a->x[s] = tf_scratch_take(&mem, (size_t)n * L->P);
+	a->f = tf_scratch_take(&mem, (size_t)n * L->P);
+	a->gate = tf_scratch_take(&mem, (size_t)n * L->P);
+	a->o = tf_scratch_take(&mem, (size_t)n * L->P);
+	a->beta = tf_scratch_take(&mem, (size_t)n * L->heads);
+	a->low = tf_scratch_take(&mem, (size_t)n * L->dim);
+	a->work = tf_scratch_take(&mem, (size_t)L->n_workers * L->work_per);
 }
 
 /* "<which>_proj", or with no_kda_lora false "<which>_a_proj" (H -> dim)
@@ -185,15 +169,15 @@ static void kda_gate_close(const tf_host *h, struct kda_gate_proj *gp)
 	tf_tu_lin_close(h, &gp->b);
 }
 
-static int kda_gate_forward(struct kda_layer *L, const struct kda_gate_proj *gp,
-			    const float *x, int64_t n, float *y)
+static int kda_gate_forward(const struct kda_gate_proj *gp, const float *x, int64_t n,
+			    float *low, float *y)
 {
 	int rc;
 	if (!gp->low_rank)
 		return tf_lin_forward(&gp->full, x, n, y);
-	if ((rc = tf_lin_forward(&gp->a, x, n, L->low)))
+	if ((rc = tf_lin_forward(&gp->a, x, n, low)))
 		return rc;
-	return tf_lin_forward(&gp->b, L->low, n, y);
+	return tf_lin_forward(&gp->b, low, n, y);
 }
 
 static void kda_layer_fini(void *inst)
@@ -212,10 +196,9 @@ static void kda_layer_fini(void *inst)
 	free(L->a_exp);
 	free(L->dt_bias);
 	free(L->o_norm);
-	if (L->be)
-		kda_free_act(L);
+	if (L->scratch_ref)
+		tf_scratch_unref(&kda_scratch);
 	free(L->S);     /* conv points into the same allocation */
-	free(L->work);
 	free(L);
 }
 
@@ -290,11 +273,12 @@ static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 	if (L->n_workers < 1)
 		L->n_workers = 1;
 	L->work_per = kda_delta_chunk_work(L->dim, L->dim) + (size_t)L->width;
-	L->work = malloc((size_t)L->n_workers * L->work_per * sizeof(float));
-	if (!L->S || !L->work) {
+	if (!L->S) {
 		rc = h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory for the state", layer);
 		goto fail;
 	}
+	tf_scratch_ref(&kda_scratch);
+	L->scratch_ref = true;
 	*inst = L;
 	return TF_OK;
 fail:
@@ -339,7 +323,8 @@ static void kda_l2norm(float *x, int n, float scale)
 }
 
 /* Everything of one head between the projections and o_proj. */
-static void kda_head(struct kda_layer *L, int hd, int64_t n, float *work)
+static void kda_head(struct kda_layer *L, const struct kda_act *A, int hd, int64_t n,
+		     float *work)
 {
 	const int D = L->dim, W = L->width;
 	const int64_t P = L->P, off = (int64_t)hd * D;
@@ -348,25 +333,25 @@ static void kda_head(struct kda_layer *L, int hd, int64_t n, float *work)
 	for (int s = 0; s < KDA_NCONV; s++)
 		for (int c = 0; c < D; c++) {
 			int64_t ch = off + c;
-			kda_conv_channel(L->act[s] + ch, n, P, L->conv_w[s] + ch * W, W,
+			kda_conv_channel(A->x[s] + ch, n, P, L->conv_w[s] + ch * W, W,
 					 L->conv + ((size_t)s * P + ch) * (W - 1), next);
 		}
 
 	const float a = L->a_exp[hd], qscale = 1.0f / sqrtf((float)D);
 	for (int64_t t = 0; t < n; t++) {
-		kda_l2norm(L->act[KDA_Q] + t * P + off, D, qscale);
-		kda_l2norm(L->act[KDA_K] + t * P + off, D, 1.0f);
-		float *g = L->f + t * P + off;
+		kda_l2norm(A->x[KDA_Q] + t * P + off, D, qscale);
+		kda_l2norm(A->x[KDA_K] + t * P + off, D, 1.0f);
+		float *g = A->f + t * P + off;
 		const float *bias = L->dt_bias + off;
 		for (int c = 0; c < D; c++)
 			g[c] = L->safe_gate ? L->lower_bound * tf_tu_sigmoid(a * (g[c] + bias[c]))
 					    : -a * tf_tu_softplus(g[c] + bias[c]);
-		L->beta[t * L->heads + hd] = tf_tu_sigmoid(L->beta[t * L->heads + hd]);
+		A->beta[t * L->heads + hd] = tf_tu_sigmoid(A->beta[t * L->heads + hd]);
 	}
 
 	kda_head_io io = {
-		.q = L->act[KDA_Q] + off, .k = L->act[KDA_K] + off, .g = L->f + off,
-		.v = L->act[KDA_V] + off, .beta = L->beta + hd, .o = L->o + off,
+		.q = A->x[KDA_Q] + off, .k = A->x[KDA_K] + off, .g = A->f + off,
+		.v = A->x[KDA_V] + off, .beta = A->beta + hd, .o = A->o + off,
 		.ld = P, .ldb = L->heads,
 	};
 	float *S = L->S + (size_t)hd * D * D;
@@ -378,8 +363,8 @@ static void kda_head(struct kda_layer *L, int hd, int64_t n, float *work)
 
 	/* Gated RMSNorm: normalise, weight, then multiply by sigmoid(gate). */
 	for (int64_t t = 0; t < n; t++) {
-		float *o = L->o + t * P + off;
-		const float *gt = L->gate + t * P + off;
+		float *o = A->o + t * P + off;
+		const float *gt = A->gate + t * P + off;
 		float ss = 0.0f;
 		for (int c = 0; c < D; c++)
 			ss += o[c] * o[c];
@@ -391,6 +376,7 @@ static void kda_head(struct kda_layer *L, int hd, int64_t n, float *work)
 
 struct kda_job {
 	struct kda_layer *L;
+	const struct kda_act *A;
 	int64_t n;
 };
 
@@ -398,14 +384,14 @@ static void kda_heads_fn(void *arg, int64_t begin, int64_t end, int worker)
 {
 	struct kda_job *j = arg;
 	for (int64_t hd = begin; hd < end; hd++)
-		kda_head(j->L, (int)hd, j->n, j->L->work + (size_t)worker * j->L->work_per);
+		kda_head(j->L, j->A, (int)hd, j->n, j->A->work + (size_t)worker * j->L->work_per);
 }
 
 static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
 		       float *y)
 {
 	struct kda_layer *L = inst;
-	int rc;
+	int rc = TF_OK;
 	if (n < 0)
 		return L->h->error(L->h, TF_ERR_INVALID, "layer %d (kda): %lld tokens",
 				   L->layer, (long long)n);
@@ -415,21 +401,29 @@ static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
 	if (n == 0)
 		return TF_OK;
-	if ((rc = kda_reserve(L, n)))
-		return rc;
+	float *mem = tf_scratch_acquire(&kda_scratch, kda_act_floats(L, n));
+	if (!mem)
+		return L->h->error(L->h, TF_ERR_NOMEM,
+				   "layer %d (kda): out of memory for %lld tokens of activations",
+				   L->layer, (long long)n);
+	struct kda_act A;
+	kda_act_carve(L, n, mem, &A);
 
-	for (int s = 0; s < KDA_NCONV; s++)
-		if ((rc = tf_lin_forward(&L->proj[s], x, n, L->act[s])))
-			return rc;
-	if ((rc = kda_gate_forward(L, &L->f_proj, x, n, L->f)) ||
-	    (rc = tf_lin_forward(&L->b_proj, x, n, L->beta)) ||
-	    (rc = kda_gate_forward(L, &L->g_proj, x, n, L->gate)))
-		return rc;
+	for (int s = 0; s < KDA_NCONV && !rc; s++)
+		rc = tf_lin_forward(&L->proj[s], x, n, A.x[s]);
+	if (rc || (rc = kda_gate_forward(&L->f_proj, x, n, A.low, A.f)) ||
+	    (rc = tf_lin_forward(&L->b_proj, x, n, A.beta)) ||
+	    (rc = kda_gate_forward(&L->g_proj, x, n, A.low, A.gate)))
+		goto out;
 
-	struct kda_job job = { .L = L, .n = n };
-	L->be->parallel_for(L->bctx, L->heads, 1, kda_heads_fn, &job);
+	struct kda_job job = { .L = L, .A = &A, .n = n };
+	L->be->parallel_for(L->bctx, L->heads, tf_tu_grain(4 * n * L->dim * L->dim),
+			    kda_heads_fn, &job);
 	L->len += n;
-	return tf_lin_forward(&L->o_proj, L->o, n, y);
+	rc = tf_lin_forward(&L->o_proj, A.o, n, y);
+out:
+	tf_scratch_release(&kda_scratch);
+	return rc;
 }
 
 static void kda_reset(void *inst)

@@ -20,6 +20,7 @@
 #include "tf/backend.h"
 #include "tf/quant.h"
 
+#include "../common/scratch.h"
 #include "../common/tensor_util.h"
 #include "../common/vec.h"
 #include "attend.h"
@@ -50,18 +51,19 @@ struct mla_layer {
 	int64_t max_ctx, len;
 	float *cache;                   /* [max_ctx, lat] */
 
-	/* Activations for up to `cap` tokens. */
-	int64_t cap;
-	float *q, *qa, *ckv, *gate, *o; /* [cap, heads*dq], [cap, rq], [cap, lat], [cap, gate_w], [cap, heads*dv] */
-	mla_run *run;                   /* [max(cap, workers), heads] */
+	/* Views into the shared arena (mla_scratch), valid during one forward. */
+	float *q, *qa, *ckv, *gate, *o; /* [n, heads*dq], [n, rq], [n, lat], [n, gate_w], [n, heads*dv] */
+	mla_run *run;                   /* [max(n, workers), heads] */
 	float *acc;                     /* [workers, heads, r] (absorbed) */
 	float *qlat;                    /* [heads, lat] */
 	float *cblk, *kvblk;            /* [KV_BLOCK, r], [KV_BLOCK, heads*(dn+dv)] */
-
 	float *work;                    /* per worker: work_per floats */
 	size_t work_per;
 	int n_workers;
+	bool scratch_ref;               /* holds a reference on mla_scratch */
 };
+
+static tf_scratch mla_scratch = TF_SCRATCH_INIT;
 
 struct mla_snap {
 	uint32_t magic;
@@ -94,41 +96,37 @@ static int64_t mla_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
 	return max_ctx * (int64_t)(c->kv_lora_rank + c->qk_rope_head_dim) * 4;
 }
 
-static void mla_free_act(struct mla_layer *L)
+/* Floats of one forward's activations, as mla_act_carve lays them out
+ * (a mla_run is two floats). */
+static size_t mla_act_floats(const struct mla_layer *L, int64_t n)
 {
-	float **bufs[] = { &L->q, &L->qa, &L->ckv, &L->gate, &L->o };
-	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
-		L->be->free(L->bctx, *bufs[i]);
-		*bufs[i] = NULL;
-	}
-	free(L->run);
-	L->run = NULL;
-	L->cap = 0;
+	const mla_dims *d = &L->d;
+	size_t nn = (size_t)n, runs = nn > (size_t)L->n_workers ? nn : (size_t)L->n_workers;
+	return tf_scratch_round(nn * d->heads * (d->dn + d->dr)) + tf_scratch_round(nn * L->rq) +
+	       tf_scratch_round(nn * L->lat) + tf_scratch_round(nn * L->gate_w) +
+	       tf_scratch_round(nn * d->heads * d->dv) + tf_scratch_round(2 * runs * d->heads) +
+	       tf_scratch_round((size_t)L->n_workers * d->heads * d->r) +
+	       tf_scratch_round((size_t)d->heads * L->lat) +
+	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->r) +
+	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv)) +
+	       tf_scratch_round((size_t)L->n_workers * L->work_per);
 }
 
-static int mla_reserve(struct mla_layer *L, int64_t n)
+static void mla_act_carve(struct mla_layer *L, int64_t n, float *mem)
 {
-	if (n <= L->cap)
-		return TF_OK;
-	mla_free_act(L);
 	const mla_dims *d = &L->d;
-	int64_t cap = (n + 15) / 16 * 16;
-	size_t f = sizeof(float);
-	L->q = L->be->alloc(L->bctx, (size_t)cap * d->heads * (d->dn + d->dr) * f);
-	L->qa = L->rq ? L->be->alloc(L->bctx, (size_t)cap * L->rq * f) : NULL;
-	L->ckv = L->be->alloc(L->bctx, (size_t)cap * L->lat * f);
-	L->gate = L->be->alloc(L->bctx, (size_t)cap * L->gate_w * f);
-	L->o = L->be->alloc(L->bctx, (size_t)cap * d->heads * d->dv * f);
-	int64_t runs = cap > L->n_workers ? cap : L->n_workers;
-	L->run = malloc((size_t)runs * d->heads * sizeof(mla_run));
-	if (!L->q || (L->rq && !L->qa) || !L->ckv || !L->gate || !L->o || !L->run) {
-		mla_free_act(L);
-		return L->h->error(L->h, TF_ERR_NOMEM,
-				   "layer %d (mla): out of memory for %lld tokens of activations",
-				   L->layer, (long long)n);
-	}
-	L->cap = cap;
-	return TF_OK;
+	size_t nn = (size_t)n, runs = nn > (size_t)L->n_workers ? nn : (size_t)L->n_workers;
+	L->q = tf_scratch_take(&mem, nn * d->heads * (d->dn + d->dr));
+	L->qa = tf_scratch_take(&mem, nn * L->rq);
+	L->ckv = tf_scratch_take(&mem, nn * L->lat);
+	L->gate = tf_scratch_take(&mem, nn * L->gate_w);
+	L->o = tf_scratch_take(&mem, nn * d->heads * d->dv);
+	L->run = (mla_run *)tf_scratch_take(&mem, 2 * runs * d->heads);
+	L->acc = tf_scratch_take(&mem, (size_t)L->n_workers * d->heads * d->r);
+	L->qlat = tf_scratch_take(&mem, (size_t)d->heads * L->lat);
+	L->cblk = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->r);
+	L->kvblk = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv));
+	L->work = tf_scratch_take(&mem, (size_t)L->n_workers * L->work_per);
 }
 
 static void mla_layer_fini(void *inst)
@@ -140,19 +138,13 @@ static void mla_layer_fini(void *inst)
 			   &L->kv_b_proj, &L->g_proj, &L->dense };
 	for (size_t i = 0; i < sizeof(lins) / sizeof(lins[0]); i++)
 		tf_tu_lin_close(L->h, lins[i]);
-	if (L->be) {
-		mla_free_act(L);
-		L->be->free(L->bctx, L->cblk);
-		L->be->free(L->bctx, L->kvblk);
-	}
+	if (L->scratch_ref)
+		tf_scratch_unref(&mla_scratch);
 	mla_rope_free(&L->rope);
 	free(L->q_a_norm);
 	free(L->kv_a_norm);
 	free(L->wkvb);
 	free(L->cache);
-	free(L->acc);
-	free(L->qlat);
-	free(L->work);
 	free(L);
 }
 
@@ -235,11 +227,6 @@ static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
 
 	const mla_dims *d = &L->d;
 	L->cache = malloc((size_t)max_ctx * L->lat * sizeof(float));
-	L->acc = malloc((size_t)L->n_workers * d->heads * d->r * sizeof(float));
-	L->qlat = malloc((size_t)d->heads * L->lat * sizeof(float));
-	L->cblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->r * sizeof(float));
-	L->kvblk = L->be->alloc(L->bctx, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv) *
-					 sizeof(float));
 	/* per worker: the naive block's scratch, the absorbed tile's scores,
 	 * one latent */
 	L->work_per = mla_naive_work(d);
@@ -247,13 +234,14 @@ static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
 		L->work_per = (size_t)d->heads * MLA_TILE;
 	if (L->work_per < (size_t)d->r)
 		L->work_per = (size_t)d->r;
-	L->work = malloc((size_t)L->n_workers * L->work_per * sizeof(float));
-	if (!L->cache || !L->acc || !L->qlat || !L->cblk || !L->kvblk || !L->work) {
+	if (!L->cache) {
 		rc = h->error(h, TF_ERR_NOMEM,
 			      "layer %d (mla): out of memory for a cache of %lld tokens",
 			      layer, (long long)max_ctx);
 		goto fail;
 	}
+	tf_scratch_ref(&mla_scratch);
+	L->scratch_ref = true;
 	*inst = L;
 	return TF_OK;
 fail:
@@ -305,9 +293,11 @@ static void mla_attend_absorbed(struct mla_layer *L, int64_t n)
 		j.parts = (j.rows + MLA_ROWS_MIN - 1) / MLA_ROWS_MIN;
 		if (j.parts > L->n_workers)
 			j.parts = L->n_workers;
-		L->be->parallel_for(L->bctx, L->d.heads, 1, absorb_query_fn, &j);
+		L->be->parallel_for(L->bctx, L->d.heads, tf_tu_grain(2 * L->d.dn * L->d.r),
+				    absorb_query_fn, &j);
 		L->be->parallel_for(L->bctx, j.parts, 1, absorbed_rows_fn, &j);
-		L->be->parallel_for(L->bctx, L->d.heads, 1, absorbed_out_fn, &j);
+		L->be->parallel_for(L->bctx, L->d.heads, tf_tu_grain(2 * L->d.dv * L->d.r),
+				    absorbed_out_fn, &j);
 	}
 }
 
@@ -338,7 +328,8 @@ static int mla_attend_naive(struct mla_layer *L, int64_t n)
 			       (size_t)d->r * sizeof(float));
 		if ((rc = tf_lin_forward(&L->kv_b_proj, L->cblk, j.tb, L->kvblk)))
 			return rc;
-		L->be->parallel_for(L->bctx, d->heads, 1, naive_fn, &j);
+		L->be->parallel_for(L->bctx, d->heads,
+				    tf_tu_grain(2 * n * j.tb * (d->dn + d->dr + d->dv)), naive_fn, &j);
 	}
 	for (int64_t i = 0; i < n * d->heads; i++)
 		tf_vec_scale(L->o + i * d->dv, 1.0f / L->run[i].l, d->dv);
@@ -357,26 +348,13 @@ static bool mla_use_absorbed(const struct mla_layer *L, int64_t n)
 	return n * 2 * L->lat < (int64_t)L->d.r * (L->d.dn + L->d.dv);
 }
 
-static int mla_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
-		       float *y)
+/* The forward proper, while this layer holds the arena. */
+static int mla_forward_locked(struct mla_layer *L, const float *x, int64_t n,
+			      const int32_t *pos, float *y)
 {
-	struct mla_layer *L = inst;
 	const mla_dims *d = &L->d;
 	const int64_t dq = d->dn + d->dr;
 	int rc;
-
-	if (n < 0 || (n > 0 && !pos))
-		return L->h->error(L->h, TF_ERR_INVALID,
-				   "layer %d (mla): %lld tokens, positions %s", L->layer,
-				   (long long)n, pos ? "given" : "missing");
-	if (n > L->max_ctx - L->len)
-		return L->h->error(L->h, TF_ERR_RANGE,
-				   "layer %d (mla): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
-				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
-	if (n == 0)
-		return TF_OK;
-	if ((rc = mla_reserve(L, n)))
-		return rc;
 
 	if (L->rq) {
 		if ((rc = tf_lin_forward(&L->q_a_proj, x, n, L->qa)))
@@ -412,6 +390,33 @@ static int mla_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 
 	L->len += n;
 	return tf_lin_forward(&L->dense, L->o, n, y);
+}
+
+static int mla_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
+		       float *y)
+{
+	struct mla_layer *L = inst;
+	int rc;
+
+	if (n < 0 || (n > 0 && !pos))
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): %lld tokens, positions %s", L->layer,
+				   (long long)n, pos ? "given" : "missing");
+	if (n > L->max_ctx - L->len)
+		return L->h->error(L->h, TF_ERR_RANGE,
+				   "layer %d (mla): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
+				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
+	if (n == 0)
+		return TF_OK;
+	float *mem = tf_scratch_acquire(&mla_scratch, mla_act_floats(L, n));
+	if (!mem)
+		return L->h->error(L->h, TF_ERR_NOMEM,
+				   "layer %d (mla): out of memory for %lld tokens of activations",
+				   L->layer, (long long)n);
+	mla_act_carve(L, n, mem);
+	rc = mla_forward_locked(L, x, n, pos, y);
+	tf_scratch_release(&mla_scratch);
+	return rc;
 }
 
 static void mla_reset(void *inst)
