@@ -371,3 +371,34 @@ Test(kda, wrong_dtype_is_named)
 	tf_testhost_free(th);
 	case_free(&c);
 }
+
+/* Two layers alive at once share the plugin's activation arena: a large
+ * prefill on one (growing the arena) between decode steps of the other
+ * must not disturb either. */
+Test(kda, layers_interleaved_share_the_arena)
+{
+	const tf_plugin_attention *p = kda_plugin();
+	struct kda_case c;
+	case_init(&c, true, 0.0f, 17);
+	const int H = c.w.hidden, n = 100;
+	uint64_t seed = 9;
+	tf_testhost *th = case_host(&c, NULL);
+	void *a = attn_fixture_open(p, th, PREFIX, 128), *b = attn_fixture_open(p, th, PREFIX, 128);
+	float *x = malloc((size_t)n * H * sizeof(float));
+	float *ya = malloc((size_t)n * H * sizeof(float)), *yb = malloc((size_t)n * H * sizeof(float));
+	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
+	static const int one[] = { 1 }, all[] = { 100 };
+
+	attn_fixture_run(p, a, x, 10, H, one, 1, ya);
+	attn_fixture_run(p, b, x, n, H, all, 1, yb);
+	attn_fixture_run(p, a, x + 10 * H, n - 10, H, one, 1, ya + 10 * H);
+	double e = tf_test_rel_err(ya, yb, (size_t)n * H, 1e-3);
+	cr_expect(e < 2e-5, "interleaved layers disagree: %.3g", e);
+	p->layer_fini(a);
+	p->layer_fini(b);
+	free(x);
+	free(ya);
+	free(yb);
+	tf_testhost_free(th);
+	case_free(&c);
+}
