@@ -34,32 +34,43 @@ typedef enum tf_dtype {
 	TF_DTYPE_COUNT
 } tf_dtype;
 
-/* Size in bytes of one element, 0 for TF_DTYPE_INVALID. */
+/* Size in bytes of one element, 0 for TF_DTYPE_INVALID.  (Switches, not
+ * designated array initialisers, so the header also compiles as C++/CUDA.) */
 static inline size_t tf_dtype_size(tf_dtype t)
 {
-	static const unsigned char size[TF_DTYPE_COUNT] = {
-		[TF_DTYPE_F32] = 4, [TF_DTYPE_F16] = 2, [TF_DTYPE_BF16] = 2,
-		[TF_DTYPE_F64] = 8, [TF_DTYPE_I8] = 1,  [TF_DTYPE_U8] = 1,
-		[TF_DTYPE_I16] = 2, [TF_DTYPE_U16] = 2, [TF_DTYPE_I32] = 4,
-		[TF_DTYPE_U32] = 4, [TF_DTYPE_I64] = 8, [TF_DTYPE_U64] = 8,
-		[TF_DTYPE_BOOL] = 1,
-	};
-	return (unsigned)t < TF_DTYPE_COUNT ? size[t] : 0;
+	switch (t) {
+	case TF_DTYPE_F64: case TF_DTYPE_I64: case TF_DTYPE_U64:
+		return 8;
+	case TF_DTYPE_F32: case TF_DTYPE_I32: case TF_DTYPE_U32:
+		return 4;
+	case TF_DTYPE_F16: case TF_DTYPE_BF16: case TF_DTYPE_I16: case TF_DTYPE_U16:
+		return 2;
+	case TF_DTYPE_I8: case TF_DTYPE_U8: case TF_DTYPE_BOOL:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* safetensors spelling ("F32", "BF16", ...). */
 static inline const char *tf_dtype_name(tf_dtype t)
 {
-	static const char *const name[TF_DTYPE_COUNT] = {
-		[TF_DTYPE_INVALID] = "INVALID", [TF_DTYPE_F32] = "F32",
-		[TF_DTYPE_F16] = "F16", [TF_DTYPE_BF16] = "BF16",
-		[TF_DTYPE_F64] = "F64", [TF_DTYPE_I8] = "I8", [TF_DTYPE_U8] = "U8",
-		[TF_DTYPE_I16] = "I16", [TF_DTYPE_U16] = "U16",
-		[TF_DTYPE_I32] = "I32", [TF_DTYPE_U32] = "U32",
-		[TF_DTYPE_I64] = "I64", [TF_DTYPE_U64] = "U64",
-		[TF_DTYPE_BOOL] = "BOOL",
-	};
-	return (unsigned)t < TF_DTYPE_COUNT ? name[t] : "INVALID";
+	switch (t) {
+	case TF_DTYPE_F32:  return "F32";
+	case TF_DTYPE_F16:  return "F16";
+	case TF_DTYPE_BF16: return "BF16";
+	case TF_DTYPE_F64:  return "F64";
+	case TF_DTYPE_I8:   return "I8";
+	case TF_DTYPE_U8:   return "U8";
+	case TF_DTYPE_I16:  return "I16";
+	case TF_DTYPE_U16:  return "U16";
+	case TF_DTYPE_I32:  return "I32";
+	case TF_DTYPE_U32:  return "U32";
+	case TF_DTYPE_I64:  return "I64";
+	case TF_DTYPE_U64:  return "U64";
+	case TF_DTYPE_BOOL: return "BOOL";
+	default:            return "INVALID";
+	}
 }
 
 static inline uint32_t tf_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
