@@ -1,0 +1,141 @@
+/*
+ * test_tfquant.c - tfquant's decisions without running a quantization:
+ * which tensors get how many bits (the recipe), how --bits and an INI
+ * change it, the refusals, and the quantization_config it writes.
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "outdir.h"
+#include "recipe.h"
+
+/* Layers 0 dense+KDA, 1 MoE+MLA, 2 (= num_hidden_layers) the MTP layer. */
+static const uint8_t attn[3] = { TF_ATTN_KDA, TF_ATTN_MLA, TF_ATTN_MLA };
+static const uint8_t ffn[3] = { TF_FFN_DENSE, TF_FFN_MOE, TF_FFN_MOE };
+
+static tf_model_config test_config(void)
+{
+	return (tf_model_config){ .struct_size = sizeof(tf_model_config),
+				  .num_hidden_layers = 2, .n_layers_total = 3,
+				  .layer_attn = attn, .layer_ffn = ffn };
+}
+
+static int bits_of(const tfq_recipe *r, const char *name, int ndim, int64_t out, int64_t in)
+{
+	tf_model_config cfg = test_config();
+	tf_tensor t = { .name = name, .dtype = TF_DTYPE_BF16, .ndim = ndim,
+			.shape = { out, in, 4 } };
+	return tfq_recipe_bits(r, &cfg, &t);
+}
+
+Test(tfquant, default_recipe_by_class)
+{
+	tfq_recipe r;
+	tfq_recipe_default(&r);
+	static const struct { const char *name; int ndim; int64_t out; int bits; } cases[] = {
+		{ "model.layers.1.mlp.experts.7.down_proj.weight", 2, 256, 3 },
+		{ "model.layers.1.mlp.shared_experts.up_proj.weight", 2, 128, 5 },
+		{ "model.layers.0.attention.q_proj.weight", 2, 256, 4 },
+		{ "model.layers.0.mlp.gate_proj.weight", 2, 512, 4 },
+		{ "model.layers.1.attention.kv_a_proj_with_mqa.weight", 2, 160, 6 },
+		{ "model.layers.1.attention.dense.weight", 2, 256, 6 },
+		{ "model.layers.2.attention.q_proj.weight", 2, 192, 4 },       /* MTP */
+		{ "model.layers.2.eh_proj.weight", 2, 256, 4 },
+		{ "lm_head.weight", 2, 2048, 6 },
+		/* kept as stored */
+		{ "model.layers.1.attention.kv_b_proj.weight", 2, 256, 0 },
+		{ "model.layers.1.mlp.gate.weight", 2, 64, 0 },                /* router */
+		{ "model.layers.0.attention.b_proj.weight", 2, 2, 0 },         /* per head */
+		{ "model.layers.0.attention.q_conv1d.weight", 3, 256, 0 },
+		{ "model.layers.0.input_layernorm.weight", 1, 256, 0 },
+		{ "model.word_embeddings.weight", 2, 2048, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_expect_eq(bits_of(&r, cases[i].name, cases[i].ndim, cases[i].out, 256),
+			     cases[i].bits, "%s", cases[i].name);
+}
+
+Test(tfquant, bits_option_and_ini)
+{
+	tfq_recipe r;
+	char path[] = "/tmp/tfquant-recipe-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+
+	tfq_recipe_default(&r);
+	cr_assert_eq(tfq_recipe_parse(&r, "routed=2,head=16", "--bits"), TF_OK);
+	cr_expect_eq(bits_of(&r, "model.layers.1.mlp.experts.0.up_proj.weight", 2, 128, 256), 2);
+	cr_expect_eq(bits_of(&r, "lm_head.weight", 2, 2048, 256), 0, "head=16 stays fp16");
+
+	fprintf(f, "[bits]\nshared = 6\nmla=8\n");
+	fclose(f);
+	cr_assert_eq(tfq_recipe_load_ini(&r, path), TF_OK, "%s", tf_diag_msg());
+	cr_expect_eq(bits_of(&r, "model.layers.1.mlp.shared_experts.up_proj.weight", 2, 128, 256), 6);
+	cr_expect_eq(bits_of(&r, "model.layers.1.attention.dense.weight", 2, 256, 256), 8);
+
+	f = fopen(path, "w");
+	fprintf(f, "[quant]\nshared = 6\n");
+	fclose(f);
+	cr_expect_eq(tfq_recipe_load_ini(&r, path), TF_ERR_INVALID);
+	cr_expect(strstr(tf_diag_msg(), "[quant]"), "%s", tf_diag_msg());
+	unlink(path);
+}
+
+Test(tfquant, refuses_bad_bits)
+{
+	static const struct { const char *spec, *needle; } cases[] = {
+		{ "routed=9", "routed" }, { "routed=0", "routed" }, { "kda=16", "kda" },
+		{ "heads=6", "heads" }, { "routed", "routed" }, { "mla=x", "mla" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tfq_recipe r;
+		tfq_recipe_default(&r);
+		cr_expect_eq(tfq_recipe_parse(&r, cases[i].spec, "--bits"), TF_ERR_INVALID,
+			     "%s accepted", cases[i].spec);
+		cr_expect(strstr(tf_diag_msg(), cases[i].needle), "%s: '%s'", cases[i].spec,
+			  tf_diag_msg());
+	}
+}
+
+Test(tfquant, writes_quantization_config)
+{
+	char src[] = "/tmp/tfquant-src-XXXXXX", dst[] = "/tmp/tfquant-dst-XXXXXX", path[256];
+	tfq_meta meta = { .bits = 3.4149, .head_bits = 6, .mtp_bits = 4, .cb = TF_EXL3_CB_MUL1 };
+	cr_assert(mkdtemp(src) && mkdtemp(dst));
+	snprintf(path, sizeof(path), "%s/config.json", src);
+	FILE *f = fopen(path, "w");
+	fprintf(f, "{\"model_type\": \"bailing_hybrid\", \"quantization_config\": {\"old\": 1}}");
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/tokenizer.json", src);
+	f = fopen(path, "w");
+	fprintf(f, "{}");
+	fclose(f);
+
+	cr_assert_eq(tfq_outdir_config(src, dst, &meta), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tfq_outdir_copy_files(src, dst), TF_OK, "%s", tf_diag_msg());
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dst);
+	cr_expect_eq(access(path, R_OK), 0, "tokenizer.json not copied");
+
+	snprintf(path, sizeof(path), "%s/config.json", dst);
+	f = fopen(path, "r");
+	char buf[4096] = { 0 };
+	cr_assert(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	fclose(f);
+	cJSON *root = cJSON_Parse(buf);
+	cJSON *q = cJSON_GetObjectItem(root, "quantization_config");
+	cr_assert(cJSON_IsObject(q));
+	cr_expect_str_eq(cJSON_GetObjectItem(root, "model_type")->valuestring, "bailing_hybrid");
+	cr_expect_str_eq(cJSON_GetObjectItem(q, "quant_method")->valuestring, "exl3");
+	cr_expect_str_eq(cJSON_GetObjectItem(q, "codebook")->valuestring, "mul1");
+	cr_expect_eq(cJSON_GetObjectItem(q, "bits")->valuedouble, 3.41);
+	cr_expect_eq(cJSON_GetObjectItem(q, "head_bits")->valueint, 6);
+	cr_expect_eq(cJSON_GetObjectItem(q, "mtp_bits")->valueint, 4);
+	cr_expect_null(cJSON_GetObjectItem(q, "old"), "the source's quantization_config is replaced");
+	cJSON_Delete(root);
+}
