@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "diag.h"
+#include "progress.h"
 #include "tf/backend.h"
 #include "tf/quant.h"
 
@@ -109,6 +110,33 @@ static int init_layer(tf_pipeline *p, int i)
 	return TF_OK;
 }
 
+/*
+ * Read every weight page once, with a progress bar.  The checkpoint is
+ * mmap'd, so otherwise the first prompt would pay the disk reads inside
+ * its prefill time, and a cold multi-GB model would look frozen.
+ */
+static void prefault_weights(const tf_weights *w)
+{
+	uint64_t total = 0, done = 0;
+	size_t n = tf_weights_count(w);
+	volatile unsigned char sink = 0;
+	tf_progress bar;
+
+	for (size_t i = 0; i < n; i++)
+		total += tf_weights_at(w, i)->nbytes;
+	tf_progress_init(&bar, "loading weights", total, TF_PROGRESS_BYTES);
+	for (size_t i = 0; i < n; i++) {
+		const tf_tensor *t = tf_weights_at(w, i);
+		const unsigned char *b = t->data;
+		for (size_t off = 0; off < t->nbytes; off += 4096)
+			sink ^= b[off];
+		done += t->nbytes;
+		tf_progress_update(&bar, done);
+	}
+	tf_progress_finish(&bar);
+	(void)sink;
+}
+
 int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
 {
 	tf_pipeline *p = calloc(1, sizeof(*p));
@@ -125,6 +153,7 @@ int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
 	p->vocab = p->cfg->vocab_size;
 	p->context = tf_runtime_context(rt);
 	p->chunk = tf_runtime_prefill_chunk(rt);
+	prefault_weights(tf_runtime_weights(rt));
 
 	if (p->h->weight_get(p->h, "model.word_embeddings.weight", &p->embed) != TF_OK) {
 		rc = tf_diag_set(TF_ERR_NOT_FOUND,
