@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Bad input end to end: tfrun on a broken copy of a good checkpoint exits
+non-zero (not by a signal, not by the timeout) with a message naming the key
+or tensor at fault.
+
+Each case copies ling-tiny into a scratch folder, linking the files it
+leaves alone, and breaks one thing.
+"""
+import json
+import os
+import shutil
+import struct
+import tempfile
+import unittest
+
+import tfmodel as tm
+
+
+def clone(src, dst, skip=()):
+    """dst: a folder whose files are symlinks to src's, except `skip`."""
+    os.makedirs(dst)
+    for f in os.listdir(src):
+        if f not in skip and not f.startswith("."):
+            os.symlink(os.path.join(src, f), os.path.join(dst, f))
+
+
+def edit_config(src, dst, fn):
+    clone(src, dst, skip=("config.json",))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    fn(cfg)
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+
+
+def drop_tensor(src, dst, name):
+    """Rewrite src's model.safetensors into dst without tensor `name`: the
+    other tensors back to back in their order, the header padded to 8."""
+    clone(src, dst, skip=("model.safetensors",))
+    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    if name not in hdr:
+        raise KeyError(f"{src}: no tensor {name} to drop")
+    del hdr[name]
+    meta = hdr.pop("__metadata__", None)
+    out, blobs, off = {}, [], 0
+    for k, e in sorted(hdr.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        b, end = e["data_offsets"]
+        blobs.append(data[b:end])
+        out[k] = dict(e, data_offsets=[off, off + end - b])
+        off += end - b
+    if meta is not None:
+        out["__metadata__"] = meta
+    h = json.dumps(out).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def truncate(src, dst, keep):
+    clone(src, dst, skip=("model.safetensors",))
+    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        head = f.read(keep)
+    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+        f.write(head)
+
+
+class BadInput(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="tf-bad-")
+        cls.good = tm.model_dir("ling-tiny")
+        cls.exl3 = tm.exl3_pair()[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def folder(self):
+        return os.path.join(self.tmp.name, self.id().rsplit(".", 1)[-1])
+
+    def expect_error(self, model, tokens, wants, *extra):
+        ini = tm.write_ini(self.tmp.name, model)
+        p = tm.tfrun(ini, tokens, *extra)
+        last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "(no message)"
+        print(f"  rc {p.returncode}: {last}", flush=True)
+        self.assertGreater(p.returncode, 0, "a non-zero exit, not a signal")
+        self.assertLess(p.returncode, 128, "a non-zero exit, not a signal")
+        for w in wants:
+            self.assertIn(w, p.stderr)
+
+    def test_config_missing_key(self):
+        d = self.folder()
+        edit_config(self.good, d, lambda c: c.pop("num_experts"))
+        self.expect_error(d, [1, 2, 3], ["config.json", "num_experts"])
+
+    def test_config_wrong_type(self):
+        d = self.folder()
+        edit_config(self.good, d, lambda c: c.update(hidden_size="256"))
+        self.expect_error(d, [1, 2, 3], ["config.json", "hidden_size"])
+
+    def test_heads_inconsistent_with_tensors(self):
+        # 4 heads x head_dim 128 = 512 q_proj rows; the checkpoint has 256.
+        d = self.folder()
+        edit_config(self.good, d, lambda c: c.update(num_attention_heads=4))
+        self.expect_error(d, [1, 2, 3], ["model.layers.0.attention.q_proj.weight", "256"])
+
+    def test_checkpoint_missing_layer_tensor(self):
+        name = "model.layers.5.mlp.experts.3.up_proj.weight"
+        d = self.folder()
+        drop_tensor(self.good, d, name)
+        self.expect_error(d, [1, 2, 3], ["model.layers.5.mlp.experts.3.up_proj"])
+
+    def test_checkpoint_missing_norm(self):
+        name = "model.layers.2.post_attention_layernorm.weight"
+        d = self.folder()
+        drop_tensor(self.good, d, name)
+        self.expect_error(d, [1, 2, 3], [name])
+
+    def test_exl3_missing_trellis(self):
+        name = "model.layers.0.attention.q_proj.trellis"
+        d = self.folder()
+        drop_tensor(self.exl3, d, name)
+        self.expect_error(d, [1, 2, 3], ["model.layers.0.attention.q_proj"])
+
+    def test_checkpoint_truncated(self):
+        d = self.folder()
+        truncate(self.good, d, 1 << 20)
+        self.expect_error(d, [1, 2, 3], ["model.safetensors"])
+
+    def test_prompt_longer_than_context(self):
+        toks = tm.prompt(9, 41, 2048)
+        self.expect_error(self.good, toks, ["9 tokens", "context of 8", "[runtime] context"],
+                          "--set", "runtime.context=8")
+
+    def test_token_outside_vocabulary(self):
+        self.expect_error(self.good, [1, 2, 5000], ["token id 5000", "vocabulary"])
+
+
+if __name__ == "__main__":
+    tm.main()
