@@ -26,7 +26,7 @@ endif()
 add_compile_options("$<$<COMPILE_LANGUAGE:C>:${TF_WARNINGS}>")
 
 if(TF_SANITIZE)
-  add_compile_options(-fsanitize=${TF_SANITIZE} -fno-omit-frame-pointer)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C>:-fsanitize=${TF_SANITIZE};-fno-omit-frame-pointer>")
   add_link_options(-fsanitize=${TF_SANITIZE})
 endif()
 

@@ -2,7 +2,9 @@
 # test.sh - install the dependencies, build everything with warnings as
 # errors (CUDA plugins too where nvcc exists), and run every test: the
 # ctest suite, the NEON self-tests under qemu, and a short fuzz run.
-# Ends with one line counting every ctest entry of both suites.
+# Ends with one line counting every ctest entry of every suite.
+#
+# The suite runs twice: a release build, then ASan+UBSan (SANITIZE=0 skips).
 #
 #     scripts/test.sh            FUZZ_SECONDS=0 scripts/test.sh  (no fuzzing)
 set -eu
@@ -22,6 +24,16 @@ cmake --build "$root/build" -j "$jobs"
 ctest --test-dir "$root/build" -j "$jobs" --output-on-failure --timeout 600 \
 	2>&1 | tee "$logs/native"
 
+if [ "${SANITIZE:-1}" != 0 ]; then
+	echo "== the suite again under ASan and UBSan"
+	cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DTF_WERROR=ON \
+		-DTF_SANITIZE=address,undefined >/dev/null
+	cmake --build "$root/build-asan" -j "$jobs"
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		ctest --test-dir "$root/build-asan" -j "$jobs" --output-on-failure --timeout 900 \
+		2>&1 | tee "$logs/asan"
+fi
+
 echo "== aarch64 self-tests (qemu)"
 JOBS=$jobs "$root/scripts/cross-test.sh" "$root/build-aarch64" 2>&1 | tee "$logs/cross"
 
@@ -32,8 +44,9 @@ if [ "$secs" -gt 0 ]; then
 	"$root/scripts/fuzz.sh" "$secs" || status=1
 fi
 
-set -- $(counts "$logs/native") $(counts "$logs/cross")
-failed=$(( ${1:-1} + ${3:-1} ))
-total=$(( ${2:-0} + ${4:-0} ))
+[ -f "$logs/asan" ] || echo "100% tests passed, 0 tests failed out of 0" >"$logs/asan"
+set -- $(counts "$logs/native") $(counts "$logs/asan") $(counts "$logs/cross")
+failed=$(( ${1:-1} + ${3:-1} + ${5:-1} ))
+total=$(( ${2:-0} + ${4:-0} + ${6:-0} ))
 echo "summary: $((total - failed)) passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
