@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "diag.h"
+#include "path.h"
 #include "tf/attention.h"
 #include "tf/backend.h"
 #include "tf/drafter.h"
@@ -399,14 +400,13 @@ static int add_dir(tf_registry *r, const char *dir)
 		if (!has_so_suffix(e->d_name))
 			continue;
 		char **nn = realloc(names, (n + 1) * sizeof(*nn));
-		char *s = NULL;
-		if (!nn || asprintf(&s, "%s/%s", dir, e->d_name) < 0) {
-			if (nn)
-				names = nn;
-			rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		if (nn)
+			names = nn;
+		char *s = nn ? tf_path_join(dir, e->d_name) : NULL;
+		if (!s) {
+			rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", dir);
 			goto out;
 		}
-		names = nn;
 		names[n++] = s;
 	}
 	/* A stable order, so that ties and shadowing are reproducible. */

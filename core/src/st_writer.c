@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "path.h"
 #include "st_writer.h"
 #include "tf/tensor.h"
 
@@ -303,15 +304,6 @@ int tf_st_writer_save(tf_st_writer *w, const char *path)
 	return rc ? rc : st_save_range(w, path, 0, w->n);
 }
 
-static char *st_join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = malloc(n);
-	if (p)
-		snprintf(p, n, "%s/%s", dir, name);
-	return p;
-}
-
 /* One past the last entry of the shard that starts at `first`. */
 static size_t st_shard_end(const tf_st_writer *w, size_t first, uint64_t shard_bytes)
 {
@@ -350,7 +342,7 @@ int tf_st_writer_save_shards(tf_st_writer *w, const char *dir, uint64_t shard_by
 			buf_put(&index, ":", 1);
 			buf_json_str(&index, name);
 		}
-		char *path = st_join(dir, name);
+		char *path = tf_path_join(dir, name);
 		rc = path ? st_save_range(w, path, first, end - first)
 			  : tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", dir);
 		free(path);
@@ -359,7 +351,7 @@ int tf_st_writer_save_shards(tf_st_writer *w, const char *dir, uint64_t shard_by
 	if (!rc && index.oom)
 		rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", dir);
 	if (!rc) {
-		char *path = st_join(dir, "model.safetensors.index.json");
+		char *path = tf_path_join(dir, "model.safetensors.index.json");
 		rc = path ? st_write(path, &index, false, NULL, 0)
 			  : tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", dir);
 		free(path);

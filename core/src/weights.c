@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "diag.h"
+#include "path.h"
 #include "safetensors.h"
 #include "textfile.h"
 #include "weights.h"
@@ -23,15 +24,6 @@ struct tf_weights {
 	tf_tensor *t;                   /* views into the files, by name */
 	size_t n;
 };
-
-static char *w_join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = malloc(n);
-	if (p)
-		snprintf(p, n, "%s/%s", dir, name);
-	return p;
-}
 
 static int w_cmp_name(const void *a, const void *b)
 {
@@ -80,7 +72,7 @@ static int w_shard(tf_weights *w, const char *dir, const char *index, const char
 			return TF_OK;
 		}
 	}
-	char *path = w_join(dir, file);
+	char *path = tf_path_join(dir, file);
 	if (!path)
 		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", index);
 	int rc = tf_st_open(path, out);
@@ -162,8 +154,8 @@ int tf_weights_open(const char *dir, tf_weights **out)
 		rc = w_open_single(w, dir);
 		goto out;
 	}
-	index = w_join(dir, WEIGHTS_INDEX);
-	single = w_join(dir, WEIGHTS_SINGLE);
+	index = tf_path_join(dir, WEIGHTS_INDEX);
+	single = tf_path_join(dir, WEIGHTS_SINGLE);
 	if (!index || !single)
 		rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", dir);
 	else if (!stat(index, &st))
