@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,38 @@ void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst)
 	cr_assert(buf);
 	cr_assert_eq(p->snapshot(inst, buf), TF_OK);
 	return buf;
+}
+
+void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, int hidden,
+				 int n, int m, int piece)
+{
+	const size_t H = (size_t)hidden;
+	float *x = malloc((n + 2 * (size_t)m) * H * sizeof(float));
+	float *y1 = malloc((size_t)m * H * sizeof(float));
+	float *y2 = malloc((size_t)m * H * sizeof(float));
+	float *junk = malloc(((size_t)n + m) * H * sizeof(float));
+	uint64_t seed = 5;
+	const int one[] = { 1 };
+
+	cr_assert(x && y1 && y2 && junk);
+	tf_test_fill_uniform(x, (n + 2 * (size_t)m) * H, 1.0f, &seed);
+	attn_fixture_run(p, inst, x, n, hidden, &piece, 1, junk);
+	void *snap = attn_fixture_snapshot(p, inst);
+	attn_fixture_run(p, inst, x + n * H, m, hidden, one, 1, y1);
+	/* A different continuation in between must not leak into the replay. */
+	cr_assert_eq(p->rollback(inst, snap), TF_OK);
+	attn_fixture_run(p, inst, x + (n + m) * H, m, hidden, &piece, 1, junk);
+	cr_assert_eq(p->rollback(inst, snap), TF_OK);
+	cr_expect_eq(p->seq_len(inst), n);
+	for (size_t i = 0; i < (size_t)m * H; i++)
+		y2[i] = NAN;
+	attn_fixture_run(p, inst, x + n * H, m, hidden, one, 1, y2);
+	cr_expect(!memcmp(y1, y2, (size_t)m * H * sizeof(float)), "replay after rollback differs");
+	free(x);
+	free(y1);
+	free(y2);
+	free(junk);
+	return snap;
 }
 
 void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *th,

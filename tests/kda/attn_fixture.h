@@ -31,6 +31,16 @@ void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, 
 /* A snapshot in a new buffer (free()). */
 void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst);
 
+/*
+ * Rollback must replay exactly: feed n random tokens in pieces of `piece`,
+ * snapshot, decode m tokens one at a time, roll back, feed m other tokens,
+ * roll back again and decode the first m again: the two decodes must agree
+ * bit for bit.  Returns the snapshot taken after n tokens (free()); the
+ * layer is left n + m tokens long.
+ */
+void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, int hidden,
+				 int n, int m, int piece);
+
 /* layer_init must fail with `status`, produce no instance, and name `needle`. */
 void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *th,
 				    const char *prefix, int status, const char *needle);

@@ -240,38 +240,15 @@ Test(kda, rollback_replays_identically)
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
 	case_init(&c, true, 0.0f, 21);
-	const int H = c.w.hidden, N = 37, M = 20;
-	uint64_t seed = 5;
 	tf_testhost *th = case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 128);
-	float *x = malloc((size_t)(N + 2 * M) * H * sizeof(float));
-	float *y1 = malloc((size_t)M * H * sizeof(float)), *y2 = malloc((size_t)M * H * sizeof(float));
-	float *junk = malloc((size_t)(N + M) * H * sizeof(float));
-	tf_test_fill_uniform(x, (size_t)(N + 2 * M) * H, 1.0f, &seed);
-	static const int one[] = { 1 }, all[] = { 64 };
-
-	attn_fixture_run(p, inst, x, N, H, all, 1, junk);
-	float *snap = attn_fixture_snapshot(p, inst);
-	attn_fixture_run(p, inst, x + N * H, M, H, one, 1, y1);
-	/* A different continuation in between must not leak into the replay. */
-	cr_assert_eq(p->rollback(inst, snap), TF_OK);
-	attn_fixture_run(p, inst, x + (N + M) * H, M, H, all, 1, junk);
-	cr_assert_eq(p->rollback(inst, snap), TF_OK);
-	cr_expect_eq(p->seq_len(inst), N);
-	for (int i = 0; i < M * H; i++)
-		y2[i] = NAN;
-	attn_fixture_run(p, inst, x + N * H, M, H, one, 1, y2);
-	cr_expect(!memcmp(y1, y2, (size_t)M * H * sizeof(float)), "replay after rollback differs");
+	void *snap = attn_fixture_expect_replay(p, inst, c.w.hidden, 37, 20, 64);
 
 	p->reset(inst);
 	cr_expect_eq(p->seq_len(inst), 0);
 	memset(snap, 0, p->snapshot_size(inst));
 	cr_expect_eq(p->rollback(inst, snap), TF_ERR_INVALID, "a zeroed buffer is no snapshot");
 	free(snap);
-	free(x);
-	free(y1);
-	free(y2);
-	free(junk);
 	p->layer_fini(inst);
 	tf_testhost_free(th);
 	case_free(&c);
