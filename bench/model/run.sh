@@ -1,0 +1,105 @@
+#!/bin/sh
+# bench/model/run.sh - the model benchmark: prefill and decode tok/s of
+# ling-bench in EXL3 on the CPU, next to this machine's decode roofline
+# (read bandwidth / weight bytes read per decoded token), measured in the
+# same run.  Not a test: numbers go into bench/model/README.md.
+#
+#     bench/model/run.sh [BUILD_DIR]          (default: build)
+#
+# Build first:  cmake --build BUILD_DIR --target tfrun tfsynth tfquant bw \
+#                   backend-cpu exl3 kda mla moe
+#
+# Environment (defaults in brackets):
+#   TF_BENCH_NAME     model folder name under models/         [ling-bench]
+#   TF_BENCH_SET      tfsynth --set overrides for a smaller variant, e.g.
+#                     "num_experts=16 hidden_size=1024"        [none]
+#   TF_BENCH_THREADS  threads for tfrun and tfquant           [2]
+#   TF_BENCH_PROMPT   prompt tokens of the prefill run        [512]
+#   TF_BENCH_GEN      tokens generated in the decode run      [128]
+#   TF_BENCH_RUNS     runs of each; the median is reported    [3]
+#
+# The bf16 source and its EXL3 conversion (recipe bits) are made once into
+# models/NAME and models/NAME-exl3 and reused while they exist.
+set -eu
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+name=${TF_BENCH_NAME:-ling-bench}
+threads=${TF_BENCH_THREADS:-2}
+n_prompt=${TF_BENCH_PROMPT:-512}
+n_gen=${TF_BENCH_GEN:-128}
+runs=${TF_BENCH_RUNS:-3}
+models=$root/models
+src=$models/$name
+dst=$models/$name-exl3
+out=$models/$name-bench
+py=/usr/bin/python3
+
+for tool in tfrun tfsynth tfquant bw; do
+	[ -x "$build/bin/$tool" ] || { echo "run.sh: $build/bin/$tool is not built" >&2; exit 1; }
+done
+mkdir -p "$models" "$out"
+
+# Seconds since the epoch, fractional: for the generation timings.
+now() { date +%s.%N; }
+
+if [ ! -f "$src/config.json" ]; then
+	set --
+	for kv in ${TF_BENCH_SET:-}; do set -- "$@" --set "$kv"; done
+	t0=$(now)
+	rm -rf "$src.tmp"
+	"$build/bin/tfsynth" --preset ling-bench "$@" --out "$src.tmp"
+	mv "$src.tmp" "$src"
+	echo "tfsynth: $(echo "$(now) - $t0" | bc) s"
+fi
+if [ ! -f "$dst/config.json" ]; then
+	t0=$(now)
+	rm -rf "$dst.tmp"
+	"$build/bin/tfquant" --threads "$threads" "$src" "$dst.tmp" > "$out/tfquant.log"
+	mv "$dst.tmp" "$dst"
+	echo "tfquant: $(echo "$(now) - $t0" | bc) s ($(tail -n 1 "$out/tfquant.log"))"
+fi
+
+# No [plugins] quant pin: tfquant leaves small projections in fp16, and each
+# linear takes the quant plugin that recognises it.  MTP off: the roofline
+# counts the main model's weights.
+ini=$out/bench.ini
+cat > "$ini" <<EOF
+[model]
+path = ../$name-exl3
+
+[runtime]
+context = $((n_prompt + n_gen + 16))
+threads = $threads
+memory_limit = 0
+prefill_chunk = $n_prompt
+
+[sampling]
+temperature = 0
+
+[mtp]
+enabled = false
+EOF
+
+"$build/bin/tfrun" "$ini" --check > "$out/check.txt"
+"$build/bin/bw" 1024 5 > "$out/bw.txt"
+
+# A fixed pseudo-random prompt: the same tokens every run.
+vocab=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dst/config.json")
+tokens=$($py -c "import random,sys; r=random.Random(1); n,v=map(int,sys.argv[1:]); \
+print(','.join(str(r.randrange(v)) for _ in range(n)))" "$n_prompt" "$vocab")
+
+# Prefill alone (-n 1), then prefill + decode: decode's stage times are the
+# difference of the two.
+: > "$out/prefill.jsonl"
+: > "$out/decode.jsonl"
+i=0
+while [ $i -lt "$runs" ]; do
+	"$build/bin/tfrun" "$ini" --tokens "$tokens" --json -n 1 >> "$out/prefill.jsonl"
+	"$build/bin/tfrun" "$ini" --tokens "$tokens" --json -n "$n_gen" >> "$out/decode.jsonl"
+	i=$((i + 1))
+done
+
+$py "$root/bench/model/report.py" --name "$name" --check "$out/check.txt" \
+	--bw "$out/bw.txt" --prefill "$out/prefill.jsonl" --decode "$out/decode.jsonl" \
+	--threads "$threads"
