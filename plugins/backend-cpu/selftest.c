@@ -9,64 +9,28 @@
  * any failure.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/selftest.h"
 #include "kernels.h"
 #include "pool.h"
 #include "tf/dtype.h"
-
-static int n_pass, n_fail;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-	if (ok) {
-		n_pass++;
-		return;
-	}
-	n_fail++;
-	va_start(ap, fmt);
-	printf("FAIL: ");
-	vprintf(fmt, ap);
-	putchar('\n');
-	va_end(ap);
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint32_t next_u32(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
+	return tf_selftest_u32(&rng);
 }
 
-/* Uniform in [-scale, scale]. */
+/* Uniform in [-scale, scale). */
 static void fill(float *x, int64_t n, float scale)
 {
 	for (int64_t i = 0; i < n; i++)
-		x[i] = scale * (2.0f * (float)(next_u32() >> 8) / 16777216.0f - 1.0f);
-}
-
-/* max |a - b| / max(max |b|, 1e-6); NaN anywhere counts as infinite. */
-static double rel_err(const float *a, const float *b, int64_t n)
-{
-	double num = 0, den = 1e-6;
-	for (int64_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - b[i]);
-		if (isnan(d))
-			return INFINITY;
-		num = fmax(num, d);
-		den = fmax(den, fabs((double)b[i]));
-	}
-	return num / den;
+		x[i] = scale * tf_selftest_uniform(&rng);
 }
 
 static void poison(float *x, int64_t n)
@@ -92,19 +56,21 @@ static void test_rows(int64_t n)
 	poison(got, n);
 	vec->rmsnorm(got, x, w, n, 1e-6f);
 	ref->rmsnorm(want, x, w, n, 1e-6f);
-	check(rel_err(got, want, n) < 2e-6, "rmsnorm n=%lld", (long long)n);
+	tf_selftest_check(tf_selftest_rel_err(got, want, n) < 2e-6, "rmsnorm n=%lld", (long long)n);
 
 	poison(got, n);
 	vec->add(got, x, w, n);
 	ref->add(want, x, w, n);
-	check(memcmp(got, want, (size_t)n * sizeof(float)) == 0, "add n=%lld", (long long)n);
+	tf_selftest_check(memcmp(got, want, (size_t)n * sizeof(float)) == 0, "add n=%lld",
+			  (long long)n);
 
 	for (float limit = 0.0f; limit < 8.0f; limit += 3.5f) {
 		fill(x, n, 12.0f);
 		poison(got, n);
 		vec->swiglu(got, x, b, n, limit);
 		ref->swiglu(want, x, b, n, limit);
-		check(rel_err(got, want, n) < 2e-6, "swiglu n=%lld limit=%g", (long long)n, limit);
+		tf_selftest_check(tf_selftest_rel_err(got, want, n) < 2e-6,
+				  "swiglu n=%lld limit=%g", (long long)n, limit);
 	}
 
 	fill(x, n, 60.0f);
@@ -115,15 +81,15 @@ static void test_rows(int64_t n)
 	int close = 1;
 	for (int64_t i = 0; i < n; i++)
 		close &= fabsf(got[i] - want[i]) <= 2e-6f * want[i] + 1e-30f;
-	check(close, "softmax n=%lld", (long long)n);
+	tf_selftest_check(close, "softmax n=%lld", (long long)n);
 
 	/* Ties (the first wins), NaN (never wins). */
 	fill(x, n, 1.0f);
 	x[(n * 2) / 3] = 3.0f;
 	x[n / 3] = 3.0f;
 	x[n - 1] = NAN;
-	check(vec->argmax(x, n) == ref->argmax(x, n), "argmax n=%lld: %lld vs %lld",
-	      (long long)n, (long long)vec->argmax(x, n), (long long)ref->argmax(x, n));
+	tf_selftest_check(vec->argmax(x, n) == ref->argmax(x, n), "argmax n=%lld: %lld vs %lld",
+			  (long long)n, (long long)vec->argmax(x, n), (long long)ref->argmax(x, n));
 }
 
 static void test_rope(int64_t pairs)
@@ -141,13 +107,15 @@ static void test_rope(int64_t pairs)
 	memcpy(want, x, (size_t)(2 * pairs) * sizeof(float));
 	vec->rope_gptj(got, c, s, pairs);
 	ref->rope_gptj(want, c, s, pairs);
-	check(rel_err(got, want, 2 * pairs) < 1e-6, "rope_gptj pairs=%lld", (long long)pairs);
+	tf_selftest_check(tf_selftest_rel_err(got, want, 2 * pairs) < 1e-6, "rope_gptj pairs=%lld",
+			  (long long)pairs);
 
 	memcpy(got, x, (size_t)(2 * pairs) * sizeof(float));
 	memcpy(want, x, (size_t)(2 * pairs) * sizeof(float));
 	vec->rope_neox(got, got + pairs, c, s, pairs);
 	ref->rope_neox(want, want + pairs, c, s, pairs);
-	check(rel_err(got, want, 2 * pairs) < 1e-6, "rope_neox pairs=%lld", (long long)pairs);
+	tf_selftest_check(tf_selftest_rel_err(got, want, 2 * pairs) < 1e-6, "rope_neox pairs=%lld",
+			  (long long)pairs);
 }
 
 static int same_half(uint16_t a, uint16_t b, int f16)
@@ -178,7 +146,7 @@ static void test_convert(int64_t n)
 		int ok = 1;
 		for (int64_t i = 0; i < n; i++)
 			ok &= same_half(hv[i], hr[i], f16);
-		check(ok, "f32_to_%s n=%lld", f16 ? "f16" : "bf16", (long long)n);
+		tf_selftest_check(ok, "f32_to_%s n=%lld", f16 ? "f16" : "bf16", (long long)n);
 
 		for (int64_t i = 0; i < n; i++)
 			h[i] = (uint16_t)next_u32();
@@ -188,7 +156,7 @@ static void test_convert(int64_t n)
 		for (int64_t i = 0; i < n; i++)
 			ok &= isnan(want[i]) ? isnan(got[i]) != 0 :
 			      tf_f32_bits(got[i]) == tf_f32_bits(want[i]);
-		check(ok, "%s_to_f32 n=%lld", f16 ? "f16" : "bf16", (long long)n);
+		tf_selftest_check(ok, "%s_to_f32 n=%lld", f16 ? "f16" : "bf16", (long long)n);
 	}
 }
 
@@ -216,7 +184,7 @@ static void test_pool(int n_threads)
 	static struct cover c;
 	tf_pool *p;
 	int rc = tf_pool_init(&p, n_threads);
-	check(rc == TF_OK, "pool init %d threads", n_threads);
+	tf_selftest_check(rc == TF_OK, "pool init %d threads", n_threads);
 	if (rc)
 		return;
 	for (int round = 0; round < 3; round++)
@@ -228,8 +196,8 @@ static void test_pool(int n_threads)
 				int ok = atomic_load(&c.bad) == 0;
 				for (int64_t k = 0; k < ns[i]; k++)
 					ok &= atomic_load(&c.hits[k]) == 1;
-				check(ok, "pool %d threads n=%lld grain=%lld", n_threads,
-				      (long long)ns[i], (long long)grains[g]);
+				tf_selftest_check(ok, "pool %d threads n=%lld grain=%lld",
+						  n_threads, (long long)ns[i], (long long)grains[g]);
 			}
 	tf_pool_free(p);
 }
@@ -245,6 +213,5 @@ int main(void)
 	}
 	test_pool(1);
 	test_pool(4);
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return tf_selftest_done();
 }

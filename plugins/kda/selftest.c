@@ -8,40 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/selftest.h"
 #include "../common/vec.h"
 #include "delta.h"
-
-static int n_pass, n_fail;
-
-static void check(int ok, const char *what, double err)
-{
-	if (ok) {
-		n_pass++;
-	} else {
-		n_fail++;
-		printf("FAIL %s: rel err %.3g\n", what, err);
-	}
-}
 
 static uint64_t rng = 88172645463325252ull;
 
 static float frand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+	return tf_selftest_uniform(&rng);
 }
 
-static double rel_err(const float *a, const float *b, size_t n)
+/* Passes when err < tol; a failure prints what and err. */
+static void check(const char *what, double err, double tol)
 {
-	double num = 0, den = 1e-6;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - b[i]);
-		num = d > num || d != d ? d : num;
-		den = fmax(den, fabs((double)b[i]));
-	}
-	return num / den;
+	tf_selftest_check(err < tol, "%s: rel err %.3g", what, err);
 }
 
 /* The primitives against their plain loops, at lengths that leave tails. */
@@ -62,18 +43,18 @@ static void check_vec(void)
 			dot += (double)x[i] * y[i];
 			z[i] += a[0] * x[i];
 		}
-		check(fabs(tf_vec_dot(x, y, n) - dot) < 1e-5 * (1 + fabs(dot)), "tf_vec_dot", 0);
+		check("tf_vec_dot", fabs(tf_vec_dot(x, y, n) - dot) / (1 + fabs(dot)), 1e-5);
 		tf_vec_axpy(y, a[0], x, n);
-		check(rel_err(y, z, (size_t)n) < 1e-6, "tf_vec_axpy", rel_err(y, z, (size_t)n));
+		check("tf_vec_axpy", tf_selftest_rel_err(y, z, n), 1e-6);
 		for (int64_t i = 0; i < n; i++)
 			for (int t = 1; t < 5; t++)
 				z[i] += a[t] * x[t * 131 + i];
 		tf_vec_axpy_rows(y, a + 1, x + 131, 131, 4, n);
-		check(rel_err(y, z, (size_t)n) < 1e-6, "tf_vec_axpy_rows", rel_err(y, z, (size_t)n));
+		check("tf_vec_axpy_rows", tf_selftest_rel_err(y, z, n), 1e-6);
 		tf_vec_scale(y, 0.5f, n);
 		for (int64_t i = 0; i < n; i++)
 			z[i] *= 0.5f;
-		check(rel_err(y, z, (size_t)n) < 1e-6, "tf_vec_scale", rel_err(y, z, (size_t)n));
+		check("tf_vec_scale", tf_selftest_rel_err(y, z, n), 1e-6);
 	}
 }
 
@@ -120,10 +101,11 @@ static void check_delta(int K, int V, int64_t n, float glo)
 	}
 	char what[96];
 	for (int f = 1; f < 3; f++) {
-		double eo = rel_err(o[f], o[0], sz), es = rel_err(S[f], S[0], (size_t)K * V);
+		double eo = tf_selftest_rel_err(o[f], o[0], (int64_t)sz);
+		double es = tf_selftest_rel_err(S[f], S[0], (int64_t)K * V);
 		snprintf(what, sizeof(what), "%s K=%d V=%d n=%lld g>=%g output/state",
 			 f == 1 ? "recurrent" : "chunked", K, V, (long long)n, glo);
-		check(eo < 5e-6 && es < 5e-6, what, fmax(eo, es));
+		check(what, fmax(eo, es), 5e-6);
 	}
 	for (int f = 0; f < 3; f++) {
 		free(o[f]);
@@ -144,6 +126,5 @@ int main(void)
 	check_delta(24, 40, 70, -0.01f);
 	check_delta(128, 128, 65, -5.0f);
 	check_delta(32, 32, 50, -40.0f);
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail != 0;
+	return tf_selftest_done();
 }
