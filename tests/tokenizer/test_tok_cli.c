@@ -30,6 +30,18 @@ static void redirect(void)
 
 TestSuite(tok_cli, .init = redirect, .timeout = 30);
 
+/* A new file under /tmp holding `text`; its name is written into `path`. */
+static void write_temp(char path[static 32], const char *text)
+{
+	strcpy(path, "/tmp/tf_test_prompt_XXXXXX");
+	int fd = mkstemp(path);
+	size_t n = strlen(text);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, n), (ssize_t)n);
+	close(fd);
+}
+
 Test(tok_cli, encode_prints_a_json_array)
 {
 	cr_assert_eq(RUN("--tokenizer", QWEN, "--encode", "Hello world"), 0);
@@ -62,12 +74,9 @@ Test(tok_cli, decode_skip_special)
 
 Test(tok_cli, encode_file)
 {
-	char path[] = "/tmp/tf_test_prompt_XXXXXX";
-	int fd = mkstemp(path);
+	char path[32];
 
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, "Hello world", 11), 11);
-	close(fd);
+	write_temp(path, "Hello world");
 	cr_assert_eq(RUN("--tokenizer", QWEN, "--encode-file", path), 0);
 	remove(path);
 	fflush(stdout);
@@ -76,12 +85,9 @@ Test(tok_cli, encode_file)
 
 Test(tok_cli, errors_exit_non_zero)
 {
-	char path[] = "/tmp/tf_test_badutf8_XXXXXX";
-	int fd = mkstemp(path);
+	char path[32];
 
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, "ok \xff no", 7), 7);
-	close(fd);
+	write_temp(path, "ok \xff no");
 	cr_expect_eq(RUN("--tokenizer", TINY, "--encode-file", path), 1);
 	remove(path);
 	cr_expect_eq(RUN("--tokenizer", TINY, "--encode-file", "/nonexistent/prompt.txt"), 1);
