@@ -74,6 +74,8 @@
 /* More layers than any model has; bounds the schedule allocation. */
 #define TF_CONFIG_MAX_LAYERS 4096
 
+/* Read and parse config.json at `path` into *cfg (zeroed first); failures
+ * name the file and key in the diag.  Release with tf_config_free. */
 int tf_config_load(const char *path, tf_model_config *cfg);
 /* json need not be NUL-terminated; path_for_errors names it in messages. */
 int tf_config_parse(const char *json, size_t len, const char *path_for_errors,

@@ -21,6 +21,7 @@ typedef struct tf_detok {
 	tf_bytes out;           /* what the last call returned */
 } tf_detok;
 
+/* tok must outlive d; flags: TF_TOK_SKIP_SPECIAL or 0. */
 void tf_detok_init(tf_detok *d, const tf_tokenizer *tok, unsigned flags);
 void tf_detok_free(tf_detok *d);
 /* Feeds one id; *text, *len: the characters it completed (maybe none),

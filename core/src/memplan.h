@@ -60,6 +60,7 @@ typedef enum tf_wclass {
 	TF_WCLASS_COUNT
 } tf_wclass;
 
+/* The class of a checkpoint tensor, from its name and the layer schedule. */
 tf_wclass tf_wclass_of(const tf_model_config *cfg, const char *tensor_name);
 /* "routed experts", "KDA attention", ... */
 const char *tf_wclass_name(tf_wclass c);
@@ -99,6 +100,7 @@ int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t 
 int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
 			    const tf_memplan_opts *opts, tf_memplan *out);
 
+/* The plan as a human-readable table. */
 void tf_memplan_print(const tf_memplan *p, FILE *f);
 
 /* TF_ERR_RANGE, with needed and allowed bytes in the diag, when rank_total

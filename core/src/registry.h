@@ -45,6 +45,7 @@ typedef struct tf_candidate {
 
 typedef struct tf_registry tf_registry;
 
+/* An empty registry; tf_registry_free unloads every .so it loaded. */
 int tf_registry_init(tf_registry **out);
 void tf_registry_free(tf_registry *r);
 
@@ -86,6 +87,7 @@ int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 		       tf_plugin_kind kind, const char *layer_type, int layer,
 		       const tf_candidate **out);
 
+/* Every candidate, usable or rejected, for listing. */
 size_t tf_registry_count(const tf_registry *r);
 const tf_candidate *tf_registry_at(const tf_registry *r, size_t i);
 

@@ -37,6 +37,8 @@
 
 typedef struct tf_runtime tf_runtime;
 
+/* overrides: "section.key=value" strings applied over the INI.  On failure
+ * nothing stays open and the diag names the file, key or plugin. */
 int tf_runtime_open(const char *ini_path, const char *const *overrides,
 		    int n_overrides, tf_runtime **out);
 void tf_runtime_close(tf_runtime *rt);

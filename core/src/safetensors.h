@@ -35,6 +35,7 @@
 
 typedef struct tf_st_file tf_st_file;
 
+/* Map and validate `path`; release with tf_st_close. */
 int tf_st_open(const char *path, tf_st_file **out);
 /* Parse a file image already in memory (tests, fuzzing).  buf is not
  * copied and must outlive the handle; `name` is used in messages. */

@@ -26,6 +26,7 @@
 
 typedef struct tf_st_writer tf_st_writer;
 
+/* An empty writer; tf_st_writer_free releases it, saved or not. */
 int tf_st_writer_init(tf_st_writer **out);
 void tf_st_writer_free(tf_st_writer *w);
 

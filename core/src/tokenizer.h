@@ -41,6 +41,7 @@ typedef struct tf_tokens {
 	size_t n, cap;
 } tf_tokens;
 
+/* TF_ERR_NOMEM (with a diag) when the list cannot grow; t is unchanged. */
 int tf_tokens_push(tf_tokens *t, int32_t id);
 void tf_tokens_free(tf_tokens *t);
 

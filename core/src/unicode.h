@@ -16,7 +16,9 @@ typedef struct tf_bytes {
 	size_t len, cap;
 } tf_bytes;
 
+/* Room for `extra` more bytes; TF_ERR_NOMEM (no diag) leaves b unchanged. */
 int tf_bytes_reserve(tf_bytes *b, size_t extra);
+/* Appends n bytes and no NUL terminator: b->len counts them. */
 int tf_bytes_append(tf_bytes *b, const void *p, size_t n);
 void tf_bytes_free(tf_bytes *b);
 

@@ -21,6 +21,7 @@
 
 typedef struct tf_weights tf_weights;
 
+/* Failures name the folder, the shard or the tensor in the diag. */
 int tf_weights_open(const char *dir, tf_weights **out);
 void tf_weights_close(tf_weights *w);
 

@@ -22,6 +22,7 @@ typedef struct tf_pool tf_pool;
 int tf_pool_init(tf_pool **out, int n_threads);
 void tf_pool_free(tf_pool *p);
 
+/* Threads that run work, the caller included (n_threads of init). */
 int tf_pool_size(const tf_pool *p);
 
 /* Split [0, n) into chunks of at least `grain` items and run fn on each;
