@@ -37,9 +37,12 @@ REF_MIN_TOP1 = 1.0
 # Logits of the same tokens by different routes through the runtime (chunk
 # sizes, one-shot, token by token) differ only by the order of fp32 sums:
 # KDA's chunked WY form vs its recurrence, batched vs per-token experts,
-# the EXL3 one-row vs many-row product.  Measured: 8e-6 (EXL3, chunk 1 vs
-# one-shot), at most 1.3e-6 elsewhere; bound 5e-5.
-PATH_MAX_REL = 5e-5
+# the EXL3 one-row vs many-row product.  The one-row EXL3 product sums
+# x * bytesum and takes the codebook's offset off at the end
+# (plugins/exl3/matmul.c), which cancels about two bits: measured 1.1e-5 for
+# chunk 1 on ling-tiny, at most 1.6e-6 for every other route.  1e-4 keeps a
+# 9x margin and is still 500x below the mildest bug in tolerance.py.
+PATH_MAX_REL = 1e-4
 PATH_MAX_KL = 1e-9
 
 TIMEOUT_S = 60
