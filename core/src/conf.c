@@ -329,7 +329,7 @@ static int entry_put(tf_conf *c, const char *section, const char *key,
 	struct conf_entry *e = entry_find(c, section, key);
 	char *v = strdup(value);
 	if (!v)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		goto nomem;
 	if (e) {
 		free(e->value);
 		e->value = v;
@@ -358,19 +358,19 @@ static int entry_put(tf_conf *c, const char *section, const char *key,
 	return TF_OK;
 nomem:
 	free(v);
-	return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return tf_diag_set(TF_ERR_NOMEM, "[%s] %s: out of memory", section, key);
 }
 
 int tf_conf_init(const char *dir, tf_conf **out)
 {
 	tf_conf *c = calloc(1, sizeof(*c));
 	if (!c)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "INI: out of memory");
 	c->name = strdup("<none>");
 	c->dir = dir ? strdup(dir) : NULL;
 	if (!c->name || (dir && !c->dir)) {
 		tf_conf_free(c);
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "INI: out of memory");
 	}
 	*out = c;
 	return TF_OK;
@@ -494,14 +494,14 @@ int tf_conf_parse(const char *text, size_t len, const char *name, tf_conf **out)
 {
 	tf_conf *c = NULL;
 	char *dir = dir_of(name);
-	int rc = dir ? tf_conf_init(dir, &c) : tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	int rc = dir ? tf_conf_init(dir, &c) : tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
 	free(dir);
 	if (rc)
 		return rc;
 	free(c->name);
 	c->name = strdup(name);
 	if (!c->name) {
-		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
 		goto fail;
 	}
 

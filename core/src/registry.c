@@ -91,7 +91,7 @@ const char *tf_registry_kind_name(tf_plugin_kind kind)
 int tf_registry_init(tf_registry **out)
 {
 	*out = calloc(1, sizeof(**out));
-	return *out ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return *out ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "plugin registry: out of memory");
 }
 
 void tf_registry_free(tf_registry *r)
@@ -263,8 +263,9 @@ static int so_keep(tf_registry *r, void *so, char *real)
 	if (nf)
 		r->files = nf;
 	if (!nso || !nf) {
+		int rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", real);
 		free(real);
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return rc;
 	}
 	r->so[r->n_so] = so;
 	r->files[r->n_so++] = real;
@@ -330,7 +331,7 @@ int tf_registry_load(tf_registry *r, const char *file)
 				break;
 			tf_candidate *c = cand_add(r, (tf_plugin_kind)k, file, i);
 			if (!c)
-				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+				return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", file);
 			if (!d)
 				cand_reject(c, TF_ERR_ABI, "%s(0) returned no descriptor", sym);
 			else if (i == MAX_DESCRIPTORS)
@@ -382,7 +383,7 @@ static int add_failed_file(tf_registry *r, const char *file, int status)
 		return rc;
 	tf_candidate *c = cand_add(r, 0, real, 0);
 	if (!c)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", real);
 	cand_reject(c, status, "%s", why);
 	return TF_OK;
 }
@@ -442,7 +443,7 @@ static int add_list(tf_registry *r, const tf_conf *conf, const char *list,
 {
 	char *copy = strdup(list), *save = NULL;
 	if (!copy)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", origin);
 	int rc = TF_OK;
 	for (char *p = strtok_r(copy, ":", &save); p && !rc;
 	     p = strtok_r(NULL, ":", &save)) {
@@ -595,7 +596,7 @@ static int print_json(const tf_registry *r, FILE *f)
 {
 	cJSON *root = cJSON_CreateArray();
 	if (!root)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
 	for (size_t i = 0; i < r->n; i++) {
 		const tf_candidate *c = &r->c[i];
 		cJSON *o = cJSON_CreateObject();
@@ -619,13 +620,13 @@ static int print_json(const tf_registry *r, FILE *f)
 	char *s = cJSON_Print(root);
 	cJSON_Delete(root);
 	if (!s)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
 	fprintf(f, "%s\n", s);
 	cJSON_free(s);
 	return TF_OK;
 nomem:
 	cJSON_Delete(root);
-	return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
 }
 
 int tf_registry_print(const tf_registry *r, FILE *f, bool json)

@@ -269,7 +269,8 @@ static int rt_choose_plugins(tf_runtime *rt)
 	rt->attn = calloc((size_t)m->n_layers_total, sizeof(*rt->attn));
 	rt->ffn = calloc((size_t)m->n_layers_total, sizeof(*rt->ffn));
 	if (!rt->attn || !rt->ffn)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "plugins of %d layers: out of memory",
+				   m->n_layers_total);
 	for (int i = 0; i < m->n_layers_total; i++) {
 		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
 		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
@@ -311,7 +312,7 @@ static int rt_new(tf_runtime **out)
 {
 	*out = calloc(1, sizeof(**out));
 	if (!*out)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return tf_diag_set(TF_ERR_NOMEM, "runtime: out of memory");
 	rt_init_host(*out);
 	return tf_registry_init(&(*out)->reg);
 }
