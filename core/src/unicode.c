@@ -244,42 +244,45 @@ enum {
 	SCOUNT = LCOUNT * NCOUNT,
 };
 
-static bool nfc_unsafe(uint32_t cp)
+/*
+ * The index of the run holding cp in a sorted table of n runs, or -1.  Run
+ * i's bounds lie i * stride bytes after lo_0 and hi_0, so one search serves
+ * every table of {lo, hi, ...} records.
+ */
+static long range_find(uint32_t cp, const uint32_t *lo_0, const uint32_t *hi_0,
+		       size_t stride, unsigned n)
 {
-	unsigned lo = 0, hi = tf_ucd_nfc_unsafe_len;
+	unsigned lo = 0, hi = n;
 
-	if (cp < 0x300)
-		return false;
 	while (lo < hi) {
 		unsigned mid = (lo + hi) / 2;
+		size_t off = (size_t)mid * stride;
 
-		if (cp > tf_ucd_nfc_unsafe[mid].hi)
+		if (cp > *(const uint32_t *)((const char *)hi_0 + off))
 			lo = mid + 1;
-		else if (cp < tf_ucd_nfc_unsafe[mid].lo)
+		else if (cp < *(const uint32_t *)((const char *)lo_0 + off))
 			hi = mid;
 		else
-			return true;
+			return (long)mid;
 	}
-	return false;
+	return -1;
+}
+
+#define RANGE_FIND(cp, table, n) \
+	range_find(cp, &(table)[0].lo, &(table)[0].hi, sizeof((table)[0]), n)
+
+/* Both tables start at U+0300: every character below it is of class 0 and
+ * unchanged by NFC, which keeps ASCII and Latin-1 text off the search. */
+static bool nfc_unsafe(uint32_t cp)
+{
+	return cp >= 0x300 && RANGE_FIND(cp, tf_ucd_nfc_unsafe, tf_ucd_nfc_unsafe_len) >= 0;
 }
 
 static int ccc_of(uint32_t cp)
 {
-	unsigned lo = 0, hi = tf_ucd_ccc_len;
+	long i = cp < 0x300 ? -1 : RANGE_FIND(cp, tf_ucd_ccc, tf_ucd_ccc_len);
 
-	if (cp < 0x300)
-		return 0;
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-
-		if (cp > tf_ucd_ccc[mid].hi)
-			lo = mid + 1;
-		else if (cp < tf_ucd_ccc[mid].lo)
-			hi = mid;
-		else
-			return tf_ucd_ccc[mid].ccc;
-	}
-	return 0;
+	return i < 0 ? 0 : tf_ucd_ccc[i].ccc;
 }
 
 static const tf_ucd_decomp *decomp_of(uint32_t cp)
