@@ -13,6 +13,12 @@ static uint16_t cb_lop_half(uint32_t x)
 			     tf_f16_to_f32((uint16_t)(x >> 16)));
 }
 
+uint32_t tf_exl3_mul1_bytesum(uint16_t state)
+{
+	uint32_t x = state * TF_EXL3_MUL1_MUL;
+	return (x & 0xFF) + ((x >> 8) & 0xFF) + ((x >> 16) & 0xFF) + (x >> 24);
+}
+
 uint16_t tf_exl3_cb_half(uint16_t state, tf_exl3_cb cb)
 {
 	uint32_t s = state;
@@ -20,13 +26,11 @@ uint16_t tf_exl3_cb_half(uint16_t state, tf_exl3_cb cb)
 	switch (cb) {
 	case TF_EXL3_CB_MCG:
 		return cb_lop_half(s * TF_EXL3_MCG_MUL);
-	case TF_EXL3_CB_MUL1: {
-		uint32_t x = s * TF_EXL3_MUL1_MUL;
-		uint32_t bs = (x & 0xFF) + ((x >> 8) & 0xFF) + ((x >> 16) & 0xFF) + (x >> 24);
+	case TF_EXL3_CB_MUL1:
 		/* (1024 + bs) * k_inv + (-10.3828125) in fp32 is exact (at
 		 * most 22 significant bits): one rounding, like __hfma. */
-		return tf_f32_to_f16((float)(1024 + bs) * TF_EXL3_MUL1_K_INV - 10.3828125f);
-	}
+		return tf_f32_to_f16((float)(1024 + tf_exl3_mul1_bytesum(state)) *
+				     TF_EXL3_MUL1_K_INV - 10.3828125f);
 	default:
 		return cb_lop_half(s * TF_EXL3_3INST_MUL + TF_EXL3_3INST_ADD);
 	}

@@ -36,6 +36,10 @@ typedef enum tf_exl3_cb {
 /* RMS of the 3INST codebook; the quantizer scales rows to match it. */
 #define TF_EXL3_CODEBOOK_SCALE 1.24371088f
 
+/* MUL1's byte sum of state · 0x83DCD12D, 0..1020: w = bs·K_INV + K_BIAS
+ * before the fp16 rounding. */
+uint32_t tf_exl3_mul1_bytesum(uint16_t state);
+
 /* The weight of `state` as fp16 bits, bit-exact with exllamav3. */
 uint16_t tf_exl3_cb_half(uint16_t state, tf_exl3_cb cb);
 

@@ -9,7 +9,8 @@
  *     <prefix>.mcg | <prefix>.mul1               optional codebook marker
  *
  * forward: xh = Had128(x ⊙ suh), yh = xh · Ŵ (matmul.c), y = Had128(yh) ⊙
- * svh + b.  Logical in/out may be below the padded k/n: inputs are
+ * svh + b.  "exl3-int" is the same linear with MUL1 decode rows multiplied
+ * through 15-bit integer activations (matmul_int.c).  Logical in/out may be below the padded k/n: inputs are
  * zero-extended, outputs trimmed.
  */
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "exl3_load.h"
 #include "hadamard.h"
 #include "lin.h"
+#include "matmul_int.h"
 
 #define EXL3_GRAIN 8            /* fewest tile columns per work item */
 
@@ -25,6 +27,9 @@ typedef struct tf_exl3_lin {
 	const tf_host *h;
 	tf_exl3_parts p;
 	int64_t in, out;
+	/* "exl3-int": MUL1 decode rows through this integer-activation
+	 * kernel; TF_EXL3_IPATH_AUTO for "exl3", which keeps float. */
+	tf_exl3_ipath ipath;
 } tf_exl3_lin;
 
 static void exl3_close(void *lin)
@@ -36,8 +41,8 @@ static void exl3_close(void *lin)
 	free(l);
 }
 
-static int exl3_open(const tf_host *h, const char *prefix, int64_t in,
-		     int64_t out, void **lin, tf_lin_info *info)
+static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+			tf_exl3_ipath ipath, void **lin, tf_lin_info *info)
 {
 	tf_exl3_lin *l = calloc(1, sizeof(*l));
 	int rc;
@@ -52,9 +57,28 @@ static int exl3_open(const tf_host *h, const char *prefix, int64_t in,
 	l->h = h;
 	l->in = in;
 	l->out = out;
+	l->ipath = ipath;
 	*info = tf_exl3_parts_info(&l->p, in, out);
 	*lin = l;
 	return TF_OK;
+}
+
+static int exl3_open(const tf_host *h, const char *prefix, int64_t in,
+		     int64_t out, void **lin, tf_lin_info *info)
+{
+	return exl3_open_as(h, prefix, in, out, TF_EXL3_IPATH_AUTO, lin, info);
+}
+
+static int exl3_int_open(const tf_host *h, const char *prefix, int64_t in,
+			 int64_t out, void **lin, tf_lin_info *info)
+{
+	return exl3_open_as(h, prefix, in, out, tf_exl3_ipath_best(), lin, info);
+}
+
+/* Below "exl3": the integer path is used only where the INI pins it. */
+static int exl3_int_match(const tf_host *h, const char *prefix)
+{
+	return tf_exl3_match(h, prefix) ? TF_LIN_SCORE_EXL3_INT : 0;
 }
 
 struct exl3_job {
@@ -62,6 +86,7 @@ struct exl3_job {
 	const float *x;
 	float *xh, *yh, *y;
 	int64_t rows;
+	tf_exl3_qx *qx;                 /* set: the integer-activation path */
 };
 
 /* xh[r] = Had128(x[r] ⊙ suh), zero-extended from in to k. */
@@ -76,13 +101,18 @@ static void exl3_input_rows(void *arg, int64_t begin, int64_t end, int worker)
 			xh[i] = x[i] * l->p.suh[i];
 		memset(xh + l->in, 0, (size_t)(l->p.mat.k - l->in) * sizeof(float));
 		tf_had128(xh, l->p.mat.k);
+		if (j->qx)
+			tf_exl3_qx_set(j->qx, r, xh);
 	}
 }
 
 static void exl3_tile_cols(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct exl3_job *j = arg;
-	tf_exl3_mat_mul(&j->l->p.mat, j->xh, j->rows, j->yh, begin, end);
+	if (j->qx)
+		tf_exl3_mat_mul_int(&j->l->p.mat, j->qx, j->yh, begin, end, j->l->ipath);
+	else
+		tf_exl3_mat_mul(&j->l->p.mat, j->xh, j->rows, j->yh, begin, end);
 }
 
 /* y[r] = (Had128(yh[r]) ⊙ svh + bias), trimmed to out. */
@@ -103,6 +133,7 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 	const tf_exl3_lin *l = lin;
 	const tf_host *h = l->h;
 	struct exl3_job job = { .l = l, .x = x, .y = y, .rows = rows };
+	tf_exl3_qx qx;
 
 	if (rows <= 0)
 		return rows ? h->error(h, TF_ERR_INVALID, "exl3 linear: %lld rows",
@@ -113,10 +144,25 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 				(long long)rows);
 	job.yh = job.xh + rows * l->p.mat.k;
+	/* "exl3-int": decode rows of MUL1 layers multiply 15-bit integer
+	 * activations, the byte-sum codebook becoming integer dot products
+	 * (matmul_int.h).  Past a few rows the float path decodes each tile
+	 * once for all of them. */
+	if (l->ipath != TF_EXL3_IPATH_AUTO && l->p.mat.cb == TF_EXL3_CB_MUL1 &&
+	    rows <= TF_EXL3_INT_ROWS) {
+		if (tf_exl3_qx_init(&qx, l->p.mat.k, rows)) {
+			free(job.xh);
+			return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
+					(long long)rows);
+		}
+		job.qx = &qx;
+	}
 
 	tf_lin_parallel(h, rows, 8, exl3_input_rows, &job);
 	tf_lin_parallel(h, l->p.mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
 	tf_lin_parallel(h, rows, 8, exl3_output_rows, &job);
+	if (job.qx)
+		tf_exl3_qx_free(job.qx);
 	free(job.xh);
 	return TF_OK;
 }
@@ -171,6 +217,22 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 				exl3_probe),
 	.match = tf_exl3_match,
 	.open = exl3_open,
+	.close = exl3_close,
+	.forward = exl3_forward,
+	.dequant = exl3_dequant,
+};
+
+/* The same layers with MUL1 decode rows (1..8) through 15-bit integer
+ * activations: about twice the weights per second, at ~5e-5 relative error
+ * per linear (matmul_int.h) instead of fp32 rounding.  Chosen by
+ * `[plugins] quant = exl3-int`. */
+const tf_plugin_quant tf_exl3_int_lin_ops = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-int", "0.1.0",
+				"EXL3 trellis linear, MUL1 decode rows with integer activations "
+				"(AVX-512 VNNI / AVX2 / NEON dotprod), CPU",
+				exl3_probe),
+	.match = exl3_int_match,
+	.open = exl3_int_open,
 	.close = exl3_close,
 	.forward = exl3_forward,
 	.dequant = exl3_dequant,

@@ -3,19 +3,12 @@
 
 #include <string.h>
 
-#include "vec.h"
-
-#define TILE TF_EXL3_TILE
+#include "tile_vec.h"
 
 void tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
 		      int64_t n, int K, tf_exl3_cb cb)
 {
 	*m = (tf_exl3_mat){ .trellis = trellis, .k = k, .n = n, .K = K, .cb = cb };
-}
-
-static const uint16_t *mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j)
-{
-	return m->trellis + ((size_t)i * (size_t)(m->n / TILE) + (size_t)j) * 16 * (size_t)m->K;
 }
 
 void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,
@@ -27,92 +20,13 @@ void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,
 		out[e] = tf_f16_to_f32(h[e]);
 }
 
-/* Base position of tile row r (positions of columns 0..7 are base + 32·c). */
-static inline int row_base(int r)
-{
-	return 8 * ((r % 8) / 2) + (r % 2) + 2 * (r >= 8);
-}
-
-/*
- * The fused decode.  A tile's 8·K words are first transposed so that row
- * w+1 of `tw` holds word w of each of the 8 column groups (row 0: word -1,
- * the previous group's last, cyclically); every half-row is then one vector
- * load (two when its window straddles a word), a shift and the codebook
- * hash.  Everything below is inlined with K, the codebook and the half-row
- * constant, so shifts and word offsets become immediates.
- */
-static inline __attribute__((always_inline)) void
-tile_transpose_scalar(const uint16_t *tile, int K, uint32_t *tw)
-{
-	for (int c = 0; c < 8; c++)
-		for (int w = 0; w < K; w++) {
-			uint32_t v;
-			memcpy(&v, tile + 2 * (c * K + w), 4);  /* little-endian pair */
-			tw[(w + 1) * 8 + c] = v;
-		}
-	for (int c = 0; c < 8; c++)             /* word -1: the previous group's last */
-		tw[c] = tw[K * 8 + (c + 7) % 8];
-}
-
-#if defined(TF_SIMD_AVX2)
-/* In registers: each row gathers its 8 words from the K source vectors
- * with one permute per source and a blend (K constant: all indices fold).
- * That is K·(K+1) shuffles: past K = 5 the scalar copy is cheaper. */
-static inline __attribute__((always_inline)) void
-tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
-{
-	__m256i src[TF_EXL3_K_MAX];
-
-	if (K > 5) {
-		tile_transpose_scalar(tile, K, tw);
-		return;
-	}
-#pragma GCC unroll 8
-	for (int q = 0; q < K; q++)
-		src[q] = _mm256_loadu_si256((const __m256i *)tile + q);
-#pragma GCC unroll 9
-	for (int w = -1; w < K; w++) {
-		int idx[8], from[8];
-#pragma GCC unroll 8
-		for (int c = 0; c < 8; c++) {
-			int s = (c * K + w + 8 * K) % (8 * K);
-			idx[c] = s % 8;
-			from[c] = s / 8;
-		}
-		const __m256i vidx = _mm256_setr_epi32(idx[0], idx[1], idx[2], idx[3],
-						       idx[4], idx[5], idx[6], idx[7]);
-		__m256i row = _mm256_setzero_si256();
-#pragma GCC unroll 8
-		for (int q = 0; q < K; q++) {
-			const __m256i sel = _mm256_setr_epi32(
-				-(from[0] == q), -(from[1] == q), -(from[2] == q), -(from[3] == q),
-				-(from[4] == q), -(from[5] == q), -(from[6] == q), -(from[7] == q));
-			row = _mm256_blendv_epi8(row, _mm256_permutevar8x32_epi32(src[q], vidx), sel);
-		}
-		_mm256_store_si256((__m256i *)(tw + (w + 1) * 8), row);
-	}
-}
-#else
-static inline __attribute__((always_inline)) void
-tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
-{
-	tile_transpose_scalar(tile, K, tw);
-}
-#endif
-
-/* Lanes v .. v+TF_VL-1 of the half-row at `base`.  MUL1 returns the raw
- * byte sum: callers apply w = bs·K_INV + K_BIAS where it is cheapest. */
+/* The same half-row through the codebook.  MUL1 returns the raw byte sum:
+ * callers apply w = bs·K_INV + K_BIAS where it is cheapest. */
 static inline __attribute__((always_inline)) tf_vf
 halfrow(const uint32_t *tw, int K, tf_exl3_cb cb, int base, int v)
 {
-	const int end = (base + 1) * K, word = (end - 1) / 32;
-	const int shift = (word + 1) * 32 - end;
-	const uint32_t *src = tw + (word + 1) * 8 + v;
-	tf_vi s = tf_vi_srl(tf_vi_load(src), shift);
+	tf_vi s = halfrow_state(tw, K, base, v);
 
-	if (shift > 16)
-		s = tf_vi_or(s, tf_vi_sll(tf_vi_load(src - 8), 32 - shift));
-	s = tf_vi_and(s, tf_vi_set1(0xFFFF));
 	if (cb == TF_EXL3_CB_MUL1)
 		return tf_vi_bytesum(tf_vi_mul(s, tf_vi_set1(TF_EXL3_MUL1_MUL)));
 	tf_vi x = cb == TF_EXL3_CB_MCG
@@ -134,7 +48,7 @@ tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
 	for (int r = 0; r < TILE; r++)
 		for (int half = 0; half < 2; half++)
 			for (int v = 0; v < 8; v += TF_VL) {
-				tf_vf f = halfrow(tw, K, cb, row_base(r) + 4 * half, v);
+				tf_vf f = halfrow(tw, K, cb, tf_exl3_row_base(r) + 4 * half, v);
 				if (cb == TF_EXL3_CB_MUL1)
 					f = tf_vf_fma(f, tf_vf_set1(TF_EXL3_MUL1_K_INV),
 						      tf_vf_set1(TF_EXL3_MUL1_K_BIAS));
@@ -156,7 +70,7 @@ tile_dot(const uint16_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
 		for (int half = 0; half < 2; half++)
 			for (int v = 0; v < 8; v += TF_VL)
 				acc[(8 * half + v) / TF_VL] = tf_vf_fma(
-					xr, halfrow(tw, K, cb, row_base(r) + 4 * half, v),
+					xr, halfrow(tw, K, cb, tf_exl3_row_base(r) + 4 * half, v),
 					acc[(8 * half + v) / TF_VL]);
 	}
 }
@@ -294,3 +208,8 @@ void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 		}
 	}
 }
+
+/* The integer-activation product on this vector unit. */
+#define INT_BSDOT tf_vi_bsdot
+#define INT_KERN tf_exl3_int_vec
+#include "matmul_int_vec.h"

@@ -25,6 +25,14 @@ int tf_exl3_perm(int t);
 /* Position holding element (r, c): the inverse of tf_exl3_perm. */
 int tf_exl3_pos(int r, int c);
 
+/* Position of element (r, 0): row r's columns c = 0..7 sit at this + 32·c
+ * and columns 8..15 at this + 4 + 32·(c - 8), so each half-row's 8 states
+ * lie at one offset inside the 8 column groups of 32 positions. */
+static inline int tf_exl3_row_base(int r)
+{
+	return 8 * ((r % 8) / 2) + (r % 2) + 2 * (r >= 8);
+}
+
 /* The 16-bit state of position t of a tile whose 16·K int16 words are
  * `tile` (read as 8·K little-endian uint32). */
 uint16_t tf_exl3_state(const uint16_t *tile, int K, int t);

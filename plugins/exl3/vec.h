@@ -2,7 +2,8 @@
  * vec.h - the float vector type the linear kernels are written in.
  *
  * One set of inline operations over `tf_vf`, a register of TF_VL floats,
- * and `tf_vi`, TF_VL uint32 lanes: 8 with AVX2 (F16C converts halves), 4
+ * and `tf_vi`, TF_VL uint32 lanes (int32 for the integer-activation sums,
+ * tf_vi_bsdot and tf_vi_cvt): 8 with AVX2 (F16C converts halves), 4
  * with NEON, 1 on the scalar path.
  * Kernels written against these build unchanged on every target; the
  * scalar build doubles as the plain reference of the SIMD ones.
@@ -65,6 +66,16 @@ static inline tf_vf tf_vi_bytesum(tf_vi a)
 	__m256i pairs = _mm256_maddubs_epi16(a, _mm256_set1_epi8(1));
 	return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
+static inline tf_vi tf_vi_zero(void) { return _mm256_setzero_si256(); }
+/* Signed int32 lanes to float. */
+static inline tf_vf tf_vi_cvt(tf_vi a) { return _mm256_cvtepi32_ps(a); }
+/* acc += bytesum(a) · x per lane, int32, x the int16 in both halves of x2:
+ * byte pairs (≤ 510) then one int16 multiply-add against the pair. */
+static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
+{
+	__m256i pairs = _mm256_maddubs_epi16(a, _mm256_set1_epi8(1));
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi32((int)x2)));
+}
 /* Each lane's two fp16 halves, widened and added. */
 static inline tf_vf tf_vi_halfsum(tf_vi a)
 {
@@ -114,6 +125,14 @@ static inline tf_vf tf_vi_bytesum(tf_vi a)
 {
 	return vcvtq_f32_u32(vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a))));
 }
+static inline tf_vi tf_vi_zero(void) { return vdupq_n_u32(0); }
+static inline tf_vf tf_vi_cvt(tf_vi a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
+static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
+{
+	uint32x4_t bs = vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a)));
+	return vreinterpretq_u32_s32(vmlaq_n_s32(vreinterpretq_s32_u32(acc),
+						 vreinterpretq_s32_u32(bs), (int16_t)(x2 & 0xFFFF)));
+}
 static inline tf_vf tf_vi_halfsum(tf_vi a)
 {
 	float16x8_t h = vreinterpretq_f16_u32(a);
@@ -152,6 +171,13 @@ static inline tf_vi tf_vi_mul(tf_vi a, tf_vi b) { return a * b; }
 static inline tf_vf tf_vi_bytesum(tf_vi a)
 {
 	return (float)((a & 0xFF) + (a >> 8 & 0xFF) + (a >> 16 & 0xFF) + (a >> 24));
+}
+static inline tf_vi tf_vi_zero(void) { return 0; }
+static inline tf_vf tf_vi_cvt(tf_vi a) { return (float)(int32_t)a; }
+static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
+{
+	int32_t bs = (int32_t)((a & 0xFF) + (a >> 8 & 0xFF) + (a >> 16 & 0xFF) + (a >> 24));
+	return acc + (uint32_t)(bs * (int16_t)(x2 & 0xFFFF));
 }
 static inline tf_vf tf_vi_halfsum(tf_vi a)
 {

@@ -6,8 +6,11 @@
  * refusal of every malformed tensor set.  The forward runs the fused
  * kernel, whose weights skip the final fp16 rounding (half an ulp, 2^-11
  * relative), hence the 1e-3 tolerance; dequant is the bit-exact path.
+ * "exl3-int" (integer activations for MUL1 decode rows, ~5e-5 more error,
+ * matmul_int.h) is held to the same bound and refuses the same inputs.
  */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +89,34 @@ static double *add_layer(tf_testhost *th, const struct lin_case *c, uint64_t *se
 	return w;
 }
 
-static void check_lin(const struct lin_case *c, int64_t rows, int threads, uint64_t seed)
+/* exl3.so's descriptor `name` (the testhost opens by match score only). */
+static const tf_plugin_quant *quant_named(const char *name)
+{
+	void *so = dlopen(TF_PLUGIN_DIR "/exl3.so", RTLD_NOW | RTLD_LOCAL);
+	cr_assert(so, "%s", dlerror());
+	const tf_plugin_quant *(*entry)(unsigned) =
+		(const tf_plugin_quant *(*)(unsigned))dlsym(so, "tf_plugin_quant_v1");
+	cr_assert(entry);
+	for (unsigned i = 0; entry(i); i++)
+		if (!strcmp(entry(i)->hdr.name, name))
+			return entry(i);        /* the testhost keeps exl3.so loaded */
+	cr_assert_fail("exl3.so has no quant descriptor \"%s\"", name);
+	return NULL;
+}
+
+/* Open m.proj through descriptor `name`, as [plugins] quant would. */
+static int open_as(const tf_host *h, const char *name, int64_t in, int64_t out, tf_lin *lin)
+{
+	if (!strcmp(name, "exl3"))
+		return h->lin_open(h, "m.proj", in, out, lin);
+	lin->ops = quant_named(name);
+	cr_assert_gt(lin->ops->match(h, "m.proj"), 0);
+	cr_assert_lt(lin->ops->match(h, "m.proj"), quant_named("exl3")->match(h, "m.proj"));
+	return lin->ops->open(h, "m.proj", in, out, &lin->impl, &lin->info);
+}
+
+static void check_lin_as(const char *name, const struct lin_case *c, int64_t rows, int threads,
+			 uint64_t seed)
 {
 	tf_testhost *th = tf_testhost_new(NULL, threads);
 	const tf_host *h = tf_testhost_host(th);
@@ -99,9 +129,9 @@ static void check_lin(const struct lin_case *c, int64_t rows, int threads, uint6
 	tf_lin lin = { 0 };
 
 	tf_test_fill_uniform(x, rows * c->in, 1.0f, &seed);
-	cr_assert_eq(h->lin_open(h, "m.proj", c->in, c->out, &lin), TF_OK, "%s",
+	cr_assert_eq(open_as(h, name, c->in, c->out, &lin), TF_OK, "%s",
 		     tf_testhost_last_error(th));
-	cr_assert_str_eq(lin.ops->hdr.name, "exl3");
+	cr_assert_str_eq(lin.ops->hdr.name, name);
 	cr_expect_eq(lin.info.bits, c->K);
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t o = 0; o < c->out; o++) {
@@ -114,8 +144,8 @@ static void check_lin(const struct lin_case *c, int64_t rows, int threads, uint6
 		y[i] = NAN;
 	cr_assert_eq(tf_lin_forward(&lin, x, rows, y), TF_OK);
 	double err = tf_test_rel_err(y, ref, rows * c->out, 1e-3);
-	cr_expect_lt(err, 1e-3, "K=%d %s %lldx%lld (in %lld out %lld) rows %lld: rel err %g",
-		     c->K, tf_exl3_cb_name(c->cb), (long long)c->k, (long long)c->n,
+	cr_expect_lt(err, 1e-3, "%s K=%d %s %lldx%lld (in %lld out %lld) rows %lld: rel err %g",
+		     name, c->K, tf_exl3_cb_name(c->cb), (long long)c->k, (long long)c->n,
 		     (long long)c->in, (long long)c->out, (long long)rows, err);
 
 	for (int64_t o = 0; o < c->out; o++)
@@ -130,6 +160,12 @@ static void check_lin(const struct lin_case *c, int64_t rows, int threads, uint6
 	h->lin_close(h, &lin);
 	free(bias); free(w); free(x); free(y); free(ref); free(wd); free(wref);
 	tf_testhost_free(th);
+}
+
+static void check_lin(const struct lin_case *c, int64_t rows, int threads, uint64_t seed)
+{
+	check_lin_as("exl3", c, rows, threads, seed);
+	check_lin_as("exl3-int", c, rows, threads, seed);
 }
 
 Test(exl3_lin, every_k_and_codebook)
@@ -147,6 +183,7 @@ Test(exl3_lin, padded_sizes_and_threads)
 	struct lin_case c = { 256, 384, 200, 300, 3, TF_EXL3_CB_MUL1, 1 };
 	check_lin(&c, 1, 2, 77);
 	check_lin(&c, 9, 2, 78);
+	check_lin(&c, 8, 2, 80);        /* the most rows the integer path takes */
 	c.cb = TF_EXL3_CB_MCG;
 	c.K = 4;
 	check_lin(&c, 5, 2, 79);
@@ -186,12 +223,15 @@ static void check_bad(const struct bad *b)
 		int64_t s = 8;
 		tf_testhost_add_tensor(th, "m.proj.su", TF_DTYPE_I16, 1, &s, tr);
 	}
-	int rc = h->lin_open(h, "m.proj", b->in, b->out, &lin);
-	cr_expect_neq(rc, TF_OK, "'%s' case opened", b->needle);
-	if (rc == TF_OK)
-		h->lin_close(h, &lin);
-	cr_expect(strstr(tf_testhost_last_error(th), b->needle), "error '%s' lacks '%s'",
-		  tf_testhost_last_error(th), b->needle);
+	for (int d = 0; d < 2; d++) {
+		const char *name = d ? "exl3-int" : "exl3";
+		int rc = open_as(h, name, b->in, b->out, &lin);
+		cr_expect_neq(rc, TF_OK, "%s: '%s' case opened", name, b->needle);
+		if (rc == TF_OK)
+			h->lin_close(h, &lin);
+		cr_expect(strstr(tf_testhost_last_error(th), b->needle), "%s: error '%s' lacks '%s'",
+			  name, tf_testhost_last_error(th), b->needle);
+	}
 	free(tr);
 	tf_testhost_free(th);
 }

@@ -1,0 +1,179 @@
+/* matmul_int.c - activation quantization, the reference integer-activation
+ * product and the choice of kernel (matmul_int.h). */
+#include "matmul_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "matmul_int_kern.h"
+#include "tf/error.h"
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows)
+{
+	size_t n = (size_t)(k * rows);
+
+	*q = (tf_exl3_qx){ .k = k, .rows = rows };
+	q->pair = malloc(n * sizeof(uint32_t));
+	q->hi = malloc(n * sizeof(uint32_t));
+	q->lo = malloc(n * sizeof(uint32_t));
+	q->unit = malloc((size_t)(k / TF_EXL3_QBLOCK * rows) * sizeof(float));
+	q->sum = malloc((size_t)rows * sizeof(float));
+	if (!q->pair || !q->hi || !q->lo || !q->unit || !q->sum) {
+		tf_exl3_qx_free(q);
+		return TF_ERR_NOMEM;
+	}
+	return TF_OK;
+}
+
+void tf_exl3_qx_free(tf_exl3_qx *q)
+{
+	free(q->pair);
+	free(q->hi);
+	free(q->lo);
+	free(q->unit);
+	free(q->sum);
+	*q = (tf_exl3_qx){ 0 };
+}
+
+void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
+{
+	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
+	double sum = 0;
+
+	for (int64_t b = 0; b < blocks; b++) {
+		const float *xb = x + b * TF_EXL3_QBLOCK;
+		const int64_t i0 = row * q->k + b * TF_EXL3_QBLOCK;
+		float amax = 0.0f, unit, inv;
+		int64_t vsum = 0;
+		int finite = 1;
+
+		for (int i = 0; i < TF_EXL3_QBLOCK; i++) {
+			finite &= isfinite(xb[i]) != 0;
+			amax = fmaxf(amax, fabsf(xb[i]));
+		}
+		/* An all-zero block quantizes to zeros with any unit; a NaN or
+		 * infinity makes the unit NaN, so the row's outputs are NaN as
+		 * the float path's would be. */
+		unit = !finite ? NAN : amax > 0.0f ? amax / TF_EXL3_QMAX : 1.0f;
+		inv = finite ? 1.0f / unit : 0.0f;
+		for (int i = 0; i < TF_EXL3_QBLOCK; i++) {
+			int32_t v = finite ? (int32_t)lrintf(xb[i] * inv) : 0;
+			v = v > TF_EXL3_QMAX ? TF_EXL3_QMAX : v < -TF_EXL3_QMAX ? -TF_EXL3_QMAX : v;
+			/* hi = round(v / 128), lo = v - 128·hi in [-64, 63] */
+			int32_t hi = (v + 64) >> 7, lo = v - 128 * hi;
+			q->pair[i0 + i] = (uint32_t)(uint16_t)v * 0x10001u;
+			q->hi[i0 + i] = (uint32_t)(uint8_t)hi * 0x01010101u;
+			q->lo[i0 + i] = (uint32_t)(uint8_t)lo * 0x01010101u;
+			vsum += v;
+		}
+		q->unit[row * blocks + b] = unit;
+		sum += (double)unit * (double)vsum;
+	}
+	q->sum[row] = (float)sum;
+}
+
+void tf_exl3_qx_get(const tf_exl3_qx *q, int64_t row, float *out)
+{
+	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
+
+	for (int64_t i = 0; i < q->k; i++)
+		out[i] = q->unit[row * blocks + i / TF_EXL3_QBLOCK] *
+			 (float)(int16_t)(q->pair[row * q->k + i] & 0xFFFF);
+}
+
+/* The plain path: each weight's byte sum from the reference state
+ * extraction, the affine weight and the dequantized activation in double. */
+static void int_ref(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+		    int64_t j0, int64_t j1)
+{
+	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
+
+	for (int64_t row = 0; row < q->rows; row++)
+		for (int64_t j = j0; j < j1; j++)
+			for (int c = 0; c < TF_EXL3_TILE; c++) {
+				double y = 0;
+				for (int64_t i = 0; i < m->k; i++) {
+					const uint16_t *tile = m->trellis +
+						((size_t)(i / TF_EXL3_TILE) * (size_t)(m->n / TF_EXL3_TILE) +
+						 (size_t)j) * 16 * (size_t)m->K;
+					uint16_t s = tf_exl3_state(tile, m->K,
+								   tf_exl3_pos((int)(i % TF_EXL3_TILE), c));
+					double w = (double)tf_exl3_mul1_bytesum(s) * TF_EXL3_MUL1_K_INV +
+						   TF_EXL3_MUL1_K_BIAS;
+					double x = (double)q->unit[row * blocks + i / TF_EXL3_QBLOCK] *
+						   (int16_t)(q->pair[row * q->k + i] & 0xFFFF);
+					y += x * w;
+				}
+				yh[row * m->n + j * TF_EXL3_TILE + c] = (float)y;
+			}
+}
+
+int tf_exl3_ipath_supported(tf_exl3_ipath path)
+{
+	switch (path) {
+	case TF_EXL3_IPATH_AUTO:
+	case TF_EXL3_IPATH_REF:
+	case TF_EXL3_IPATH_VEC:
+		return 1;
+	case TF_EXL3_IPATH_VNNI:
+#if defined(__x86_64__)
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+		       __builtin_cpu_supports("avx512vbmi2");
+#else
+		return 0;
+#endif
+	case TF_EXL3_IPATH_DOTPROD:
+#if defined(__aarch64__) && defined(__linux__)
+		return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+		return 0;
+#endif
+	default:
+		return 0;
+	}
+}
+
+tf_exl3_ipath tf_exl3_ipath_best(void)
+{
+	if (tf_exl3_ipath_supported(TF_EXL3_IPATH_VNNI))
+		return TF_EXL3_IPATH_VNNI;
+	if (tf_exl3_ipath_supported(TF_EXL3_IPATH_DOTPROD))
+		return TF_EXL3_IPATH_DOTPROD;
+	return TF_EXL3_IPATH_VEC;
+}
+
+const char *tf_exl3_ipath_name(tf_exl3_ipath path)
+{
+	static const char *const name[TF_EXL3_IPATH_COUNT] = {
+		[TF_EXL3_IPATH_AUTO] = "auto", [TF_EXL3_IPATH_REF] = "ref",
+		[TF_EXL3_IPATH_VEC] = "vec", [TF_EXL3_IPATH_VNNI] = "vnni",
+		[TF_EXL3_IPATH_DOTPROD] = "dotprod",
+	};
+	return (unsigned)path < TF_EXL3_IPATH_COUNT ? name[path] : "?";
+}
+
+static const tf_exl3_int_kern int_kerns[TF_EXL3_IPATH_COUNT] = {
+	[TF_EXL3_IPATH_REF] = int_ref,
+	[TF_EXL3_IPATH_VEC] = tf_exl3_int_vec,
+#if defined(__x86_64__)
+	[TF_EXL3_IPATH_VNNI] = tf_exl3_int_vnni,
+#endif
+#if defined(__aarch64__)
+	[TF_EXL3_IPATH_DOTPROD] = tf_exl3_int_dotprod,
+#endif
+};
+
+void tf_exl3_mat_mul_int(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+			 int64_t j0, int64_t j1, tf_exl3_ipath path)
+{
+	if (path == TF_EXL3_IPATH_AUTO)
+		path = tf_exl3_ipath_best();
+	int_kerns[path](m, q, yh, j0, j1);
+}

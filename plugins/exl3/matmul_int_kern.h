@@ -1,0 +1,35 @@
+/*
+ * matmul_int_kern.h - the integer-activation kernels, one per instruction
+ * set, behind tf_exl3_mat_mul_int() (matmul_int.c picks one).
+ *
+ * Each computes yh for tile columns [j0, j1) and every row of q, exactly
+ * as matmul_int.h describes: int32 sums per 128-row block, folded into
+ * float with the block's unit, K_INV and K_BIAS applied at the end.
+ */
+#ifndef TF_EXL3_MATMUL_INT_KERN_H
+#define TF_EXL3_MATMUL_INT_KERN_H
+
+#include "matmul_int.h"
+
+typedef void (*tf_exl3_int_kern)(const tf_exl3_mat *m, const tf_exl3_qx *q,
+				 float *yh, int64_t j0, int64_t j1);
+
+/* matmul.c: the build's vector unit (tf_vi), sharing the float path's
+ * tile transpose and state extraction. */
+void tf_exl3_int_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+		     int64_t j0, int64_t j1);
+
+#if defined(__x86_64__)
+/* matmul_vnni.c, built with AVX-512 F/BW/VL/VNNI/VBMI2 flags: call only
+ * where tf_exl3_ipath_supported(TF_EXL3_IPATH_VNNI). */
+void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+		      int64_t j0, int64_t j1);
+#endif
+
+#if defined(__aarch64__)
+/* matmul_dotprod.c, built for ARMv8.2-A + dotprod. */
+void tf_exl3_int_dotprod(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+			 int64_t j0, int64_t j1);
+#endif
+
+#endif /* TF_EXL3_MATMUL_INT_KERN_H */

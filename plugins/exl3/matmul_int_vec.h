@@ -1,0 +1,112 @@
+/*
+ * matmul_int_vec.h - the integer-activation product (matmul_int.h) on a
+ * tf_vi vector unit, included once per instruction set: the includer
+ * defines INT_BSDOT(acc, p, x2), acc += bytesum(p)·x per int32 lane with x
+ * the int16 in both halves of x2, and INT_KERN, the kernel's name.
+ *
+ * Per half-row: the states, the MUL1 multiply and INT_BSDOT, exact in int32;
+ * each 128-row block folds into float at its activation unit.
+ */
+#include "matmul_int_kern.h"
+#include "tile_vec.h"
+
+/* Tile columns walked together and tile rows prefetched ahead, as the
+ * float path does. */
+#define INT_COLS 8
+#define INT_PREFETCH 4
+
+/* acc is [rows][16/TF_VL]; x the activation pairs of the tile's 16 rows,
+ * row stride xstride. */
+static inline __attribute__((always_inline)) void
+tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, int rows,
+	     tf_vi *acc)
+{
+	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
+
+	tile_transpose(tile, K, tw);
+#pragma GCC unroll 16
+	for (int r = 0; r < TILE; r++)
+		for (int half = 0; half < 2; half++)
+			for (int v = 0; v < 8; v += TF_VL) {
+				tf_vi p = tf_vi_mul(halfrow_state(tw, K, tf_exl3_row_base(r) + 4 * half, v),
+						    tf_vi_set1(TF_EXL3_MUL1_MUL));
+				for (int row = 0; row < rows; row++) {
+					tf_vi *a = acc + row * (TILE / TF_VL) + (8 * half + v) / TF_VL;
+					*a = INT_BSDOT(*a, p, x[row * xstride + r]);
+				}
+			}
+}
+
+typedef void (*tile_dot_int_fn)(const uint16_t *tile, const uint32_t *x, int64_t xstride,
+				int rows, tf_vi *acc);
+
+/* One row (decode) gets its own copy with the row loop gone. */
+#define TILE_INT_FN(K)                                                          \
+	static void dot_int_##K(const uint16_t *t, const uint32_t *x, int64_t xs, \
+				int rows, tf_vi *a)                              \
+	{                                                                       \
+		if (rows == 1)                                                  \
+			tile_dot_int(t, K, x, 0, 1, a);                         \
+		else                                                            \
+			tile_dot_int(t, K, x, xs, rows, a);                     \
+	}
+TILE_INT_FN(1) TILE_INT_FN(2) TILE_INT_FN(3) TILE_INT_FN(4)
+TILE_INT_FN(5) TILE_INT_FN(6) TILE_INT_FN(7) TILE_INT_FN(8)
+
+static const tile_dot_int_fn tile_dot_ints[TF_EXL3_K_MAX + 1] = {
+	[1] = dot_int_1, [2] = dot_int_2, [3] = dot_int_3, [4] = dot_int_4,
+	[5] = dot_int_5, [6] = dot_int_6, [7] = dot_int_7, [8] = dot_int_8,
+};
+
+void INT_KERN(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0, int64_t j1)
+{
+	enum { VPT = TILE / TF_VL, TILES_PER_BLOCK = TF_EXL3_QBLOCK / TILE };
+	const tile_dot_int_fn dot = tile_dot_ints[m->K];
+	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
+	const int64_t blocks = m->k / TF_EXL3_QBLOCK;
+	const int rows = (int)q->rows;
+
+	for (int64_t jg = j0; jg < j1; jg += INT_COLS) {
+		const int nc = j1 - jg < INT_COLS ? (int)(j1 - jg) : INT_COLS;
+		tf_vi acc[INT_COLS][TF_EXL3_INT_ROWS][VPT];
+		tf_vf yf[INT_COLS][TF_EXL3_INT_ROWS][VPT];
+
+		for (int c = 0; c < nc; c++)
+			for (int row = 0; row < rows; row++)
+				for (int v = 0; v < VPT; v++)
+					yf[c][row][v] = tf_vf_zero();
+		for (int64_t i = 0; i < tiles_k; i++) {
+			const uint16_t *run = mat_tile(m, i, jg);
+			if (i % TILES_PER_BLOCK == 0)
+				for (int c = 0; c < nc; c++)
+					for (int row = 0; row < rows; row++)
+						for (int v = 0; v < VPT; v++)
+							acc[c][row][v] = tf_vi_zero();
+			if (i + INT_PREFETCH < tiles_k) {
+				const char *ahead = (const char *)mat_tile(m, i + INT_PREFETCH, jg);
+				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			for (int c = 0; c < nc; c++)
+				dot(run + c * tile_words, q->pair + i * TILE, q->k, rows, acc[c][0]);
+			if (i % TILES_PER_BLOCK != TILES_PER_BLOCK - 1)
+				continue;
+			/* Block done: its int32 sums to float, at its scale. */
+			for (int row = 0; row < rows; row++) {
+				tf_vf unit = tf_vf_set1(q->unit[row * blocks + i / TILES_PER_BLOCK]);
+				for (int c = 0; c < nc; c++)
+					for (int v = 0; v < VPT; v++)
+						yf[c][row][v] = tf_vf_fma(tf_vi_cvt(acc[c][row][v]), unit,
+									  yf[c][row][v]);
+			}
+		}
+		for (int row = 0; row < rows; row++) {
+			tf_vf bias = tf_vf_set1(TF_EXL3_MUL1_K_BIAS * q->sum[row]);
+			for (int c = 0; c < nc; c++)
+				for (int v = 0; v < VPT; v++)
+					tf_vf_store(yh + row * m->n + (jg + c) * TILE + v * TF_VL,
+						    tf_vf_fma(yf[c][row][v],
+							      tf_vf_set1(TF_EXL3_MUL1_K_INV), bias));
+		}
+	}
+}

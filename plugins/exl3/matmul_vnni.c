@@ -1,0 +1,194 @@
+/*
+ * matmul_vnni.c - the integer-activation MUL1 product with AVX-512 VNNI
+ * (matmul_int.h), built with -mavx512f/bw/vl/vnni/vbmi2 and called only
+ * when the CPU has them (tf_exl3_ipath_supported).
+ *
+ * A zmm holds one half-row of two adjacent tiles: lanes 0-7 the 8 column
+ * groups of tile j, lanes 8-15 those of tile j+1.  Both tiles share every
+ * shift, so per 16 weights the work is a funnel shift (vpshrdvd, which also
+ * joins the two words of a straddling window), a mask, the MUL1 multiply
+ * and two vpdpbusd: the product's four bytes (u8) against the high and the
+ * low int8 activation pass splat over a dword (s8), which sums
+ * bytesum·hi and bytesum·lo exactly in int32.
+ */
+#include <immintrin.h>
+
+#include "matmul_int_kern.h"
+
+#define TILE TF_EXL3_TILE
+#define PAIRS 4                 /* tile pairs walked together */
+#define PREFETCH 4              /* tile rows ahead to prefetch */
+#define TILES_PER_BLOCK (TF_EXL3_QBLOCK / TILE)
+
+#define SETR16(f) _mm512_setr_epi32(f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), \
+				    f(8), f(9), f(10), f(11), f(12), f(13), f(14), f(15))
+
+/* Source dword of lane L for word w: tile L/8, column group L%8. */
+static inline int pair_src(int K, int w, int L)
+{
+	return (L / 8) * 8 * K + (L % 8) * K + w;
+}
+
+/*
+ * T[w+1] = word w of each lane's column group; T[0] = word -1, the previous
+ * group's last (the window of a group's first states wraps cyclically).
+ * A pair's 16·K dwords are K registers; each row gathers from them two at
+ * a time with vpermt2d (K constant: indices and masks fold).  nt = 1 loads
+ * one tile and leaves lanes 8-15 zero.
+ */
+static inline __attribute__((always_inline)) void
+pair_transpose(const uint16_t *tiles, int K, int nt, __m512i *T)
+{
+	__m512i src[TF_EXL3_K_MAX];
+	const int dwords = nt * 8 * K;
+
+#pragma GCC unroll 8
+	for (int q = 0; q < K; q++) {
+		int have = dwords - 16 * q;
+		__mmask16 mk = have >= 16 ? 0xFFFF : have <= 0 ? 0 : (__mmask16)((1u << have) - 1);
+		src[q] = _mm512_maskz_loadu_epi32(mk, (const uint32_t *)tiles + 16 * q);
+	}
+#pragma GCC unroll 8
+	for (int w = 0; w < K; w++) {
+#define SRC(L) pair_src(K, w, L)
+		const __m512i idx = SETR16(SRC);
+		__m512i row = _mm512_setzero_si512();
+#pragma GCC unroll 4
+		for (int pp = 0; 2 * pp < K; pp++) {
+			__mmask16 mk = 0;
+#pragma GCC unroll 16
+			for (int L = 0; L < 16; L++)
+				mk |= (__mmask16)((SRC(L) / 32 == pp) << L);
+			if (!mk)
+				continue;
+			__m512i t = _mm512_permutex2var_epi32(src[2 * pp], idx,
+							      src[2 * pp + 1 < K ? 2 * pp + 1 : 2 * pp]);
+			row = _mm512_mask_blend_epi32(mk, row, t);
+		}
+#undef SRC
+		T[w + 1] = row;
+	}
+#define ROT(L) ((L) / 8 * 8 + ((L) % 8 + 7) % 8)
+	T[0] = _mm512_permutexvar_epi32(SETR16(ROT), T[K]);
+#undef ROT
+}
+
+/* The MUL1 products of half-row `base` of both tiles. */
+static inline __attribute__((always_inline)) __m512i
+pair_halfrow(const __m512i *T, int K, int base)
+{
+	const int end = (base + 1) * K, word = (end - 1) / 32;
+	const int shift = (word + 1) * 32 - end;
+	__m512i s = _mm512_shrdv_epi32(T[word + 1], T[word], _mm512_set1_epi32(shift));
+
+	s = _mm512_and_si512(s, _mm512_set1_epi32(0xFFFF));
+	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
+}
+
+/* acc[row][half·2 + pass] += Σ_r bytesum·(hi | lo) over one tile pair;
+ * hi and lo hold the tile's 16 rows, row stride xstride. */
+static inline __attribute__((always_inline)) void
+pair_dot(const uint16_t *tiles, int K, int nt, const uint32_t *hi, const uint32_t *lo,
+	 int64_t xstride, int rows, __m512i *acc)
+{
+	__m512i T[TF_EXL3_K_MAX + 1];
+
+	pair_transpose(tiles, K, nt, T);
+#pragma GCC unroll 16
+	for (int r = 0; r < TILE; r++)
+		for (int half = 0; half < 2; half++) {
+			__m512i p = pair_halfrow(T, K, tf_exl3_row_base(r) + 4 * half);
+			for (int row = 0; row < rows; row++) {
+				__m512i *a = acc + row * 4 + half * 2;
+				a[0] = _mm512_dpbusd_epi32(a[0], p, _mm512_set1_epi32((int)hi[row * xstride + r]));
+				a[1] = _mm512_dpbusd_epi32(a[1], p, _mm512_set1_epi32((int)lo[row * xstride + r]));
+			}
+		}
+}
+
+typedef void (*pair_dot_fn)(const uint16_t *tiles, int nt, const uint32_t *hi,
+			    const uint32_t *lo, int64_t xstride, int rows, __m512i *acc);
+
+#define PAIR_FN(K)                                                              \
+	static void pair_dot_##K(const uint16_t *t, int nt, const uint32_t *hi, \
+				 const uint32_t *lo, int64_t xs, int rows,      \
+				 __m512i *a)                                    \
+	{                                                                       \
+		if (rows == 1 && nt == 2)                                       \
+			pair_dot(t, K, 2, hi, lo, 0, 1, a);                     \
+		else                                                            \
+			pair_dot(t, K, nt, hi, lo, xs, rows, a);                \
+	}
+PAIR_FN(1) PAIR_FN(2) PAIR_FN(3) PAIR_FN(4) PAIR_FN(5) PAIR_FN(6) PAIR_FN(7) PAIR_FN(8)
+
+static const pair_dot_fn pair_dots[TF_EXL3_K_MAX + 1] = {
+	[1] = pair_dot_1, [2] = pair_dot_2, [3] = pair_dot_3, [4] = pair_dot_4,
+	[5] = pair_dot_5, [6] = pair_dot_6, [7] = pair_dot_7, [8] = pair_dot_8,
+};
+
+void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+		      int64_t j0, int64_t j1)
+{
+	const pair_dot_fn dot = pair_dots[m->K];
+	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
+	const int64_t blocks = m->k / TF_EXL3_QBLOCK;
+	const int rows = (int)q->rows;
+	/* Lanes of the two halves back to tile order: tile j, then j+1. */
+	const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
+						16, 17, 18, 19, 20, 21, 22, 23);
+	const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+
+	for (int64_t jg = j0; jg < j1; jg += 2 * PAIRS) {
+		const int nc = j1 - jg < 2 * PAIRS ? (int)(j1 - jg) : 2 * PAIRS;
+		const int np = (nc + 1) / 2;
+		__m512i acc[PAIRS][TF_EXL3_INT_ROWS][4];
+		__m512 yf[PAIRS][TF_EXL3_INT_ROWS][2];
+
+		for (int p = 0; p < np; p++)
+			for (int row = 0; row < rows; row++)
+				yf[p][row][0] = yf[p][row][1] = _mm512_setzero_ps();
+		for (int64_t i = 0; i < tiles_k; i++) {
+			const uint16_t *run = m->trellis +
+				((size_t)i * (size_t)(m->n / TILE) + (size_t)jg) * (size_t)tile_words;
+			if (i % TILES_PER_BLOCK == 0)
+				for (int p = 0; p < np; p++)
+					for (int row = 0; row < rows; row++)
+						for (int a = 0; a < 4; a++)
+							acc[p][row][a] = _mm512_setzero_si512();
+			if (i + PREFETCH < tiles_k) {
+				const char *ahead = (const char *)(run + PREFETCH * (m->n / TILE) * tile_words);
+				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
+					_mm_prefetch(ahead + b, _MM_HINT_T0);
+			}
+			for (int p = 0; p < np; p++)
+				dot(run + 2 * p * tile_words, nc - 2 * p >= 2 ? 2 : 1,
+				    q->hi + i * TILE, q->lo + i * TILE, q->k, rows, acc[p][0]);
+			if (i % TILES_PER_BLOCK != TILES_PER_BLOCK - 1)
+				continue;
+			/* Block done: Σ bs·v = 128·Σ bs·hi + Σ bs·lo, to float at
+			 * the block's unit. */
+			for (int row = 0; row < rows; row++) {
+				__m512 unit = _mm512_set1_ps(q->unit[row * blocks + i / TILES_PER_BLOCK]);
+				for (int p = 0; p < np; p++)
+					for (int half = 0; half < 2; half++) {
+						__m512i *a = acc[p][row] + 2 * half;
+						__m512i v = _mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]);
+						yf[p][row][half] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), unit,
+										   yf[p][row][half]);
+					}
+			}
+		}
+		for (int row = 0; row < rows; row++) {
+			const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * q->sum[row]);
+			const __m512 kinv = _mm512_set1_ps(TF_EXL3_MUL1_K_INV);
+			for (int p = 0; p < np; p++) {
+				float *y = yh + row * m->n + (jg + 2 * p) * TILE;
+				__m512 h0 = _mm512_fmadd_ps(yf[p][row][0], kinv, bias);
+				__m512 h1 = _mm512_fmadd_ps(yf[p][row][1], kinv, bias);
+				_mm512_storeu_ps(y, _mm512_permutex2var_ps(h0, first, h1));
+				if (nc - 2 * p >= 2)
+					_mm512_storeu_ps(y + TILE, _mm512_permutex2var_ps(h0, second, h1));
+			}
+		}
+	}
+}
