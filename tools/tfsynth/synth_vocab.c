@@ -9,36 +9,13 @@
 
 #include "diag.h"
 #include "synth.h"
+#include "textfile.h"
 
 /* Ling pads its vocab to a multiple of 128 (157184 = 1228 * 128). */
 #define VOCAB_ALIGN 128
 
-static int read_file(const char *path, char **out, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f)
-		return tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
-		goto io;
-	if (!(buf = malloc((size_t)n + 1))) {
-		fclose(f);
-		return tf_diag_set(TF_ERR_NOMEM, "%s: %ld bytes", path, n);
-	}
-	if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-		goto io;
-	fclose(f);
-	buf[n] = '\0';
-	*out = buf;
-	*len = (size_t)n;
-	return TF_OK;
-io:
-	free(buf);
-	fclose(f);
-	return tf_diag_set(TF_ERR_IO, "%s: read failed", path);
-}
+/* A real tokenizer.json is ~10 MB; this bounds what a wrong path can cost. */
+#define VOCAB_MAX_FILE (1u << 30)
 
 /* The id of an added token with this content, -1 if there is none. */
 static int added_id(const cJSON *added, const char *content)
@@ -57,7 +34,7 @@ int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
 {
 	char *text;
 	size_t len;
-	int rc = read_file(path, &text, &len);
+	int rc = tf_text_read(path, VOCAB_MAX_FILE, &text, &len);
 	if (rc)
 		return rc;
 
@@ -116,7 +93,7 @@ static int copy_file(const char *from, const char *to)
 {
 	char *text;
 	size_t len;
-	int rc = read_file(from, &text, &len);
+	int rc = tf_text_read(from, VOCAB_MAX_FILE, &text, &len);
 	if (rc)
 		return rc;
 	FILE *f = fopen(to, "wb");
