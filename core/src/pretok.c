@@ -45,6 +45,10 @@ struct tf_pretok {
 #define PRETOK_MATCH_LIMIT 20000000u
 #define PRETOK_DEPTH_LIMIT 100000u
 #define PRETOK_MAX_STAGES 16
+/* The JIT matcher's stack: 32 KiB to start, at most 8 MiB; a match that
+ * needs more fails instead of growing without bound. */
+#define PRETOK_JIT_STACK_MIN (32u * 1024)
+#define PRETOK_JIT_STACK_MAX (8u * 1024 * 1024)
 
 /* ---- building ---- */
 
@@ -439,7 +443,7 @@ int tf_pretok_split(const tf_pretok *p, const char *text, size_t len,
 		return TF_OK;
 	r.md = pcre2_match_data_create(1, NULL);
 	r.mctx = pcre2_match_context_create(NULL);
-	jit = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
+	jit = pcre2_jit_stack_create(PRETOK_JIT_STACK_MIN, PRETOK_JIT_STACK_MAX, NULL);
 	if (!r.md || !r.mctx || !jit) {
 		tf_diag_set(rc, "pre-tokenizer: out of memory");
 		goto out;

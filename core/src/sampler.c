@@ -317,6 +317,8 @@ int tf_sampler_sample(tf_sampler *s, const float *logits, const int32_t *history
 		return argmax(s, token);
 	if ((rc = prepare(s, &m, &sorted)))
 		return rc;
+	/* The walk stops once the running mass passes u: only the prefix
+	 * holding u need be sorted, with a margin for the two sums' rounding. */
 	if (!sorted)
 		m = sorted_prefix(s->cand, m, u + 1e-6 < 1 ? u + 1e-6 : 1);
 	*token = walk(s->cand, m, u);

@@ -244,6 +244,10 @@ enum {
 	SCOUNT = LCOUNT * NCOUNT,
 };
 
+/* Above every combining class (they stop at 254): a text that opens with a
+ * mark has no starter, and nothing may compose with it. */
+#define CCC_BLOCKED 256
+
 /*
  * The index of the run holding cp in a sorted table of n runs, or -1.  Run
  * i's bounds lie i * stride bytes after lo_0 and hi_0, so one search serves
@@ -390,7 +394,7 @@ int tf_nfc(const char *s, size_t len, tf_bytes *out)
 	 * them has a class of 0 or at least its own (it is "blocked"). */
 	spos = 0;
 	starter = cps[0];
-	last = ccc_of(starter) ? 256 : 0;
+	last = ccc_of(starter) ? CCC_BLOCKED : 0;
 	for (i = 1, k = 1; i < n; i++) {
 		uint32_t c = cps[i], comp;
 
