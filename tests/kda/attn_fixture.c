@@ -41,6 +41,23 @@ void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *s
 			x[i] = tf_bf16_to_f32(tf_f32_to_bf16(x[i]));
 }
 
+float *attn_bufs_random(attn_bufs *b, size_t n, float scale, bool bf16, uint64_t *seed)
+{
+	cr_assert_lt(b->n, ATTN_BUFS_MAX, "raise ATTN_BUFS_MAX");
+	float *p = malloc(n * sizeof(float));
+	cr_assert(p);
+	attn_fixture_random(p, n, scale, bf16, seed);
+	b->p[b->n++] = p;
+	return p;
+}
+
+void attn_bufs_free(attn_bufs *b)
+{
+	for (int i = 0; i < b->n; i++)
+		free(b->p[i]);
+	b->n = 0;
+}
+
 void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, int64_t n,
 		      int hidden, const int *split, int nsplit, float *y)
 {

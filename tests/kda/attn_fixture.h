@@ -28,6 +28,17 @@ void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *s
 void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, int64_t n,
 		      int hidden, const int *split, int nsplit, float *y);
 
+/* The weight arrays of one test case, freed together. */
+#define ATTN_BUFS_MAX 24
+typedef struct attn_bufs {
+	float *p[ATTN_BUFS_MAX];
+	int n;
+} attn_bufs;
+
+/* A new array of n attn_fixture_random values, owned by b. */
+float *attn_bufs_random(attn_bufs *b, size_t n, float scale, bool bf16, uint64_t *seed);
+void attn_bufs_free(attn_bufs *b);
+
 /* A snapshot in a new buffer (free()). */
 void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst);
 

@@ -26,19 +26,8 @@ static const tf_plugin_attention *kda_plugin(void)
 struct kda_case {
 	tf_model_config cfg;
 	kda_ref_weights w;
-	float *buf[17];
-	int nbuf;
+	attn_bufs bufs;
 };
-
-static float *case_tensor(struct kda_case *c, size_t n, float scale, bool bf16,
-			  uint64_t *seed)
-{
-	float *p = malloc(n * sizeof(float));
-	cr_assert(p);
-	attn_fixture_random(p, n, scale, bf16, seed);
-	c->buf[c->nbuf++] = p;
-	return p;
-}
 
 /* dt_shift moves sigmoid(exp(A_log) (f + dt_bias)) towards 1 (gate near the
  * lower bound) or 0 (gate near zero).  low_rank: Kimi's f_a/f_b, g_a/g_b. */
@@ -46,6 +35,7 @@ static void case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank,
 			    float dt_shift, uint64_t seed)
 {
 	memset(c, 0, sizeof(*c));
+	attn_bufs *b = &c->bufs;
 	const int H = 48, nH = 3, D = 16, W = 4, P = nH * D;
 	c->cfg = (tf_model_config){
 		.hidden_size = H, .num_attention_heads = nH, .head_dim = D,
@@ -58,29 +48,29 @@ static void case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank,
 				.safe_gate = safe_gate, .lower_bound = -5.0,
 				.eps = 1e-6 };
 	float s = 1.0f / sqrtf((float)H);
-	w->wq = case_tensor(c, (size_t)P * H, s, true, &seed);
-	w->wk = case_tensor(c, (size_t)P * H, s, true, &seed);
-	w->wv = case_tensor(c, (size_t)P * H, s, true, &seed);
+	w->wq = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
+	w->wk = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
+	w->wv = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
 	if (low_rank) {
 		w->rank = D;
-		w->wfa = case_tensor(c, (size_t)D * H, s, true, &seed);
-		w->wfb = case_tensor(c, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
-		w->wga = case_tensor(c, (size_t)D * H, s, true, &seed);
-		w->wgb = case_tensor(c, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
+		w->wfa = attn_bufs_random(b, (size_t)D * H, s, true, &seed);
+		w->wfb = attn_bufs_random(b, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
+		w->wga = attn_bufs_random(b, (size_t)D * H, s, true, &seed);
+		w->wgb = attn_bufs_random(b, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
 	} else {
-		w->wf = case_tensor(c, (size_t)P * H, s, true, &seed);
-		w->wg = case_tensor(c, (size_t)P * H, s, true, &seed);
+		w->wf = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
+		w->wg = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
 	}
-	w->wb = case_tensor(c, (size_t)nH * H, 2 * s, true, &seed);
-	w->wo = case_tensor(c, (size_t)H * P, 1.0f / sqrtf((float)P), true, &seed);
+	w->wb = attn_bufs_random(b, (size_t)nH * H, 2 * s, true, &seed);
+	w->wo = attn_bufs_random(b, (size_t)H * P, 1.0f / sqrtf((float)P), true, &seed);
 	for (int i = 0; i < 3; i++)
-		w->conv[i] = case_tensor(c, (size_t)P * W, 0.6f, false, &seed);
-	w->A_log = case_tensor(c, (size_t)nH, 0.5f, false, &seed);
-	float *dt = case_tensor(c, (size_t)P, 0.5f, false, &seed);
+		w->conv[i] = attn_bufs_random(b, (size_t)P * W, 0.6f, false, &seed);
+	w->A_log = attn_bufs_random(b, (size_t)nH, 0.5f, false, &seed);
+	float *dt = attn_bufs_random(b, (size_t)P, 0.5f, false, &seed);
 	for (int i = 0; i < P; i++)
 		dt[i] += dt_shift;
 	w->dt_bias = dt;
-	float *on = case_tensor(c, (size_t)D, 0.3f, false, &seed);
+	float *on = attn_bufs_random(b, (size_t)D, 0.3f, false, &seed);
 	for (int i = 0; i < D; i++)
 		on[i] += 1.0f;
 	w->o_norm = on;
@@ -93,8 +83,7 @@ static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64
 
 static void case_free(struct kda_case *c)
 {
-	for (int i = 0; i < c->nbuf; i++)
-		free(c->buf[i]);
+	attn_bufs_free(&c->bufs);
 }
 
 /* The tensors in a host; `skip` (a leaf name) is left out. */

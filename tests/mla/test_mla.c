@@ -27,24 +27,13 @@ enum { YARN_NONE, YARN_FACTOR_ONLY, YARN_MSCALE };
 struct mla_case {
 	tf_model_config cfg;
 	mla_ref_weights w;
-	float *buf[12];
-	int nbuf;
+	attn_bufs bufs;
 };
-
-static float *case_tensor(struct mla_case *c, size_t n, float scale, bool bf16,
-			  uint64_t *seed)
-{
-	float *p = malloc(n * sizeof(float));
-	cr_assert(p);
-	attn_fixture_random(p, n, scale, bf16, seed);
-	c->buf[c->nbuf++] = p;
-	return p;
-}
 
 /* Norm weights around 1, exact in bf16 (some are stored so). */
 static float *case_norm(struct mla_case *c, int n, uint64_t *seed)
 {
-	float *p = case_tensor(c, (size_t)n, 0.3f, false, seed);
+	float *p = attn_bufs_random(&c->bufs, (size_t)n, 0.3f, false, seed);
 	for (int i = 0; i < n; i++)
 		p[i] = tf_bf16_to_f32(tf_f32_to_bf16(p[i] + 1.0f));
 	return p;
@@ -55,6 +44,7 @@ static void case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
 		      uint64_t seed)
 {
 	memset(c, 0, sizeof(*c));
+	attn_bufs *b = &c->bufs;
 	const int H = 48, nH = 3, dn = 16, dr = 8, dv = 12, r = 24, rq = q_lora ? 20 : 0;
 	const int dq = dn + dr, gw = head_wise ? nH : nH * dv;
 	c->cfg = (tf_model_config){
@@ -86,23 +76,22 @@ static void case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
 	}
 	float s = 1.0f / sqrtf((float)H);
 	if (q_lora) {
-		w->wqa = case_tensor(c, (size_t)rq * H, s, true, &seed);
+		w->wqa = attn_bufs_random(b, (size_t)rq * H, s, true, &seed);
 		w->qa_norm = case_norm(c, rq, &seed);
-		w->wqb = case_tensor(c, (size_t)nH * dq * rq, 1.0f / sqrtf((float)rq), true, &seed);
+		w->wqb = attn_bufs_random(b, (size_t)nH * dq * rq, 1.0f / sqrtf((float)rq), true, &seed);
 	} else {
-		w->wq = case_tensor(c, (size_t)nH * dq * H, s, true, &seed);
+		w->wq = attn_bufs_random(b, (size_t)nH * dq * H, s, true, &seed);
 	}
-	w->wkva = case_tensor(c, (size_t)(r + dr) * H, s, true, &seed);
+	w->wkva = attn_bufs_random(b, (size_t)(r + dr) * H, s, true, &seed);
 	w->kva_norm = case_norm(c, r, &seed);
-	w->wkvb = case_tensor(c, (size_t)nH * (dn + dv) * r, 2.0f / sqrtf((float)r), true, &seed);
-	w->wg = case_tensor(c, (size_t)gw * H, 2 * s, true, &seed);
-	w->wdense = case_tensor(c, (size_t)H * nH * dv, 1.0f / sqrtf((float)(nH * dv)), true, &seed);
+	w->wkvb = attn_bufs_random(b, (size_t)nH * (dn + dv) * r, 2.0f / sqrtf((float)r), true, &seed);
+	w->wg = attn_bufs_random(b, (size_t)gw * H, 2 * s, true, &seed);
+	w->wdense = attn_bufs_random(b, (size_t)H * nH * dv, 1.0f / sqrtf((float)(nH * dv)), true, &seed);
 }
 
 static void case_free(struct mla_case *c)
 {
-	for (int i = 0; i < c->nbuf; i++)
-		free(c->buf[i]);
+	attn_bufs_free(&c->bufs);
 }
 
 static tf_testhost *case_host(const struct mla_case *c, const char *skip)
