@@ -383,7 +383,11 @@ static int compile_word_char(tf_tokenizer *tok)
 	/* Rust's char::is_alphanumeric. */
 	tok->word_char = pcre2_compile((PCRE2_SPTR) "[\\p{Alphabetic}\\p{N}]", PCRE2_ZERO_TERMINATED,
 				       PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &at, NULL);
-	return tok->word_char ? TF_OK : tf_diag_set(TF_ERR_INTERNAL, "word-character regex");
+	if (!tok->word_char)
+		return tf_diag_set(TF_ERR_INTERNAL,
+				   "tokenizer: the word-character regex does not compile (PCRE2 error %d)",
+				   err);
+	return TF_OK;
 }
 
 static int load_root(tf_tokenizer *tok, const cJSON *root)
@@ -651,7 +655,8 @@ static int encode_normalized(enc_ctx *e, const char *s, size_t len)
 	if (e->tok->norm == NORM_NFC) {
 		e->norm.len = 0;
 		if ((rc = tf_nfc(s, len, &e->norm)))
-			return tf_diag_set(rc, "tokenizer: NFC failed");
+			return tf_diag_set(rc, rc == TF_ERR_NOMEM ? "tokenizer: out of memory for NFC"
+							     : "tokenizer: NFC of invalid UTF-8");
 		s = e->norm.p;
 		len = e->norm.len;
 	}
