@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "textfile.h"
 #include "tokenize_cmd.h"
 #include "tokenizer.h"
 
@@ -67,27 +68,6 @@ static int parse_args(int argc, char **argv, tok_args *a)
 		return 2;
 	}
 	return 0;
-}
-
-static int read_file(const char *path, tf_bytes *out)
-{
-	FILE *f = fopen(path, "rb");
-	char buf[1 << 16];
-	size_t n;
-
-	if (!f)
-		return tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		if (tf_bytes_append(out, buf, n)) {
-			fclose(f);
-			return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", path);
-		}
-	if (ferror(f)) {
-		fclose(f);
-		return tf_diag_set(TF_ERR_IO, "%s: read error", path);
-	}
-	fclose(f);
-	return TF_OK;
 }
 
 /* `what` names the input in errors: "--encode" or the file. */
@@ -180,7 +160,7 @@ int tf_cli_tokenizer(int argc, char **argv)
 	rc = load(a.file, &tok);
 	if (!rc && a.encode)
 		rc = do_encode(tok, a.encode, strlen(a.encode), "--encode", &a);
-	else if (!rc && a.encode_file && !(rc = read_file(a.encode_file, &text)))
+	else if (!rc && a.encode_file && !(rc = tf_text_read_stream(a.encode_file, &text)))
 		rc = do_encode(tok, text.p ? text.p : "", text.len, a.encode_file, &a);
 	else if (!rc && a.decode)
 		rc = do_decode(tok, a.decode, &a);

@@ -38,3 +38,21 @@ int tf_text_read(const char *path, size_t max, char **out, size_t *len)
 	*len = n;
 	return TF_OK;
 }
+
+int tf_text_read_stream(const char *path, tf_bytes *out)
+{
+	FILE *fp = fopen(path, "rb");
+	char buf[1 << 16];
+	size_t n;
+	int rc = TF_OK;
+
+	if (!fp)
+		return tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+	while (!rc && (n = fread(buf, 1, sizeof(buf), fp)) > 0)
+		if (tf_bytes_append(out, buf, n))
+			rc = tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", path);
+	if (!rc && ferror(fp))
+		rc = tf_diag_set(TF_ERR_IO, "%s: read error", path);
+	fclose(fp);
+	return rc;
+}

@@ -11,6 +11,7 @@
 #include "bpe.h"
 #include "diag.h"
 #include "pretok.h"
+#include "textfile.h"
 #include "tokenizer.h"
 
 typedef enum normalizer { NORM_NONE, NORM_NFC } normalizer;
@@ -449,23 +450,11 @@ int tf_tok_load_json(const char *json, size_t len, const char *name, tf_tokenize
 
 int tf_tok_load(const char *path, tf_tokenizer **out)
 {
-	FILE *f = fopen(path, "rb");
 	tf_bytes text = { 0 };
-	char buf[1 << 16];
-	size_t n;
-	int rc = TF_OK;
+	int rc;
 
 	*out = NULL;
-	if (!f)
-		return tf_diag_set(TF_ERR_IO, "%s: cannot open tokenizer", path);
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		if ((rc = tf_bytes_append(&text, buf, n)))
-			break;
-	if (!rc && ferror(f))
-		rc = tf_diag_set(TF_ERR_IO, "%s: read error", path);
-	else if (rc)
-		rc = tf_diag_set(rc, "%s: out of memory", path);
-	fclose(f);
+	rc = tf_text_read_stream(path, &text);
 	if (!rc)
 		rc = tf_tok_load_json(text.p ? text.p : "", text.len, path, out);
 	tf_bytes_free(&text);

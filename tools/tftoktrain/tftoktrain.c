@@ -20,6 +20,7 @@
 #include "diag.h"
 #include "pretok.h"
 #include "strmap.h"
+#include "textfile.h"
 #include "tokenizer.h"
 #include "unicode.h"
 
@@ -55,18 +56,10 @@ static int count_piece(void *ctx, const char *piece, size_t len)
 
 static int read_corpus(trainer *t, const tf_pretok *pre, const char *path)
 {
-	FILE *f = fopen(path, "rb");
 	tf_bytes text = { 0 };
-	char buf[65536];
-	size_t n, bad;
-	int rc = TF_OK;
+	size_t bad;
+	int rc = tf_text_read_stream(path, &text);
 
-	if (!f)
-		return tf_diag_set(TF_ERR_IO, "%s: cannot open", path);
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		if ((rc = tf_bytes_append(&text, buf, n)))
-			break;
-	fclose(f);
 	if (!rc && !tf_utf8_valid(text.p, text.len, &bad))
 		rc = tf_diag_set(TF_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu", path, bad);
 	if (!rc)
