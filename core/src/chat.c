@@ -1,6 +1,4 @@
 /* chat.c - chat templates, stop tokens, thinking/answer splitting. */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +6,10 @@
 
 #include "chat.h"
 #include "diag.h"
+#include "textfile.h"
+
+/* A generation_config.json is a few hundred bytes. */
+#define GENCFG_MAX_FILE (1u << 20)
 
 static const tf_chat_template templates[] = {
 	{
@@ -162,18 +164,20 @@ static int add_json_id(tf_stopset *s, const cJSON *v, const char *path)
 
 int tf_stop_add_generation_config(tf_stopset *s, const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	char buf[1 << 16];
 	const cJSON *eos, *it;
 	cJSON *root;
+	char *text;
 	size_t n;
-	int rc = TF_OK;
+	int rc = tf_text_read(path, GENCFG_MAX_FILE, &text, &n);
 
-	if (!f)
-		return errno == ENOENT ? TF_OK : tf_diag_set(TF_ERR_IO, "%s: cannot open", path);
-	n = fread(buf, 1, sizeof(buf), f);
-	fclose(f);
-	root = cJSON_ParseWithLength(buf, n);
+	if (rc == TF_ERR_NOT_FOUND) {
+		tf_diag_clear();
+		return TF_OK;
+	}
+	if (rc)
+		return rc;
+	root = cJSON_ParseWithLength(text, n);
+	free(text);
 	if (!root || !cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return tf_diag_set(TF_ERR_FORMAT, "%s: not a JSON object", path);

@@ -76,7 +76,8 @@ bool tf_stop_has(const tf_stopset *s, int32_t id);
 /* Adds the template's stop tokens that the tokenizer has. */
 int tf_stop_add_template(tf_stopset *s, const tf_chat_template *t, const tf_tokenizer *tok);
 /* Adds eos_token_id (a number or a list) of a generation_config.json; a
- * missing file adds nothing, a malformed one is TF_ERR_FORMAT. */
+ * missing file adds nothing, an unreadable one is TF_ERR_IO, a malformed
+ * one TF_ERR_FORMAT. */
 int tf_stop_add_generation_config(tf_stopset *s, const char *path);
 
 /* ---- thinking / answer ---- */
