@@ -155,6 +155,18 @@ static inline int64_t tf_tu_grain(int64_t flops_per_item)
 	return flops_per_item >= 65536 ? 1 : 65536 / (flops_per_item > 0 ? flops_per_item : 1);
 }
 
+/* An attention layer holding `len` tokens of a `max_ctx` context takes n
+ * more; else TF_ERR_RANGE naming the layer and the INI key that sets it. */
+static inline int tf_tu_check_room(const tf_host *h, int layer, const char *kind,
+				   int64_t n, int64_t len, int64_t max_ctx)
+{
+	if (n <= max_ctx - len)
+		return TF_OK;
+	return h->error(h, TF_ERR_RANGE,
+			"layer %d (%s): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
+			layer, kind, (long long)n, (long long)len, (long long)max_ctx);
+}
+
 /* Layer plugins compute on the host: they need a backend whose activations
  * live in host memory, which is what parallel_for marks. */
 static inline int tf_tu_probe_host_backend(const tf_host *h, const char **reason)

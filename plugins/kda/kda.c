@@ -395,10 +395,8 @@ static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 	if (n < 0)
 		return L->h->error(L->h, TF_ERR_INVALID, "layer %d (kda): %lld tokens",
 				   L->layer, (long long)n);
-	if (n > L->max_ctx - L->len)
-		return L->h->error(L->h, TF_ERR_RANGE,
-				   "layer %d (kda): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
-				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
+	if ((rc = tf_tu_check_room(L->h, L->layer, "kda", n, L->len, L->max_ctx)))
+		return rc;
 	if (n == 0)
 		return TF_OK;
 	float *mem = tf_scratch_acquire(&kda_scratch, kda_act_floats(L, n));

@@ -402,10 +402,8 @@ static int mla_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 		return L->h->error(L->h, TF_ERR_INVALID,
 				   "layer %d (mla): %lld tokens, positions %s", L->layer,
 				   (long long)n, pos ? "given" : "missing");
-	if (n > L->max_ctx - L->len)
-		return L->h->error(L->h, TF_ERR_RANGE,
-				   "layer %d (mla): %lld tokens after %lld exceed the context of %lld ([runtime] context)",
-				   L->layer, (long long)n, (long long)L->len, (long long)L->max_ctx);
+	if ((rc = tf_tu_check_room(L->h, L->layer, "mla", n, L->len, L->max_ctx)))
+		return rc;
 	if (n == 0)
 		return TF_OK;
 	float *mem = tf_scratch_acquire(&mla_scratch, mla_act_floats(L, n));
