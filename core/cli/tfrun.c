@@ -12,8 +12,8 @@
 #include "options.h"
 #include "runtime.h"
 #include "tf/plugin.h"
-#include "tokenize_cmd.h"
 #include "tf/version.h"
+#include "tokenize_cmd.h"
 
 #define EXIT_USAGE 2
 
