@@ -18,10 +18,10 @@
 
 static int tf_selftest_pass, tf_selftest_fail;
 
-static void tf_selftest_check(int ok, const char *fmt, ...)
+static inline void tf_selftest_check(int ok, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void tf_selftest_check(int ok, const char *fmt, ...)
+static inline void tf_selftest_check(int ok, const char *fmt, ...)
 {
 	va_list ap;
 
