@@ -19,11 +19,9 @@ int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows)
 
 	*q = (tf_exl3_qx){ .k = k, .rows = rows };
 	q->pair = malloc(n * sizeof(uint32_t));
-	q->hi = malloc(n * sizeof(uint32_t));
-	q->lo = malloc(n * sizeof(uint32_t));
 	q->unit = malloc((size_t)(k / TF_EXL3_QBLOCK * rows) * sizeof(float));
 	q->sum = malloc((size_t)rows * sizeof(float));
-	if (!q->pair || !q->hi || !q->lo || !q->unit || !q->sum) {
+	if (!q->pair || !q->unit || !q->sum) {
 		tf_exl3_qx_free(q);
 		return TF_ERR_NOMEM;
 	}
@@ -33,8 +31,6 @@ int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows)
 void tf_exl3_qx_free(tf_exl3_qx *q)
 {
 	free(q->pair);
-	free(q->hi);
-	free(q->lo);
 	free(q->unit);
 	free(q->sum);
 	*q = (tf_exl3_qx){ 0 };
@@ -64,11 +60,7 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 		for (int i = 0; i < TF_EXL3_QBLOCK; i++) {
 			int32_t v = finite ? (int32_t)lrintf(xb[i] * inv) : 0;
 			v = v > TF_EXL3_QMAX ? TF_EXL3_QMAX : v < -TF_EXL3_QMAX ? -TF_EXL3_QMAX : v;
-			/* hi = round(v / 128), lo = v - 128·hi in [-64, 63] */
-			int32_t hi = (v + 64) >> 7, lo = v - 128 * hi;
 			q->pair[i0 + i] = (uint32_t)(uint16_t)v * 0x10001u;
-			q->hi[i0 + i] = (uint32_t)(uint8_t)hi * 0x01010101u;
-			q->lo[i0 + i] = (uint32_t)(uint8_t)lo * 0x01010101u;
 			vsum += v;
 		}
 		q->unit[row * blocks + b] = unit;

@@ -8,16 +8,16 @@
  *
  * so with integer activations v the product needs no float decode at all:
  * Σ_r v_r·bs_r is an exact int32 dot product of the hash's bytes against
- * the activation (vpdpbusd, vpmaddubsw + vpmaddwd, udot), and
+ * the activation (vpmaddubsw + vpdpwssd or vpmaddwd, udot + mla), and
  *
  *     yh = K_INV · Σ_b unit_b · (Σ_r∈b v_r·bs_r) + K_BIAS · Σ_r xq_r
  *
  * over 128-row blocks b, xq_r = unit_b · v_r the dequantized activation.
  *
  * Quantization: per 128-block, unit = max|x| / 16256 and v = round(x /
- * unit), |v| ≤ 16256 = 127·128.  v splits into two int8 passes v = 128·hi +
- * lo, hi in [-127, 127], lo in [-64, 63] (exllamav3's int8 GEMV "mode 1":
- * an int8 pass and an int8 residual pass at 1/128 of its scale).  The error
+ * unit), |v| ≤ 16256 = 127·128: the precision of exllamav3's int8 GEMV
+ * "mode 1" (an int8 pass, hi, and an int8 residual pass at 1/128 of its
+ * scale, lo: v = 128·hi + lo), taken as one int16.  The error
  * per element is at most unit/2 = max|x|/32512, about 5e-5 of the row's RMS
  * for Gaussian-like rows.  Sums stay below 2^31: 128 · 1020 · 16256 <
  * 2^31, so blocks accumulate in int32 and fold into float once per block.
@@ -40,7 +40,6 @@
 typedef struct tf_exl3_qx {
 	int64_t k, rows;
 	uint32_t *pair;         /* [rows][k] v as int16 in both halves */
-	uint32_t *hi, *lo;      /* [rows][k] hi and lo in all four bytes */
 	float *unit;            /* [rows][k/128] value of v = 1 per block */
 	float *sum;             /* [rows] Σ unit·v, for the K_BIAS term */
 } tf_exl3_qx;
@@ -62,8 +61,8 @@ typedef enum tf_exl3_ipath {
 	TF_EXL3_IPATH_AUTO = 0,
 	TF_EXL3_IPATH_REF,      /* plain loops over the reference decode */
 	TF_EXL3_IPATH_VEC,      /* vpmaddubsw + vpmaddwd / vpaddl + vmla */
-	TF_EXL3_IPATH_VNNI,     /* AVX-512 VNNI + VBMI2: x86-64 only */
-	TF_EXL3_IPATH_DOTPROD,  /* ARMv8.2 udot: aarch64 only */
+	TF_EXL3_IPATH_VNNI,     /* AVX-512 vpdpwssd + VBMI2: x86-64 only */
+	TF_EXL3_IPATH_DOTPROD,  /* ARMv8.2 udot + vmla: aarch64 only */
 	TF_EXL3_IPATH_COUNT
 } tf_exl3_ipath;
 

@@ -21,8 +21,15 @@ static inline __attribute__((always_inline)) void
 tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, int rows,
 	     tf_vi *acc)
 {
+	enum { VPT = TILE / TF_VL };
 	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
+	tf_vi a[TF_EXL3_INT_ROWS][VPT];
 
+	/* Sums in locals: vector types may alias x, and sums kept through acc
+	 * would be stored after every step. */
+	for (int row = 0; row < rows; row++)
+		for (int v = 0; v < VPT; v++)
+			a[row][v] = acc[row * VPT + v];
 	tile_transpose(tile, K, tw);
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
@@ -31,10 +38,13 @@ tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, in
 				tf_vi p = tf_vi_mul(halfrow_state(tw, K, tf_exl3_row_base(r) + 4 * half, v),
 						    tf_vi_set1(TF_EXL3_MUL1_MUL));
 				for (int row = 0; row < rows; row++) {
-					tf_vi *a = acc + row * (TILE / TF_VL) + (8 * half + v) / TF_VL;
-					*a = INT_BSDOT(*a, p, x[row * xstride + r]);
+					tf_vi *ar = &a[row][(8 * half + v) / TF_VL];
+					*ar = INT_BSDOT(*ar, p, x[row * xstride + r]);
 				}
 			}
+	for (int row = 0; row < rows; row++)
+		for (int v = 0; v < VPT; v++)
+			acc[row * VPT + v] = a[row][v];
 }
 
 typedef void (*tile_dot_int_fn)(const uint16_t *tile, const uint32_t *x, int64_t xstride,

@@ -5,11 +5,14 @@
  *
  * A zmm holds one half-row of two adjacent tiles: lanes 0-7 the 8 column
  * groups of tile j, lanes 8-15 those of tile j+1.  Both tiles share every
- * shift, so per 16 weights the work is a funnel shift (vpshrdvd, which also
- * joins the two words of a straddling window), a mask, the MUL1 multiply
- * and two vpdpbusd: the product's four bytes (u8) against the high and the
- * low int8 activation pass splat over a dword (s8), which sums
- * bytesum·hi and bytesum·lo exactly in int32.
+ * shift, so per 16 weights the work is a 16-bit funnel shift (vpshrdw, which
+ * also joins the two half-words of a straddling window), the MUL1 multiply,
+ * vpmaddubsw against ones (the product's byte pairs, ≤ 510) and one
+ * vpdpwssd with the 15-bit activation: bytesum·v, exact in int32.
+ *
+ * Three multiplier instructions per 16 weights bound the kernel: the int8
+ * form (two vpdpbusd of the product's bytes against the high and the low
+ * int8 pass, v = 128·hi + lo) also takes three and measured the same.
  */
 #include <immintrin.h>
 
@@ -30,17 +33,23 @@ static inline int pair_src(int K, int w, int L)
 }
 
 /*
- * T[w+1] = word w of each lane's column group; T[0] = word -1, the previous
- * group's last (the window of a group's first states wraps cyclically).
- * A pair's 16·K dwords are K registers; each row gathers from them two at
- * a time with vpermt2d (K constant: indices and masks fold).  nt = 1 loads
- * one tile and leaves lanes 8-15 zero.
+ * H[m+1] = stream half-word m of each lane's column group, zero-extended:
+ * m = 2w is word w's high half, 2w+1 its low half (the stream is MSB
+ * first), m = -1 the low half of the previous group's last word (a group's
+ * first windows wrap cyclically).  From zero-extended half-words a 16-bit
+ * funnel shift (vpshrdw) yields a window already zero-extended, so no
+ * mask per half-row.
+ *
+ * The words come first: a pair's 16·K dwords are K registers, and each
+ * word row gathers from them two at a time with vpermt2d (K constant:
+ * indices and masks fold).  nt = 1 loads one tile, lanes 8-15 zero.
  */
 static inline __attribute__((always_inline)) void
-pair_transpose(const uint16_t *tiles, int K, int nt, __m512i *T)
+pair_halves(const uint16_t *tiles, int K, int nt, __m512i *H)
 {
-	__m512i src[TF_EXL3_K_MAX];
+	__m512i src[TF_EXL3_K_MAX], T[TF_EXL3_K_MAX];
 	const int dwords = nt * 8 * K;
+	const __m512i low = _mm512_set1_epi32(0xFFFF);
 
 #pragma GCC unroll 8
 	for (int q = 0; q < K; q++) {
@@ -66,58 +75,67 @@ pair_transpose(const uint16_t *tiles, int K, int nt, __m512i *T)
 			row = _mm512_mask_blend_epi32(mk, row, t);
 		}
 #undef SRC
-		T[w + 1] = row;
+		T[w] = row;
+		H[2 * w + 1] = _mm512_srli_epi32(row, 16);
+		H[2 * w + 2] = _mm512_and_si512(row, low);
 	}
 #define ROT(L) ((L) / 8 * 8 + ((L) % 8 + 7) % 8)
-	T[0] = _mm512_permutexvar_epi32(SETR16(ROT), T[K]);
+	H[0] = _mm512_and_si512(_mm512_permutexvar_epi32(SETR16(ROT), T[K - 1]), low);
 #undef ROT
 }
 
 /* The MUL1 products of half-row `base` of both tiles. */
 static inline __attribute__((always_inline)) __m512i
-pair_halfrow(const __m512i *T, int K, int base)
+pair_halfrow(const __m512i *H, int K, int base)
 {
-	const int end = (base + 1) * K, word = (end - 1) / 32;
-	const int shift = (word + 1) * 32 - end;
-	__m512i s = _mm512_shrdv_epi32(T[word + 1], T[word], _mm512_set1_epi32(shift));
+	const int end = (base + 1) * K, half = (end - 1) / 16;
+	const int shift = (half + 1) * 16 - end;
+	__m512i s = _mm512_shrdi_epi16(H[half + 1], H[half], shift);
 
-	s = _mm512_and_si512(s, _mm512_set1_epi32(0xFFFF));
 	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
 }
 
-/* acc[row][half·2 + pass] += Σ_r bytesum·(hi | lo) over one tile pair;
- * hi and lo hold the tile's 16 rows, row stride xstride. */
+/* acc[row][half] += Σ_r bytesum·v over one tile pair; x holds the pairs
+ * (v in both int16 halves) of the tile's 16 rows, row stride xstride. */
 static inline __attribute__((always_inline)) void
-pair_dot(const uint16_t *tiles, int K, int nt, const uint32_t *hi, const uint32_t *lo,
-	 int64_t xstride, int rows, __m512i *acc)
+pair_dot(const uint16_t *tiles, int K, int nt, const uint32_t *x, int64_t xstride, int rows,
+	 __m512i *acc)
 {
-	__m512i T[TF_EXL3_K_MAX + 1];
+	__m512i H[2 * TF_EXL3_K_MAX + 1], a[TF_EXL3_INT_ROWS][2];
 
-	pair_transpose(tiles, K, nt, T);
+	/* Sums in locals: __m512i may alias x, and sums kept through acc
+	 * would be stored after every step. */
+	for (int row = 0; row < rows; row++)
+		for (int half = 0; half < 2; half++)
+			a[row][half] = acc[row * 2 + half];
+	pair_halves(tiles, K, nt, H);
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
+#pragma GCC unroll 2
 		for (int half = 0; half < 2; half++) {
-			__m512i p = pair_halfrow(T, K, tf_exl3_row_base(r) + 4 * half);
-			for (int row = 0; row < rows; row++) {
-				__m512i *a = acc + row * 4 + half * 2;
-				a[0] = _mm512_dpbusd_epi32(a[0], p, _mm512_set1_epi32((int)hi[row * xstride + r]));
-				a[1] = _mm512_dpbusd_epi32(a[1], p, _mm512_set1_epi32((int)lo[row * xstride + r]));
-			}
+			__m512i p = pair_halfrow(H, K, tf_exl3_row_base(r) + 4 * half);
+			__m512i pairs = _mm512_maddubs_epi16(p, _mm512_set1_epi8(1));
+			for (int row = 0; row < rows; row++)
+				a[row][half] = _mm512_dpwssd_epi32(a[row][half], pairs,
+								   _mm512_set1_epi32((int)x[row * xstride + r]));
 		}
+	for (int row = 0; row < rows; row++)
+		for (int half = 0; half < 2; half++)
+			acc[row * 2 + half] = a[row][half];
 }
 
-typedef void (*pair_dot_fn)(const uint16_t *tiles, int nt, const uint32_t *hi,
-			    const uint32_t *lo, int64_t xstride, int rows, __m512i *acc);
+typedef void (*pair_dot_fn)(const uint16_t *tiles, int nt, const uint32_t *x,
+			    int64_t xstride, int rows, __m512i *acc);
 
+/* One row of two tiles (decode's common case) gets its own copy. */
 #define PAIR_FN(K)                                                              \
-	static void pair_dot_##K(const uint16_t *t, int nt, const uint32_t *hi, \
-				 const uint32_t *lo, int64_t xs, int rows,      \
-				 __m512i *a)                                    \
+	static void pair_dot_##K(const uint16_t *t, int nt, const uint32_t *x,  \
+				 int64_t xs, int rows, __m512i *a)              \
 	{                                                                       \
 		if (rows == 1 && nt == 2)                                       \
-			pair_dot(t, K, 2, hi, lo, 0, 1, a);                     \
+			pair_dot(t, K, 2, x, 0, 1, a);                          \
 		else                                                            \
-			pair_dot(t, K, nt, hi, lo, xs, rows, a);                \
+			pair_dot(t, K, nt, x, xs, rows, a);                     \
 	}
 PAIR_FN(1) PAIR_FN(2) PAIR_FN(3) PAIR_FN(4) PAIR_FN(5) PAIR_FN(6) PAIR_FN(7) PAIR_FN(8)
 
@@ -141,7 +159,7 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 	for (int64_t jg = j0; jg < j1; jg += 2 * PAIRS) {
 		const int nc = j1 - jg < 2 * PAIRS ? (int)(j1 - jg) : 2 * PAIRS;
 		const int np = (nc + 1) / 2;
-		__m512i acc[PAIRS][TF_EXL3_INT_ROWS][4];
+		__m512i acc[PAIRS][TF_EXL3_INT_ROWS][2];
 		__m512 yf[PAIRS][TF_EXL3_INT_ROWS][2];
 
 		for (int p = 0; p < np; p++)
@@ -153,8 +171,7 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			if (i % TILES_PER_BLOCK == 0)
 				for (int p = 0; p < np; p++)
 					for (int row = 0; row < rows; row++)
-						for (int a = 0; a < 4; a++)
-							acc[p][row][a] = _mm512_setzero_si512();
+						acc[p][row][0] = acc[p][row][1] = _mm512_setzero_si512();
 			if (i + PREFETCH < tiles_k) {
 				const char *ahead = (const char *)(run + PREFETCH * (m->n / TILE) * tile_words);
 				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
@@ -162,20 +179,17 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			}
 			for (int p = 0; p < np; p++)
 				dot(run + 2 * p * tile_words, nc - 2 * p >= 2 ? 2 : 1,
-				    q->hi + i * TILE, q->lo + i * TILE, q->k, rows, acc[p][0]);
+				    q->pair + i * TILE, q->k, rows, acc[p][0]);
 			if (i % TILES_PER_BLOCK != TILES_PER_BLOCK - 1)
 				continue;
-			/* Block done: Σ bs·v = 128·Σ bs·hi + Σ bs·lo, to float at
-			 * the block's unit. */
+			/* Block done: its int32 sums to float, at its unit. */
 			for (int row = 0; row < rows; row++) {
 				__m512 unit = _mm512_set1_ps(q->unit[row * blocks + i / TILES_PER_BLOCK]);
 				for (int p = 0; p < np; p++)
-					for (int half = 0; half < 2; half++) {
-						__m512i *a = acc[p][row] + 2 * half;
-						__m512i v = _mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]);
-						yf[p][row][half] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), unit,
-										   yf[p][row][half]);
-					}
+					for (int half = 0; half < 2; half++)
+						yf[p][row][half] = _mm512_fmadd_ps(
+							_mm512_cvtepi32_ps(acc[p][row][half]), unit,
+							yf[p][row][half]);
 			}
 		}
 		for (int row = 0; row < rows; row++) {

@@ -9,6 +9,7 @@
 
 #include "hadamard.h"
 #include "matmul.h"
+#include "matmul_int.h"
 #include "tf/dtype.h"
 
 static int passed, failed;
@@ -76,6 +77,60 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 	}
 }
 
+/* The integer-activation MUL1 kernels this CPU runs (under qemu -cpu max:
+ * NEON and dotprod) against the plain "ref" kernel on the same quantized
+ * activations (exact int32 sums: 1e-5) and against float64 with the
+ * unquantized x and unrounded weights (quantization error ~5e-5: 1e-4). */
+static void check_int(int K, uint64_t *seed)
+{
+	enum { k = 256, n = 48, rows = 3 };
+	uint16_t tr[(k / 16) * (n / 16) * 16 * 8];
+	float x[rows * k], y[rows * n], yr[rows * n];
+	double ref[rows * n] = { 0 };
+	tf_exl3_mat m;
+	tf_exl3_qx q;
+
+	for (size_t i = 0; i < sizeof(tr) / 2; i++)
+		tr[i] = (uint16_t)lcg(seed);
+	for (int i = 0; i < rows * k; i++)
+		x[i] = (float)((int)(lcg(seed) % 2001) - 1000) / 1000.0f;
+	tf_exl3_mat_init(&m, tr, k, n, K, TF_EXL3_CB_MUL1);
+	for (int r = 0; r < rows; r++)
+		for (int i = 0; i < k; i++)
+			for (int o = 0; o < n; o++) {
+				const uint16_t *tile = tr + ((i / 16) * (n / 16) + o / 16) * 16 * K;
+				uint16_t st = tf_exl3_state(tile, K, tf_exl3_pos(i % 16, o % 16));
+				ref[r * n + o] += (double)x[r * k + i] *
+						  (tf_exl3_mul1_bytesum(st) * (double)TF_EXL3_MUL1_K_INV +
+						   TF_EXL3_MUL1_K_BIAS);
+			}
+	if (tf_exl3_qx_init(&q, k, rows)) {
+		check(0, "int: out of memory", K, TF_EXL3_CB_MUL1);
+		return;
+	}
+	for (int r = 0; r < rows; r++)
+		tf_exl3_qx_set(&q, r, x + r * k);
+	tf_exl3_mat_mul_int(&m, &q, yr, 0, n / 16, TF_EXL3_IPATH_REF);
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++) {
+		double e = 0, er = 0, s2 = 0, sr = 0;
+		if (!tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			continue;
+		for (int i = 0; i < rows * n; i++)
+			y[i] = NAN;
+		tf_exl3_mat_mul_int(&m, &q, y, 0, 1, (tf_exl3_ipath)p);   /* ragged split */
+		tf_exl3_mat_mul_int(&m, &q, y, 1, n / 16, (tf_exl3_ipath)p);
+		for (int i = 0; i < rows * n; i++) {
+			e += (y[i] - ref[i]) * (y[i] - ref[i]);
+			s2 += ref[i] * ref[i];
+			er += (double)(y[i] - yr[i]) * (y[i] - yr[i]);
+			sr += (double)yr[i] * yr[i];
+		}
+		check(sqrt(e / s2) < 1e-4, tf_exl3_ipath_name((tf_exl3_ipath)p), K, TF_EXL3_CB_MUL1);
+		check(sqrt(er / sr) < 1e-5, tf_exl3_ipath_name((tf_exl3_ipath)p), K, TF_EXL3_CB_MUL1);
+	}
+	tf_exl3_qx_free(&q);
+}
+
 static void check_hadamard(uint64_t *seed)
 {
 	float v[128], o[128];
@@ -99,6 +154,9 @@ int main(void)
 	for (int K = 1; K <= 8; K++)
 		for (int cb = 0; cb < TF_EXL3_CB_COUNT; cb++)
 			check_k_cb(K, (tf_exl3_cb)cb, &seed);
+	for (int K = 1; K <= 8; K++)
+		check_int(K, &seed);
+	printf("integer kernels: best here is %s\n", tf_exl3_ipath_name(tf_exl3_ipath_best()));
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
