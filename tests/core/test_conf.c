@@ -7,6 +7,7 @@
 
 #include "conf.h"
 #include "diag.h"
+#include "support/tmpfile.h"
 
 static const char good[] =
 	"; a comment\n"
@@ -207,10 +208,7 @@ Test(conf, set_overrides_and_validates)
 Test(conf, load_from_disk_and_missing_file)
 {
 	char path[] = "/tmp/tf-conf-XXXXXX.ini";
-	int fd = mkstemps(path, 4);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, good, strlen(good)), (ssize_t)strlen(good));
-	close(fd);
+	tf_test_tmpfile(path, 4, good, strlen(good));
 	tf_conf *c = NULL;
 	cr_assert_eq(tf_conf_load(path, &c), TF_OK, "%s", tf_diag_msg());
 	char buf[256];

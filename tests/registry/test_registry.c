@@ -9,6 +9,7 @@
 #include "conf.h"
 #include "diag.h"
 #include "registry.h"
+#include "support/tmpfile.h"
 
 #define SEL TF_TEST_PLUGINS "/sel"
 #define BAD TF_TEST_PLUGINS "/bad"
@@ -77,10 +78,7 @@ Test(registry, shared_object_that_is_not_a_plugin)
 Test(registry, file_that_is_not_a_shared_object)
 {
 	char path[] = "/tmp/tf-garbage-XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, "hello\n", 6), 6);
-	close(fd);
+	tf_test_tmpfile(path, 3, "hello\n", 6);
 	tf_registry *r = reg_new();
 	cr_assert_eq(tf_registry_load(r, path), TF_ERR_FORMAT);
 	cr_assert(strstr(tf_diag_msg(), "not a loadable shared object"), "%s",

@@ -6,6 +6,7 @@
 
 #include "chat.h"
 #include "diag.h"
+#include "support/tmpfile.h"
 
 #define TINY TF_SOURCE_DIR "/conf/tokenizers/ling-tiny"
 
@@ -104,8 +105,8 @@ Test(chat, stop_tokens)
 {
 	tf_stopset s = { .n = 0 };
 	char bad[] = "/tmp/tf_test_genconfig_XXXXXX";
-	FILE *f;
-	int fd, i;
+	static const char bad_json[] = "{\"eos_token_id\": [1, \"two\"]}";
+	int i;
 
 	cr_assert_eq(tf_stop_add_template(&s, tf_chat_template_find("ling3"), tok), 0);
 	cr_expect_eq(s.n, 2);
@@ -120,11 +121,7 @@ Test(chat, stop_tokens)
 	cr_expect_eq(s.n, TF_STOP_MAX);
 	cr_expect_eq(tf_stop_add(&s, 5000), TF_ERR_RANGE);
 
-	fd = mkstemp(bad);
-	cr_assert_geq(fd, 0);
-	f = fdopen(fd, "w");
-	fputs("{\"eos_token_id\": [1, \"two\"]}", f);
-	fclose(f);
+	tf_test_tmpfile(bad, 0, bad_json, sizeof(bad_json) - 1);
 	s.n = 0;
 	cr_expect_eq(tf_stop_add_generation_config(&s, bad), TF_ERR_FORMAT);
 	cr_expect(strstr(tf_diag_msg(), bad));

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "support/tmpfile.h"
 #include "tok_fixture.h"
 #include "tokenize_cmd.h"
 
@@ -29,18 +30,6 @@ static void redirect(void)
 }
 
 TestSuite(tok_cli, .init = redirect, .timeout = 30);
-
-/* A new file under /tmp holding `text`; its name is written into `path`. */
-static void write_temp(char path[static 32], const char *text)
-{
-	strcpy(path, "/tmp/tf_test_prompt_XXXXXX");
-	int fd = mkstemp(path);
-	size_t n = strlen(text);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, text, n), (ssize_t)n);
-	close(fd);
-}
 
 Test(tok_cli, encode_prints_a_json_array)
 {
@@ -74,9 +63,9 @@ Test(tok_cli, decode_skip_special)
 
 Test(tok_cli, encode_file)
 {
-	char path[32];
+	char path[] = "/tmp/tf_test_prompt_XXXXXX";
 
-	write_temp(path, "Hello world");
+	tf_test_tmpfile(path, 0, "Hello world", 11);
 	cr_assert_eq(RUN("--tokenizer", QWEN, "--encode-file", path), 0);
 	remove(path);
 	fflush(stdout);
@@ -85,9 +74,9 @@ Test(tok_cli, encode_file)
 
 Test(tok_cli, errors_exit_non_zero)
 {
-	char path[32];
+	char path[] = "/tmp/tf_test_badutf8_XXXXXX";
 
-	write_temp(path, "ok \xff no");
+	tf_test_tmpfile(path, 0, "ok \xff no", 7);
 	cr_expect_eq(RUN("--tokenizer", TINY, "--encode-file", path), 1);
 	remove(path);
 	cr_expect_eq(RUN("--tokenizer", TINY, "--encode-file", "/nonexistent/prompt.txt"), 1);
