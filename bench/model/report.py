@@ -86,7 +86,7 @@ def main(argv=None):
     p_tot, d_tot = med(r["prefill_s"] for r in pre), med(r["decode_s"] for r in dec)
     p_s["other"] = p_tot - sum(p_s.values())
     d_s["other"] = d_tot - sum(d_s.values())
-    print(f"\n| stage | prefill s | prefill % | decode s | decode % | decode ms/token |")
+    print("\n| stage | prefill s | prefill % | decode s | decode % | decode ms/token |")
     print("|---|---|---|---|---|---|")
     for s in stages + ["other"]:
         print(f"| {s} | {p_s[s]:.4f} | {100 * p_s[s] / p_tot:.1f} | {d_s[s]:.4f} "

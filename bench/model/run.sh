@@ -85,7 +85,8 @@ EOF
 "$build/bin/bw" 1024 5 > "$out/bw.txt"
 
 # A fixed pseudo-random prompt: the same tokens every run.
-vocab=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dst/config.json")
+vocab=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" \
+	"$dst/config.json")
 tokens=$($py -c "import random,sys; r=random.Random(1); n,v=map(int,sys.argv[1:]); \
 print(','.join(str(r.randrange(v)) for _ in range(n)))" "$n_prompt" "$vocab")
 

@@ -8,7 +8,6 @@ leaves alone, and breaks one thing.
 """
 import json
 import os
-import shutil
 import struct
 import tempfile
 import unittest
