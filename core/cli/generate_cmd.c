@@ -139,29 +139,6 @@ static int read_chat(struct gen *g)
 	return TF_OK;
 }
 
-static int read_stdin(char **text, size_t *len)
-{
-	tf_bytes b = { 0 };
-	char buf[65536];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), stdin)) > 0)
-		if (tf_bytes_append(&b, buf, n) != TF_OK) {
-			tf_bytes_free(&b);
-			return tf_diag_set(TF_ERR_NOMEM, "<stdin>: out of memory");
-		}
-	if (ferror(stdin)) {
-		tf_bytes_free(&b);
-		return tf_diag_set(TF_ERR_IO, "<stdin>: read error");
-	}
-	if (tf_bytes_append(&b, "", 1) != TF_OK) {
-		tf_bytes_free(&b);
-		return tf_diag_set(TF_ERR_NOMEM, "<stdin>: out of memory");
-	}
-	*text = b.p;
-	*len = b.len - 1;
-	return TF_OK;
-}
-
 /* The ids of one user turn: through the chat template, with the system
  * message on the first turn only. */
 static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
@@ -178,8 +155,7 @@ static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
 static int prompt_ids(struct gen *g, tf_tokens *ids)
 {
 	const tf_options *o = g->o;
-	char *text = NULL;
-	size_t len = 0;
+	tf_bytes text = { 0 };
 	int rc;
 
 	switch (o->input) {
@@ -192,17 +168,17 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 		rc = encode_turn(g, o->prompt, strlen(o->prompt), true, ids);
 		break;
 	case TF_INPUT_FILE:
-		if ((rc = tf_text_read(o->prompt_file, (size_t)1 << 30, &text, &len)) == TF_OK)
-			rc = encode_turn(g, text, len, true, ids);
-		break;
 	case TF_INPUT_STDIN:
-		if ((rc = read_stdin(&text, &len)) == TF_OK)
-			rc = encode_turn(g, text, len, true, ids);
+		/* A stream read, so that -f takes pipes and /dev/stdin too. */
+		rc = tf_text_read_stream(o->input == TF_INPUT_FILE ? o->prompt_file
+								   : "/dev/stdin", &text);
+		if (rc == TF_OK)
+			rc = encode_turn(g, text.p ? text.p : "", text.len, true, ids);
 		break;
 	default:
 		rc = tf_diag_set(TF_ERR_INVALID, "no prompt given (-p, -f or --tokens)");
 	}
-	free(text);
+	tf_bytes_free(&text);
 	return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "diag.h"
 #include "progress.h"
@@ -120,7 +121,11 @@ static void prefault_weights(const tf_weights *w)
 	uint64_t total = 0, done = 0;
 	size_t n = tf_weights_count(w);
 	volatile unsigned char sink = 0;
+	long page = sysconf(_SC_PAGESIZE);
 	tf_progress bar;
+
+	if (page <= 0)
+		page = 4096;
 
 	for (size_t i = 0; i < n; i++)
 		total += tf_weights_at(w, i)->nbytes;
@@ -128,7 +133,7 @@ static void prefault_weights(const tf_weights *w)
 	for (size_t i = 0; i < n; i++) {
 		const tf_tensor *t = tf_weights_at(w, i);
 		const unsigned char *b = t->data;
-		for (size_t off = 0; off < t->nbytes; off += 4096)
+		for (size_t off = 0; off < t->nbytes; off += (size_t)page)
 			sink ^= b[off];
 		done += t->nbytes;
 		tf_progress_update(&bar, done);
