@@ -7,6 +7,7 @@
 
 #include "matmul_int_kern.h"
 #include "tf/error.h"
+#include "vec.h"
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
@@ -43,28 +44,40 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 
 	for (int64_t b = 0; b < blocks; b++) {
 		const float *xb = x + b * TF_EXL3_QBLOCK;
-		const int64_t i0 = row * q->k + b * TF_EXL3_QBLOCK;
-		float amax = 0.0f, unit, inv;
-		int64_t vsum = 0;
-		int finite = 1;
+		uint32_t *pair = q->pair + row * q->k + b * TF_EXL3_QBLOCK;
+		float lanes[TF_VL], amax = 0.0f, unit;
+		tf_vf mx = tf_vf_zero(), bad = tf_vf_zero(), vsum = tf_vf_zero();
 
-		for (int i = 0; i < TF_EXL3_QBLOCK; i++) {
-			finite &= isfinite(xb[i]) != 0;
-			amax = fmaxf(amax, fabsf(xb[i]));
+		/* x·0 is NaN exactly when x is NaN or infinite. */
+		for (int i = 0; i < TF_EXL3_QBLOCK; i += TF_VL) {
+			tf_vf v = tf_vf_load(xb + i);
+			mx = tf_vf_max(mx, tf_vf_abs(v));
+			bad = tf_vf_fma(v, tf_vf_zero(), bad);
 		}
-		/* An all-zero block quantizes to zeros with any unit; a NaN or
-		 * infinity makes the unit NaN, so the row's outputs are NaN as
-		 * the float path's would be. */
-		unit = !finite ? NAN : amax > 0.0f ? amax / TF_EXL3_QMAX : 1.0f;
-		inv = finite ? 1.0f / unit : 0.0f;
-		for (int i = 0; i < TF_EXL3_QBLOCK; i++) {
-			int32_t v = finite ? (int32_t)lrintf(xb[i] * inv) : 0;
-			v = v > TF_EXL3_QMAX ? TF_EXL3_QMAX : v < -TF_EXL3_QMAX ? -TF_EXL3_QMAX : v;
-			q->pair[i0 + i] = (uint32_t)(uint16_t)v * 0x10001u;
-			vsum += v;
+		tf_vf_store(lanes, mx);
+		for (int l = 0; l < TF_VL; l++)
+			amax = fmaxf(amax, lanes[l]);
+		/* A NaN or infinity makes the unit NaN, so the row's outputs
+		 * are NaN as the float path's would be; an all-zero block
+		 * quantizes to zeros with any unit. */
+		if (isnan(tf_vf_sum(bad))) {
+			for (int i = 0; i < TF_EXL3_QBLOCK; i++)
+				pair[i] = 0;
+			unit = NAN;
+		} else {
+			unit = amax > 0.0f ? amax / TF_EXL3_QMAX : 1.0f;
+			/* |x / unit| ≤ QMAX, so v needs no clamp; int16 in both
+			 * halves of each word. */
+			const tf_vf inv = tf_vf_set1(1.0f / unit);
+			for (int i = 0; i < TF_EXL3_QBLOCK; i += TF_VL) {
+				tf_vi v = tf_vf_round(tf_vf_mul(tf_vf_load(xb + i), inv));
+				vsum = tf_vf_add(vsum, tf_vi_cvt(v));     /* exact: < 2^24 */
+				tf_vi_store(pair + i, tf_vi_or(tf_vi_and(v, tf_vi_set1(0xFFFF)),
+							       tf_vi_sll(v, 16)));
+			}
 		}
 		q->unit[row * blocks + b] = unit;
-		sum += (double)unit * (double)vsum;
+		sum += (double)unit * (double)tf_vf_sum(vsum);
 	}
 	q->sum[row] = (float)sum;
 }

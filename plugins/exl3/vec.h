@@ -29,6 +29,11 @@ static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return _mm256_add_ps(a, b); }
 static inline tf_vf tf_vf_sub(tf_vf a, tf_vf b) { return _mm256_sub_ps(a, b); }
 static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return _mm256_mul_ps(a, b); }
 static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return _mm256_min_ps(a, b); }
+static inline tf_vf tf_vf_max(tf_vf a, tf_vf b) { return _mm256_max_ps(a, b); }
+static inline tf_vf tf_vf_abs(tf_vf a)
+{
+	return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a);
+}
 /* a * b + c */
 static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p)
@@ -67,8 +72,11 @@ static inline tf_vf tf_vi_bytesum(tf_vi a)
 	return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 static inline tf_vi tf_vi_zero(void) { return _mm256_setzero_si256(); }
-/* Signed int32 lanes to float. */
+static inline void tf_vi_store(uint32_t *p, tf_vi a) { _mm256_storeu_si256((__m256i *)p, a); }
+/* Signed int32 lanes to float, and float to the nearest int32 (ties to
+ * even, as lrintf). */
 static inline tf_vf tf_vi_cvt(tf_vi a) { return _mm256_cvtepi32_ps(a); }
+static inline tf_vi tf_vf_round(tf_vf a) { return _mm256_cvtps_epi32(a); }
 /* acc += bytesum(a) · x per lane, int32, x the int16 in both halves of x2:
  * byte pairs (≤ 510) then one int16 multiply-add against the pair. */
 static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
@@ -99,6 +107,8 @@ static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return vaddq_f32(a, b); }
 static inline tf_vf tf_vf_sub(tf_vf a, tf_vf b) { return vsubq_f32(a, b); }
 static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return vmulq_f32(a, b); }
 static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return vminq_f32(a, b); }
+static inline tf_vf tf_vf_max(tf_vf a, tf_vf b) { return vmaxq_f32(a, b); }
+static inline tf_vf tf_vf_abs(tf_vf a) { return vabsq_f32(a); }
 static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return vfmaq_f32(c, a, b); }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p)
 {
@@ -126,7 +136,9 @@ static inline tf_vf tf_vi_bytesum(tf_vi a)
 	return vcvtq_f32_u32(vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a))));
 }
 static inline tf_vi tf_vi_zero(void) { return vdupq_n_u32(0); }
+static inline void tf_vi_store(uint32_t *p, tf_vi a) { vst1q_u32(p, a); }
 static inline tf_vf tf_vi_cvt(tf_vi a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
+static inline tf_vi tf_vf_round(tf_vf a) { return vreinterpretq_u32_s32(vcvtnq_s32_f32(a)); }
 static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
 {
 	uint32x4_t bs = vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a)));
@@ -140,6 +152,7 @@ static inline tf_vf tf_vi_halfsum(tf_vi a)
 }
 
 #else /* scalar */
+#include <math.h>
 
 #define TF_VL 1
 typedef float tf_vf;
@@ -152,6 +165,8 @@ static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return a + b; }
 static inline tf_vf tf_vf_sub(tf_vf a, tf_vf b) { return a - b; }
 static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return a * b; }
 static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return b < a ? b : a; }
+static inline tf_vf tf_vf_max(tf_vf a, tf_vf b) { return b > a ? b : a; }
+static inline tf_vf tf_vf_abs(tf_vf a) { return fabsf(a); }
 static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return a * b + c; }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p) { return tf_f16_to_f32(*p); }
 static inline tf_vf tf_vf_load_bf16(const uint16_t *p) { return tf_bf16_to_f32(*p); }
@@ -173,7 +188,9 @@ static inline tf_vf tf_vi_bytesum(tf_vi a)
 	return (float)((a & 0xFF) + (a >> 8 & 0xFF) + (a >> 16 & 0xFF) + (a >> 24));
 }
 static inline tf_vi tf_vi_zero(void) { return 0; }
+static inline void tf_vi_store(uint32_t *p, tf_vi a) { *p = a; }
 static inline tf_vf tf_vi_cvt(tf_vi a) { return (float)(int32_t)a; }
+static inline tf_vi tf_vf_round(tf_vf a) { return (uint32_t)(int32_t)lrintf(a); }
 static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
 {
 	int32_t bs = (int32_t)((a & 0xFF) + (a >> 8 & 0xFF) + (a >> 16 & 0xFF) + (a >> 24));
