@@ -4,6 +4,7 @@
     Bf16       tfrun on ling-tiny (bf16) vs ling_ref.py, prompts of 1 to 150
                tokens, one and several prefill chunks
     Exl3       tfrun on the EXL3 checkpoint vs ling_ref.py's EXL3 decoder
+    Exl3Int    the same with the integer-activation decode path pinned
     Exl3VsBf16 the EXL3 model vs the same model in bf16: top-1 and KL, which
                must be the quantization error and nothing else
 
@@ -64,6 +65,29 @@ class Exl3(unittest.TestCase):
             toks = tm.prompt(n, seed, rt.vocab)
             tm.check(self, f"exl3 {n} tokens vs unrounded decode", want[n], unr.logits(toks),
                      tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
+
+class Exl3Int(unittest.TestCase):
+    """`[plugins] quant = exl3-int`: decode rows (1 to 8 per call) take
+    15-bit integer activations, per 128-block scaled to the block's max|x|.
+    The rounding is at most max|x|/32512 per element, ~5e-5 of a linear's
+    output (plugins/exl3/matmul_int.h); measured at the logits: 1.0e-4 max
+    rel, KL 2e-8.  Bound 1e-3 and 1e-6: still 50x below the mildest bug in
+    tests/reference/tolerance.py.  Chunk 1 puts every linear on that path;
+    the reference decodes the weights unrounded, as the integer path does."""
+
+    MAX_REL = 1e-3
+    MAX_KL = 1e-6
+
+    def test_exl3_int_matches_reference(self):
+        _, model = tm.exl3_pair()
+        rt = tm.Runtime(model, sets=["plugins.quant=exl3-int"])
+        self.addCleanup(rt.close)
+        unr = tm.ReferenceUnrounded(model)
+        self.addCleanup(unr.close)
+        toks = tm.prompt(40, 15, rt.vocab)
+        tm.check(self, "exl3-int 40 tokens, chunk 1", rt.logits(toks, chunk=1),
+                 unr.logits(toks), self.MAX_REL, self.MAX_KL, tm.REF_MIN_TOP1)
 
 
 class Exl3VsBf16(unittest.TestCase):

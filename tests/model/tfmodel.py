@@ -97,10 +97,12 @@ def tfrun(ini, tokens, *extra):
 
 
 class Runtime:
-    """tfrun over one checkpoint: logits of every prompt position."""
+    """tfrun over one checkpoint: logits of every prompt position.  `sets`
+    are INI overrides ("section.key=value") for every run."""
 
-    def __init__(self, model):
+    def __init__(self, model, sets=()):
         self.model = model
+        self.sets = [a for kv in sets for a in ("--set", kv)]
         self.tmp = tempfile.TemporaryDirectory(prefix="tf-model-")
         self.ini = write_ini(self.tmp.name, model)
         self.vocab = vocab_of(model)
@@ -112,7 +114,7 @@ class Runtime:
         out = os.path.join(self.tmp.name, "logits.f32")
         if os.path.exists(out):
             os.remove(out)
-        extra = ["--dump-logits", out]
+        extra = ["--dump-logits", out] + self.sets
         if chunk:
             extra += ["--set", f"runtime.prefill_chunk={chunk}"]
         p = tfrun(self.ini, tokens, *extra)
