@@ -17,6 +17,8 @@
 #   TF_BENCH_PROMPT   prompt tokens of the prefill run        [512]
 #   TF_BENCH_GEN      tokens generated in the decode run      [128]
 #   TF_BENCH_RUNS     runs of each; the median is reported    [3]
+#   TF_BENCH_QUANT    a quant plugin to pin, e.g. exl3-int    [none: each
+#                     linear takes the best match]
 #
 # The bf16 source and its EXL3 conversion (recipe bits) are made once into
 # models/NAME and models/NAME-exl3 and reused while they exist.
@@ -29,6 +31,7 @@ threads=${TF_BENCH_THREADS:-2}
 n_prompt=${TF_BENCH_PROMPT:-512}
 n_gen=${TF_BENCH_GEN:-128}
 runs=${TF_BENCH_RUNS:-3}
+quant=${TF_BENCH_QUANT:-}
 models=$root/models
 src=$models/$name
 dst=$models/$name-exl3
@@ -60,10 +63,11 @@ if [ ! -f "$dst/config.json" ]; then
 	echo "tfquant: $(echo "$(now) - $t0" | bc) s ($(tail -n 1 "$out/tfquant.log"))"
 fi
 
-# No [plugins] quant pin: tfquant leaves small projections in fp16, and each
-# linear takes the quant plugin that recognises it.  MTP off: the roofline
-# counts the main model's weights.
+# Without a [plugins] quant pin each linear takes the quant plugin that
+# recognises it best.  MTP off: the roofline counts the main model's weights.
 ini=$out/bench.ini
+pin=
+[ -z "$quant" ] || pin="quant = $quant"
 cat > "$ini" <<EOF
 [model]
 path = ../$name-exl3
@@ -73,6 +77,9 @@ context = $((n_prompt + n_gen + 16))
 threads = $threads
 memory_limit = 0
 prefill_chunk = $n_prompt
+
+[plugins]
+$pin
 
 [sampling]
 temperature = 0
@@ -101,6 +108,6 @@ while [ $i -lt "$runs" ]; do
 	i=$((i + 1))
 done
 
-$py "$root/bench/model/report.py" --name "$name" --check "$out/check.txt" \
+$py "$root/bench/model/report.py" --name "$name${quant:+ ($quant)}" --check "$out/check.txt" \
 	--bw "$out/bw.txt" --prefill "$out/prefill.jsonl" --decode "$out/decode.jsonl" \
 	--threads "$threads"
