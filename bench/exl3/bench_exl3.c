@@ -6,21 +6,28 @@
  *     bench_exl3 [threads ...]            default: 1 2
  *
  * Layers go through exl3.so and backend-cpu.so exactly as the runtime
- * drives them (input/output Hadamards included).  Each configuration
- * cycles through enough copies of the layer to exceed the last-level cache,
- * so weights stream from memory as in a real decode.
+ * drives them (input/output Hadamards included): "exl3" (float
+ * activations) and "exl3-int" (integer activations, the best kernel this
+ * CPU runs) on the same MUL1 weights.  A second table times each
+ * integer-activation kernel alone, forced, over the same tile columns.
+ * Each configuration cycles through enough copies of the layer to exceed
+ * the last-level cache, so weights stream from memory as in a real decode.
+ * Every figure is the median of REPEATS timings.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "matmul_int.h"
 #include "support/testhost.h"
 #include "vec.h"
 
 #define WORKING_SET (192u << 20)        /* bytes of weights cycled through */
 #define BW_BYTES (512u << 20)           /* array read for the bandwidth ceiling */
-#define MIN_SECONDS 0.3
+#define MIN_SECONDS 0.1            /* per timing */
+#define REPEATS 5
 
 static double now(void)
 {
@@ -106,22 +113,47 @@ static void add_layers(tf_testhost *th, int copies, int64_t k, int64_t n, int K)
 	free(v);
 }
 
-/* Weights per second of one-row forwards over a cache-busting set. */
-static double run(int threads, int64_t k, int64_t n, int K, size_t *bytes_per_call)
+/* exl3.so's quant descriptor `name` (the testhost opens by match score,
+ * which never picks "exl3-int"). */
+static const tf_plugin_quant *quant_named(const char *name)
+{
+	void *so = dlopen(TF_PLUGIN_DIR "/exl3.so", RTLD_NOW | RTLD_LOCAL);
+	const tf_plugin_quant *(*entry)(unsigned) =
+		so ? (const tf_plugin_quant *(*)(unsigned))dlsym(so, "tf_plugin_quant_v1") : NULL;
+
+	for (unsigned i = 0; entry && entry(i); i++)
+		if (!strcmp(entry(i)->hdr.name, name))
+			return entry(i);
+	fprintf(stderr, "bench_exl3: exl3.so has no quant \"%s\"\n", name);
+	exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Weights per second of one-row forwards over a cache-busting set, opened
+ * through quant `name` ("plain" for K = 0); median of REPEATS. */
+static double run(int threads, int64_t k, int64_t n, int K, const char *name)
 {
 	size_t bytes = K ? (size_t)(k * n * K / 8) : (size_t)(k * n * 2);
 	int copies = (int)(WORKING_SET / bytes) + 1;
 	tf_testhost *th = tf_testhost_new(NULL, threads);
 	const tf_host *h = tf_testhost_host(th);
+	const tf_plugin_quant *q = quant_named(name);
 	tf_lin *lin = calloc((size_t)copies, sizeof(*lin));
 	float *x = calloc((size_t)k, sizeof(float)), *y = calloc((size_t)n, sizeof(float));
-	char name[32];
+	double rate[REPEATS];
+	char pre[32];
 	long calls = 0;
 
 	add_layers(th, copies, k, n, K);
 	for (int c = 0; c < copies; c++) {
-		snprintf(name, sizeof(name), "l%d", c);
-		if (h->lin_open(h, name, k, n, &lin[c])) {
+		snprintf(pre, sizeof(pre), "l%d", c);
+		lin[c].ops = q;
+		if (q->open(h, pre, k, n, &lin[c].impl, &lin[c].info)) {
 			fprintf(stderr, "bench_exl3: %s\n", tf_testhost_last_error(th));
 			exit(1);
 		}
@@ -130,20 +162,86 @@ static double run(int threads, int64_t k, int64_t n, int K, size_t *bytes_per_ca
 		x[i] = (float)(i % 7) - 3.0f;
 	for (int c = 0; c < copies; c++)          /* warm: page in, spin up */
 		tf_lin_forward(&lin[c], x, 1, y);
-	double t0 = now(), t;
-	do {
-		tf_lin_forward(&lin[calls % copies], x, 1, y);
-		calls++;
-		t = now() - t0;
-	} while (t < MIN_SECONDS || calls < copies);
+	for (int rep = 0; rep < REPEATS; rep++) {
+		long start = calls;
+		double t0 = now(), t;
+		do {
+			tf_lin_forward(&lin[calls % copies], x, 1, y);
+			calls++;
+			t = now() - t0;
+		} while (t < MIN_SECONDS || calls - start < copies);
+		rate[rep] = (double)(calls - start) * (double)(k * n) / t;
+	}
 	for (int c = 0; c < copies; c++)
-		h->lin_close(h, &lin[c]);
+		q->close(lin[c].impl);
 	free(lin);
 	free(x);
 	free(y);
 	tf_testhost_free(th);
-	*bytes_per_call = bytes;
-	return (double)calls * (double)(k * n) / t;
+	qsort(rate, REPEATS, sizeof(double), cmp_double);
+	return rate[REPEATS / 2];
+}
+
+struct kern_job {
+	const tf_exl3_mat *m;
+	const tf_exl3_qx *q;
+	float *yh;
+	tf_exl3_ipath path;
+};
+
+static void kern_cols(void *arg, int64_t begin, int64_t end, int worker)
+{
+	const struct kern_job *j = arg;
+	tf_exl3_mat_mul_int(j->m, j->q, j->yh, begin, end, j->path);
+}
+
+/* One integer-activation kernel alone (no Hadamards, no quantization),
+ * split by tile columns as the plugin splits them; median of REPEATS. */
+static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath path)
+{
+	const size_t words = (size_t)(k * n * K / 16);
+	const int copies = (int)(WORKING_SET / (words * 2)) + 1;
+	tf_testhost *th = tf_testhost_new(NULL, threads);
+	const tf_host *h = tf_testhost_host(th);
+	uint16_t *tr = malloc(words * 2 * (size_t)copies);
+	float *x = malloc(sizeof(float) * (size_t)k), *yh = malloc(sizeof(float) * (size_t)n);
+	tf_exl3_mat *m = malloc(sizeof(*m) * (size_t)copies);
+	tf_exl3_qx q;
+	double rate[REPEATS];
+	uint64_t seed = 9;
+	long calls = 0;
+
+	if (!tr || !x || !yh || !m || tf_exl3_qx_init(&q, k, 1)) {
+		fprintf(stderr, "bench_exl3: out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < words * (size_t)copies; i++)
+		tr[i] = (uint16_t)lcg(&seed);
+	for (int64_t i = 0; i < k; i++)
+		x[i] = (float)(i % 7) - 3.0f;
+	tf_exl3_qx_set(&q, 0, x);
+	for (int c = 0; c < copies; c++)
+		tf_exl3_mat_init(&m[c], tr + words * (size_t)c, k, n, K, TF_EXL3_CB_MUL1);
+	struct kern_job job = { .q = &q, .yh = yh, .path = path };
+	for (int rep = 0; rep < REPEATS; rep++) {
+		long start = calls;
+		double t0 = now(), t;
+		do {
+			job.m = &m[calls % copies];
+			h->backend->parallel_for(h->backend_ctx, n / TF_EXL3_TILE, 8, kern_cols, &job);
+			calls++;
+			t = now() - t0;
+		} while (t < MIN_SECONDS || calls - start < copies);
+		rate[rep] = (double)(calls - start) * (double)(k * n) / t;
+	}
+	tf_exl3_qx_free(&q);
+	free(tr);
+	free(x);
+	free(yh);
+	free(m);
+	tf_testhost_free(th);
+	qsort(rate, REPEATS, sizeof(double), cmp_double);
+	return rate[REPEATS / 2];
 }
 
 int main(int argc, char **argv)
@@ -156,6 +254,7 @@ int main(int argc, char **argv)
 		for (int i = 1; i < argc && n_threads < 8; i++)
 			threads[n_threads++] = atoi(argv[i]);
 	}
+	printf("exl3-int kernel here: %s\n\n", tf_exl3_ipath_name(tf_exl3_ipath_best()));
 	printf("| threads | k x n | format | G weights/s | GB/s read | of bandwidth | vs fp16 |\n");
 	printf("|---|---|---|---|---|---|---|\n");
 	for (int ti = 0; ti < n_threads; ti++) {
@@ -165,18 +264,43 @@ int main(int argc, char **argv)
 		printf("| %d | read bandwidth | - | - | %.1f | 100%% | - |\n", threads[ti], bw / 1e9);
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 			int64_t k = shapes[s][0], n = shapes[s][1];
-			size_t bytes;
-			double f16 = run(threads[ti], k, n, 0, &bytes);
+			double f16 = run(threads[ti], k, n, 0, "plain");
 			printf("| %d | %lldx%lld | fp16 | %.2f | %.1f | %.0f%% | 1.00 |\n", threads[ti],
 			       (long long)k, (long long)n, f16 / 1e9, f16 * 2 / 1e9, f16 * 2 / bw * 100);
-			for (int K = 2; K <= 6; K++) {
-				double w = run(threads[ti], k, n, K, &bytes);
-				double gbs = w * K / 8;
-				printf("| %d | %lldx%lld | exl3 K=%d mul1 | %.2f | %.1f | %.0f%% | %.2f |\n",
-				       threads[ti], (long long)k, (long long)n, K, w / 1e9, gbs / 1e9,
-				       gbs / bw * 100, w / f16);
-			}
+			for (int K = 2; K <= 6; K++)
+				for (int d = 0; d < 2; d++) {
+					const char *name = d ? "exl3-int" : "exl3";
+					double w = run(threads[ti], k, n, K, name);
+					double gbs = w * K / 8;
+					printf("| %d | %lldx%lld | %s K=%d mul1 | %.2f | %.1f | %.0f%% | %.2f |\n",
+					       threads[ti], (long long)k, (long long)n, name, K, w / 1e9,
+					       gbs / 1e9, gbs / bw * 100, w / f16);
+				}
 		}
 	}
+
+	printf("\nInteger-activation kernels alone (G weights/s, MUL1, one row):\n\n");
+	printf("| threads | k x n | K |");
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			printf(" %s |", tf_exl3_ipath_name((tf_exl3_ipath)p));
+	printf("\n|---|---|---|");
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			printf("---|");
+	printf("\n");
+	for (int ti = 0; ti < n_threads; ti++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int K = 2; K <= 4; K++) {
+				printf("| %d | %lldx%lld | %d |", threads[ti], (long long)shapes[s][0],
+				       (long long)shapes[s][1], K);
+				for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+					if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+						printf(" %.2f |", run_kernel(threads[ti], shapes[s][0],
+									     shapes[s][1], K,
+									     (tf_exl3_ipath)p) / 1e9);
+				printf("\n");
+				fflush(stdout);
+			}
 	return 0;
 }

@@ -20,7 +20,7 @@
 
 #define TILE TF_EXL3_TILE
 #define PAIRS 4                 /* tile pairs walked together */
-#define PREFETCH 4              /* tile rows ahead to prefetch */
+#define PREFETCH 8              /* tile rows ahead to prefetch */
 #define TILES_PER_BLOCK (TF_EXL3_QBLOCK / TILE)
 
 #define SETR16(f) _mm512_setr_epi32(f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), \
