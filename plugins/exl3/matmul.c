@@ -41,9 +41,9 @@ halfrow(const uint32_t *tw, int K, tf_exl3_cb cb, int base, int v)
 static inline __attribute__((always_inline)) void
 tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
 {
-	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
+	uint32_t tw[TILE_SPANS] __attribute__((aligned(32)));
 
-	tile_transpose(tile, K, tw);
+	tile_spans(tile, K, tw);
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
 		for (int half = 0; half < 2; half++)
@@ -61,9 +61,9 @@ tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
 static inline __attribute__((always_inline)) void
 tile_dot(const uint16_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
 {
-	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
+	uint32_t tw[TILE_SPANS] __attribute__((aligned(32)));
 
-	tile_transpose(tile, K, tw);
+	tile_spans(tile, K, tw);
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++) {
 		tf_vf xr = tf_vf_set1(x[r]);

@@ -22,7 +22,7 @@ tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, in
 	     tf_vi *acc)
 {
 	enum { VPT = TILE / TF_VL };
-	uint32_t tw[(TF_EXL3_K_MAX + 1) * 8] __attribute__((aligned(32)));
+	uint32_t tw[TILE_SPANS] __attribute__((aligned(32)));
 	tf_vi a[TF_EXL3_INT_ROWS][VPT];
 
 	/* Sums in locals: vector types may alias x, and sums kept through acc
@@ -30,7 +30,7 @@ tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, in
 	for (int row = 0; row < rows; row++)
 		for (int v = 0; v < VPT; v++)
 			a[row][v] = acc[row * VPT + v];
-	tile_transpose(tile, K, tw);
+	tile_spans(tile, K, tw);
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
 		for (int half = 0; half < 2; half++)

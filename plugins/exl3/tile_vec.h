@@ -20,11 +20,11 @@ static inline const uint16_t *mat_tile(const tf_exl3_mat *m, int64_t i, int64_t 
 
 /*
  * The fused decode.  A tile's 8·K words are first transposed so that row
- * w+1 of `tw` holds word w of each of the 8 column groups (row 0: word -1,
- * the previous group's last, cyclically); every half-row is then one vector
- * load (two when its window straddles a word), a shift and the codebook
- * hash.  Everything below is inlined with K, the codebook and the half-row
- * constant, so shifts and word offsets become immediates.
+ * 2(w+1) of `tw` holds word w of each of the 8 column groups (row 0: word
+ * -1, the previous group's last, cyclically; odd rows are filled by
+ * tile_spans below); every half-row is then one vector load, a shift and
+ * the codebook hash.  Everything below is inlined with K, the codebook
+ * and the half-row constant, so shifts and word offsets become immediates.
  */
 static inline __attribute__((always_inline)) void
 tile_transpose_scalar(const uint16_t *tile, int K, uint32_t *tw)
@@ -33,10 +33,10 @@ tile_transpose_scalar(const uint16_t *tile, int K, uint32_t *tw)
 		for (int w = 0; w < K; w++) {
 			uint32_t v;
 			memcpy(&v, tile + 2 * (c * K + w), 4);  /* little-endian pair */
-			tw[(w + 1) * 8 + c] = v;
+			tw[2 * (w + 1) * 8 + c] = v;
 		}
 	for (int c = 0; c < 8; c++)             /* word -1: the previous group's last */
-		tw[c] = tw[K * 8 + (c + 7) % 8];
+		tw[c] = tw[2 * K * 8 + (c + 7) % 8];
 }
 
 #if defined(TF_SIMD_AVX2)
@@ -74,7 +74,7 @@ tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
 				-(from[4] == q), -(from[5] == q), -(from[6] == q), -(from[7] == q));
 			row = _mm256_blendv_epi8(row, _mm256_permutevar8x32_epi32(src[q], vidx), sel);
 		}
-		_mm256_store_si256((__m256i *)(tw + (w + 1) * 8), row);
+		_mm256_store_si256((__m256i *)(tw + 2 * (w + 1) * 8), row);
 	}
 }
 #else
@@ -85,18 +85,40 @@ tile_transpose(const uint16_t *tile, int K, uint32_t *tw)
 }
 #endif
 
+/*
+ * A tile's 32-bit spans: row m+1 (m = -1 .. 2K-1) holds, for each column
+ * group, the stream bits ending with half-word m (half-word 2w is word w's
+ * high half, 2w+1 its low half: the stream is MSB first).  Every 16-bit
+ * window lies inside one span, so a half-row is one load, a shift and a
+ * mask, with no second word to join.  Even rows are the words themselves
+ * (row 0: word -1); odd rows join the low half of one word with the high
+ * half of the next.
+ */
+#define TILE_SPANS ((2 * TF_EXL3_K_MAX + 1) * 8)
+
+static inline __attribute__((always_inline)) void
+tile_spans(const uint16_t *tile, int K, uint32_t *sp)
+{
+	tile_transpose(tile, K, sp);
+#pragma GCC unroll 8
+	for (int w = 0; w < K; w++)
+		for (int v = 0; v < 8; v += TF_VL) {
+			tf_vi prev = tf_vi_load(sp + 2 * w * 8 + v);
+			tf_vi cur = tf_vi_load(sp + 2 * (w + 1) * 8 + v);
+			tf_vi_store(sp + (2 * w + 1) * 8 + v,
+				    tf_vi_or(tf_vi_sll(prev, 16), tf_vi_srl(cur, 16)));
+		}
+}
+
 /* The 16-bit states of lanes v .. v+TF_VL-1 of the half-row at `base`. */
 static inline __attribute__((always_inline)) tf_vi
-halfrow_state(const uint32_t *tw, int K, int base, int v)
+halfrow_state(const uint32_t *sp, int K, int base, int v)
 {
-	const int end = (base + 1) * K, word = (end - 1) / 32;
-	const int shift = (word + 1) * 32 - end;
-	const uint32_t *src = tw + (word + 1) * 8 + v;
-	tf_vi s = tf_vi_srl(tf_vi_load(src), shift);
+	const int end = (base + 1) * K, half = (end - 1) / 16;
+	const int shift = (half + 1) * 16 - end;
 
-	if (shift > 16)
-		s = tf_vi_or(s, tf_vi_sll(tf_vi_load(src - 8), 32 - shift));
-	return tf_vi_and(s, tf_vi_set1(0xFFFF));
+	return tf_vi_and(tf_vi_srl(tf_vi_load(sp + (half + 1) * 8 + v), shift),
+			 tf_vi_set1(0xFFFF));
 }
 
 #endif /* TF_EXL3_TILE_VEC_H */
