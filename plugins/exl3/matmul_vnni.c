@@ -5,7 +5,7 @@
  *
  * A zmm holds one half-row of two adjacent tiles: lanes 0-7 the 8 column
  * groups of tile j, lanes 8-15 those of tile j+1.  Both tiles share every
- * shift, so per 16 weights the work is a 16-bit funnel shift (vpshrdw, which
+ * shift, so per 16 weights the work is a 16-bit funnel shift (vpshrdvw, which
  * also joins the two half-words of a straddling window), the MUL1 multiply,
  * vpmaddubsw against ones (the product's byte pairs, ≤ 510) and one
  * vpdpwssd with the 15-bit activation: bytesum·v, exact in int32.
@@ -37,7 +37,7 @@ static inline int pair_src(int K, int w, int L)
  * m = 2w is word w's high half, 2w+1 its low half (the stream is MSB
  * first), m = -1 the low half of the previous group's last word (a group's
  * first windows wrap cyclically).  From zero-extended half-words a 16-bit
- * funnel shift (vpshrdw) yields a window already zero-extended, so no
+ * funnel shift (vpshrdvw) yields a window already zero-extended, so no
  * mask per half-row.
  *
  * The words come first: a pair's 16·K dwords are K registers, and each
@@ -90,7 +90,10 @@ pair_halfrow(const __m512i *H, int K, int base)
 {
 	const int end = (base + 1) * K, half = (end - 1) / 16;
 	const int shift = (half + 1) * 16 - end;
-	__m512i s = _mm512_shrdi_epi16(H[half + 1], H[half], shift);
+	/* The variable form: the shift is constant only after inlining, which
+	 * the immediate form's compile-time check does not see at -O0 or in
+	 * clang. */
+	__m512i s = _mm512_shrdv_epi16(H[half + 1], H[half], _mm512_set1_epi16((short)shift));
 
 	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
 }
