@@ -79,10 +79,14 @@ def main(argv=None):
           f"{bwn:.2f} GB/s on {a.threads}; decode at {tg:.2f} t/s reads "
           f"{tg * active / 1e9:.2f} GB/s of weights")
 
-    # Decode's stage times: the decode run's minus the prefill run's.
+    # Decode's stage times: each decode run's minus its own prefill's, split
+    # as the prefill runs split theirs.  Scaling by the run's own prefill
+    # time, not subtracting another run's seconds, keeps a machine that
+    # slowed down between runs from showing up as time in some stage.
     stages = list(pre[0]["stages_s"])
     p_s = {s: med(r["stages_s"][s] for r in pre) for s in stages}
-    d_s = {s: med(r["stages_s"][s] for r in dec) - p_s[s] for s in stages}
+    p_frac = {s: med(r["stages_s"][s] / r["prefill_s"] for r in pre) for s in stages}
+    d_s = {s: med(r["stages_s"][s] - p_frac[s] * r["prefill_s"] for r in dec) for s in stages}
     p_tot, d_tot = med(r["prefill_s"] for r in pre), med(r["decode_s"] for r in dec)
     p_s["other"] = p_tot - sum(p_s.values())
     d_s["other"] = d_tot - sum(d_s.values())

@@ -6,13 +6,17 @@
 #
 #     bench/model/run.sh [BUILD_DIR]          (default: build)
 #
-# Build first:  cmake --build BUILD_DIR --target tfrun tfsynth tfquant bw \
-#                   backend-cpu exl3 kda mla moe
+# Build first:  cmake --build BUILD_DIR --target tfrun tfsynth bw \
+#                   backend-cpu exl3 kda mla moe      (and tfquant for its route)
 #
 # Environment (defaults in brackets):
 #   TF_BENCH_NAME     model folder name under models/         [ling-bench]
 #   TF_BENCH_SET      tfsynth --set overrides for a smaller variant, e.g.
 #                     "num_experts=16 hidden_size=1024"        [none]
+#   TF_BENCH_ROUTE    how the EXL3 model is made: synth (tfsynth --exl3
+#                     draws random trellises, minutes for ling-bench) or
+#                     tfquant (bf16 then the real quantizer, ~10 us of CPU
+#                     per weight: small variants only)     [synth]
 #   TF_BENCH_THREADS  threads for tfrun and tfquant           [2]
 #   TF_BENCH_PROMPT   prompt tokens of the prefill run        [512]
 #   TF_BENCH_GEN      tokens generated in the decode run      [128]
@@ -20,8 +24,8 @@
 #   TF_BENCH_QUANT    a quant plugin to pin, e.g. exl3-int    [none: each
 #                     linear takes the best match]
 #
-# The bf16 source and its EXL3 conversion (recipe bits) are made once into
-# models/NAME and models/NAME-exl3 and reused while they exist.
+# The EXL3 model (recipe bits) is made once into models/NAME-exl3 (by the
+# tfquant route from the bf16 models/NAME) and reused while it exists.
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,13 +36,19 @@ n_prompt=${TF_BENCH_PROMPT:-512}
 n_gen=${TF_BENCH_GEN:-128}
 runs=${TF_BENCH_RUNS:-3}
 quant=${TF_BENCH_QUANT:-}
+route=${TF_BENCH_ROUTE:-synth}
 models=$root/models
 src=$models/$name
 dst=$models/$name-exl3
 out=$models/$name-bench
 py=/usr/bin/python3
 
-for tool in tfrun tfsynth tfquant bw; do
+case $route in
+synth) tools="tfrun tfsynth bw" ;;
+tfquant) tools="tfrun tfsynth tfquant bw" ;;
+*) echo "run.sh: TF_BENCH_ROUTE=$route: expected synth or tfquant" >&2; exit 1 ;;
+esac
+for tool in $tools; do
 	[ -x "$build/bin/$tool" ] || { echo "run.sh: $build/bin/$tool is not built" >&2; exit 1; }
 done
 mkdir -p "$models" "$out"
@@ -46,16 +56,22 @@ mkdir -p "$models" "$out"
 # Seconds since the epoch, fractional: for the generation timings.
 now() { date +%s.%N; }
 
-if [ ! -f "$src/config.json" ]; then
-	set --
+# tfsynth into folder $1 with the --set overrides, then its own arguments.
+synth() {
+	dir=$1
+	shift
 	for kv in ${TF_BENCH_SET:-}; do set -- "$@" --set "$kv"; done
 	t0=$(now)
-	rm -rf "$src.tmp"
-	"$build/bin/tfsynth" --preset ling-bench "$@" --out "$src.tmp"
-	mv "$src.tmp" "$src"
+	rm -rf "$dir.tmp"
+	"$build/bin/tfsynth" --preset ling-bench "$@" --out "$dir.tmp"
+	mv "$dir.tmp" "$dir"
 	echo "tfsynth: $(echo "$(now) - $t0" | bc) s"
-fi
-if [ ! -f "$dst/config.json" ]; then
+}
+
+if [ ! -f "$dst/config.json" ] && [ "$route" = synth ]; then
+	synth "$dst" --exl3
+elif [ ! -f "$dst/config.json" ]; then
+	[ -f "$src/config.json" ] || synth "$src"
 	t0=$(now)
 	rm -rf "$dst.tmp"
 	"$build/bin/tfquant" --threads "$threads" "$src" "$dst.tmp" > "$out/tfquant.log"

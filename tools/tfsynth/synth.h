@@ -13,6 +13,7 @@
  *   synth_vocab.c   vocab size and special ids from tokenizer.json
  *   synth_config.c  config.json and generation_config.json
  *   synth_write.c   streams the tensors into safetensors shards
+ *   synth_exl3.c    the same plan as an EXL3 checkpoint, written directly
  */
 #ifndef TF_SYNTH_H
 #define TF_SYNTH_H
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "outdir.h"              /* tools/tfquant: quantization_config */
+#include "recipe.h"              /* tools/tfquant: what is quantized, to what K */
 #include "tf/dtype.h"
 
 /* The sizes of a generated model: the config.json values tfsynth chooses. */
@@ -92,11 +95,14 @@ int tf_synth_config_write(const tf_synth_shape *s, const tf_synth_vocab *v,
 typedef enum tf_synth_init {
 	TF_SYNTH_GAUSS,                 /* a + b * N(0, 1) */
 	TF_SYNTH_LOG_UNIFORM,           /* log(U(a, b)) */
+	TF_SYNTH_BITS,                  /* uniform random 16-bit words (I16) */
+	TF_SYNTH_SIGNS,                 /* ±a for the first b elements, then 0 */
+	TF_SYNTH_CONST,                 /* a everywhere (I32) */
 } tf_synth_init;
 
 typedef struct tf_synth_tensor {
 	char name[96];
-	tf_dtype dtype;                 /* BF16, or F32 where the checkpoint has it */
+	tf_dtype dtype;                 /* BF16 or F32; F16, I16, I32 in EXL3 */
 	int ndim;
 	int64_t shape[3];
 	tf_synth_init init;
@@ -109,6 +115,10 @@ typedef struct tf_synth_plan {
 } tf_synth_plan;
 
 int tf_synth_plan_init(tf_synth_plan *p, const tf_synth_shape *s, int vocab_size);
+/* Appends a tensor named by the printf format; checks the shape's size. */
+int tf_synth_plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
+		      double a, double b, int ndim, const int64_t *shape,
+		      const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 void tf_synth_plan_free(tf_synth_plan *p);
 size_t tf_synth_tensor_bytes(const tf_synth_tensor *t);
 
@@ -119,5 +129,20 @@ void tf_synth_fill(const tf_synth_tensor *t, uint64_t seed, void *out);
  * model.safetensors.index.json when the model is larger (0: one file). */
 int tf_synth_write(const tf_synth_plan *p, uint64_t seed, const char *dir,
 		   uint64_t shard_bytes);
+
+/*
+ * The EXL3 checkpoint tfquant would make of this plan, without its hours of
+ * trellis search: any bitstream is a valid tail-biting trellis (spec
+ * exl3.md §4.3), so every linear tfquant's recipe quantizes becomes random
+ * `trellis` bits, `suh` = random signs x the tensor's RMS / the codebook's
+ * RMS and `svh` = random signs (0 on padding) - the decoded
+ * diag(suh)·H·Ŵ·H·diag(svh) has the RMS the bf16 draw would have, as the
+ * Hadamards are orthonormal - plus the MUL1 marker, padded to multiples of
+ * 128.  Everything else is kept, fp32 narrowed to fp16, as tfquant does.
+ * dir/config.json (written before) gives the layer schedule; *meta gets
+ * what quantization_config records.
+ */
+int tf_synth_exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const char *dir,
+		       tf_synth_plan *out, tfq_meta *meta);
 
 #endif /* TF_SYNTH_H */

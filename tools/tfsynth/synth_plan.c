@@ -35,13 +35,9 @@
  * projection scales the layer's output back. */
 #define CLAMP_GAIN 3.0
 
-static int plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
-		    double a, double b, int ndim, const int64_t *shape,
-		    const char *fmt, ...) __attribute__((format(printf, 8, 9)));
-
-static int plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
-		    double a, double b, int ndim, const int64_t *shape,
-		    const char *fmt, ...)
+int tf_synth_plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
+		      double a, double b, int ndim, const int64_t *shape,
+		      const char *fmt, ...)
 {
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? 2 * p->cap : 256;
@@ -80,14 +76,14 @@ static int add_linear(tf_synth_plan *p, int64_t out, int64_t in, double gain,
 		      const char *prefix, const char *name)
 {
 	int64_t shape[2] = { out, in };
-	return plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0, gain / sqrt((double)in),
-			2, shape, "%s.%s.weight", prefix, name);
+	return tf_synth_plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0,
+				 gain / sqrt((double)in), 2, shape, "%s.%s.weight", prefix, name);
 }
 
 static int add_norm(tf_synth_plan *p, int64_t n, const char *prefix, const char *name)
 {
-	return plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 1.0, NORM_NOISE,
-			1, &n, "%s.%s.weight", prefix, name);
+	return tf_synth_plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 1.0, NORM_NOISE,
+				 1, &n, "%s.%s.weight", prefix, name);
 }
 
 /* Spec 1.5: the Ling KDA layer (full-rank f/g projections, safe gate). */
@@ -105,9 +101,9 @@ static int add_kda(tf_synth_plan *p, const tf_synth_shape *s, const char *pre)
 		if ((rc = add_linear(p, P, H, 1.0, pre, name)))
 			return rc;
 		/* Taps with variance 1/W keep the conv output at the input's RMS. */
-		if ((rc = plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0,
-				   1.0 / sqrt((double)s->short_conv_kernel_size),
-				   3, conv, "%s.%s_conv1d.weight", pre, qkv[i])))
+		if ((rc = tf_synth_plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0,
+					    1.0 / sqrt((double)s->short_conv_kernel_size),
+					    3, conv, "%s.%s_conv1d.weight", pre, qkv[i])))
 			return rc;
 	}
 	if ((rc = add_linear(p, P, H, 1.0, pre, "f_proj")) ||
@@ -119,10 +115,10 @@ static int add_kda(tf_synth_plan *p, const tf_synth_shape *s, const char *pre)
 	 * decay exp(g) near 1 (long memory), with a tail of fast-forgetting
 	 * channels where f + dt_bias > 0: both regimes get exercised.
 	 */
-	if ((rc = plan_add(p, TF_DTYPE_F32, TF_SYNTH_LOG_UNIFORM, 1.0, 4.0,
-			   1, &nh, "%s.A_log", pre)) ||
-	    (rc = plan_add(p, TF_DTYPE_F32, TF_SYNTH_GAUSS, -3.0, 1.0,
-			   1, &P, "%s.dt_bias", pre)))
+	if ((rc = tf_synth_plan_add(p, TF_DTYPE_F32, TF_SYNTH_LOG_UNIFORM, 1.0, 4.0,
+				    1, &nh, "%s.A_log", pre)) ||
+	    (rc = tf_synth_plan_add(p, TF_DTYPE_F32, TF_SYNTH_GAUSS, -3.0, 1.0,
+				    1, &P, "%s.dt_bias", pre)))
 		return rc;
 	int64_t hd = s->head_dim;
 	if ((rc = add_norm(p, hd, pre, "o_norm")))
@@ -180,8 +176,8 @@ static int add_moe(tf_synth_plan *p, const tf_synth_shape *s, int layer, const c
 	if ((rc = add_linear(p, E, H, 1.0, pre, "gate")))
 		return rc;
 	/* Small against the sigmoid scores' spread, yet it moves selections. */
-	if ((rc = plan_add(p, TF_DTYPE_F32, TF_SYNTH_GAUSS, 0.0, 0.05,
-			   1, &E, "%s.gate.expert_bias", pre)))
+	if ((rc = tf_synth_plan_add(p, TF_DTYPE_F32, TF_SYNTH_GAUSS, 0.0, 0.05,
+				    1, &E, "%s.gate.expert_bias", pre)))
 		return rc;
 	/*
 	 * The routed sum is a weighted mean of k experts (RMS / sqrt(k) when
@@ -239,15 +235,16 @@ int tf_synth_plan_init(tf_synth_plan *p, const tf_synth_shape *s, int vocab_size
 
 	*p = (tf_synth_plan){ 0 };
 	/* Embeddings of RMS 1: the residual stream starts at the norms' scale. */
-	if ((rc = plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0, 1.0, 2, emb,
-			   "model.word_embeddings.weight")))
+	if ((rc = tf_synth_plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0, 1.0, 2, emb,
+				    "model.word_embeddings.weight")))
 		goto fail;
 	for (int i = 0; i <= s->num_hidden_layers; i++)
 		if ((rc = add_layer(p, s, i)))
 			goto fail;
 	if ((rc = add_norm(p, H, "model", "norm")) ||
-	    (rc = plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0, HEAD_GAIN / sqrt((double)H),
-			   2, (int64_t[2]){ vocab_size, H }, "lm_head.weight")))
+	    (rc = tf_synth_plan_add(p, TF_DTYPE_BF16, TF_SYNTH_GAUSS, 0.0,
+				    HEAD_GAIN / sqrt((double)H), 2, (int64_t[2]){ vocab_size, H },
+				    "lm_head.weight")))
 		goto fail;
 	return TF_OK;
 fail:

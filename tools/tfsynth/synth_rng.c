@@ -38,8 +38,26 @@ static void store(const tf_synth_tensor *t, void *out, size_t i, double v)
 {
 	if (t->dtype == TF_DTYPE_F32)
 		((float *)out)[i] = (float)v;
+	else if (t->dtype == TF_DTYPE_F16)
+		((uint16_t *)out)[i] = tf_f32_to_f16((float)v);
 	else
 		((uint16_t *)out)[i] = tf_f32_to_bf16((float)v);
+}
+
+/* Four 16-bit words from each 64-bit draw. */
+static void fill_bits(uint64_t key, uint16_t *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = (uint16_t)(mix64(key + (i / 4 + 1) * GOLDEN) >> (16 * (i % 4)));
+}
+
+/* ±a for the first b elements (the logical channels), 0 on the padding. */
+static void fill_signs(const tf_synth_tensor *t, uint64_t key, void *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		double sign = mix64(key + (i + 1) * GOLDEN) >> 63 ? -1.0 : 1.0;
+		store(t, out, i, (double)i < t->b ? sign * t->a : 0.0);
+	}
 }
 
 void tf_synth_fill(const tf_synth_tensor *t, uint64_t seed, void *out)
@@ -47,10 +65,23 @@ void tf_synth_fill(const tf_synth_tensor *t, uint64_t seed, void *out)
 	uint64_t key = tensor_key(seed, t->name);
 	size_t n = tf_synth_tensor_bytes(t) / tf_dtype_size(t->dtype);
 
-	if (t->init == TF_SYNTH_LOG_UNIFORM) {
+	switch (t->init) {
+	case TF_SYNTH_BITS:
+		fill_bits(key, out, n);
+		return;
+	case TF_SYNTH_SIGNS:
+		fill_signs(t, key, out, n);
+		return;
+	case TF_SYNTH_CONST:
+		for (size_t i = 0; i < n; i++)
+			((int32_t *)out)[i] = (int32_t)t->a;
+		return;
+	case TF_SYNTH_LOG_UNIFORM:
 		for (size_t i = 0; i < n; i++)
 			store(t, out, i, log(t->a + (t->b - t->a) * uniform(key, i)));
 		return;
+	case TF_SYNTH_GAUSS:
+		break;
 	}
 	/* Box-Muller: draws 2j and 2j+1 give the normals of elements 2j, 2j+1. */
 	for (size_t i = 0; i < n; i += 2) {

@@ -3,9 +3,12 @@
  *
  *     tfsynth --preset ling-tiny --out models/ling-tiny [--seed N]
  *             [--tokenizer FILE] [--set key=value ...] [--shard-mb N]
+ *             [--exl3 [--bits class=K,...]]
  *
  * The folder gets config.json, generation_config.json, tokenizer.json and
- * bf16 safetensors (one file, or shards plus an index past --shard-mb).
+ * bf16 safetensors (one file, or shards plus an index past --shard-mb); with
+ * --exl3, the EXL3 checkpoint of the same layout with random trellises
+ * (synth.h) and quantization_config in config.json.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,6 +38,10 @@ static void usage(FILE *f)
 		"                     (default %s)\n"
 		"  --set KEY=VALUE    override a size, e.g. --set num_experts=32\n"
 		"  --shard-mb N       largest shard in MiB, 0 = one file (default %d)\n"
+		"  --exl3             write EXL3: random trellises at tfquant's bits\n"
+		"  --bits CLASS=K,... with --exl3: bits per class of routed shared kda\n"
+		"                     mla dense head mtp (default routed=3,shared=5,kda=4,\n"
+		"                     dense=4,mla=6,head=6,mtp=4)\n"
 		"ling-tiny keys:\n", TF_SYNTH_TOKENIZER, DEFAULT_SHARD_MB);
 	tf_synth_shape_preset("ling-tiny", &s);
 	tf_synth_shape_print(&s, f);
@@ -76,15 +83,20 @@ static int parse_u64(const char *flag, const char *text, uint64_t *out)
 typedef struct synth_args {
 	const char *preset, *out, *tokenizer;
 	uint64_t seed, shard_mb;
+	int exl3;
+	tfq_recipe recipe;
+	const char **sets;              /* the --set values, in order */
+	int n_sets;
 } synth_args;
 
-/* Every option takes a value, so options sit at odd argv indices; --set is
- * applied later, on top of the preset.  Returns 1 for --help. */
+/* Every option but --exl3 takes a value; --set is applied later, on top of
+ * the preset.  Returns 1 for --help. */
 static int parse_args(int argc, char **argv, synth_args *a)
 {
 	static const char *const known[] = {
-		"--preset", "--out", "--seed", "--tokenizer", "--set", "--shard-mb",
+		"--preset", "--out", "--seed", "--tokenizer", "--set", "--shard-mb", "--bits",
 	};
+	int bits = 0;
 
 	for (int i = 1; i < argc; i += 2) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,13 +104,24 @@ static int parse_args(int argc, char **argv, synth_args *a)
 
 		if (!strcmp(f, "-h") || !strcmp(f, "--help"))
 			return 1;
+		if (!strcmp(f, "--exl3")) {
+			a->exl3 = 1;
+			i--;
+			continue;
+		}
 		while (k < sizeof(known) / sizeof(known[0]) && strcmp(f, known[k]))
 			k++;
 		if (k == sizeof(known) / sizeof(known[0]))
 			return tf_diag_set(TF_ERR_INVALID, "unknown argument '%s'", f);
 		if (!v)
 			return tf_diag_set(TF_ERR_INVALID, "%s needs a value", f);
-		if (!strcmp(f, "--preset"))
+		if (!strcmp(f, "--bits")) {
+			bits = 1;
+			if (tfq_recipe_parse(&a->recipe, v, f))
+				return TF_ERR_INVALID;
+		} else if (!strcmp(f, "--set"))
+			a->sets[a->n_sets++] = v;
+		else if (!strcmp(f, "--preset"))
 			a->preset = v;
 		else if (!strcmp(f, "--out"))
 			a->out = v;
@@ -113,7 +136,19 @@ static int parse_args(int argc, char **argv, synth_args *a)
 		return tf_diag_set(TF_ERR_RANGE, "--out: path longer than %d bytes", MAX_OUT_PATH);
 	if (a->shard_mb > (1u << 30))
 		return tf_diag_set(TF_ERR_RANGE, "--shard-mb %" PRIu64 " is too large", a->shard_mb);
+	if (bits && !a->exl3)
+		return tf_diag_set(TF_ERR_INVALID, "--bits needs --exl3");
 	return TF_OK;
+}
+
+/* Elements and bytes of a plan. */
+static void plan_size(const tf_synth_plan *p, uint64_t *params, uint64_t *bytes)
+{
+	*params = *bytes = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		*bytes += tf_synth_tensor_bytes(&p->t[i]);
+		*params += tf_synth_tensor_bytes(&p->t[i]) / tf_dtype_size(p->t[i].dtype);
+	}
 }
 
 int main(int argc, char **argv)
@@ -122,53 +157,73 @@ int main(int argc, char **argv)
 		.tokenizer = TF_SYNTH_TOKENIZER,
 		.seed = 1,
 		.shard_mb = DEFAULT_SHARD_MB,
+		.sets = calloc((size_t)argc, sizeof(*a.sets)),
 	};
 	tf_synth_shape shape;
 	tf_synth_vocab vocab;
-	tf_synth_plan plan = { 0 };
-	int rc = parse_args(argc, argv, &a);
+	tf_synth_plan plan = { 0 }, bf16 = { 0 };
+	tfq_meta meta = { 0 };
+	uint64_t params, bytes;
+	int rc;
 
+	if (!a.sets) {
+		fprintf(stderr, "tfsynth: out of memory\n");
+		return 1;
+	}
+	tfq_recipe_default(&a.recipe);
+	rc = parse_args(argc, argv, &a);
 	if (rc == 1) {
 		usage(stdout);
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	if (rc)
 		goto fail;
 	if (!a.preset || !a.out) {
 		usage(stderr);
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	if ((rc = tf_synth_shape_preset(a.preset, &shape)))
 		goto fail;
-	for (int i = 1; i + 1 < argc; i += 2)
-		if (!strcmp(argv[i], "--set") && (rc = tf_synth_shape_set(&shape, argv[i + 1])))
+	for (int i = 0; i < a.n_sets; i++)
+		if ((rc = tf_synth_shape_set(&shape, a.sets[i])))
 			goto fail;
 	if ((rc = tf_synth_shape_check(&shape)) ||
 	    (rc = tf_synth_vocab_load(a.tokenizer, &vocab)) ||
-	    (rc = tf_synth_plan_init(&plan, &shape, vocab.vocab_size)))
+	    (rc = tf_synth_plan_init(&bf16, &shape, vocab.vocab_size)))
 		goto fail;
+	plan_size(&bf16, &params, &bytes);
 
-	uint64_t params = 0, bytes = 0;
-	for (size_t i = 0; i < plan.n; i++) {
-		bytes += tf_synth_tensor_bytes(&plan.t[i]);
-		params += tf_synth_tensor_bytes(&plan.t[i]) / tf_dtype_size(plan.t[i].dtype);
-	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if ((rc = mkdir_p(a.out)) ||
 	    (rc = tf_synth_config_write(&shape, &vocab, a.out)) ||
-	    (rc = tf_synth_vocab_copy(a.tokenizer, a.out)) ||
-	    (rc = tf_synth_write(&plan, a.seed, a.out, a.shard_mb << 20)))
+	    (rc = tf_synth_vocab_copy(a.tokenizer, a.out)))
+		goto fail;
+	/* EXL3 classifies tensors by the config.json just written. */
+	if (a.exl3 && (rc = tf_synth_exl3_plan(&bf16, &a.recipe, a.out, &plan, &meta)))
+		goto fail;
+	const tf_synth_plan *w = a.exl3 ? &plan : &bf16;
+	uint64_t unused;
+	plan_size(w, &unused, &bytes);
+	if ((rc = tf_synth_write(w, a.seed, a.out, a.shard_mb << 20)) ||
+	    (a.exl3 && (rc = tfq_outdir_config(a.out, a.out, &meta))))
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("tfsynth: %s seed %" PRIu64 ": %zu tensors, %.3f M parameters, %.1f MiB, "
-	       "vocab %d (%d tokens) -> %s in %.2f s\n", a.preset, a.seed, plan.n, params / 1e6,
-	       bytes / 1048576.0, vocab.vocab_size, vocab.n_tokens, a.out,
-	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
-	tf_synth_plan_free(&plan);
-	return 0;
+	printf("tfsynth: %s seed %" PRIu64 ": %zu tensors, %.3f M parameters, %.1f MiB",
+	       a.preset, a.seed, w->n, params / 1e6, bytes / 1048576.0);
+	if (a.exl3)
+		printf(" (EXL3, %.2f bits per weight over the budgeted layers)", meta.bits);
+	printf(", vocab %d (%d tokens) -> %s in %.2f s\n", vocab.vocab_size, vocab.n_tokens,
+	       a.out, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	goto out;
 fail:
 	fprintf(stderr, "tfsynth: %s\n", tf_diag_msg());
+	rc = 1;
+out:
 	tf_synth_plan_free(&plan);
-	return 1;
+	tf_synth_plan_free(&bf16);
+	free(a.sets);
+	return rc;
 }
