@@ -34,7 +34,6 @@ static int add_quantized(tf_synth_plan *out, const tf_synth_tensor *t, int K, do
 	int64_t k = PAD128(t->shape[1]), nn = PAD128(t->shape[0]);
 	int64_t ts[3] = { k / 16, nn / 16, 16 * K };
 	double rms = sqrt(t->a * t->a + t->b * t->b);
-
 	int rc;
 
 	if ((rc = tf_synth_plan_add(out, TF_DTYPE_I16, TF_SYNTH_BITS, 0, 0, 3, ts,
