@@ -561,7 +561,7 @@ static int split_assignment(const char *a, char section[64], char key[128],
 int tf_conf_check_set(const char *assignment)
 {
 	char section[64], key[128];
-	const char *value;
+	const char *value = NULL;       /* set on success; quiets -O3's flow analysis */
 	int rc = split_assignment(assignment, section, key, &value);
 	return rc ? rc : conf_check(section, key, value);
 }
@@ -569,7 +569,7 @@ int tf_conf_check_set(const char *assignment)
 int tf_conf_set(tf_conf *c, const char *assignment)
 {
 	char section[64], key[128];
-	const char *value;
+	const char *value = NULL;       /* set on success; quiets -O3's flow analysis */
 	int rc = split_assignment(assignment, section, key, &value);
 	if (!rc)
 		rc = conf_check(section, key, value);

@@ -433,9 +433,11 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 		     m->layer_ffn[j] == m->layer_ffn[i] &&
 		     (j < m->num_hidden_layers) == (i < m->num_hidden_layers); j++)
 			;
+		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
+		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
 		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s)%s\n", i, j - 1,
-			layer_type(attn_types, 3, m->layer_attn[i]), rt->attn[i]->hdr.name,
-			layer_type(ffn_types, 3, m->layer_ffn[i]), rt->ffn[i]->hdr.name,
+			at ? at : "?", rt->attn[i]->hdr.name,
+			ft ? ft : "?", rt->ffn[i]->hdr.name,
 			i >= m->num_hidden_layers ? "  [MTP]" : "");
 	}
 	if (rt->drafter)

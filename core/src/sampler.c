@@ -329,7 +329,7 @@ int tf_sampler_dist(tf_sampler *s, const float *logits, const int32_t *history,
 		    size_t n_history, const tf_sampler_cand **cand, size_t *n)
 {
 	bool sorted;
-	int32_t id;
+	int32_t id = -1;                /* set when argmax succeeds */
 	int rc;
 
 	penalize(s, logits, history, n_history);

@@ -48,7 +48,9 @@ static const tf_cpu_kernels *const vec = TF_CPU_FAST, *const ref = &tf_cpu_ref;
 
 static void test_rows(int64_t n)
 {
-	float x[MAX_LEN], w[MAX_LEN], b[MAX_LEN], got[MAX_LEN], want[MAX_LEN];
+	/* Zeroed past n only so -O3 sees them initialised; the kernels read n. */
+	float x[MAX_LEN] = { 0 }, w[MAX_LEN] = { 0 }, b[MAX_LEN] = { 0 };
+	float got[MAX_LEN], want[MAX_LEN];
 	fill(x, n, 4.0f);
 	fill(w, n, 1.5f);
 	fill(b, n, 12.0f);
@@ -95,7 +97,7 @@ static void test_rows(int64_t n)
 static void test_rope(int64_t pairs)
 {
 	float x[2 * MAX_LEN], got[2 * MAX_LEN], want[2 * MAX_LEN];
-	float c[MAX_LEN], s[MAX_LEN];
+	float c[MAX_LEN] = { 0 }, s[MAX_LEN] = { 0 };   /* see test_rows */
 	for (int64_t j = 0; j < pairs; j++) {
 		float a = (float)(next_u32() % 4096) * powf(10000.0f, -(float)j / (float)pairs);
 		c[j] = 1.1f * cosf(a);
