@@ -291,24 +291,14 @@ Test(kda, config_inconsistent_with_tensors_is_named)
 	c.cfg.num_attention_heads = 4;
 	c.cfg.head_dim = 12;
 	tf_testhost *th = case_host(&c, NULL);
-	const tf_plugin_attention *p = kda_plugin();
-	void *inst = NULL;
-	int rc = p->layer_init(tf_testhost_host(th), 0, PREFIX, 16, &inst);
-	cr_expect_neq(rc, TF_OK);
-	cr_expect(!inst);
 	/* 4 x 12 == 3 x 16: the projections fit, the per-head b_proj does not */
-	cr_expect(strstr(tf_testhost_last_error(th), PREFIX ".b_proj"), "%s",
-		  tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT, PREFIX ".b_proj");
 	tf_testhost_free(th);
 
 	c.cfg.num_attention_heads = 3;
 	c.cfg.head_dim = 20;
 	th = case_host(&c, NULL);
-	inst = NULL;
-	cr_expect_neq(p->layer_init(tf_testhost_host(th), 0, PREFIX, 16, &inst), TF_OK);
-	cr_expect(!inst);
-	cr_expect(strstr(tf_testhost_last_error(th), PREFIX ".q_proj"), "%s",
-		  tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT, PREFIX ".q_proj");
 	tf_testhost_free(th);
 
 	/* Right projections, a conv weight of the wrong width. */

@@ -281,21 +281,13 @@ Test(mla, config_inconsistent_with_tensors_is_named)
 	case_init(&c, false, true, YARN_NONE, 6);
 	c.cfg.kv_lora_rank = 20;        /* tensors hold 24 */
 	tf_testhost *th = case_host(&c, NULL);
-	void *inst = NULL;
-	cr_expect_neq(p->layer_init(tf_testhost_host(th), 3, PREFIX, 16, &inst), TF_OK);
-	cr_expect(!inst);
-	cr_expect(strstr(tf_testhost_last_error(th), PREFIX ".kv_a_proj_with_mqa"), "%s",
-		  tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_FORMAT, PREFIX ".kv_a_proj_with_mqa");
 	tf_testhost_free(th);
 
 	c.cfg.kv_lora_rank = 24;
 	c.cfg.num_attention_heads = 4;  /* tensors hold 3 heads */
 	th = case_host(&c, NULL);
-	inst = NULL;
-	cr_expect_neq(p->layer_init(tf_testhost_host(th), 3, PREFIX, 16, &inst), TF_OK);
-	cr_expect(!inst);
-	cr_expect(strstr(tf_testhost_last_error(th), PREFIX ".q_proj"), "%s",
-		  tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_FORMAT, PREFIX ".q_proj");
 	tf_testhost_free(th);
 
 	c.cfg.num_attention_heads = 3;
