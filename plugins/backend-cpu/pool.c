@@ -202,8 +202,9 @@ void tf_pool_run(tf_pool *p, int64_t n, int64_t grain, tf_range_fn fn,
 		grain = 1;
 	int64_t chunk = (n + (int64_t)p->n_threads * TF_POOL_CHUNKS_PER_THREAD - 1) /
 			((int64_t)p->n_threads * TF_POOL_CHUNKS_PER_THREAD);
-	if (chunk < grain)
-		chunk = grain;
+	/* Down to whole grains: more, smaller chunks balance better than
+	 * fewer, larger ones. */
+	chunk = chunk < grain ? grain : chunk / grain * grain;
 	int64_t n_chunks = (n + chunk - 1) / chunk;
 	if (tf_pool_self >= 0) {
 		fn(arg, 0, n, tf_pool_self);

@@ -25,8 +25,9 @@ void tf_pool_free(tf_pool *p);
 /* Threads that run work, the caller included (n_threads of init). */
 int tf_pool_size(const tf_pool *p);
 
-/* Split [0, n) into chunks of at least `grain` items and run fn on each;
- * returns when all are done. */
+/* Split [0, n) into chunks of whole multiples of `grain` items (the last
+ * may be shorter) and run fn on each; returns when all are done.  Kernels
+ * that work in groups of `grain` never see a group cut in two. */
 void tf_pool_run(tf_pool *p, int64_t n, int64_t grain, tf_range_fn fn,
 		 void *arg);
 

@@ -1,8 +1,8 @@
 /*
  * test_backend_pool.c - parallel_for through the ABI: every index exactly
- * once for many (n, grain) pairs, worker ids in range and unique while
- * running, the pool reused across calls, callers on several threads,
- * nested calls, and the [runtime] threads key.
+ * once for many (n, grain) pairs in chunks of whole grains, worker ids in
+ * range and unique while running, the pool reused across calls, callers on
+ * several threads, nested calls, and the [runtime] threads key.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -40,8 +40,8 @@ static void cover_fn(void *arg, int64_t begin, int64_t end, int worker)
 	}
 	if (atomic_fetch_add(&c->running[worker], 1) != 0)
 		atomic_fetch_add(&c->bad, 1);
-	/* Only the last chunk may be shorter than the grain. */
-	if (end - begin < c->grain && end != c->n)
+	/* Chunks are whole grains; only the last may be shorter. */
+	if (begin % c->grain || ((end - begin) % c->grain && end != c->n))
 		atomic_fetch_add(&c->bad, 1);
 	atomic_fetch_add(&c->chunks, 1);
 	atomic_store(&c->used[worker], 1);

@@ -37,9 +37,10 @@ typedef struct tf_backend {
 	int (*download)(void *ctx, void *dst, const void *src, size_t bytes);
 	int (*sync)(void *ctx);
 
-	/* Host parallelism: split [0, n) into chunks of at least `grain`
-	 * items over the worker threads and wait for all of them.  Workers are
-	 * numbered 0..n_threads-1.  NULL on device backends. */
+	/* Host parallelism: split [0, n) into chunks of whole multiples of
+	 * `grain` items (only the last may be shorter) over the worker threads
+	 * and wait for all of them.  Workers are numbered 0..n_threads-1.
+	 * NULL on device backends. */
 	int (*n_threads)(void *ctx);
 	void (*parallel_for)(void *ctx, int64_t n, int64_t grain, tf_range_fn fn,
 			     void *arg);
