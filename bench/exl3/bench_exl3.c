@@ -7,8 +7,8 @@
  *
  * Layers go through exl3.so and backend-cpu.so exactly as the runtime
  * drives them (input/output Hadamards included): "exl3" (float
- * activations) and "exl3-int" (integer activations, the best kernel this
- * CPU runs) on the same MUL1 weights.  A second table times each
+ * activations), "exl3-int" and "exl3-q8" (15-bit and 8-bit integer
+ * activations, the best kernel this CPU runs) on the same MUL1 weights.  A second table times each
  * integer-activation kernel alone, forced, over the same tile columns.
  * Each configuration cycles through enough copies of the layer to exceed
  * the last-level cache, so weights stream from memory as in a real decode.
@@ -197,7 +197,8 @@ static void kern_cols(void *arg, int64_t begin, int64_t end, int worker)
 
 /* One integer-activation kernel alone (no Hadamards, no quantization),
  * split by tile columns as the plugin splits them; median of REPEATS. */
-static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath path)
+static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath path,
+			 int qmax)
 {
 	const size_t words = (size_t)(k * n * K / 16);
 	const int copies = (int)(WORKING_SET / (words * 2)) + 1;
@@ -211,7 +212,7 @@ static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath
 	uint64_t seed = 9;
 	long calls = 0;
 
-	if (!tr || !x || !yh || !m || tf_exl3_qx_init(&q, k, 1)) {
+	if (!tr || !x || !yh || !m || tf_exl3_qx_init(&q, k, 1, qmax)) {
 		fprintf(stderr, "bench_exl3: out of memory\n");
 		exit(1);
 	}
@@ -268,8 +269,9 @@ int main(int argc, char **argv)
 			printf("| %d | %lldx%lld | fp16 | %.2f | %.1f | %.0f%% | 1.00 |\n", threads[ti],
 			       (long long)k, (long long)n, f16 / 1e9, f16 * 2 / 1e9, f16 * 2 / bw * 100);
 			for (int K = 2; K <= 6; K++)
-				for (int d = 0; d < 2; d++) {
-					const char *name = d ? "exl3-int" : "exl3";
+				for (int d = 0; d < 3; d++) {
+					static const char *const names[] = { "exl3", "exl3-int", "exl3-q8" };
+					const char *name = names[d];
 					double w = run(threads[ti], k, n, K, name);
 					double gbs = w * K / 8;
 					printf("| %d | %lldx%lld | %s K=%d mul1 | %.2f | %.1f | %.0f%% | %.2f |\n",
@@ -279,15 +281,17 @@ int main(int argc, char **argv)
 		}
 	}
 
-	printf("\nInteger-activation kernels alone (G weights/s, MUL1, one row):\n\n");
+	printf("\nInteger-activation kernels alone (G weights/s, MUL1, one row), with "
+	       "15-bit and 8-bit activations:\n\n");
 	printf("| threads | k x n | K |");
 	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
 		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
-			printf(" %s |", tf_exl3_ipath_name((tf_exl3_ipath)p));
+			printf(" %s i15 | %s i8 |", tf_exl3_ipath_name((tf_exl3_ipath)p),
+			       tf_exl3_ipath_name((tf_exl3_ipath)p));
 	printf("\n|---|---|---|");
 	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
 		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
-			printf("---|");
+			printf("---|---|");
 	printf("\n");
 	for (int ti = 0; ti < n_threads; ti++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
@@ -295,10 +299,11 @@ int main(int argc, char **argv)
 				printf("| %d | %lldx%lld | %d |", threads[ti], (long long)shapes[s][0],
 				       (long long)shapes[s][1], K);
 				for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
-					if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+					for (int b = 0; b < 2 && tf_exl3_ipath_supported((tf_exl3_ipath)p); b++)
 						printf(" %.2f |", run_kernel(threads[ti], shapes[s][0],
-									     shapes[s][1], K,
-									     (tf_exl3_ipath)p) / 1e9);
+									     shapes[s][1], K, (tf_exl3_ipath)p,
+									     b ? TF_EXL3_QMAX_I8 :
+									     TF_EXL3_QMAX_I15) / 1e9);
 				printf("\n");
 				fflush(stdout);
 			}

@@ -9,8 +9,9 @@
  *     <prefix>.mcg | <prefix>.mul1               optional codebook marker
  *
  * forward: xh = Had128(x ⊙ suh), yh = xh · Ŵ (matmul.c), y = Had128(yh) ⊙
- * svh + b.  "exl3-int" is the same linear with MUL1 decode rows multiplied
- * through 15-bit integer activations (matmul_int.c).  Logical in/out may be below the padded k/n: inputs are
+ * svh + b.  "exl3-int" and "exl3-q8" are the same linear with MUL1 decode
+ * rows multiplied through 15-bit and 8-bit integer activations
+ * (matmul_int.h).  Logical in/out may be below the padded k/n: inputs are
  * zero-extended, outputs trimmed.
  */
 #include <stdlib.h>
@@ -21,15 +22,18 @@
 #include "lin.h"
 #include "matmul_int.h"
 
-#define EXL3_GRAIN 8            /* fewest tile columns per work item */
+#define EXL3_GRAIN 8            /* tile columns per work item: 128 outputs */
+_Static_assert(EXL3_GRAIN * TF_EXL3_TILE == 128, "a work item is one Hadamard block");
 
 typedef struct tf_exl3_lin {
 	const tf_host *h;
 	tf_exl3_parts p;
 	int64_t in, out;
-	/* "exl3-int": MUL1 decode rows through this integer-activation
-	 * kernel; TF_EXL3_IPATH_AUTO for "exl3", which keeps float. */
+	/* "exl3-int", "exl3-q8": MUL1 decode rows through this integer-
+	 * activation kernel at this precision (TF_EXL3_QMAX_*); qmax 0 for
+	 * "exl3", which keeps float. */
 	tf_exl3_ipath ipath;
+	int qmax;
 } tf_exl3_lin;
 
 static void exl3_close(void *lin)
@@ -42,7 +46,7 @@ static void exl3_close(void *lin)
 }
 
 static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_t out,
-			tf_exl3_ipath ipath, void **lin, tf_lin_info *info)
+			int qmax, void **lin, tf_lin_info *info)
 {
 	tf_exl3_lin *l = calloc(1, sizeof(*l));
 	int rc;
@@ -57,7 +61,8 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 	l->h = h;
 	l->in = in;
 	l->out = out;
-	l->ipath = ipath;
+	l->ipath = tf_exl3_ipath_best();
+	l->qmax = qmax;
 	*info = tf_exl3_parts_info(&l->p, in, out);
 	*lin = l;
 	return TF_OK;
@@ -66,19 +71,30 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 static int exl3_open(const tf_host *h, const char *prefix, int64_t in,
 		     int64_t out, void **lin, tf_lin_info *info)
 {
-	return exl3_open_as(h, prefix, in, out, TF_EXL3_IPATH_AUTO, lin, info);
+	return exl3_open_as(h, prefix, in, out, 0, lin, info);
 }
 
 static int exl3_int_open(const tf_host *h, const char *prefix, int64_t in,
 			 int64_t out, void **lin, tf_lin_info *info)
 {
-	return exl3_open_as(h, prefix, in, out, tf_exl3_ipath_best(), lin, info);
+	return exl3_open_as(h, prefix, in, out, TF_EXL3_QMAX_I15, lin, info);
 }
 
-/* Below "exl3": the integer path is used only where the INI pins it. */
+static int exl3_q8_open(const tf_host *h, const char *prefix, int64_t in,
+			int64_t out, void **lin, tf_lin_info *info)
+{
+	return exl3_open_as(h, prefix, in, out, TF_EXL3_QMAX_I8, lin, info);
+}
+
+/* Below "exl3": the integer paths are used only where the INI pins them. */
 static int exl3_int_match(const tf_host *h, const char *prefix)
 {
 	return tf_exl3_match(h, prefix) ? TF_LIN_SCORE_EXL3_INT : 0;
+}
+
+static int exl3_q8_match(const tf_host *h, const char *prefix)
+{
+	return tf_exl3_match(h, prefix) ? TF_LIN_SCORE_EXL3_Q8 : 0;
 }
 
 struct exl3_job {
@@ -106,6 +122,24 @@ static void exl3_input_rows(void *arg, int64_t begin, int64_t end, int worker)
 	}
 }
 
+/* y[r][c0 .. c1) = (Had128(yh[r]) ⊙ svh + bias), trimmed to out; c0 and
+ * c1 on 128-column blocks. */
+static void exl3_output_cols(const struct exl3_job *j, int64_t c0, int64_t c1)
+{
+	const tf_exl3_lin *l = j->l;
+	const int64_t o1 = c1 < l->out ? c1 : l->out;
+
+	for (int64_t r = 0; r < j->rows; r++) {
+		float *yh = j->yh + r * l->p.mat.n, *y = j->y + r * l->out;
+		tf_had128(yh + c0, c1 - c0);
+		for (int64_t o = c0; o < o1; o++)
+			y[o] = yh[o] * l->p.svh[o] + (l->p.bias ? l->p.bias[o] : 0.0f);
+	}
+}
+
+/* Tile columns [begin, end) and their outputs: chunks are whole grains
+ * (EXL3_GRAIN tiles = 128 columns, one Hadamard block), so each worker
+ * finishes its own columns without waiting for the others. */
 static void exl3_tile_cols(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct exl3_job *j = arg;
@@ -113,19 +147,7 @@ static void exl3_tile_cols(void *arg, int64_t begin, int64_t end, int worker)
 		tf_exl3_mat_mul_int(&j->l->p.mat, j->qx, j->yh, begin, end, j->l->ipath);
 	else
 		tf_exl3_mat_mul(&j->l->p.mat, j->xh, j->rows, j->yh, begin, end);
-}
-
-/* y[r] = (Had128(yh[r]) ⊙ svh + bias), trimmed to out. */
-static void exl3_output_rows(void *arg, int64_t begin, int64_t end, int worker)
-{
-	const struct exl3_job *j = arg;
-	const tf_exl3_lin *l = j->l;
-	for (int64_t r = begin; r < end; r++) {
-		float *yh = j->yh + r * l->p.mat.n, *y = j->y + r * l->out;
-		tf_had128(yh, l->p.mat.n);
-		for (int64_t o = 0; o < l->out; o++)
-			y[o] = yh[o] * l->p.svh[o] + (l->p.bias ? l->p.bias[o] : 0.0f);
-	}
+	exl3_output_cols(j, begin * TF_EXL3_TILE, end * TF_EXL3_TILE);
 }
 
 static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
@@ -144,13 +166,12 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 				(long long)rows);
 	job.yh = job.xh + rows * l->p.mat.k;
-	/* "exl3-int": decode rows of MUL1 layers multiply 15-bit integer
+	/* "exl3-int", "exl3-q8": decode rows of MUL1 layers multiply integer
 	 * activations, the byte-sum codebook becoming integer dot products
 	 * (matmul_int.h).  Past a few rows the float path decodes each tile
 	 * once for all of them. */
-	if (l->ipath != TF_EXL3_IPATH_AUTO && l->p.mat.cb == TF_EXL3_CB_MUL1 &&
-	    rows <= TF_EXL3_INT_ROWS) {
-		if (tf_exl3_qx_init(&qx, l->p.mat.k, rows)) {
+	if (l->qmax && l->p.mat.cb == TF_EXL3_CB_MUL1 && rows <= TF_EXL3_INT_ROWS) {
+		if (tf_exl3_qx_init(&qx, l->p.mat.k, rows, l->qmax)) {
 			free(job.xh);
 			return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 					(long long)rows);
@@ -158,9 +179,13 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		job.qx = &qx;
 	}
 
-	tf_lin_parallel(h, rows, 8, exl3_input_rows, &job);
+	/* A few rows' input transforms take microseconds: less than handing
+	 * them to the workers and waiting. */
+	if (rows <= TF_EXL3_INT_ROWS)
+		exl3_input_rows(&job, 0, rows, 0);
+	else
+		tf_lin_parallel(h, rows, 8, exl3_input_rows, &job);
 	tf_lin_parallel(h, l->p.mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
-	tf_lin_parallel(h, rows, 8, exl3_output_rows, &job);
 	if (job.qx)
 		tf_exl3_qx_free(job.qx);
 	free(job.xh);
@@ -233,6 +258,22 @@ const tf_plugin_quant tf_exl3_int_lin_ops = {
 				exl3_probe),
 	.match = exl3_int_match,
 	.open = exl3_int_open,
+	.close = exl3_close,
+	.forward = exl3_forward,
+	.dequant = exl3_dequant,
+};
+
+/* The same with 8-bit activations (llama.cpp's Q8): about 5e-3 relative
+ * error per linear, for the AVX-512 VNNI kernel's single vpdpbusd per 16
+ * weights; elsewhere it runs the "exl3-int" kernels at this precision.
+ * Chosen by `[plugins] quant = exl3-q8`. */
+const tf_plugin_quant tf_exl3_q8_lin_ops = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-q8", "0.1.0",
+				"EXL3 trellis linear, MUL1 decode rows with 8-bit activations "
+				"(AVX-512 VNNI / AVX2 / NEON dotprod), CPU",
+				exl3_probe),
+	.match = exl3_q8_match,
+	.open = exl3_q8_open,
 	.close = exl3_close,
 	.forward = exl3_forward,
 	.dequant = exl3_dequant,

@@ -1,9 +1,10 @@
 /*
  * lin.h - what the linear descriptors of exl3.so and exl3-cuda.so share.
  *
- * exl3.so carries three quant implementations: "exl3" (trellis-coded
- * weights, exl3_lin.c), "exl3-int" (the same, integer activations for MUL1
- * decode rows) and "plain" (fp16/bf16/fp32 `.weight`, plain_lin.c);
+ * exl3.so carries four quant implementations: "exl3" (trellis-coded
+ * weights, exl3_lin.c), "exl3-int" and "exl3-q8" (the same, 15-bit and
+ * 8-bit integer activations for MUL1 decode rows) and "plain"
+ * (fp16/bf16/fp32 `.weight`, plain_lin.c);
  * exl3-cuda.so the EXL3 one for CUDA devices (exl3_cuda_lin.c).  All
  * fetch tensors, widen small vectors to float and split work over the
  * backend's threads the same way; those helpers live here.
@@ -16,6 +17,7 @@
 
 extern const tf_plugin_quant tf_exl3_lin_ops;
 extern const tf_plugin_quant tf_exl3_int_lin_ops;
+extern const tf_plugin_quant tf_exl3_q8_lin_ops;
 extern const tf_plugin_quant tf_plain_lin_ops;
 extern const tf_plugin_quant tf_exl3_cuda_lin_ops;       /* exl3-cuda.so */
 
@@ -23,6 +25,7 @@ extern const tf_plugin_quant tf_exl3_cuda_lin_ops;       /* exl3-cuda.so */
  * stored under the same prefix. */
 #define TF_LIN_SCORE_EXL3  100
 #define TF_LIN_SCORE_EXL3_INT 90        /* "exl3-int": only when pinned */
+#define TF_LIN_SCORE_EXL3_Q8 80         /* "exl3-q8": only when pinned */
 #define TF_LIN_SCORE_PLAIN 10
 
 /* Worker threads parallel_for() may use (1 without a host thread pool). */

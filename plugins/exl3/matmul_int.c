@@ -14,11 +14,11 @@
 #include <sys/auxv.h>
 #endif
 
-int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows)
+int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows, int qmax)
 {
 	size_t n = (size_t)(k * rows);
 
-	*q = (tf_exl3_qx){ .k = k, .rows = rows };
+	*q = (tf_exl3_qx){ .k = k, .rows = rows, .qmax = qmax };
 	q->pair = malloc(n * sizeof(uint32_t));
 	q->unit = malloc((size_t)(k / TF_EXL3_QBLOCK * rows) * sizeof(float));
 	q->sum = malloc((size_t)rows * sizeof(float));
@@ -65,8 +65,8 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 				pair[i] = 0;
 			unit = NAN;
 		} else {
-			unit = amax > 0.0f ? amax / TF_EXL3_QMAX : 1.0f;
-			/* |x / unit| ≤ QMAX, so v needs no clamp; int16 in both
+			unit = amax > 0.0f ? amax / (float)q->qmax : 1.0f;
+			/* |x / unit| ≤ qmax, so v needs no clamp; int16 in both
 			 * halves of each word. */
 			const tf_vf inv = tf_vf_set1(1.0f / unit);
 			for (int i = 0; i < TF_EXL3_QBLOCK; i += TF_VL) {

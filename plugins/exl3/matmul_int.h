@@ -14,13 +14,20 @@
  *
  * over 128-row blocks b, xq_r = unit_b · v_r the dequantized activation.
  *
- * Quantization: per 128-block, unit = max|x| / 16256 and v = round(x /
- * unit), |v| ≤ 16256 = 127·128: the precision of exllamav3's int8 GEMV
- * "mode 1" (an int8 pass, hi, and an int8 residual pass at 1/128 of its
- * scale, lo: v = 128·hi + lo), taken as one int16.  The error
- * per element is at most unit/2 = max|x|/32512, about 5e-5 of the row's RMS
- * for Gaussian-like rows.  Sums stay below 2^31: 128 · 1020 · 16256 <
- * 2^31, so blocks accumulate in int32 and fold into float once per block.
+ * Quantization: per 128-block, unit = max|x| / qmax and v = round(x /
+ * unit), |v| ≤ qmax, one of two precisions:
+ *
+ *  - 15 bits, qmax = 16256 = 127·128: the precision of exllamav3's int8
+ *    GEMV "mode 1" (an int8 pass, hi, and an int8 residual pass at 1/128
+ *    of its scale, lo: v = 128·hi + lo), taken as one int16.  The error per
+ *    element is at most unit/2 = max|x|/32512, about 5e-5 of the row's RMS
+ *    for Gaussian-like rows ("exl3-int");
+ *  - 8 bits, qmax = 127: llama.cpp's Q8 activations, about 5e-3 of the
+ *    RMS, for a cheaper kernel where the CPU has one (AVX-512 VNNI
+ *    vpdpbusd: 3 vector operations per 16 weights instead of 4; "exl3-q8").
+ *
+ * Sums stay below 2^31: 128 · 1020 · 16256 < 2^31, so blocks accumulate in
+ * int32 and fold into float once per block.
  *
  * Like the fused float path, the weights are the unrounded affine values
  * (no final fp16 rounding, at most half an fp16 ulp off the bit-exact Ŵ).
@@ -33,19 +40,22 @@
 #include "matmul.h"
 
 #define TF_EXL3_QBLOCK 128              /* rows sharing one activation scale */
-#define TF_EXL3_QMAX 16256              /* largest |v|: 127 · 128 */
+#define TF_EXL3_QMAX_I15 16256          /* largest |v| at 15 bits: 127 · 128 */
+#define TF_EXL3_QMAX_I8 127             /* ... and at 8 bits */
 #define TF_EXL3_INT_ROWS 8              /* most rows one call takes */
 
 /* Quantized activation rows; every array is owned. */
 typedef struct tf_exl3_qx {
 	int64_t k, rows;
+	int qmax;               /* TF_EXL3_QMAX_I15 or TF_EXL3_QMAX_I8 */
 	uint32_t *pair;         /* [rows][k] v as int16 in both halves */
 	float *unit;            /* [rows][k/128] value of v = 1 per block */
 	float *sum;             /* [rows] Σ unit·v, for the K_BIAS term */
 } tf_exl3_qx;
 
-/* Room for rows x k (k a multiple of 128, rows 1..8).  0 or TF_ERR_NOMEM. */
-int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows);
+/* Room for rows x k (k a multiple of 128, rows 1..8) at precision qmax
+ * (TF_EXL3_QMAX_I15 or _I8).  0 or TF_ERR_NOMEM. */
+int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows, int qmax);
 void tf_exl3_qx_free(tf_exl3_qx *q);
 
 /* Quantize x[0 .. k) as row `row` of q. */
@@ -61,7 +71,7 @@ typedef enum tf_exl3_ipath {
 	TF_EXL3_IPATH_AUTO = 0,
 	TF_EXL3_IPATH_REF,      /* plain loops over the reference decode */
 	TF_EXL3_IPATH_VEC,      /* vpmaddubsw + vpmaddwd / vpaddl + vmla */
-	TF_EXL3_IPATH_VNNI,     /* AVX-512 vpdpwssd + VBMI2: x86-64 only */
+	TF_EXL3_IPATH_VNNI,     /* AVX-512 vpdpwssd / vpdpbusd + VBMI2: x86-64 only */
 	TF_EXL3_IPATH_DOTPROD,  /* ARMv8.2 udot + vmla: aarch64 only */
 	TF_EXL3_IPATH_COUNT
 } tf_exl3_ipath;

@@ -1,16 +1,18 @@
 /*
  * test_int.c - the integer-activation MUL1 product (matmul_int.h), every
- * kernel this CPU runs forced in turn, against two float64 references on
- * random trellises and activations:
+ * kernel this CPU runs forced in turn, at both activation precisions,
+ * against two float64 references on random trellises and activations:
  *
  *  - "affine": Σ x·(bs·K_INV + K_BIAS) with the UNquantized x and the
  *    unrounded weights the kernels use.  Its error is the activation
- *    quantization alone: at most unit/2 = max|x_block|/32512 per element,
- *    ~5e-5 of the RMS of blockwise Gaussian rows, so the norm-relative
- *    tolerance is 1e-4 (measured 4.4e-5 .. 5.1e-5);
+ *    quantization alone: at most unit/2 = max|x_block|/(2·qmax) per
+ *    element.  At 15 bits that is ~5e-5 of the RMS of blockwise Gaussian
+ *    rows, so the norm-relative tolerance is 1e-4 (measured 4.4e-5 ..
+ *    5.1e-5); at 8 bits ~128 times more, tolerance 1.5e-2 (measured
+ *    5.5e-3 .. 6.9e-3);
  *  - "dense": the bit-exact fp16 Ŵ, as dequant gives it.  The kernels skip
  *    the final fp16 rounding of each weight (≤ 2^-11 relative), hence 1e-3
- *    as for the float path.
+ *    as for the float path, plus the 8-bit quantization where it applies.
  *
  * The kernels against the plain "ref" kernel (same quantized activations,
  * double sums): the integer sums are exact, so they agree to float
@@ -110,7 +112,7 @@ static double rel_err(const float *y, const double *ref, int64_t count)
 
 /* Run `path` over tile columns in ragged pieces (an odd first piece, so
  * kernels that pair tiles meet a lone one) into NaN-poisoned y. */
-static float *run_path(const struct int_case *c, tf_exl3_ipath path)
+static float *run_path(const struct int_case *c, tf_exl3_ipath path, int qmax)
 {
 	const int64_t tn = c->n / 16, cut = tn > 3 ? 3 : 1;
 	float *y = malloc(sizeof(float) * c->rows * c->n);
@@ -121,7 +123,7 @@ static float *run_path(const struct int_case *c, tf_exl3_ipath path)
 	for (int64_t i = 0; i < c->rows * c->n; i++)
 		y[i] = NAN;
 	tf_exl3_mat_init(&m, c->tr, c->k, c->n, c->K, TF_EXL3_CB_MUL1);
-	cr_assert_eq(tf_exl3_qx_init(&q, c->k, c->rows), TF_OK);
+	cr_assert_eq(tf_exl3_qx_init(&q, c->k, c->rows, qmax), TF_OK);
 	for (int64_t r = 0; r < c->rows; r++)
 		tf_exl3_qx_set(&q, r, c->x + r * c->k);
 	tf_exl3_mat_mul_int(&m, &q, y, 0, cut, path);
@@ -130,40 +132,52 @@ static float *run_path(const struct int_case *c, tf_exl3_ipath path)
 	return y;
 }
 
-/* Every supported kernel on one case: against both float64 references,
- * and the fast ones against "ref". */
-static void check_case(int64_t k, int64_t n, int64_t rows, int K, uint64_t seed, int with_ref)
+/* Every supported kernel on one case at one precision: against both
+ * float64 references, and the fast ones against "ref". */
+static void check_case_at(const struct int_case *cp, int qmax, int with_ref)
 {
-	struct int_case c;
+	const struct int_case c = *cp;
+	const int64_t k = c.k, n = c.n, rows = c.rows;
+	const int K = c.K, i8 = qmax == TF_EXL3_QMAX_I8;
+	const double tol_affine = i8 ? 1.5e-2 : 1e-4, tol_dense = i8 ? 1.5e-2 : 1e-3;
 	float *yref = NULL;
 
-	case_init(&c, k, n, rows, K, seed);
 	if (with_ref)
-		yref = run_path(&c, TF_EXL3_IPATH_REF);
+		yref = run_path(&c, TF_EXL3_IPATH_REF, qmax);
 	for (int p = TF_EXL3_IPATH_REF; p < TF_EXL3_IPATH_COUNT; p++) {
 		if (!tf_exl3_ipath_supported((tf_exl3_ipath)p) || (p == TF_EXL3_IPATH_REF && !with_ref))
 			continue;
-		float *y = p == TF_EXL3_IPATH_REF ? yref : run_path(&c, (tf_exl3_ipath)p);
+		float *y = p == TF_EXL3_IPATH_REF ? yref : run_path(&c, (tf_exl3_ipath)p, qmax);
 		double ea = rel_err(y, c.affine, rows * n), ed = rel_err(y, c.dense, rows * n);
-		cr_expect(ea < 1e-4, "%s K=%d %lldx%lld rows %lld: %.3g vs float64 affine",
-			  tf_exl3_ipath_name((tf_exl3_ipath)p), K, (long long)k, (long long)n,
-			  (long long)rows, ea);
-		cr_expect(ed < 1e-3, "%s K=%d %lldx%lld rows %lld: %.3g vs float64 dense",
-			  tf_exl3_ipath_name((tf_exl3_ipath)p), K, (long long)k, (long long)n,
-			  (long long)rows, ed);
+		cr_expect(ea < tol_affine, "%s i%d K=%d %lldx%lld rows %lld: %.3g vs float64 affine",
+			  tf_exl3_ipath_name((tf_exl3_ipath)p), i8 ? 8 : 15, K, (long long)k,
+			  (long long)n, (long long)rows, ea);
+		cr_expect(ed < tol_dense, "%s i%d K=%d %lldx%lld rows %lld: %.3g vs float64 dense",
+			  tf_exl3_ipath_name((tf_exl3_ipath)p), i8 ? 8 : 15, K, (long long)k,
+			  (long long)n, (long long)rows, ed);
 		if (yref && y != yref) {
 			double *r64 = malloc(sizeof(double) * rows * n);
 			for (int64_t i = 0; i < rows * n; i++)
 				r64[i] = yref[i];
 			double er = rel_err(y, r64, rows * n);
-			cr_expect(er < 1e-5, "%s K=%d rows %lld: %.3g vs the ref kernel",
-				  tf_exl3_ipath_name((tf_exl3_ipath)p), K, (long long)rows, er);
+			cr_expect(er < 1e-5, "%s i%d K=%d rows %lld: %.3g vs the ref kernel",
+				  tf_exl3_ipath_name((tf_exl3_ipath)p), i8 ? 8 : 15, K,
+				  (long long)rows, er);
 			free(r64);
 		}
 		if (y != yref)
 			free(y);
 	}
 	free(yref);
+}
+
+static void check_case(int64_t k, int64_t n, int64_t rows, int K, uint64_t seed, int with_ref)
+{
+	struct int_case c;
+
+	case_init(&c, k, n, rows, K, seed);
+	check_case_at(&c, TF_EXL3_QMAX_I15, with_ref);
+	check_case_at(&c, TF_EXL3_QMAX_I8, with_ref);
 	case_free(&c);
 }
 
@@ -201,9 +215,9 @@ Test(exl3_int, best_path_is_supported)
 	cr_assert(!tf_exl3_ipath_supported(TF_EXL3_IPATH_COUNT));
 }
 
-/* Quantization: v round-trips within half a unit, stays within ±QMAX, and
- * zero, NaN and infinite blocks behave. */
-Test(exl3_int, quantize)
+/* Quantization at precision qmax: v round-trips within half a unit, stays
+ * within ±qmax, and zero, NaN and infinite blocks behave. */
+static void check_quantize(int qmax)
 {
 	enum { k = 512 };
 	float x[k], back[k];
@@ -214,13 +228,13 @@ Test(exl3_int, quantize)
 		x[i] = gauss(&seed) * (i < 128 ? 1e-3f : 10.0f);
 	for (int i = 256; i < 384; i++)
 		x[i] = 0.0f;
-	cr_assert_eq(tf_exl3_qx_init(&q, k, 2), TF_OK);
+	cr_assert_eq(tf_exl3_qx_init(&q, k, 2, qmax), TF_OK);
 	tf_exl3_qx_set(&q, 0, x);
 	tf_exl3_qx_get(&q, 0, back);
 	for (int i = 0; i < k; i++) {
 		float unit = q.unit[i / 128];
 		int16_t v = (int16_t)(q.pair[i] & 0xFFFF);
-		cr_assert(v >= -TF_EXL3_QMAX && v <= TF_EXL3_QMAX, "element %d: %d", i, v);
+		cr_assert(v >= -qmax && v <= qmax, "element %d: %d", i, v);
 		cr_assert_eq(q.pair[i] >> 16, q.pair[i] & 0xFFFF);
 		cr_assert(fabsf(back[i] - x[i]) <= 0.5001f * unit, "element %d: %g vs %g", i,
 			  back[i], x[i]);
@@ -237,6 +251,12 @@ Test(exl3_int, quantize)
 	tf_exl3_qx_free(&q);
 }
 
+Test(exl3_int, quantize)
+{
+	check_quantize(TF_EXL3_QMAX_I15);
+	check_quantize(TF_EXL3_QMAX_I8);
+}
+
 /* A NaN activation reaches the outputs of every kernel (no garbage). */
 Test(exl3_int, nan_input_gives_nan)
 {
@@ -247,11 +267,13 @@ Test(exl3_int, nan_input_gives_nan)
 	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++) {
 		if (!tf_exl3_ipath_supported((tf_exl3_ipath)p))
 			continue;
-		float *y = run_path(&c, (tf_exl3_ipath)p);
-		for (int64_t o = 0; o < c.n; o++)
-			cr_assert(isnan(y[o]), "%s output %lld", tf_exl3_ipath_name((tf_exl3_ipath)p),
-				  (long long)o);
-		free(y);
+		for (int b = 0; b < 2; b++) {
+			float *y = run_path(&c, (tf_exl3_ipath)p, b ? TF_EXL3_QMAX_I8 : TF_EXL3_QMAX_I15);
+			for (int64_t o = 0; o < c.n; o++)
+				cr_assert(isnan(y[o]), "%s i%d output %lld",
+					  tf_exl3_ipath_name((tf_exl3_ipath)p), b ? 8 : 15, (long long)o);
+			free(y);
+		}
 	}
 	case_free(&c);
 }
