@@ -67,27 +67,44 @@ class Exl3(unittest.TestCase):
                      tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
 
 
+def check_integer_path(tc, quant, max_rel, max_kl, min_top1):
+    """40 tokens through `[plugins] quant = QUANT`, chunk 1 (every linear a
+    decode row), against the reference with unrounded weights, as the
+    integer paths decode them."""
+    _, model = tm.exl3_pair()
+    rt = tm.Runtime(model, sets=[f"plugins.quant={quant}"])
+    tc.addCleanup(rt.close)
+    unr = tm.ReferenceUnrounded(model)
+    tc.addCleanup(unr.close)
+    toks = tm.prompt(40, 15, rt.vocab)
+    tm.check(tc, f"{quant} 40 tokens, chunk 1", rt.logits(toks, chunk=1),
+             unr.logits(toks), max_rel, max_kl, min_top1)
+
+
 class Exl3Int(unittest.TestCase):
     """`[plugins] quant = exl3-int`: decode rows (1 to 8 per call) take
     15-bit integer activations, per 128-block scaled to the block's max|x|.
     The rounding is at most max|x|/32512 per element, ~5e-5 of a linear's
     output (plugins/exl3/matmul_int.h); measured at the logits: 1.0e-4 max
     rel, KL 2e-8.  Bound 1e-3 and 1e-6: still 50x below the mildest bug in
-    tests/reference/tolerance.py.  Chunk 1 puts every linear on that path;
-    the reference decodes the weights unrounded, as the integer path does."""
-
-    MAX_REL = 1e-3
-    MAX_KL = 1e-6
+    tests/reference/tolerance.py."""
 
     def test_exl3_int_matches_reference(self):
-        _, model = tm.exl3_pair()
-        rt = tm.Runtime(model, sets=["plugins.quant=exl3-int"])
-        self.addCleanup(rt.close)
-        unr = tm.ReferenceUnrounded(model)
-        self.addCleanup(unr.close)
-        toks = tm.prompt(40, 15, rt.vocab)
-        tm.check(self, "exl3-int 40 tokens, chunk 1", rt.logits(toks, chunk=1),
-                 unr.logits(toks), self.MAX_REL, self.MAX_KL, tm.REF_MIN_TOP1)
+        check_integer_path(self, "exl3-int", 1e-3, 1e-6, tm.REF_MIN_TOP1)
+
+
+class Exl3Q8(unittest.TestCase):
+    """`[plugins] quant = exl3-q8`: 8-bit activations, 128 times coarser
+    than exl3-int, ~6e-3 of each linear's output (tests/exl3/test_int.c).
+    At that size the random model's near-tied routers flip experts for a
+    few tokens, a discrete change, so a max rel bound means nothing here
+    (measured 0.15).  Measured: KL 1.7e-3, top-1 0.95 (2 of 40 tokens).
+    Bound KL 1e-2 and top-1 0.85: 6x below the 3-bit quantization's own KL
+    on this model (0.059, Exl3VsBf16), while a wrong byte sum or scale
+    gives KL of whole nats."""
+
+    def test_exl3_q8_matches_reference(self):
+        check_integer_path(self, "exl3-q8", None, 1e-2, 0.85)
 
 
 class Exl3VsBf16(unittest.TestCase):
