@@ -5,17 +5,18 @@
  *
  * A zmm holds one half-row of two adjacent tiles: lanes 0-7 the 8 column
  * groups of tile j, lanes 8-15 those of tile j+1.  Both tiles share every
- * shift, so per 16 weights the work is a 16-bit funnel shift (vpshrdw, which
- * also joins the two half-words of a straddling window) and the MUL1
+ * shift, so per 16 weights the work is the 16-bit window (a shift and a mask
+ * of a dword holding the two half-words it spans, pair_halves) and the MUL1
  * multiply, then the product's byte sum times the activation:
  *
  *  - 15-bit activations: vpmaddubsw against ones (byte pairs, ≤ 510) and
- *    vpdpwssd with v in both int16 halves, 4 operations per 16 weights;
+ *    vpdpwssd with v in both int16 halves, 5 operations per 16 weights;
  *  - 8-bit activations (|v| ≤ 127): one vpdpbusd of the product's four
- *    bytes against v in all four bytes, 3 operations.
+ *    bytes against v in all four bytes, 4 operations.
  *
- * One row walks two tile pairs at once, with separate sums for even and
- * odd tile rows: eight independent chains instead of two (pair_dot).
+ * The window extraction is the dearest of them, then the multiply
+ * (bench/exl3/README.md).  One row walks two tile pairs at once: four
+ * independent sums instead of two (measured 1.07x).
  */
 #include <immintrin.h>
 
@@ -115,27 +116,19 @@ dot_step(__m512i acc, __m512i p, const uint32_t *x, int q8)
 
 /* acc[pp][row][half] += Σ_r bytesum·v over np (1 or 2) tile pairs, pair_words
  * apart (np = 2: both pairs whole); x holds the activation words of the
- * tiles' 16 rows, row stride xstride; acc rows are TF_EXL3_INT_ROWS apart.
- *
- * Each sum is a chain of dependent vpdpbusd/vpdpwssd, and on Zen 4 such a
- * chain completes one step per ~12 cycles: four chains ran at half the
- * speed of eight in a scratch loop.  So while the sums are few, even and
- * odd tile rows keep separate ones (`split`), added at the end. */
+ * tiles' 16 rows, row stride xstride; acc rows are TF_EXL3_INT_ROWS apart. */
 static inline __attribute__((always_inline)) void
 pair_dot(const uint16_t *tiles, int64_t pair_words, int np, int K, int nt,
 	 const uint32_t *x, int64_t xstride, int rows, int q8, __m512i *acc)
 {
-	const int split = np * rows <= 2 ? 2 : 1;
-	__m512i D[2][2 * TF_EXL3_K_MAX], a[2][TF_EXL3_INT_ROWS][2][2];
+	__m512i D[2][2 * TF_EXL3_K_MAX], a[2][TF_EXL3_INT_ROWS][2];
 
 	/* Sums in locals: __m512i may alias x, and sums kept through acc
 	 * would be stored after every step. */
 	for (int pp = 0; pp < np; pp++) {
 		for (int row = 0; row < rows; row++)
-			for (int half = 0; half < 2; half++) {
-				a[pp][row][half][0] = acc[(pp * TF_EXL3_INT_ROWS + row) * 2 + half];
-				a[pp][row][half][1] = _mm512_setzero_si512();
-			}
+			for (int half = 0; half < 2; half++)
+				a[pp][row][half] = acc[(pp * TF_EXL3_INT_ROWS + row) * 2 + half];
 		pair_halves(tiles + pp * pair_words, K, nt, D[pp]);
 	}
 #pragma GCC unroll 16
@@ -145,17 +138,14 @@ pair_dot(const uint16_t *tiles, int64_t pair_words, int np, int K, int nt,
 #pragma GCC unroll 2
 			for (int pp = 0; pp < np; pp++) {
 				__m512i p = pair_halfrow(D[pp], K, tf_exl3_row_base(r) + 4 * half);
-				for (int row = 0; row < rows; row++) {
-					__m512i *sum = &a[pp][row][half][r % split];
-					*sum = dot_step(*sum, p, x + row * xstride + r, q8);
-				}
+				for (int row = 0; row < rows; row++)
+					a[pp][row][half] = dot_step(a[pp][row][half], p,
+								    x + row * xstride + r, q8);
 			}
 	for (int pp = 0; pp < np; pp++)
 		for (int row = 0; row < rows; row++)
 			for (int half = 0; half < 2; half++)
-				acc[(pp * TF_EXL3_INT_ROWS + row) * 2 + half] =
-					split == 2 ? _mm512_add_epi32(a[pp][row][half][0], a[pp][row][half][1]) :
-						     a[pp][row][half][0];
+				acc[(pp * TF_EXL3_INT_ROWS + row) * 2 + half] = a[pp][row][half];
 }
 
 typedef void (*pair_dot_fn)(const uint16_t *tiles, int64_t pair_words, int np, int nt,
