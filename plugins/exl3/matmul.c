@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "matmul_int_kern.h"
 #include "tile_vec.h"
 
 void tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
@@ -136,7 +137,7 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 
 /* One row: each tile column's 16 sums stay in registers across a tile. */
 static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
-			int64_t j0, int64_t j1)
+			int64_t j0, int64_t j1, tf_exl3_rowpath path)
 {
 	const tile_dot_fn dot = tile_dots[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
@@ -145,6 +146,16 @@ static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 	if (m->cb == TF_EXL3_CB_MUL1)
 		for (int64_t i = 0; i < m->k; i++)
 			xsum += xh[i];
+#if defined(__x86_64__)
+	/* MUL1 on AVX-512 VNNI: 6 operations per 16 weights (matmul_avx512.c). */
+	if (m->cb == TF_EXL3_CB_MUL1 && path != TF_EXL3_ROWPATH_VEC &&
+	    tf_exl3_rowpath_supported(TF_EXL3_ROWPATH_AVX512)) {
+		tf_exl3_mul1_row_avx512(m, xh, yh, xsum, j0, j1);
+		return;
+	}
+#else
+	(void)path;
+#endif
 	for (int64_t jg = j0; jg < j1; jg += ROW_COLS) {
 		const int nc = j1 - jg < ROW_COLS ? (int)(j1 - jg) : ROW_COLS;
 		tf_vf acc[ROW_COLS][TILE / TF_VL];
@@ -173,15 +184,34 @@ static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 	}
 }
 
+int tf_exl3_rowpath_supported(tf_exl3_rowpath path)
+{
+	switch (path) {
+	case TF_EXL3_ROWPATH_AUTO:
+	case TF_EXL3_ROWPATH_VEC:
+		return 1;
+	case TF_EXL3_ROWPATH_AVX512:
+		return tf_exl3_ipath_supported(TF_EXL3_IPATH_VNNI);
+	default:
+		return 0;
+	}
+}
+
 void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 		     float *yh, int64_t j0, int64_t j1)
+{
+	tf_exl3_mat_mul_on(m, xh, rows, yh, j0, j1, TF_EXL3_ROWPATH_AUTO);
+}
+
+void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, float *yh,
+			int64_t j0, int64_t j1, tf_exl3_rowpath path)
 {
 	float w[TF_EXL3_TILE_N] __attribute__((aligned(64)));
 	const tile_decode_fn decode = tile_decoders[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE;
 
 	if (rows == 1) {
-		mat_mul_row(m, xh, yh, j0, j1);
+		mat_mul_row(m, xh, yh, j0, j1, path);
 		return;
 	}
 	for (int64_t j = j0; j < j1; j++) {

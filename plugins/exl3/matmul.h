@@ -49,4 +49,19 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 		     float *yh, int64_t j0, int64_t j1);
 
+/* The one-row kernels of tf_exl3_mat_mul for MUL1 trellises: the build's
+ * vector unit, or AVX-512 VNNI (x86-64, where the CPU has it; AUTO takes
+ * it there).  Other codebooks and more rows always take the vector unit.
+ * Tests force each path. */
+typedef enum tf_exl3_rowpath {
+	TF_EXL3_ROWPATH_AUTO = 0,
+	TF_EXL3_ROWPATH_VEC,
+	TF_EXL3_ROWPATH_AVX512,
+	TF_EXL3_ROWPATH_COUNT
+} tf_exl3_rowpath;
+
+int tf_exl3_rowpath_supported(tf_exl3_rowpath path);
+void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, float *yh,
+			int64_t j0, int64_t j1, tf_exl3_rowpath path);
+
 #endif /* TF_EXL3_MATMUL_H */
