@@ -44,7 +44,7 @@ static inline int pair_src(int K, int w, int L)
 static inline __attribute__((always_inline)) void
 pair_halves(const uint16_t *tiles, int K, int nt, __m512i *D)
 {
-	__m512i src[TF_EXL3_K_MAX], T[TF_EXL3_K_MAX];
+	__m512i src[TF_EXL3_K_MAX];
 	const int dwords = nt * 8 * K;
 
 #pragma GCC unroll 8
@@ -71,15 +71,14 @@ pair_halves(const uint16_t *tiles, int K, int nt, __m512i *D)
 			row = _mm512_mask_blend_epi32(mk, row, t);
 		}
 #undef SRC
-		T[w] = row;
 		D[2 * w + 1] = row;
 	}
 #define ROT(L) ((L) / 8 * 8 + ((L) % 8 + 7) % 8)
-	D[0] = _mm512_shrdi_epi32(T[0], _mm512_permutexvar_epi32(SETR16(ROT), T[K - 1]), 16);
+	D[0] = _mm512_shrdi_epi32(D[1], _mm512_permutexvar_epi32(SETR16(ROT), D[2 * K - 1]), 16);
 #undef ROT
 #pragma GCC unroll 8
 	for (int w = 1; w < K; w++)
-		D[2 * w] = _mm512_shrdi_epi32(T[w], T[w - 1], 16);
+		D[2 * w] = _mm512_shrdi_epi32(D[2 * w + 1], D[2 * w - 1], 16);
 }
 
 /* The MUL1 products of half-row `base` of both tiles. */
@@ -98,7 +97,9 @@ pair_halfrow(const __m512i *D, int K, int base)
 
 /* Lanes of a pair's two halves back to tile order: tile j (first), then
  * tile j+1 (second), for _mm512_permutex2var_ps(h0, ., h1). */
-#define TF_EXL3_PAIR_FIRST _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
-#define TF_EXL3_PAIR_SECOND _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
+#define TF_EXL3_PAIR_FIRST \
+	_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+#define TF_EXL3_PAIR_SECOND \
+	_mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
 
 #endif /* TF_EXL3_TILE_AVX512_H */
