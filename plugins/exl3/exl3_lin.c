@@ -248,9 +248,10 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 };
 
 /* The same layers with MUL1 decode rows (1..8) through 15-bit integer
- * activations: about twice the weights per second, at ~5e-5 relative error
- * per linear (matmul_int.h) instead of fp32 rounding.  Chosen by
- * `[plugins] quant = exl3-int`. */
+ * activations: ~5e-5 relative error per linear (matmul_int.h) instead of
+ * fp32 rounding, for more weights per second than the float path: a
+ * little on AVX-512 VNNI, where both have kernels, more elsewhere
+ * (bench/exl3/README.md).  Chosen by `[plugins] quant = exl3-int`. */
 const tf_plugin_quant tf_exl3_int_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-int", "0.1.0",
 				"EXL3 trellis linear, MUL1 decode rows with integer activations "
@@ -263,7 +264,7 @@ const tf_plugin_quant tf_exl3_int_lin_ops = {
 	.dequant = exl3_dequant,
 };
 
-/* The same with 8-bit activations (llama.cpp's Q8): about 5e-3 relative
+/* The same with 8-bit activations (llama.cpp's Q8): about 6e-3 relative
  * error per linear, for the AVX-512 VNNI kernel's single vpdpbusd per 16
  * weights; elsewhere it runs the "exl3-int" kernels at this precision.
  * Chosen by `[plugins] quant = exl3-q8`. */

@@ -22,9 +22,9 @@
  *    of its scale, lo: v = 128·hi + lo), taken as one int16.  The error per
  *    element is at most unit/2 = max|x|/32512, about 5e-5 of the row's RMS
  *    for Gaussian-like rows ("exl3-int");
- *  - 8 bits, qmax = 127: llama.cpp's Q8 activations, about 5e-3 of the
+ *  - 8 bits, qmax = 127: llama.cpp's Q8 activations, about 6e-3 of the
  *    RMS, for a cheaper kernel where the CPU has one (AVX-512 VNNI
- *    vpdpbusd: 3 vector operations per 16 weights instead of 4; "exl3-q8").
+ *    vpdpbusd: 4 vector operations per 16 weights instead of 5; "exl3-q8").
  *
  * Sums stay below 2^31: 128 · 1020 · 16256 < 2^31, so blocks accumulate in
  * int32 and fold into float once per block.
