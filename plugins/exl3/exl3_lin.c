@@ -29,10 +29,9 @@ typedef struct tf_exl3_lin {
 	const tf_host *h;
 	tf_exl3_parts p;
 	int64_t in, out;
-	/* "exl3-int", "exl3-q8": MUL1 decode rows through this integer-
-	 * activation kernel at this precision (TF_EXL3_QMAX_*); qmax 0 for
+	/* "exl3-int", "exl3-q8": MUL1 decode rows through the integer-
+	 * activation kernels at this precision (TF_EXL3_QMAX_*); 0 for
 	 * "exl3", which keeps float. */
-	tf_exl3_ipath ipath;
 	int qmax;
 } tf_exl3_lin;
 
@@ -61,7 +60,6 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 	l->h = h;
 	l->in = in;
 	l->out = out;
-	l->ipath = tf_exl3_ipath_best();
 	l->qmax = qmax;
 	*info = tf_exl3_parts_info(&l->p, in, out);
 	*lin = l;
@@ -144,7 +142,7 @@ static void exl3_tile_cols(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct exl3_job *j = arg;
 	if (j->qx)
-		tf_exl3_mat_mul_int(&j->l->p.mat, j->qx, j->yh, begin, end, j->l->ipath);
+		tf_exl3_mat_mul_int(&j->l->p.mat, j->qx, j->yh, begin, end, TF_EXL3_IPATH_AUTO);
 	else
 		tf_exl3_mat_mul(&j->l->p.mat, j->xh, j->rows, j->yh, begin, end);
 	exl3_output_cols(j, begin * TF_EXL3_TILE, end * TF_EXL3_TILE);

@@ -78,7 +78,6 @@ void tf_exl3_mul1_row_avx512(const tf_exl3_mat *m, const float *xh, float *yh, f
 	const pair_dot_f32_fn dot = pair_dots[m->K];
 	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
 	const int64_t row_words = (m->n / TILE) * tile_words;
-	const __m512i first = TF_EXL3_PAIR_FIRST, second = TF_EXL3_PAIR_SECOND;
 	const __m512 kinv = _mm512_set1_ps(TF_EXL3_MUL1_K_INV);
 	const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * xsum);
 
@@ -104,13 +103,8 @@ void tf_exl3_mul1_row_avx512(const tf_exl3_mat *m, const float *xh, float *yh, f
 				p += two;
 			}
 		}
-		for (int p = 0; p < np; p++) {
-			float *y = yh + (jg + 2 * p) * TILE;
-			__m512 h0 = _mm512_fmadd_ps(acc[p][0], kinv, bias);
-			__m512 h1 = _mm512_fmadd_ps(acc[p][1], kinv, bias);
-			_mm512_storeu_ps(y, _mm512_permutex2var_ps(h0, first, h1));
-			if (nc - 2 * p >= 2)
-				_mm512_storeu_ps(y + TILE, _mm512_permutex2var_ps(h0, second, h1));
-		}
+		for (int p = 0; p < np; p++)
+			pair_store(yh + (jg + 2 * p) * TILE, _mm512_fmadd_ps(acc[p][0], kinv, bias),
+				   _mm512_fmadd_ps(acc[p][1], kinv, bias), nc - 2 * p >= 2);
 	}
 }

@@ -98,7 +98,6 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
 	const int64_t blocks = m->k / TF_EXL3_QBLOCK;
 	const int rows = (int)q->rows, q8 = q->qmax <= TF_EXL3_QMAX_I8;
-	const __m512i first = TF_EXL3_PAIR_FIRST, second = TF_EXL3_PAIR_SECOND;
 
 	for (int64_t jg = j0; jg < j1; jg += 2 * PAIRS) {
 		const int nc = j1 - jg < 2 * PAIRS ? (int)(j1 - jg) : 2 * PAIRS;
@@ -143,14 +142,10 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		for (int row = 0; row < rows; row++) {
 			const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * q->sum[row]);
 			const __m512 kinv = _mm512_set1_ps(TF_EXL3_MUL1_K_INV);
-			for (int p = 0; p < np; p++) {
-				float *y = yh + row * m->n + (jg + 2 * p) * TILE;
-				__m512 h0 = _mm512_fmadd_ps(yf[p][row][0], kinv, bias);
-				__m512 h1 = _mm512_fmadd_ps(yf[p][row][1], kinv, bias);
-				_mm512_storeu_ps(y, _mm512_permutex2var_ps(h0, first, h1));
-				if (nc - 2 * p >= 2)
-					_mm512_storeu_ps(y + TILE, _mm512_permutex2var_ps(h0, second, h1));
-			}
+			for (int p = 0; p < np; p++)
+				pair_store(yh + row * m->n + (jg + 2 * p) * TILE,
+					   _mm512_fmadd_ps(yf[p][row][0], kinv, bias),
+					   _mm512_fmadd_ps(yf[p][row][1], kinv, bias), nc - 2 * p >= 2);
 		}
 	}
 }

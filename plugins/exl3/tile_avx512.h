@@ -95,11 +95,19 @@ pair_halfrow(const __m512i *D, int K, int base)
 	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
 }
 
-/* Lanes of a pair's two halves back to tile order: tile j (first), then
- * tile j+1 (second), for _mm512_permutex2var_ps(h0, ., h1). */
-#define TF_EXL3_PAIR_FIRST \
-	_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
-#define TF_EXL3_PAIR_SECOND \
-	_mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
+/* A pair's outputs, h0 the half-row-0 lanes and h1 the half-row-1 lanes,
+ * back in tile order at y: tile j's 16, then tile j+1's when the pair has
+ * both tiles. */
+static inline __attribute__((always_inline)) void
+pair_store(float *y, __m512 h0, __m512 h1, int both)
+{
+	const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
+						16, 17, 18, 19, 20, 21, 22, 23);
+
+	_mm512_storeu_ps(y, _mm512_permutex2var_ps(h0, first, h1));
+	if (both)
+		_mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(
+					    h0, _mm512_add_epi32(first, _mm512_set1_epi32(8)), h1));
+}
 
 #endif /* TF_EXL3_TILE_AVX512_H */
