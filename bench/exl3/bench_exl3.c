@@ -222,7 +222,11 @@ static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath
 		x[i] = (float)(i % 7) - 3.0f;
 	tf_exl3_qx_set(&q, 0, x);
 	for (int c = 0; c < copies; c++)
-		tf_exl3_mat_init(&m[c], tr + words * (size_t)c, k, n, K, TF_EXL3_CB_MUL1);
+		if (tf_exl3_mat_init(&m[c], tr + words * (size_t)c, k, n, K, TF_EXL3_CB_MUL1)) {
+			fprintf(stderr, "bench_exl3: out of memory\n");
+			exit(1);
+		}
+	free(tr);
 	struct kern_job job = { .q = &q, .yh = yh, .path = path };
 	for (int rep = 0; rep < REPEATS; rep++) {
 		long start = calls;
@@ -236,7 +240,8 @@ static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath
 		rate[rep] = (double)(calls - start) * (double)(k * n) / t;
 	}
 	tf_exl3_qx_free(&q);
-	free(tr);
+	for (int c = 0; c < copies; c++)
+		tf_exl3_mat_free(&m[c]);
 	free(x);
 	free(yh);
 	free(m);

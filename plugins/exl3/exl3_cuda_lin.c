@@ -72,11 +72,11 @@ static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
 		tf_exl3_parts_free(&p);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
 	}
-	*l = (tf_exl3_cuda_lin){ .h = h, .in = in, .out = out, .k = p.mat.k, .n = p.mat.n,
-				 .K = p.mat.K, .cb = p.mat.cb };
+	*l = (tf_exl3_cuda_lin){ .h = h, .in = in, .out = out, .k = p.k, .n = p.n,
+				 .K = p.K, .cb = p.cb };
 	e = cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking);
 	if (e == cudaSuccess)
-		e = upload((void **)&l->trellis, p.mat.trellis, p.trellis_bytes);
+		e = upload((void **)&l->trellis, p.trellis, p.trellis_bytes);
 	if (e == cudaSuccess)
 		e = upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
 	if (e == cudaSuccess)

@@ -28,6 +28,7 @@ _Static_assert(EXL3_GRAIN * TF_EXL3_TILE == 128, "a work item is one Hadamard bl
 typedef struct tf_exl3_lin {
 	const tf_host *h;
 	tf_exl3_parts p;
+	tf_exl3_mat mat;                /* the trellis in the kernels' layout */
 	int64_t in, out;
 	/* "exl3-int", "exl3-q8": MUL1 decode rows through the integer-
 	 * activation kernels at this precision (TF_EXL3_QMAX_*); 0 for
@@ -40,6 +41,7 @@ static void exl3_close(void *lin)
 	tf_exl3_lin *l = lin;
 	if (!l)
 		return;
+	tf_exl3_mat_free(&l->mat);
 	tf_exl3_parts_free(&l->p);
 	free(l);
 }
@@ -56,6 +58,12 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 	if (rc) {
 		free(l);
 		return rc;
+	}
+	/* The layout costs one pass over the trellis now and leaves the
+	 * file's pages untouched from here on. */
+	if (tf_exl3_mat_init(&l->mat, l->p.trellis, l->p.k, l->p.n, l->p.K, l->p.cb)) {
+		exl3_close(l);
+		return h->error(h, TF_ERR_NOMEM, "%s: out of memory for the trellis layout", prefix);
 	}
 	l->h = h;
 	l->in = in;
@@ -110,11 +118,11 @@ static void exl3_input_rows(void *arg, int64_t begin, int64_t end, int worker)
 	const tf_exl3_lin *l = j->l;
 	for (int64_t r = begin; r < end; r++) {
 		const float *x = j->x + r * l->in;
-		float *xh = j->xh + r * l->p.mat.k;
+		float *xh = j->xh + r * l->mat.k;
 		for (int64_t i = 0; i < l->in; i++)
 			xh[i] = x[i] * l->p.suh[i];
-		memset(xh + l->in, 0, (size_t)(l->p.mat.k - l->in) * sizeof(float));
-		tf_had128(xh, l->p.mat.k);
+		memset(xh + l->in, 0, (size_t)(l->mat.k - l->in) * sizeof(float));
+		tf_had128(xh, l->mat.k);
 		if (j->qx)
 			tf_exl3_qx_set(j->qx, r, xh);
 	}
@@ -128,7 +136,7 @@ static void exl3_output_cols(const struct exl3_job *j, int64_t c0, int64_t c1)
 	const int64_t o1 = c1 < l->out ? c1 : l->out;
 
 	for (int64_t r = 0; r < j->rows; r++) {
-		float *yh = j->yh + r * l->p.mat.n, *y = j->y + r * l->out;
+		float *yh = j->yh + r * l->mat.n, *y = j->y + r * l->out;
 		tf_had128(yh + c0, c1 - c0);
 		for (int64_t o = c0; o < o1; o++)
 			y[o] = yh[o] * l->p.svh[o] + (l->p.bias ? l->p.bias[o] : 0.0f);
@@ -142,9 +150,9 @@ static void exl3_tile_cols(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct exl3_job *j = arg;
 	if (j->qx)
-		tf_exl3_mat_mul_int(&j->l->p.mat, j->qx, j->yh, begin, end, TF_EXL3_IPATH_AUTO);
+		tf_exl3_mat_mul_int(&j->l->mat, j->qx, j->yh, begin, end, TF_EXL3_IPATH_AUTO);
 	else
-		tf_exl3_mat_mul(&j->l->p.mat, j->xh, j->rows, j->yh, begin, end);
+		tf_exl3_mat_mul(&j->l->mat, j->xh, j->rows, j->yh, begin, end);
 	exl3_output_cols(j, begin * TF_EXL3_TILE, end * TF_EXL3_TILE);
 }
 
@@ -159,17 +167,17 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		return rows ? h->error(h, TF_ERR_INVALID, "exl3 linear: %lld rows",
 				       (long long)rows) : TF_OK;
 	/* Per call, not per layer: a layer may run on several threads. */
-	job.xh = malloc((size_t)rows * (size_t)(l->p.mat.k + l->p.mat.n) * sizeof(float));
+	job.xh = malloc((size_t)rows * (size_t)(l->mat.k + l->mat.n) * sizeof(float));
 	if (!job.xh)
 		return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 				(long long)rows);
-	job.yh = job.xh + rows * l->p.mat.k;
+	job.yh = job.xh + rows * l->mat.k;
 	/* "exl3-int", "exl3-q8": decode rows of MUL1 layers multiply integer
 	 * activations, the byte-sum codebook becoming integer dot products
 	 * (matmul_int.h).  Past a few rows the float path decodes each tile
 	 * once for all of them. */
-	if (l->qmax && l->p.mat.cb == TF_EXL3_CB_MUL1 && rows <= TF_EXL3_INT_ROWS) {
-		if (tf_exl3_qx_init(&qx, l->p.mat.k, rows, l->qmax)) {
+	if (l->qmax && l->mat.cb == TF_EXL3_CB_MUL1 && rows <= TF_EXL3_INT_ROWS) {
+		if (tf_exl3_qx_init(&qx, l->mat.k, rows, l->qmax)) {
 			free(job.xh);
 			return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 					(long long)rows);
@@ -183,7 +191,7 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		exl3_input_rows(&job, 0, rows, 0);
 	else
 		tf_lin_parallel(h, rows, 8, exl3_input_rows, &job);
-	tf_lin_parallel(h, l->p.mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
+	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
 	if (job.qx)
 		tf_exl3_qx_free(job.qx);
 	free(job.xh);
@@ -194,7 +202,7 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 static int exl3_dequant(void *lin, float *w)
 {
 	const tf_exl3_lin *l = lin;
-	const tf_exl3_mat *m = &l->p.mat;
+	const tf_exl3_mat *m = &l->mat;
 	float tile[TF_EXL3_TILE_N];
 	float *a = malloc((size_t)m->k * (size_t)m->n * sizeof(float));
 	float *col = malloc((size_t)m->k * sizeof(float));

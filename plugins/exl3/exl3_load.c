@@ -86,9 +86,12 @@ int tf_exl3_parts_load(const tf_host *h, const char *prefix, int64_t in, int64_t
 	if (tf_lin_has(h, prefix, "scale"))
 		return h->error(h, TF_ERR_UNSUPPORTED,
 				"%s.scale: pre-release global scale is not supported", prefix);
-	tf_exl3_mat_init(&p->mat, tr.data, k, n, K,
-			 mul1 ? TF_EXL3_CB_MUL1 : mcg ? TF_EXL3_CB_MCG : TF_EXL3_CB_3INST);
+	p->trellis = tr.data;
 	p->trellis_bytes = tr.nbytes;
+	p->k = k;
+	p->n = n;
+	p->K = K;
+	p->cb = mul1 ? TF_EXL3_CB_MUL1 : mcg ? TF_EXL3_CB_MCG : TF_EXL3_CB_3INST;
 
 	rc = exl3_vector(h, prefix, "suh", "su", k, &p->suh);
 	if (!rc)
@@ -114,10 +117,10 @@ tf_lin_info tf_exl3_parts_info(const tf_exl3_parts *p, int64_t in, int64_t out)
 		[TF_EXL3_CB_3INST] = "exl3-3inst", [TF_EXL3_CB_MCG] = "exl3-mcg",
 		[TF_EXL3_CB_MUL1] = "exl3-mul1",
 	};
-	const int64_t k = p->mat.k, n = p->mat.n;
+	const int64_t k = p->k, n = p->n;
 	return (tf_lin_info){
-		.in = in, .out = out, .bits = p->mat.K,
+		.in = in, .out = out, .bits = p->K,
 		.bytes = p->trellis_bytes + 2 * (size_t)(k + n) + (p->bias ? 2 * (size_t)n : 0),
-		.format = format[p->mat.cb],
+		.format = format[p->cb],
 	};
 }

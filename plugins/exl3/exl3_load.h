@@ -14,8 +14,11 @@
 #include "tf/quant.h"
 
 typedef struct tf_exl3_parts {
-	tf_exl3_mat mat;                /* trellis still points into the weights */
+	const uint16_t *trellis;        /* file order, still in the weights */
 	size_t trellis_bytes;
+	int64_t k, n;                   /* padded features, multiples of 128 */
+	int K;                          /* bits per weight, 1..8 */
+	tf_exl3_cb cb;
 	float *suh, *svh, *bias;        /* [k], [n], [n] or NULL; owned */
 } tf_exl3_parts;
 

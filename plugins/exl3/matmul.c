@@ -1,22 +1,77 @@
 /* matmul.c - tile decode and products with Ŵ, reference and fused (matmul.h). */
 #include "matmul.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "matmul_int_kern.h"
+#include "tf/error.h"
 #include "tile_vec.h"
 
-void tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
-		      int64_t n, int K, tf_exl3_cb cb)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+size_t tf_exl3_mat_bytes(const tf_exl3_mat *m)
 {
-	*m = (tf_exl3_mat){ .trellis = trellis, .k = k, .n = n, .K = K, .cb = cb };
+	const size_t pairs = (size_t)(m->k / TILE) * (size_t)((m->n / TILE + 1) / 2);
+	return pairs * 16 * (size_t)m->K * sizeof(uint32_t);
+}
+
+int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
+		     int64_t n, int K, tf_exl3_cb cb)
+{
+	const int64_t tiles_k = k / TILE, tiles_n = n / TILE;
+	size_t bytes, align = 64;
+
+	*m = (tf_exl3_mat){ .k = k, .n = n, .K = K, .cb = cb };
+	bytes = tf_exl3_mat_bytes(m);
+	/* Whole huge pages for big layers: one TLB entry per 2 MiB of the
+	 * decode's stream instead of 512. */
+	if (bytes >= HUGE_PAGE)
+		align = HUGE_PAGE;
+	m->lanes = aligned_alloc(align, (bytes + align - 1) / align * align);
+	if (!m->lanes)
+		return TF_ERR_NOMEM;
+#if defined(MADV_HUGEPAGE)
+	if (align == HUGE_PAGE)
+		madvise(m->lanes, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+#endif
+	for (int64_t i = 0; i < tiles_k; i++)
+		for (int64_t j = 0; j < tiles_n; j++) {
+			const uint16_t *tile = trellis + (size_t)(i * tiles_n + j) * 16 * (size_t)K;
+			uint32_t *pair = (uint32_t *)tf_exl3_mat_pair(m, i, j) + (j % 2) * 8;
+			for (int w = 0; w < K; w++)
+				for (int c = 0; c < 8; c++)
+					memcpy(pair + 16 * w + c, tile + 2 * (c * K + w), 4);
+			if (j == tiles_n - 1 && j % 2 == 0)     /* a lone last tile */
+				for (int w = 0; w < K; w++)
+					memset(pair + 16 * w + 8, 0, 8 * sizeof(uint32_t));
+		}
+	return TF_OK;
+}
+
+void tf_exl3_mat_free(tf_exl3_mat *m)
+{
+	free(m->lanes);
+	m->lanes = NULL;
+}
+
+void tf_exl3_mat_tile_words(const tf_exl3_mat *m, int64_t i, int64_t j, uint16_t *words)
+{
+	const uint32_t *pair = tf_exl3_mat_pair(m, i, j) + (j % 2) * 8;
+
+	for (int w = 0; w < m->K; w++)
+		for (int c = 0; c < 8; c++)
+			memcpy(words + 2 * (c * m->K + w), pair + 16 * w + c, 4);
 }
 
 void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,
 			  float out[TF_EXL3_TILE_N])
 {
-	uint16_t h[TF_EXL3_TILE_N];
-	tf_exl3_tile_decode_ref(mat_tile(m, i, j), m->K, m->cb, h);
+	uint16_t words[16 * TF_EXL3_K_MAX], h[TF_EXL3_TILE_N];
+
+	tf_exl3_mat_tile_words(m, i, j, words);
+	tf_exl3_tile_decode_ref(words, m->K, m->cb, h);
 	for (int e = 0; e < TF_EXL3_TILE_N; e++)
 		out[e] = tf_f16_to_f32(h[e]);
 }
@@ -40,7 +95,7 @@ halfrow(const uint32_t *tw, int K, tf_exl3_cb cb, int base, int v)
 
 /* Decode a whole tile to floats, row-major. */
 static inline __attribute__((always_inline)) void
-tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
+tile_decode(const uint32_t *tile, int K, tf_exl3_cb cb, float *out)
 {
 	uint32_t tw[TILE_SPANS] __attribute__((aligned(32)));
 
@@ -60,7 +115,7 @@ tile_decode(const uint16_t *tile, int K, tf_exl3_cb cb, float *out)
 /* acc[c] += Σ_r x[r]·Ŵ[r][c] over one tile, never leaving registers.  For
  * MUL1 acc gathers Σ x·bytesum; the caller finishes with K_INV and K_BIAS. */
 static inline __attribute__((always_inline)) void
-tile_dot(const uint16_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
+tile_dot(const uint32_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
 {
 	uint32_t tw[TILE_SPANS] __attribute__((aligned(32)));
 
@@ -76,14 +131,14 @@ tile_dot(const uint16_t *tile, int K, tf_exl3_cb cb, const float *x, tf_vf *acc)
 	}
 }
 
-typedef void (*tile_decode_fn)(const uint16_t *tile, float *out);
-typedef void (*tile_dot_fn)(const uint16_t *tile, const float *x, tf_vf *acc);
+typedef void (*tile_decode_fn)(const uint32_t *tile, float *out);
+typedef void (*tile_dot_fn)(const uint32_t *tile, const float *x, tf_vf *acc);
 
 /* One instance of each per (K, codebook): 24 specialised loops. */
 #define TILE_FNS(K, cb)                                                         \
-	static void decode_##K##_##cb(const uint16_t *t, float *o)             \
+	static void decode_##K##_##cb(const uint32_t *t, float *o)             \
 	{ tile_decode(t, K, cb, o); }                                           \
-	static void dot_##K##_##cb(const uint16_t *t, const float *x, tf_vf *a) \
+	static void dot_##K##_##cb(const uint32_t *t, const float *x, tf_vf *a) \
 	{ tile_dot(t, K, cb, x, a); }
 #define TILE_FNS_K(K) TILE_FNS(K, 0) TILE_FNS(K, 1) TILE_FNS(K, 2)
 TILE_FNS_K(1) TILE_FNS_K(2) TILE_FNS_K(3) TILE_FNS_K(4)
@@ -128,9 +183,8 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 	}
 }
 
-/* Tile columns walked together: their tiles are adjacent in memory, so
- * one row of them streams as a single run instead of scattered 32·K-byte
- * pieces a whole tile row apart. */
+/* Tile columns walked together: one column group's pairs, a single run
+ * of the layout per tile row. */
 #define ROW_COLS 8
 /* Tile rows ahead to prefetch. */
 #define ROW_PREFETCH 4
@@ -140,7 +194,7 @@ static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 			int64_t j0, int64_t j1, tf_exl3_rowpath path)
 {
 	const tile_dot_fn dot = tile_dots[m->K][m->cb];
-	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
+	const int64_t tiles_k = m->k / TILE;
 	float xsum = 0.0f;
 
 	if (m->cb == TF_EXL3_CB_MUL1)
@@ -164,14 +218,10 @@ static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 			for (int v = 0; v < TILE / TF_VL; v++)
 				acc[c][v] = tf_vf_zero();
 		for (int64_t i = 0; i < tiles_k; i++) {
-			const uint16_t *run = mat_tile(m, i, jg);
-			if (i + ROW_PREFETCH < tiles_k) {
-				const char *ahead = (const char *)mat_tile(m, i + ROW_PREFETCH, jg);
-				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
-					__builtin_prefetch(ahead + b);
-			}
+			if (i + ROW_PREFETCH < tiles_k)
+				mat_prefetch(m, i + ROW_PREFETCH, jg, nc);
 			for (int c = 0; c < nc; c++)
-				dot(run + c * tile_words, xh + i * TILE, acc[c]);
+				dot(mat_tile(m, i, jg + c), xh + i * TILE, acc[c]);
 		}
 		for (int c = 0; c < nc; c++)
 			for (int v = 0; v < TILE / TF_VL; v++) {

@@ -19,21 +19,58 @@
 #ifndef TF_EXL3_MATMUL_H
 #define TF_EXL3_MATMUL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trellis.h"
 
+/*
+ * The CPU kernels' layout of a trellis, made once when a layer is opened:
+ * the same 32-bit words as the file's [k/16][n/16][16·K] int16 tiles,
+ * reordered so that every kernel reads straight runs.
+ *
+ *  - Tiles come in pairs (j, j+1), j even.  Word w of a pair is one row of
+ *    16 lanes: lane c < 8 holds word w of tile j's column group c (its
+ *    file words 2(cK+w), 2(cK+w)+1 as one little-endian uint32), lane 8+c
+ *    the same of tile j+1.  A pair is K such rows, 16·K words; a lone last
+ *    tile (n/16 odd) gets zero lanes 8-15.
+ *  - Column group g (tiles 8g .. 8g+7: 128 outputs, one Hadamard block)
+ *    holds its pairs for tile row 0, then tile row 1, and so on: a decode
+ *    row walking group g down k reads one sequential run.
+ *
+ * So a tile's word w for its 8 column groups is 8 adjacent lanes, and a
+ * pair's is one 64-byte row: no transpose is left for the kernels.
+ */
 typedef struct tf_exl3_mat {
-	const uint16_t *trellis;        /* [k/16][n/16][16·K] */
-	int64_t k, n;                   /* padded in/out features, multiples of 128 */
+	uint32_t *lanes;                /* owned, the layout above */
+	int64_t k, n;                   /* padded in/out features, multiples of 16 */
 	int K;                          /* bits per weight, 1..8 */
 	tf_exl3_cb cb;
 } tf_exl3_mat;
 
-/* Describe a trellis; k, n multiples of 16, K in 1..8 (checked by the
- * caller, who names the tensor). */
-void tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
-		      int64_t n, int K, tf_exl3_cb cb);
+/* Lay out a file-order trellis (k, n multiples of 16, K in 1..8: checked
+ * by the caller, who names the tensor).  TF_ERR_NOMEM or TF_OK. */
+int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
+		     int64_t n, int K, tf_exl3_cb cb);
+void tf_exl3_mat_free(tf_exl3_mat *m);
+
+/* Bytes of the layout (padding included). */
+size_t tf_exl3_mat_bytes(const tf_exl3_mat *m);
+
+/* Lane 0 of word 0 of the pair holding tile (i, j); word w is 16·w on. */
+static inline const uint32_t *tf_exl3_mat_pair(const tf_exl3_mat *m, int64_t i, int64_t j)
+{
+	const int64_t tiles_k = m->k / TF_EXL3_TILE, pairs_n = (m->n / TF_EXL3_TILE + 1) / 2;
+	const int64_t g = j / 8, first = 4 * g;
+	const int64_t pairs_g = pairs_n - first < 4 ? pairs_n - first : 4;
+
+	return m->lanes + (size_t)(first * tiles_k + i * pairs_g + (j % 8) / 2) *
+			  16 * (size_t)m->K;
+}
+
+/* Tile (i, j)'s 16·K int16 words in the file's order (the reference
+ * decode reads these). */
+void tf_exl3_mat_tile_words(const tf_exl3_mat *m, int64_t i, int64_t j, uint16_t *words);
 
 /* Tile (i, j) as floats, row-major [r·16 + c]: bit-exact reference. */
 void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,

@@ -1,110 +1,277 @@
 /*
- * matmul_avx512.c - the one-row (decode) product of a MUL1 trellis with
- * float activations on AVX-512 VNNI: the "exl3" descriptor's fast path,
- * chosen by tf_exl3_mat_mul() where the CPU has it.  Built with
- * -mavx512f/bw/vl/vnni/vbmi2.
+ * matmul_avx512.c - MUL1 products on AVX-512 VNNI, built with
+ * -mavx512f/bw/vl/vnni/vbmi2 and called only where the CPU has them
+ * (tf_exl3_ipath_supported): the integer-activation kernel of matmul_int.h
+ * (15-bit and 8-bit) and the float one-row kernel of tf_exl3_mat_mul().
  *
- * Per 16 weights: the window and the MUL1 multiply (tile_avx512.h), the
- * product's byte sum in one vpdpbusd against ones, its conversion to float
- * (exact: ≤ 1020) and one FMA with the activation: 6 operations, against
- * 7-9 per 8 weights on the AVX2 path.  Sums are fp32 and the affine form
- * comes off at the end, Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x, exactly as the
- * AVX2 path does, so the two differ only in the order of fp32 additions.
+ * A zmm holds one half-row of a tile pair: lanes 0-7 the 8 column groups
+ * of tile j, lanes 8-15 those of tile j+1, exactly as the layout stores a
+ * pair's words (matmul.h), and both tiles share every shift.  Per 16
+ * weights the 16-bit window is a shift and a mask of a dword holding the
+ * two half-words it spans, then the MUL1 multiply, then by activation:
+ *
+ *  - 8-bit (exl3-q8): one vpdpbusd of the product's four bytes against v
+ *    in all four bytes: 4 operations;
+ *  - 15-bit (exl3-int): vpmaddubsw against ones (byte pairs, ≤ 510) and
+ *    vpdpwssd with v in both int16 halves: 5 operations;
+ *  - float (exl3): the byte sum as one vpdpbusd against ones, its exact
+ *    conversion (≤ 1020) and an FMA: 6 operations, the same fp32 sums as
+ *    the vector unit's path (Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x at the end).
+ *
+ * The multiply and vpdpbusd share one pipe on Zen 4 (one zmm a cycle
+ * between them), which bounds the 8-bit kernel at 2 cycles per 16 weights;
+ * bench/exl3/README.md has the measurements.
  */
+#include <stdint.h>
+
+#include <immintrin.h>
+
 #include "matmul_int_kern.h"
-#include "tile_avx512.h"
 
 #define TILE TF_EXL3_TILE
-#define PAIRS 4                 /* tile pairs walked together */
+#define PAIRS 4                 /* pairs in a column group: 8 tiles, 128 outputs */
+#define BLOCK_TILES (TF_EXL3_QBLOCK / TILE)     /* tile rows per activation block */
 #define PREFETCH 8              /* tile rows ahead to prefetch */
 
-/* acc[pp][half] += Σ_r bs·x[r] over np (1 or 2) tile pairs, pair_words
- * apart (np = 2: both pairs whole). */
+typedef enum walk_mode { WALK_F32, WALK_I15, WALK_Q8 } walk_mode;
+
+#define SETR16(f) _mm512_setr_epi32(f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), \
+				    f(8), f(9), f(10), f(11), f(12), f(13), f(14), f(15))
+
+/*
+ * D[h] = stream half-words h-1 and h of each lane's column group as one
+ * dword, h-1 in the high half: half-word m = 2w is word w's high half and
+ * 2w+1 its low half (the stream is MSB first), and half-word -1 is the low
+ * half of the previous group's last word (a group's first windows wrap
+ * cyclically).  D[2w+1] is word w itself, one row of the pair; D[2w] joins
+ * words w-1 and w.  Every 16-bit window of a half-row lies inside one D.
+ */
 static inline __attribute__((always_inline)) void
-pair_dot_f32(const uint16_t *tiles, int64_t pair_words, int np, int K, int nt,
-	     const float *x, __m512 *acc)
+pair_halves(const uint32_t *pair, int K, __m512i *D)
+{
+#pragma GCC unroll 8
+	for (int w = 0; w < K; w++)
+		D[2 * w + 1] = _mm512_loadu_si512(pair + 16 * w);
+#define ROT(L) ((L) / 8 * 8 + ((L) % 8 + 7) % 8)
+	D[0] = _mm512_shrdi_epi32(D[1], _mm512_permutexvar_epi32(SETR16(ROT), D[2 * K - 1]), 16);
+#undef ROT
+#pragma GCC unroll 8
+	for (int w = 1; w < K; w++)
+		D[2 * w] = _mm512_shrdi_epi32(D[2 * w + 1], D[2 * w - 1], 16);
+}
+
+/* The MUL1 products of half-row `base` of both tiles. */
+static inline __attribute__((always_inline)) __m512i
+pair_halfrow(const __m512i *D, int K, int base)
+{
+	const int end = (base + 1) * K, half = (end - 1) / 16;
+	const int shift = (half + 1) * 16 - end;
+	/* A shift and a mask: on Zen 4 this ran 1.27x faster than one 16-bit
+	 * funnel shift (vpshrdw) of zero-extended half-words. */
+	__m512i s = _mm512_and_si512(_mm512_srli_epi32(D[half], (unsigned)shift),
+				     _mm512_set1_epi32(0xFFFF));
+
+	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
+}
+
+/* Activation x[at] broadcast as the step below wants it. */
+static inline __attribute__((always_inline)) __m512i
+walk_act(const void *x, int64_t at, walk_mode mode)
+{
+	if (mode == WALK_F32)
+		return _mm512_castps_si512(_mm512_set1_ps(((const float *)x)[at]));
+	const uint32_t v = ((const uint32_t *)x)[at];
+	return mode == WALK_Q8 ? _mm512_set1_epi8((char)v) : _mm512_set1_epi32((int)v);
+}
+
+/* acc += the products p times activation v. */
+static inline __attribute__((always_inline)) __m512i
+walk_step(__m512i acc, __m512i p, __m512i v, walk_mode mode)
 {
 	const __m512i ones = _mm512_set1_epi8(1);
-	__m512i D[2][2 * TF_EXL3_K_MAX];
-	__m512 a[2][2];
 
-	for (int pp = 0; pp < np; pp++) {
-		a[pp][0] = acc[2 * pp];
-		a[pp][1] = acc[2 * pp + 1];
-		pair_halves(tiles + pp * pair_words, K, nt, D[pp]);
-	}
+	if (mode == WALK_Q8)
+		return _mm512_dpbusd_epi32(acc, p, v);
+	if (mode == WALK_I15)
+		return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(p, ones), v);
+	__m512 bs = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), p, ones));
+	return _mm512_castps_si512(_mm512_fmadd_ps(bs, _mm512_castsi512_ps(v),
+						   _mm512_castsi512_ps(acc)));
+}
+
+/* a[pp][row][half] += the products of one tile row of `count` (1 or 2)
+ * adjacent pairs at tr, activations x[row·xstride + r]. */
+static inline __attribute__((always_inline)) void
+walk_pairs(const uint32_t *tr, int count, int K, walk_mode mode, const void *x,
+	   int64_t xstride, int rows, __m512i (*a)[TF_EXL3_INT_ROWS][2])
+{
+	__m512i D[2][2 * TF_EXL3_K_MAX];
+
+	for (int pp = 0; pp < count; pp++)
+		pair_halves(tr + pp * 16 * K, K, D[pp]);
 #pragma GCC unroll 16
-	for (int r = 0; r < TILE; r++) {
-		const __m512 xr = _mm512_set1_ps(x[r]);
+	for (int r = 0; r < TILE; r++)
+		for (int row = 0; row < rows; row++) {
+			const __m512i v = walk_act(x, row * xstride + r, mode);
 #pragma GCC unroll 2
-		for (int half = 0; half < 2; half++)
+			for (int half = 0; half < 2; half++)
 #pragma GCC unroll 2
-			for (int pp = 0; pp < np; pp++) {
-				__m512i p = pair_halfrow(D[pp], K, tf_exl3_row_base(r) + 4 * half);
-				__m512i bs = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p, ones);
-				a[pp][half] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(bs), xr, a[pp][half]);
-			}
+				for (int pp = 0; pp < count; pp++)
+					a[pp][row][half] = walk_step(
+						a[pp][row][half],
+						pair_halfrow(D[pp], K, tf_exl3_row_base(r) + 4 * half),
+						v, mode);
+		}
+}
+
+/*
+ * acc[(p·rows + row)·2 + half] += the products of tile rows [0, nr) of np
+ * adjacent pairs: pair p of tile row i at run + i·stride + p·16K, its
+ * activations x[row·xstride + 16i ..].  Two pairs go at once where their
+ * D fit in registers beside the sums (one row, K ≤ 4): four independent
+ * sums, and the two pairs' loads overlap.
+ */
+static inline __attribute__((always_inline)) void
+walk(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode mode,
+     const void *x, int64_t xstride, int rows, __m512i *acc)
+{
+	const int step = rows == 1 && K <= 4 ? 2 : 1;
+	__m512i a[PAIRS][TF_EXL3_INT_ROWS][2];
+
+	/* Sums in locals: __m512i may alias x, and sums kept through acc
+	 * would be stored after every step. */
+	for (int p = 0; p < np; p++)
+		for (int row = 0; row < rows; row++)
+			for (int half = 0; half < 2; half++)
+				a[p][row][half] = acc[(p * rows + row) * 2 + half];
+	for (int i = 0; i < nr; i++) {
+		const uint32_t *tr = run + i * stride;
+		/* Ahead in the group's run: may pass its end, so no pointer
+		 * arithmetic (a prefetch never faults). */
+		const uintptr_t ahead = (uintptr_t)tr + PREFETCH * (uintptr_t)stride * 4;
+		for (int b = 0; b < np * 16 * K * 4; b += 64)
+			_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T0);
+#pragma GCC unroll 4
+		for (int p = 0; p < np; p += step) {
+			const void *xi = (const char *)x + i * TILE * 4;
+			if (step == 2 && p + 1 < np)
+				walk_pairs(tr + p * 16 * K, 2, K, mode, xi, xstride, rows, a + p);
+			else
+				walk_pairs(tr + p * 16 * K, 1, K, mode, xi, xstride, rows, a + p);
+		}
 	}
-	for (int pp = 0; pp < np; pp++) {
-		acc[2 * pp] = a[pp][0];
-		acc[2 * pp + 1] = a[pp][1];
+	for (int p = 0; p < np; p++)
+		for (int row = 0; row < rows; row++)
+			for (int half = 0; half < 2; half++)
+				acc[(p * rows + row) * 2 + half] = a[p][row][half];
+}
+
+typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
+			const void *x, int64_t xstride, int rows, __m512i *acc);
+
+/* Per K and mode: one row through a whole column group (decode's case)
+ * gets its own copy with every loop bound constant; the rest share one. */
+#define WALK_FN(K, mode)                                                               \
+	static void walk_##K##_##mode(const uint32_t *run, int64_t stride, int nr, int np, \
+				      const void *x, int64_t xstride, int rows,         \
+				      __m512i *acc)                                      \
+	{                                                                              \
+		if (rows == 1 && np == PAIRS)                                          \
+			walk(run, stride, nr, PAIRS, K, mode, x, 0, 1, acc);           \
+		else                                                                   \
+			walk(run, stride, nr, np, K, mode, x, xstride, rows, acc);     \
+	}
+#define WALK_FNS(K) WALK_FN(K, WALK_F32) WALK_FN(K, WALK_I15) WALK_FN(K, WALK_Q8)
+WALK_FNS(1) WALK_FNS(2) WALK_FNS(3) WALK_FNS(4) WALK_FNS(5) WALK_FNS(6) WALK_FNS(7) WALK_FNS(8)
+
+#define WALK_ROW(K) { walk_##K##_WALK_F32, walk_##K##_WALK_I15, walk_##K##_WALK_Q8 }
+static const walk_fn walks[TF_EXL3_K_MAX + 1][3] = {
+	[1] = WALK_ROW(1), [2] = WALK_ROW(2), [3] = WALK_ROW(3), [4] = WALK_ROW(4),
+	[5] = WALK_ROW(5), [6] = WALK_ROW(6), [7] = WALK_ROW(7), [8] = WALK_ROW(8),
+};
+
+/* A pair's outputs, h0 the half-row-0 lanes and h1 the half-row-1 lanes,
+ * back in tile order: tile 2p's 16 at y, tile 2p+1's at y + 16, each only
+ * where [ja, jb) has it. */
+static void pair_store(float *y, int64_t p, int64_t ja, int64_t jb, __m512 h0, __m512 h1)
+{
+	const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
+						16, 17, 18, 19, 20, 21, 22, 23);
+
+	if (2 * p >= ja)
+		_mm512_storeu_ps(y, _mm512_permutex2var_ps(h0, first, h1));
+	if (2 * p + 1 < jb)
+		_mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(
+					 h0, _mm512_add_epi32(first, _mm512_set1_epi32(8)), h1));
+}
+
+/*
+ * yh[row][16j ..] for tile columns [j0, j1), column group by column group:
+ * each walks its pairs down k, 8 tile rows (one activation block) per
+ * walk.  The integer modes fold each block's int32 sums into float at the
+ * block's unit; the float mode sums in fp32 throughout.
+ */
+static void mul_groups(const tf_exl3_mat *m, walk_mode mode, const void *x, int64_t xstride,
+		       int rows, const float *unit, const float *xsum, float *yh,
+		       int64_t j0, int64_t j1)
+{
+	const walk_fn fn = walks[m->K][mode];
+	const int64_t tiles_k = m->k / TILE, blocks = m->k / TF_EXL3_QBLOCK;
+
+	for (int64_t ja = j0; ja < j1;) {
+		const int64_t jb = j1 < (ja / 8 + 1) * 8 ? j1 : (ja / 8 + 1) * 8;
+		const int64_t pa = ja / 2;
+		const int np = (int)((jb + 1) / 2 - pa);
+		const uint32_t *run = tf_exl3_mat_pair(m, 0, 2 * pa);
+		const int64_t stride = tiles_k > 1 ? tf_exl3_mat_pair(m, 1, 2 * pa) - run : 0;
+		__m512i acc[PAIRS * TF_EXL3_INT_ROWS * 2];
+		__m512 yf[PAIRS * TF_EXL3_INT_ROWS * 2];
+
+		for (int e = 0; e < np * rows * 2; e++) {
+			acc[e] = _mm512_setzero_si512();
+			yf[e] = _mm512_setzero_ps();
+		}
+		for (int64_t i = 0; i < tiles_k; i += BLOCK_TILES) {
+			const int nr = tiles_k - i < BLOCK_TILES ? (int)(tiles_k - i) : BLOCK_TILES;
+			fn(run + i * stride, stride, nr, np, (const char *)x + i * TILE * 4, xstride,
+			   rows, acc);
+			if (mode == WALK_F32)
+				continue;
+			/* Block done: its int32 sums to float, at its unit. */
+			for (int row = 0; row < rows; row++) {
+				const __m512 u = _mm512_set1_ps(unit[row * blocks + i / BLOCK_TILES]);
+				for (int e = row * 2; e < np * rows * 2; e += rows * 2)
+					for (int half = 0; half < 2; half++) {
+						yf[e + half] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[e + half]),
+									       u, yf[e + half]);
+						acc[e + half] = _mm512_setzero_si512();
+					}
+			}
+		}
+		for (int row = 0; row < rows; row++) {
+			const __m512 kinv = _mm512_set1_ps(TF_EXL3_MUL1_K_INV);
+			const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * xsum[row]);
+			for (int p = 0; p < np; p++) {
+				const int e = (p * rows + row) * 2;
+				__m512 s0 = mode == WALK_F32 ? _mm512_castsi512_ps(acc[e]) : yf[e];
+				__m512 s1 = mode == WALK_F32 ? _mm512_castsi512_ps(acc[e + 1]) : yf[e + 1];
+				pair_store(yh + row * m->n + 2 * (pa + p) * TILE, pa + p, ja, jb,
+					   _mm512_fmadd_ps(s0, kinv, bias), _mm512_fmadd_ps(s1, kinv, bias));
+			}
+		}
+		ja = jb;
 	}
 }
 
-typedef void (*pair_dot_f32_fn)(const uint16_t *tiles, int64_t pair_words, int np, int nt,
-				const float *x, __m512 *acc);
-
-/* Two whole pairs at once where there are (four independent sums), else
- * one pair of one or two tiles. */
-#define PAIR_FN(K)                                                                  \
-	static void pair_dot_f32_##K(const uint16_t *t, int64_t pw, int np, int nt,  \
-				     const float *x, __m512 *a)                      \
-	{                                                                           \
-		if (np == 2)                                                        \
-			pair_dot_f32(t, pw, 2, K, 2, x, a);                         \
-		else                                                                \
-			pair_dot_f32(t, pw, 1, K, nt, x, a);                        \
-	}
-PAIR_FN(1) PAIR_FN(2) PAIR_FN(3) PAIR_FN(4) PAIR_FN(5) PAIR_FN(6) PAIR_FN(7) PAIR_FN(8)
-
-static const pair_dot_f32_fn pair_dots[TF_EXL3_K_MAX + 1] = {
-	[1] = pair_dot_f32_1, [2] = pair_dot_f32_2, [3] = pair_dot_f32_3, [4] = pair_dot_f32_4,
-	[5] = pair_dot_f32_5, [6] = pair_dot_f32_6, [7] = pair_dot_f32_7, [8] = pair_dot_f32_8,
-};
+void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+		      int64_t j0, int64_t j1)
+{
+	mul_groups(m, q->qmax <= TF_EXL3_QMAX_I8 ? WALK_Q8 : WALK_I15, q->pair, q->k,
+		   (int)q->rows, q->unit, q->sum, yh, j0, j1);
+}
 
 void tf_exl3_mul1_row_avx512(const tf_exl3_mat *m, const float *xh, float *yh, float xsum,
 			     int64_t j0, int64_t j1)
 {
-	const pair_dot_f32_fn dot = pair_dots[m->K];
-	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
-	const int64_t row_words = (m->n / TILE) * tile_words;
-	const __m512 kinv = _mm512_set1_ps(TF_EXL3_MUL1_K_INV);
-	const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * xsum);
-
-	for (int64_t jg = j0; jg < j1; jg += 2 * PAIRS) {
-		const int nc = j1 - jg < 2 * PAIRS ? (int)(j1 - jg) : 2 * PAIRS;
-		const int np = (nc + 1) / 2;
-		__m512 acc[PAIRS][2];
-
-		for (int p = 0; p < np; p++)
-			acc[p][0] = acc[p][1] = _mm512_setzero_ps();
-		for (int64_t i = 0; i < tiles_k; i++) {
-			const uint16_t *run = m->trellis + i * row_words + jg * tile_words;
-			if (i + PREFETCH < tiles_k) {
-				const char *ahead = (const char *)(run + PREFETCH * row_words);
-				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
-					_mm_prefetch(ahead + b, _MM_HINT_T0);
-			}
-			for (int p = 0; p < np;) {
-				const int nt = nc - 2 * p >= 2 ? 2 : 1;
-				const int two = nc - 2 * p >= 4 ? 2 : 1;
-				dot(run + 2 * p * tile_words, 2 * tile_words, two, nt, xh + i * TILE,
-				    acc[p]);
-				p += two;
-			}
-		}
-		for (int p = 0; p < np; p++)
-			pair_store(yh + (jg + 2 * p) * TILE, _mm512_fmadd_ps(acc[p][0], kinv, bias),
-				   _mm512_fmadd_ps(acc[p][1], kinv, bias), nc - 2 * p >= 2);
-	}
+	mul_groups(m, WALK_F32, xh, m->k, 1, NULL, &xsum, yh, j0, j1);
 }

@@ -97,25 +97,27 @@ static void int_ref(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		    int64_t j0, int64_t j1)
 {
 	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
+	uint16_t words[16 * TF_EXL3_K_MAX];
 
 	for (int64_t row = 0; row < q->rows; row++)
-		for (int64_t j = j0; j < j1; j++)
-			for (int c = 0; c < TF_EXL3_TILE; c++) {
-				double y = 0;
-				for (int64_t i = 0; i < m->k; i++) {
-					const uint16_t *tile = m->trellis +
-						((size_t)(i / TF_EXL3_TILE) * (size_t)(m->n / TF_EXL3_TILE) +
-						 (size_t)j) * 16 * (size_t)m->K;
-					uint16_t s = tf_exl3_state(tile, m->K,
-								   tf_exl3_pos((int)(i % TF_EXL3_TILE), c));
-					double w = (double)tf_exl3_mul1_bytesum(s) * TF_EXL3_MUL1_K_INV +
-						   TF_EXL3_MUL1_K_BIAS;
+		for (int64_t j = j0; j < j1; j++) {
+			double y[TF_EXL3_TILE] = { 0 };
+			for (int64_t ti = 0; ti < m->k / TF_EXL3_TILE; ti++) {
+				tf_exl3_mat_tile_words(m, ti, j, words);
+				for (int r = 0; r < TF_EXL3_TILE; r++) {
+					const int64_t i = ti * TF_EXL3_TILE + r;
 					double x = (double)q->unit[row * blocks + i / TF_EXL3_QBLOCK] *
 						   (int16_t)(q->pair[row * q->k + i] & 0xFFFF);
-					y += x * w;
+					for (int c = 0; c < TF_EXL3_TILE; c++) {
+						uint16_t s = tf_exl3_state(words, m->K, tf_exl3_pos(r, c));
+						y[c] += x * ((double)tf_exl3_mul1_bytesum(s) * TF_EXL3_MUL1_K_INV +
+							     TF_EXL3_MUL1_K_BIAS);
+					}
 				}
-				yh[row * m->n + j * TF_EXL3_TILE + c] = (float)y;
 			}
+			for (int c = 0; c < TF_EXL3_TILE; c++)
+				yh[row * m->n + j * TF_EXL3_TILE + c] = (float)y[c];
+		}
 }
 
 int tf_exl3_ipath_supported(tf_exl3_ipath path)

@@ -21,12 +21,12 @@ void tf_exl3_int_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		     int64_t j0, int64_t j1);
 
 #if defined(__x86_64__)
-/* matmul_vnni.c, built with AVX-512 F/BW/VL/VNNI/VBMI2 flags: call only
+/* matmul_avx512.c, built with AVX-512 F/BW/VL/VNNI/VBMI2 flags: call only
  * where tf_exl3_ipath_supported(TF_EXL3_IPATH_VNNI). */
 void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		      int64_t j0, int64_t j1);
 
-/* matmul_avx512.c, same flags and condition: one row of a MUL1 trellis
+/* The same file, flags and condition: one row of a MUL1 trellis
  * with float activations (tf_exl3_mat_mul's fast path), yh[16j ..] for
  * tile columns [j0, j1); xsum = Σ xh, for the codebook's offset. */
 void tf_exl3_mul1_row_avx512(const tf_exl3_mat *m, const float *xh, float *yh, float xsum,

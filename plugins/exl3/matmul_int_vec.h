@@ -22,7 +22,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static inline __attribute__((always_inline)) void
-tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, int rows,
+tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, int rows,
 	     tf_vi *acc)
 {
 	enum { VPT = TILE / TF_VL };
@@ -52,12 +52,12 @@ tile_dot_int(const uint16_t *tile, int K, const uint32_t *x, int64_t xstride, in
 }
 #pragma GCC diagnostic pop
 
-typedef void (*tile_dot_int_fn)(const uint16_t *tile, const uint32_t *x, int64_t xstride,
+typedef void (*tile_dot_int_fn)(const uint32_t *tile, const uint32_t *x, int64_t xstride,
 				int rows, tf_vi *acc);
 
 /* One row (decode) gets its own copy with the row loop gone. */
 #define TILE_INT_FN(K)                                                          \
-	static void dot_int_##K(const uint16_t *t, const uint32_t *x, int64_t xs, \
+	static void dot_int_##K(const uint32_t *t, const uint32_t *x, int64_t xs, \
 				int rows, tf_vi *a)                              \
 	{                                                                       \
 		if (rows == 1)                                                  \
@@ -77,7 +77,7 @@ void INT_KERN(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0, 
 {
 	enum { VPT = TILE / TF_VL, TILES_PER_BLOCK = TF_EXL3_QBLOCK / TILE };
 	const tile_dot_int_fn dot = tile_dot_ints[m->K];
-	const int64_t tiles_k = m->k / TILE, tile_words = 16 * (int64_t)m->K;
+	const int64_t tiles_k = m->k / TILE;
 	const int64_t blocks = m->k / TF_EXL3_QBLOCK;
 	const int rows = (int)q->rows;
 
@@ -91,19 +91,15 @@ void INT_KERN(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0, 
 				for (int v = 0; v < VPT; v++)
 					yf[c][row][v] = tf_vf_zero();
 		for (int64_t i = 0; i < tiles_k; i++) {
-			const uint16_t *run = mat_tile(m, i, jg);
 			if (i % TILES_PER_BLOCK == 0)
 				for (int c = 0; c < nc; c++)
 					for (int row = 0; row < rows; row++)
 						for (int v = 0; v < VPT; v++)
 							acc[c][row][v] = tf_vi_zero();
-			if (i + INT_PREFETCH < tiles_k) {
-				const char *ahead = (const char *)mat_tile(m, i + INT_PREFETCH, jg);
-				for (int64_t b = 0; b < nc * tile_words * 2; b += 64)
-					__builtin_prefetch(ahead + b);
-			}
+			if (i + INT_PREFETCH < tiles_k)
+				mat_prefetch(m, i + INT_PREFETCH, jg, nc);
 			for (int c = 0; c < nc; c++)
-				dot(run + c * tile_words, q->pair + i * TILE, q->k, rows, acc[c][0]);
+				dot(mat_tile(m, i, jg + c), q->pair + i * TILE, q->k, rows, acc[c][0]);
 			if (i % TILES_PER_BLOCK != TILES_PER_BLOCK - 1)
 				continue;
 			/* Block done: its int32 sums to float, at its scale. */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "hadamard.h"
-#include "matmul.h"
+#include "trellis.h"
 #include "tf/dtype.h"
 #include "tf/error.h"
 #include "viterbi.h"
@@ -160,17 +160,16 @@ int tf_exl3_reconstruct(const tf_exl3_qtensor *q, double *w)
 {
 	const int64_t k = q->k, n = q->n;
 	float *a = malloc((size_t)k * (size_t)n * sizeof(float));
-	float tile[TF_EXL3_TILE_N];
-	tf_exl3_mat m;
+	uint16_t tile[TF_EXL3_TILE_N];
 
 	if (!a)
 		return TF_ERR_NOMEM;
-	tf_exl3_mat_init(&m, q->trellis, k, n, q->K, q->cb);
 	for (int64_t i = 0; i < k / 16; i++)
 		for (int64_t j = 0; j < n / 16; j++) {
-			tf_exl3_mat_tile_ref(&m, i, j, tile);
+			tf_exl3_tile_decode_ref(q->trellis + (i * (n / 16) + j) * 16 * q->K, q->K,
+						q->cb, tile);
 			for (int e = 0; e < TF_EXL3_TILE_N; e++)
-				a[(i * 16 + e / 16) * n + j * 16 + e % 16] = tile[e];
+				a[(i * 16 + e / 16) * n + j * 16 + e % 16] = tf_f16_to_f32(tile[e]);
 		}
 	for (int64_t i = 0; i < k; i++)
 		tf_had128(a + i * n, n);

@@ -30,25 +30,35 @@ static uint64_t lcg(uint64_t *s)
 	return *s >> 16;
 }
 
-/* Fused tile decode rounds to the reference fp16 exactly; both products
- * agree with a float64 sum of the reference tiles. */
+/* The layout returns the file's tiles; fused tile decode rounds to the
+ * reference fp16 exactly; both products agree with a float64 sum of the
+ * reference tiles.  n = 48: a column group of three tiles, the last one
+ * alone in its pair. */
 static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 {
 	enum { k = 32, n = 48, rows = 3 };
-	uint16_t tr[(k / 16) * (n / 16) * 16 * 8];
+	uint16_t tr[(k / 16) * (n / 16) * 16 * 8], h[256];
 	float x[rows * k], y[rows * n], yr[rows * n], a[256], b[256];
 	double ref[rows * n] = { 0 };
 	tf_exl3_mat m;
-	int ok = 1;
+	int ok = 1, same = 1;
 
 	for (size_t i = 0; i < sizeof(tr) / 2; i++)
 		tr[i] = (uint16_t)lcg(seed);
 	for (int i = 0; i < rows * k; i++)
 		x[i] = (float)((int)(lcg(seed) % 2001) - 1000) / 1000.0f;
-	tf_exl3_mat_init(&m, tr, k, n, K, cb);
+	if (tf_exl3_mat_init(&m, tr, k, n, K, cb)) {
+		check(0, "layout: out of memory", K, cb);
+		return;
+	}
 	for (int i = 0; i < k / 16; i++)
 		for (int j = 0; j < n / 16; j++) {
-			tf_exl3_mat_tile_ref(&m, i, j, a);
+			tf_exl3_tile_decode_ref(tr + (i * (n / 16) + j) * 16 * K, K, cb, h);
+			tf_exl3_mat_tile_ref(&m, i, j, b);
+			for (int e = 0; e < 256; e++) {
+				a[e] = tf_f16_to_f32(h[e]);
+				same &= a[e] == b[e];
+			}
 			tf_exl3_mat_tile(&m, i, j, b);
 			for (int e = 0; e < 256; e++) {
 				ok &= tf_f32_to_f16(b[e]) == tf_f32_to_f16(a[e]);
@@ -59,6 +69,7 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 										   a[e + c];
 			}
 		}
+	check(same, "layout round trip", K, cb);
 	check(ok, "fused tile decode", K, cb);
 
 	for (int rr = 1; rr <= rows; rr += rows - 1) {          /* 1 row and 3 rows */
@@ -87,17 +98,19 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 		}
 		check(err_ref / scale < 1e-5, "reference product", K, cb);
 	}
+	tf_exl3_mat_free(&m);
 }
 
 /* The integer-activation MUL1 kernels this CPU runs (under qemu -cpu max:
  * NEON and dotprod) against the plain "ref" kernel on the same quantized
  * activations (exact int32 sums: 1e-5) and against float64 with the
  * unquantized x and unrounded weights: the quantization error is ~5e-5 at
- * 15 bits (bound 1e-4) and ~4e-3 at 8 bits for these uniform rows (2e-2). */
+ * 15 bits (bound 1e-4) and ~4e-3 at 8 bits for these uniform rows (2e-2).
+ * n = 176: a whole column group, then three pairs with a lone tile. */
 static void check_int(int K, int qmax, uint64_t *seed)
 {
 	const double tol = qmax == TF_EXL3_QMAX_I15 ? 1e-4 : 2e-2;
-	enum { k = 256, n = 48, rows = 3 };
+	enum { k = 256, n = 176, rows = 3 };
 	uint16_t tr[(k / 16) * (n / 16) * 16 * 8];
 	float x[rows * k], y[rows * n], yr[rows * n];
 	double ref[rows * n] = { 0 };
@@ -108,7 +121,6 @@ static void check_int(int K, int qmax, uint64_t *seed)
 		tr[i] = (uint16_t)lcg(seed);
 	for (int i = 0; i < rows * k; i++)
 		x[i] = (float)((int)(lcg(seed) % 2001) - 1000) / 1000.0f;
-	tf_exl3_mat_init(&m, tr, k, n, K, TF_EXL3_CB_MUL1);
 	for (int r = 0; r < rows; r++)
 		for (int i = 0; i < k; i++)
 			for (int o = 0; o < n; o++) {
@@ -118,8 +130,13 @@ static void check_int(int K, int qmax, uint64_t *seed)
 						  (tf_exl3_mul1_bytesum(st) * (double)TF_EXL3_MUL1_K_INV +
 						   TF_EXL3_MUL1_K_BIAS);
 			}
+	if (tf_exl3_mat_init(&m, tr, k, n, K, TF_EXL3_CB_MUL1)) {
+		check(0, "int: out of memory", K, TF_EXL3_CB_MUL1);
+		return;
+	}
 	if (tf_exl3_qx_init(&q, k, rows, qmax)) {
 		check(0, "int: out of memory", K, TF_EXL3_CB_MUL1);
+		tf_exl3_mat_free(&m);
 		return;
 	}
 	for (int r = 0; r < rows; r++)
@@ -143,6 +160,7 @@ static void check_int(int K, int qmax, uint64_t *seed)
 		check(sqrt(er / sr) < 1e-5, tf_exl3_ipath_name((tf_exl3_ipath)p), K, TF_EXL3_CB_MUL1);
 	}
 	tf_exl3_qx_free(&q);
+	tf_exl3_mat_free(&m);
 }
 
 static void check_hadamard(uint64_t *seed)

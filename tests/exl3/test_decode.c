@@ -151,12 +151,17 @@ Test(exl3_decode, fused_tile_matches_reference)
 					seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 					trellis[i] = (uint16_t)(seed >> 48);
 				}
-				tf_exl3_mat_init(&m, trellis, 32, 32, K, (tf_exl3_cb)cb);
+				cr_assert_eq(tf_exl3_mat_init(&m, trellis, 32, 32, K, (tf_exl3_cb)cb), TF_OK);
 				int64_t i = rep & 1, j = rep >> 1 & 1;
-				for (int e = 0; e < TF_EXL3_TILE_N; e++)
+				uint16_t h[TF_EXL3_TILE_N];
+				/* The file's tile, decoded without the layout. */
+				tf_exl3_tile_decode_ref(trellis + (i * 2 + j) * 16 * K, K, (tf_exl3_cb)cb, h);
+				for (int e = 0; e < TF_EXL3_TILE_N; e++) {
+					ref[e] = tf_f16_to_f32(h[e]);
 					fast[e] = NAN;
-				tf_exl3_mat_tile_ref(&m, i, j, ref);
+				}
 				tf_exl3_mat_tile(&m, i, j, fast);
+				tf_exl3_mat_free(&m);
 				for (int e = 0; e < TF_EXL3_TILE_N; e++)
 					cr_assert_eq(tf_f32_to_f16(fast[e]), tf_f32_to_f16(ref[e]),
 						     "K=%d %s tile (%lld,%lld) element %d: %g vs %g",
@@ -209,10 +214,13 @@ static void check_products(int64_t k, int64_t n, int K, tf_exl3_cb cb, int64_t r
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		x[i] = (float)((int64_t)(seed >> 40) - (1 << 23)) / (float)(1 << 23);
 	}
-	tf_exl3_mat_init(&m, tr, k, n, K, cb);
+	cr_assert_eq(tf_exl3_mat_init(&m, tr, k, n, K, cb), TF_OK);
 	for (int64_t i = 0; i < k / 16; i++)
 		for (int64_t j = 0; j < n / 16; j++) {
-			tf_exl3_mat_tile_ref(&m, i, j, tile);
+			uint16_t h[TF_EXL3_TILE_N];
+			tf_exl3_tile_decode_ref(tr + (i * (n / 16) + j) * 16 * K, K, cb, h);
+			for (int e = 0; e < TF_EXL3_TILE_N; e++)
+				tile[e] = tf_f16_to_f32(h[e]);
 			for (int64_t r = 0; r < rows; r++)
 				for (int e = 0; e < TF_EXL3_TILE_N; e++)
 					acc[r * n + 16 * j + e % 16] +=
@@ -237,6 +245,7 @@ static void check_products(int64_t k, int64_t n, int K, tf_exl3_cb cb, int64_t r
 			     paths[p].name, K, tf_exl3_cb_name(cb), (long long)k, (long long)n,
 			     (long long)rows, err);
 	}
+	tf_exl3_mat_free(&m);
 	free(tr); free(x); free(y); free(ref); free(acc);
 }
 

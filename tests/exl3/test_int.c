@@ -122,13 +122,14 @@ static float *run_path(const struct int_case *c, tf_exl3_ipath path, int qmax)
 	cr_assert(y);
 	for (int64_t i = 0; i < c->rows * c->n; i++)
 		y[i] = NAN;
-	tf_exl3_mat_init(&m, c->tr, c->k, c->n, c->K, TF_EXL3_CB_MUL1);
+	cr_assert_eq(tf_exl3_mat_init(&m, c->tr, c->k, c->n, c->K, TF_EXL3_CB_MUL1), TF_OK);
 	cr_assert_eq(tf_exl3_qx_init(&q, c->k, c->rows, qmax), TF_OK);
 	for (int64_t r = 0; r < c->rows; r++)
 		tf_exl3_qx_set(&q, r, c->x + r * c->k);
 	tf_exl3_mat_mul_int(&m, &q, y, 0, cut, path);
 	tf_exl3_mat_mul_int(&m, &q, y, cut, tn, path);
 	tf_exl3_qx_free(&q);
+	tf_exl3_mat_free(&m);
 	return y;
 }
 
