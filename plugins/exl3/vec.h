@@ -52,6 +52,18 @@ static inline float tf_vf_sum(tf_vf a)
 	s = _mm_add_ss(s, _mm_movehdup_ps(s));
 	return _mm_cvtss_f32(s);
 }
+/* The Walsh-Hadamard butterflies inside one register, strides 1, 2 and 4:
+ * lane i becomes x[i] + x[i^h] where bit h of i is clear, x[i^h] - x[i]
+ * where it is set, the very sums the scalar stages form. */
+static inline tf_vf tf_vf_had_lanes(tf_vf v)
+{
+	tf_vf s = _mm256_permute_ps(v, 0xB1);
+	v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xAA);
+	s = _mm256_permute_ps(v, 0x4E);
+	v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xCC);
+	s = _mm256_permute2f128_ps(v, v, 1);
+	return _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xF0);
+}
 
 /* TF_VL uint32 lanes, for the trellis decode. */
 typedef __m256i tf_vi;
@@ -119,6 +131,15 @@ static inline tf_vf tf_vf_load_bf16(const uint16_t *p)
 	return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
 }
 static inline float tf_vf_sum(tf_vf a) { return vaddvq_f32(a); }
+/* As the AVX2 one, strides 1 and 2. */
+static inline tf_vf tf_vf_had_lanes(tf_vf v)
+{
+	const uint32x4_t odd = { 0, ~0u, 0, ~0u }, high = { 0, 0, ~0u, ~0u };
+	tf_vf s = vrev64q_f32(v);
+	v = vbslq_f32(odd, vsubq_f32(s, v), vaddq_f32(v, s));
+	s = vextq_f32(v, v, 2);
+	return vbslq_f32(high, vsubq_f32(s, v), vaddq_f32(v, s));
+}
 
 typedef uint32x4_t tf_vi;
 
@@ -171,6 +192,7 @@ static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return a * b + c; }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p) { return tf_f16_to_f32(*p); }
 static inline tf_vf tf_vf_load_bf16(const uint16_t *p) { return tf_bf16_to_f32(*p); }
 static inline float tf_vf_sum(tf_vf a) { return a; }
+static inline tf_vf tf_vf_had_lanes(tf_vf a) { return a; }
 
 typedef uint32_t tf_vi;
 
