@@ -20,6 +20,9 @@
  *
  * The multiply and vpdpbusd share one pipe on Zen 4 (one zmm a cycle
  * between them), which bounds the 8-bit kernel at 2 cycles per 16 weights;
+ * it runs 2.2 in cache and the same streaming: a column group's run is
+ * sequential (matmul.h), which the hardware prefetcher follows without
+ * help (software prefetch 4-32 rows ahead measured no different).
  * bench/exl3/README.md has the measurements.
  */
 #include <stdint.h>
@@ -31,7 +34,6 @@
 #define TILE TF_EXL3_TILE
 #define PAIRS 4                 /* pairs in a column group: 8 tiles, 128 outputs */
 #define BLOCK_TILES (TF_EXL3_QBLOCK / TILE)     /* tile rows per activation block */
-#define PREFETCH 8              /* tile rows ahead to prefetch */
 
 typedef enum walk_mode { WALK_F32, WALK_I15, WALK_Q8 } walk_mode;
 
@@ -146,11 +148,6 @@ walk(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode mode,
 				a[p][row][half] = acc[(p * rows + row) * 2 + half];
 	for (int i = 0; i < nr; i++) {
 		const uint32_t *tr = run + i * stride;
-		/* Ahead in the group's run: may pass its end, so no pointer
-		 * arithmetic (a prefetch never faults). */
-		const uintptr_t ahead = (uintptr_t)tr + PREFETCH * (uintptr_t)stride * 4;
-		for (int b = 0; b < np * 16 * K * 4; b += 64)
-			_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T0);
 #pragma GCC unroll 4
 		for (int p = 0; p < np; p += step) {
 			const void *xi = (const char *)x + i * TILE * 4;
