@@ -242,10 +242,71 @@ void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 	tf_exl3_mat_mul_on(m, xh, rows, yh, j0, j1, TF_EXL3_ROWPATH_AUTO);
 }
 
+/*
+ * More than one row: tiles are decoded a strip at a time (APPLY_TILES
+ * tile rows of one tile column, 128 k by 16 outputs, 8 KB of floats in
+ * L1) and applied to ROW_BLOCK rows at once, their 16 sums each held in
+ * registers down the whole strip: ROW_BLOCK·16/TF_VL independent FMA
+ * chains, enough to cover the FMA latency, and each weight vector loaded
+ * once per ROW_BLOCK rows.
+ */
+#define APPLY_TILES 8
+#define ROW_BLOCK 4
+
+/* y[row][0 .. 16) += Σ_kk x[row·xs + kk] · w[kk][0 .. 16) over nk < 128 k
+ * and nr rows; row strides xs, ys. */
+static inline __attribute__((always_inline)) void
+strip_apply(const float *w, int nk, const float *x, int64_t xs, float *y, int64_t ys, int nr)
+{
+	enum { VPT = TILE / TF_VL };
+	tf_vf acc[ROW_BLOCK][VPT];
+
+#pragma GCC unroll 8
+	for (int row = 0; row < nr; row++)
+#pragma GCC unroll 16
+		for (int v = 0; v < VPT; v++)
+			acc[row][v] = tf_vf_load(y + row * ys + v * TF_VL);
+	for (int kk = 0; kk < nk; kk++) {
+		tf_vf wr[VPT];
+#pragma GCC unroll 16
+		for (int v = 0; v < VPT; v++)
+			wr[v] = tf_vf_load(w + kk * TILE + v * TF_VL);
+#pragma GCC unroll 8
+		for (int row = 0; row < nr; row++) {
+			tf_vf xr = tf_vf_set1(x[row * xs + kk]);
+#pragma GCC unroll 16
+			for (int v = 0; v < VPT; v++)
+				acc[row][v] = tf_vf_fma(xr, wr[v], acc[row][v]);
+		}
+	}
+#pragma GCC unroll 8
+	for (int row = 0; row < nr; row++)
+#pragma GCC unroll 16
+		for (int v = 0; v < VPT; v++)
+			tf_vf_store(y + row * ys + v * TF_VL, acc[row][v]);
+}
+
+/* One out-of-line copy per row count: inlined into the row loop, the
+ * compiler hoisted the strip's weights across blocks and spilled the sums
+ * (measured 2x slower). */
+typedef void (*strip_fn)(const float *w, int nk, const float *x, int64_t xs, float *y,
+			 int64_t ys);
+#define STRIP_FN(nr)                                                                 \
+	__attribute__((noinline)) static void strip_apply_##nr(                      \
+		const float *w, int nk, const float *x, int64_t xs, float *y, int64_t ys) \
+	{                                                                            \
+		strip_apply(w, nk, x, xs, y, ys, nr);                                \
+	}
+STRIP_FN(1) STRIP_FN(2) STRIP_FN(3) STRIP_FN(4)
+_Static_assert(ROW_BLOCK == 4, "one strip_apply_N per row count up to ROW_BLOCK");
+static const strip_fn strip_fns[ROW_BLOCK + 1] = {
+	[1] = strip_apply_1, [2] = strip_apply_2, [3] = strip_apply_3, [4] = strip_apply_4,
+};
+
 void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, float *yh,
 			int64_t j0, int64_t j1, tf_exl3_rowpath path)
 {
-	float w[TF_EXL3_TILE_N] __attribute__((aligned(64)));
+	float w[APPLY_TILES * TF_EXL3_TILE_N] __attribute__((aligned(64)));
 	const tile_decode_fn decode = tile_decoders[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE;
 
@@ -256,23 +317,16 @@ void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, flo
 	for (int64_t j = j0; j < j1; j++) {
 		for (int64_t row = 0; row < rows; row++)
 			memset(yh + row * m->n + j * TILE, 0, TILE * sizeof(float));
-		for (int64_t i = 0; i < tiles_k; i++) {
+		for (int64_t i = 0; i < tiles_k; i += APPLY_TILES) {
+			const int nt = tiles_k - i < APPLY_TILES ? (int)(tiles_k - i) : APPLY_TILES;
+			const float *x = xh + i * TILE;
+			float *y = yh + j * TILE;
 			/* Decode once, then apply to every row while in L1. */
-			decode(mat_tile(m, i, j), w);
-			for (int64_t row = 0; row < rows; row++) {
-				const float *x = xh + row * m->k + i * TILE;
-				float *y = yh + row * m->n + j * TILE;
-				tf_vf acc[TILE / TF_VL];
-				for (int v = 0; v < TILE / TF_VL; v++)
-					acc[v] = tf_vf_load(y + v * TF_VL);
-				for (int r = 0; r < TILE; r++) {
-					tf_vf xr = tf_vf_set1(x[r]);
-					for (int v = 0; v < TILE / TF_VL; v++)
-						acc[v] = tf_vf_fma(xr, tf_vf_load(w + r * TILE + v * TF_VL),
-								   acc[v]);
-				}
-				for (int v = 0; v < TILE / TF_VL; v++)
-					tf_vf_store(y + v * TF_VL, acc[v]);
+			for (int t = 0; t < nt; t++)
+				decode(mat_tile(m, i + t, j), w + t * TF_EXL3_TILE_N);
+			for (int64_t row = 0; row < rows; row += ROW_BLOCK) {
+				const int nr = rows - row < ROW_BLOCK ? (int)(rows - row) : ROW_BLOCK;
+				strip_fns[nr](w, nt * TILE, x + row * m->k, m->k, y + row * m->n, m->n);
 			}
 		}
 	}
