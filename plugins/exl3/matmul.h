@@ -14,7 +14,8 @@
  *    registers (all 8 share one bit shift) straight to float32, skipping
  *    the final fp16 rounding of each weight (at most half an fp16 ulp).
  *    One row (decode) keeps each tile column's sums in registers down all
- *    of k; more rows decode each tile once and apply it to every row.
+ *    of k; more rows decode a 128-k strip of a tile column once and apply
+ *    it to 4 rows at a time, their sums in registers down the strip.
  */
 #ifndef TF_EXL3_MATMUL_H
 #define TF_EXL3_MATMUL_H

@@ -16,7 +16,7 @@ typedef void (*tf_exl3_int_kern)(const tf_exl3_mat *m, const tf_exl3_qx *q,
 				 float *yh, int64_t j0, int64_t j1);
 
 /* matmul.c: the build's vector unit (tf_vi), sharing the float path's
- * tile transpose and state extraction. */
+ * spans and state extraction (tile_vec.h). */
 void tf_exl3_int_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		     int64_t j0, int64_t j1);
 

@@ -1,6 +1,6 @@
 /*
- * tile_vec.h - the trellis half-row extraction every vector kernel of
- * matmul.c and matmul_*.c shares, written against vec.h's tf_vi.
+ * tile_vec.h - the trellis half-row extraction the vector-unit kernels of
+ * matmul.c and matmul_dotprod.c share, written against vec.h's tf_vi.
  */
 #ifndef TF_EXL3_TILE_VEC_H
 #define TF_EXL3_TILE_VEC_H
