@@ -172,11 +172,10 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 	}
 }
 
-/* Tile columns walked together: one column group's pairs, a single run
- * of the layout per tile row. */
+/* Tile columns walked together: one column group, whose pairs lie in one
+ * sequential run of the layout (the hardware prefetcher follows it:
+ * software prefetch measured no faster). */
 #define ROW_COLS 8
-/* Tile rows ahead to prefetch. */
-#define ROW_PREFETCH 4
 
 /* One row: each tile column's 16 sums stay in registers across a tile. */
 static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
@@ -206,12 +205,9 @@ static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 		for (int c = 0; c < nc; c++)
 			for (int v = 0; v < TILE / TF_VL; v++)
 				acc[c][v] = tf_vf_zero();
-		for (int64_t i = 0; i < tiles_k; i++) {
-			if (i + ROW_PREFETCH < tiles_k)
-				mat_prefetch(m, i + ROW_PREFETCH, jg, nc);
+		for (int64_t i = 0; i < tiles_k; i++)
 			for (int c = 0; c < nc; c++)
 				dot(mat_tile(m, i, jg + c), xh + i * TILE, acc[c]);
-		}
 		for (int c = 0; c < nc; c++)
 			for (int v = 0; v < TILE / TF_VL; v++) {
 				tf_vf a = acc[c][v];

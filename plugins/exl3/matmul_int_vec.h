@@ -10,10 +10,8 @@
 #include "matmul_int_kern.h"
 #include "tile_vec.h"
 
-/* Tile columns walked together and tile rows prefetched ahead, as the
- * float path does. */
+/* Tile columns walked together, as the float path does. */
 #define INT_COLS 8
-#define INT_PREFETCH 4
 
 /* acc is [rows][16/TF_VL]; x the activation pairs of the tile's 16 rows,
  * row stride xstride. */
@@ -96,8 +94,6 @@ void INT_KERN(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0, 
 					for (int row = 0; row < rows; row++)
 						for (int v = 0; v < VPT; v++)
 							acc[c][row][v] = tf_vi_zero();
-			if (i + INT_PREFETCH < tiles_k)
-				mat_prefetch(m, i + INT_PREFETCH, jg, nc);
 			for (int c = 0; c < nc; c++)
 				dot(mat_tile(m, i, jg + c), q->pair + i * TILE, q->k, rows, acc[c][0]);
 			if (i % TILES_PER_BLOCK != TILES_PER_BLOCK - 1)

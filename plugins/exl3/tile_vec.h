@@ -16,16 +16,6 @@ static inline const uint32_t *mat_tile(const tf_exl3_mat *m, int64_t i, int64_t 
 	return tf_exl3_mat_pair(m, i, j) + (j % 2) * 8;
 }
 
-/* Prefetch the pairs of tiles [j, j + nt) of tile row i. */
-static inline void mat_prefetch(const tf_exl3_mat *m, int64_t i, int64_t j, int nt)
-{
-	const char *p = (const char *)tf_exl3_mat_pair(m, i, j);
-	const int64_t bytes = (j % 2 + nt + 1) / 2 * 16 * m->K * (int64_t)sizeof(uint32_t);
-
-	for (int64_t b = 0; b < bytes; b += 64)
-		__builtin_prefetch(p + b);
-}
-
 /*
  * A tile's 32-bit spans: row m+1 (m = -1 .. 2K-1) holds, for each column
  * group, the stream bits ending with half-word m (half-word 2w is word w's
