@@ -111,18 +111,22 @@ struct exl3_job {
 	tf_exl3_qx *qx;                 /* set: the integer-activation path */
 };
 
-/* xh[r] = Had128(x[r] ⊙ suh), zero-extended from in to k. */
+/* xh = Had128(x ⊙ suh), zero-extended from in to k. */
+static void exl3_input(const tf_exl3_lin *l, const float *x, float *xh)
+{
+	for (int64_t i = 0; i < l->in; i++)
+		xh[i] = x[i] * l->p.suh[i];
+	memset(xh + l->in, 0, (size_t)(l->mat.k - l->in) * sizeof(float));
+	tf_had128(xh, l->mat.k);
+}
+
 static void exl3_input_rows(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct exl3_job *j = arg;
 	const tf_exl3_lin *l = j->l;
 	for (int64_t r = begin; r < end; r++) {
-		const float *x = j->x + r * l->in;
 		float *xh = j->xh + r * l->mat.k;
-		for (int64_t i = 0; i < l->in; i++)
-			xh[i] = x[i] * l->p.suh[i];
-		memset(xh + l->in, 0, (size_t)(l->mat.k - l->in) * sizeof(float));
-		tf_had128(xh, l->mat.k);
+		exl3_input(l, j->x + r * l->in, xh);
 		if (j->qx)
 			tf_exl3_qx_set(j->qx, r, xh);
 	}
@@ -233,6 +237,63 @@ static int exl3_dequant(void *lin, float *w)
 	return TF_OK;
 }
 
+/* Slices are whole Hadamard blocks: each output of a block needs all of it. */
+static int exl3_slice_check(const tf_exl3_lin *l, int64_t c0, int64_t c1, const char *op)
+{
+	if (c0 < 0 || c1 <= c0 || c1 > l->out || c0 % TF_HAD_BLOCK || c1 % TF_HAD_BLOCK)
+		return l->h->error(l->h, TF_ERR_INVALID,
+				   "exl3 %s: outputs [%lld, %lld) of %lld are not whole %d-feature blocks",
+				   op, (long long)c0, (long long)c1, (long long)l->out, TF_HAD_BLOCK);
+	return TF_OK;
+}
+
+/* y = svh ⊙ Had128(xh · Ŵ) on the slice's columns alone.  The slice
+ * products take the float kernels whatever the descriptor: they serve
+ * small per-head products, where exactness costs nothing measurable. */
+static int exl3_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1, float *y)
+{
+	const tf_exl3_lin *l = lin;
+	const tf_exl3_mat *m = &l->mat;
+	int rc = exl3_slice_check(l, c0, c1, "forward_slice");
+	if (rc)
+		return rc;
+	float *xh = malloc((size_t)(m->k + m->n) * sizeof(float)), *yh;
+	if (!xh)
+		return l->h->error(l->h, TF_ERR_NOMEM, "exl3 forward_slice: out of memory");
+	yh = xh + m->k;
+	exl3_input(l, x, xh);
+	tf_exl3_mat_mul(m, xh, 1, yh, c0 / TF_EXL3_TILE, c1 / TF_EXL3_TILE);
+	tf_had128(yh + c0, c1 - c0);
+	for (int64_t o = c0; o < c1; o++)
+		y[o - c0] = yh[o] * l->p.svh[o];
+	free(xh);
+	return TF_OK;
+}
+
+/* z = suh ⊙ Had128(Ŵ · Had128(svh ⊙ u)): u spans whole blocks, so its
+ * transform stays inside them and only the slice's tile columns count. */
+static int exl3_backward_slice(void *lin, const float *u, int64_t c0, int64_t c1, float *z)
+{
+	const tf_exl3_lin *l = lin;
+	const tf_exl3_mat *m = &l->mat;
+	int rc = exl3_slice_check(l, c0, c1, "backward_slice");
+	if (rc)
+		return rc;
+	float *wh = malloc((size_t)(m->n + m->k) * sizeof(float)), *t;
+	if (!wh)
+		return l->h->error(l->h, TF_ERR_NOMEM, "exl3 backward_slice: out of memory");
+	t = wh + m->n;
+	for (int64_t o = c0; o < c1; o++)
+		wh[o] = u[o - c0] * l->p.svh[o];
+	tf_had128(wh + c0, c1 - c0);
+	tf_exl3_mat_mul_t(m, wh, c0 / TF_EXL3_TILE, c1 / TF_EXL3_TILE, t);
+	tf_had128(t, m->k);
+	for (int64_t i = 0; i < l->in; i++)
+		z[i] = t[i] * l->p.suh[i];
+	free(wh);
+	return TF_OK;
+}
+
 static int exl3_probe(const tf_host *h, const char **reason)
 {
 	if (h && h->backend && !h->backend->parallel_for) {
@@ -251,6 +312,9 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 	.close = exl3_close,
 	.forward = exl3_forward,
 	.dequant = exl3_dequant,
+	.slice = TF_HAD_BLOCK,
+	.forward_slice = exl3_forward_slice,
+	.backward_slice = exl3_backward_slice,
 };
 
 /* The same layers with MUL1 decode rows (1..8) through 15-bit integer
@@ -268,6 +332,9 @@ const tf_plugin_quant tf_exl3_int_lin_ops = {
 	.close = exl3_close,
 	.forward = exl3_forward,
 	.dequant = exl3_dequant,
+	.slice = TF_HAD_BLOCK,
+	.forward_slice = exl3_forward_slice,
+	.backward_slice = exl3_backward_slice,
 };
 
 /* The same with 8-bit activations (llama.cpp's Q8): about 6e-3 relative
@@ -284,4 +351,7 @@ const tf_plugin_quant tf_exl3_q8_lin_ops = {
 	.close = exl3_close,
 	.forward = exl3_forward,
 	.dequant = exl3_dequant,
+	.slice = TF_HAD_BLOCK,
+	.forward_slice = exl3_forward_slice,
+	.backward_slice = exl3_backward_slice,
 };

@@ -328,6 +328,31 @@ void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, flo
 	}
 }
 
+void tf_exl3_mat_mul_t(const tf_exl3_mat *m, const float *wh, int64_t j0, int64_t j1,
+		       float *t)
+{
+	enum { VPT = TILE / TF_VL };
+	float w[TF_EXL3_TILE_N] __attribute__((aligned(64)));
+	const tile_decode_fn decode = tile_decoders[m->K][m->cb];
+
+	for (int64_t i = 0; i < m->k / TILE; i++) {
+		tf_vf acc[TILE];
+		for (int r = 0; r < TILE; r++)
+			acc[r] = tf_vf_zero();
+		for (int64_t j = j0; j < j1; j++) {
+			tf_vf wv[VPT];
+			decode(mat_tile(m, i, j), w);
+			for (int v = 0; v < VPT; v++)
+				wv[v] = tf_vf_load(wh + j * TILE + v * TF_VL);
+			for (int r = 0; r < TILE; r++)
+				for (int v = 0; v < VPT; v++)
+					acc[r] = tf_vf_fma(tf_vf_load(w + r * TILE + v * TF_VL), wv[v], acc[r]);
+		}
+		for (int r = 0; r < TILE; r++)
+			t[i * TILE + r] = tf_vf_sum(acc[r]);
+	}
+}
+
 /* The integer-activation product on this vector unit. */
 #define INT_BSDOT tf_vi_bsdot
 #define INT_KERN tf_exl3_int_vec

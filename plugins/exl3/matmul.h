@@ -87,6 +87,12 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 		     float *yh, int64_t j0, int64_t j1);
 
+/* The transposed product on tile columns [j0, j1): t[i] = Σ_c Ŵ[i][c] ·
+ * wh[c] for every i < k, c over the columns 16·j0 .. 16·j1 - 1 (wh is
+ * indexed by column).  One row; tiles through the fused decode. */
+void tf_exl3_mat_mul_t(const tf_exl3_mat *m, const float *wh, int64_t j0, int64_t j1,
+		       float *t);
+
 /* The one-row kernels of tf_exl3_mat_mul for MUL1 trellises: the build's
  * vector unit, or AVX-512 VNNI (x86-64, where the CPU has it; AUTO takes
  * it there).  Other codebooks and more rows always take the vector unit.

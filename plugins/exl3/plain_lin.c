@@ -116,6 +116,70 @@ static int plain_forward(void *lin, const float *x, int64_t rows, float *y)
 	return TF_OK;
 }
 
+/* z += a · w[0 .. in), w widened on the fly. */
+static inline __attribute__((always_inline)) void
+plain_axpy(float *z, float a, const void *w, int64_t in, tf_dtype dt)
+{
+	const tf_vf va = tf_vf_set1(a);
+	int64_t i = 0;
+
+	for (; i + TF_VL <= in; i += TF_VL)
+		tf_vf_store(z + i, tf_vf_fma(va, tf_vf_load_as(w, i, dt), tf_vf_load(z + i)));
+	for (; i < in; i++)
+		z[i] += a * tf_f32_load_as(w, i, dt);
+}
+
+/* z = Σ_o u[o]·W[o] over n rows of W from w, one loop per stored type. */
+typedef void (*plain_rows_fn)(float *z, const float *u, const void *w, int64_t n, int64_t in);
+#define PLAIN_ROWS_FOR(name, dt)                                                 \
+	static void name(float *z, const float *u, const void *w, int64_t n, int64_t in) \
+	{                                                                        \
+		memset(z, 0, (size_t)in * sizeof(float));                       \
+		for (int64_t o = 0; o < n; o++)                                  \
+			plain_axpy(z, u[o], (const char *)w + (size_t)(o * in) *  \
+				   tf_dtype_size(dt), in, dt);                   \
+	}
+PLAIN_ROWS_FOR(plain_rows_f32, TF_DTYPE_F32)
+PLAIN_ROWS_FOR(plain_rows_f16, TF_DTYPE_F16)
+PLAIN_ROWS_FOR(plain_rows_bf16, TF_DTYPE_BF16)
+
+static int plain_slice_check(const tf_plain_lin *l, int64_t c0, int64_t c1, const char *op)
+{
+	if (c0 < 0 || c1 <= c0 || c1 > l->out)
+		return l->h->error(l->h, TF_ERR_INVALID, "plain %s: outputs [%lld, %lld) of %lld",
+				   op, (long long)c0, (long long)c1, (long long)l->out);
+	return TF_OK;
+}
+
+/* The slice products read the stored weights (2 bytes each for F16/BF16),
+ * never a widened copy. */
+static int plain_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1, float *y)
+{
+	const tf_plain_lin *l = lin;
+	const plain_dot_fn dot = l->dt == TF_DTYPE_F16 ? plain_dot_f16
+			       : l->dt == TF_DTYPE_BF16 ? plain_dot_bf16 : plain_dot_f32;
+	int rc = plain_slice_check(l, c0, c1, "forward_slice");
+	if (rc)
+		return rc;
+	for (int64_t o = c0; o < c1; o++)
+		dot(x, l->in, 1, (const char *)l->w + (size_t)(o * l->in) * tf_dtype_size(l->dt),
+		    y + (o - c0));
+	return TF_OK;
+}
+
+static int plain_backward_slice(void *lin, const float *u, int64_t c0, int64_t c1, float *z)
+{
+	const tf_plain_lin *l = lin;
+	const plain_rows_fn rows = l->dt == TF_DTYPE_F16 ? plain_rows_f16
+				 : l->dt == TF_DTYPE_BF16 ? plain_rows_bf16 : plain_rows_f32;
+	int rc = plain_slice_check(l, c0, c1, "backward_slice");
+	if (rc)
+		return rc;
+	rows(z, u, (const char *)l->w + (size_t)(c0 * l->in) * tf_dtype_size(l->dt), c1 - c0,
+	     l->in);
+	return TF_OK;
+}
+
 static int plain_dequant(void *lin, float *w)
 {
 	const tf_plain_lin *l = lin;
@@ -219,4 +283,7 @@ const tf_plugin_quant tf_plain_lin_ops = {
 	.close = plain_close,
 	.forward = plain_forward,
 	.dequant = plain_dequant,
+	.slice = 1,
+	.forward_slice = plain_forward_slice,
+	.backward_slice = plain_backward_slice,
 };

@@ -115,6 +115,47 @@ static int open_as(const tf_host *h, const char *name, int64_t in, int64_t out, 
 	return lin->ops->open(h, "m.proj", in, out, &lin->impl, &lin->info);
 }
 
+/* The slice products on every whole 128-output slice against float64 W
+ * (no bias), into NaN-poisoned outputs; a slice past `out` is refused. */
+static void check_slices(const tf_lin *lin, const struct lin_case *c, const double *w,
+			 const float *x, uint64_t *seed)
+{
+	float y[128], u[128], *z = malloc(sizeof(float) * c->in), ry[128];
+	float *rz = malloc(sizeof(float) * c->in);
+
+	cr_assert(tf_lin_has_slices(lin, 128));
+	cr_assert(!tf_lin_has_slices(lin, 64));
+	for (int64_t c0 = 0; c0 + 128 <= c->out; c0 += 128) {
+		tf_test_fill_uniform(u, 128, 1.0f, seed);
+		for (int o = 0; o < 128; o++) {
+			double s = 0;
+			for (int64_t i = 0; i < c->in; i++)
+				s += (double)x[i] * w[i * c->n + c0 + o];
+			ry[o] = (float)s;
+			y[o] = NAN;
+		}
+		for (int64_t i = 0; i < c->in; i++) {
+			double s = 0;
+			for (int o = 0; o < 128; o++)
+				s += (double)u[o] * w[i * c->n + c0 + o];
+			rz[i] = (float)s;
+			z[i] = NAN;
+		}
+		cr_assert_eq(lin->ops->forward_slice(lin->impl, x, c0, c0 + 128, y), TF_OK);
+		cr_assert_eq(lin->ops->backward_slice(lin->impl, u, c0, c0 + 128, z), TF_OK);
+		double ey = tf_test_rel_err(y, ry, 128, 1e-3), ez = tf_test_rel_err(z, rz, c->in, 1e-3);
+		cr_expect_lt(ey, 1e-3, "forward_slice %lld K=%d %s: rel err %g", (long long)c0, c->K,
+			     tf_exl3_cb_name(c->cb), ey);
+		cr_expect_lt(ez, 1e-3, "backward_slice %lld K=%d %s: rel err %g", (long long)c0, c->K,
+			     tf_exl3_cb_name(c->cb), ez);
+	}
+	const int64_t past = (c->out + 127) / 128 * 128;
+	cr_expect_eq(lin->ops->forward_slice(lin->impl, x, past, past + 128, y), TF_ERR_INVALID);
+	cr_expect_eq(lin->ops->backward_slice(lin->impl, u, 64, 192, z), TF_ERR_INVALID);
+	free(z);
+	free(rz);
+}
+
 static void check_lin_as(const char *name, const struct lin_case *c, int64_t rows, int threads,
 			 uint64_t seed)
 {
@@ -157,6 +198,7 @@ static void check_lin_as(const char *name, const struct lin_case *c, int64_t row
 	err = tf_test_rel_err(wd, wref, c->in * c->out, 1e-3);
 	cr_expect_lt(err, 1e-5, "dequant K=%d %s: rel err %g", c->K, tf_exl3_cb_name(c->cb), err);
 
+	check_slices(&lin, c, w, x, &seed);
 	h->lin_close(h, &lin);
 	free(bias); free(w); free(x); free(y); free(ref); free(wd); free(wref);
 	tf_testhost_free(th);

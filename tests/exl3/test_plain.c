@@ -22,6 +22,46 @@ static float stored(float f, tf_dtype dt)
 	return f;
 }
 
+/* The slice products on a middle slice of the outputs (any width: the
+ * plain linear's slice is 1) against float64 with the stored weights wd,
+ * no bias, into NaN-poisoned outputs; a slice past `out` is refused. */
+static void check_slices(const tf_lin *lin, tf_dtype dt, const float *wd, const float *x,
+			 int64_t in, int64_t out, uint64_t *seed)
+{
+	const int64_t c0 = out / 3, c1 = out - out / 4;
+	float *y = malloc(sizeof(float) * out), *ry = malloc(sizeof(float) * out);
+	float *u = malloc(sizeof(float) * out), *z = malloc(sizeof(float) * in);
+	float *rz = malloc(sizeof(float) * in);
+
+	cr_assert(tf_lin_has_slices(lin, 1));
+	tf_test_fill_uniform(u, (size_t)(c1 - c0), 1.0f, seed);
+	for (int64_t o = c0; o < c1; o++) {
+		double s = 0;
+		for (int64_t i = 0; i < in; i++)
+			s += (double)wd[o * in + i] * x[i];
+		ry[o - c0] = (float)s;
+		y[o - c0] = NAN;
+	}
+	for (int64_t i = 0; i < in; i++) {
+		double s = 0;
+		for (int64_t o = c0; o < c1; o++)
+			s += (double)u[o - c0] * wd[o * in + i];
+		rz[i] = (float)s;
+		z[i] = NAN;
+	}
+	cr_assert_eq(lin->ops->forward_slice(lin->impl, x, c0, c1, y), TF_OK);
+	cr_assert_eq(lin->ops->backward_slice(lin->impl, u, c0, c1, z), TF_OK);
+	double ey = tf_test_rel_err(y, ry, (size_t)(c1 - c0), 1e-3);
+	double ez = tf_test_rel_err(z, rz, (size_t)in, 1e-3);
+	cr_expect_lt(ey, 1e-5, "%s forward_slice [%lld, %lld): rel err %g", tf_dtype_name(dt),
+		     (long long)c0, (long long)c1, ey);
+	cr_expect_lt(ez, 1e-5, "%s backward_slice [%lld, %lld): rel err %g", tf_dtype_name(dt),
+		     (long long)c0, (long long)c1, ez);
+	cr_expect_eq(lin->ops->forward_slice(lin->impl, x, c0, out + 1, y), TF_ERR_INVALID);
+	cr_expect_eq(lin->ops->backward_slice(lin->impl, u, c1, c0, z), TF_ERR_INVALID);
+	free(y); free(ry); free(u); free(z); free(rz);
+}
+
 static void check_plain(int threads, tf_dtype dt, int64_t in, int64_t out,
 			int64_t rows, int with_bias, uint64_t seed)
 {
@@ -71,6 +111,7 @@ static void check_plain(int threads, tf_dtype dt, int64_t in, int64_t out,
 	for (int64_t i = 0; i < in * out; i++)
 		cr_assert_eq(wd[i], stored(w[i], dt), "dequant element %lld", (long long)i);
 
+	check_slices(&lin, dt, wd, x, in, out, &seed);
 	h->lin_close(h, &lin);
 	free(w); free(b); free(x); free(y); free(ref); free(wd);
 	tf_testhost_free(th);

@@ -11,6 +11,8 @@
 #ifndef TF_QUANT_H
 #define TF_QUANT_H
 
+#include <stddef.h>
+
 #include "tf/plugin.h"
 
 #ifdef __cplusplus
@@ -39,6 +41,19 @@ typedef struct tf_plugin_quant {
 	int (*forward)(void *lin, const float *x, int64_t rows, float *y);
 	/* Optional: the dense weight as float32 [out, in] (tests, references). */
 	int (*dequant)(void *lin, float *w);
+
+	/*
+	 * Optional, ABI 1.1 (an ABI 1.0 descriptor ends above; use
+	 * tf_lin_has_slices): products with one slice [c0, c1) of the output
+	 * features, c0 and c1 multiples of `slice`, for layers that use W a
+	 * slice at a time, as MLA's absorbed attention does per head.  One row,
+	 * no bias, callable from several workers at once:
+	 *   forward_slice:  y[c1 - c0] = (x[in] · Wᵀ)[c0 .. c1)
+	 *   backward_slice: z[in] = u[c1 - c0] · W[c0 .. c1, :]
+	 */
+	int64_t slice;
+	int (*forward_slice)(void *lin, const float *x, int64_t c0, int64_t c1, float *y);
+	int (*backward_slice)(void *lin, const float *u, int64_t c0, int64_t c1, float *z);
 } tf_plugin_quant;
 
 /* An opened linear layer, as layer plugins hold it. */
@@ -52,6 +67,14 @@ static inline int tf_lin_forward(const tf_lin *l, const float *x, int64_t rows,
 				 float *y)
 {
 	return l->ops->forward(l->impl, x, rows, y);
+}
+
+/* Whether l has the slice products, on slices of `width` features. */
+static inline int tf_lin_has_slices(const tf_lin *l, int64_t width)
+{
+	const tf_plugin_quant *q = l->ops;
+	return q->hdr.struct_size >= offsetof(tf_plugin_quant, backward_slice) + sizeof(void *) &&
+	       q->slice > 0 && width % q->slice == 0 && q->forward_slice && q->backward_slice;
 }
 
 const tf_plugin_quant *tf_plugin_quant_v1(unsigned index);
