@@ -77,20 +77,28 @@ void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 	}
 }
 
-void mla_absorb_query(const mla_dims *d, const float *wkvb, const float *q,
-		      int h0, int h1, float *qlat)
+int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
+		     int h0, int h1, float *qlat)
 {
-	const int dq = d->dn + d->dr, lat = d->r + d->dr;
+	const int dq = d->dn + d->dr, lat = d->r + d->dr, dkv = d->dn + d->dv;
 	for (int h = h0; h < h1; h++) {
 		const float *qn = q + h * dq, *qp = qn + d->dn;
-		const float *wuk = wkvb + (int64_t)h * (d->dn + d->dv) * d->r;
 		float *ql = qlat + (int64_t)h * lat;
-		memset(ql, 0, (size_t)d->r * sizeof(float));
-		tf_vec_axpy_rows(ql, qn, wuk, d->r, d->dn, d->r);
+		if (kvb->w) {
+			memset(ql, 0, (size_t)d->r * sizeof(float));
+			tf_vec_axpy_rows(ql, qn, kvb->w + (int64_t)h * dkv * d->r, d->r, d->dn,
+					 d->r);
+		} else {
+			int rc = kvb->lin->ops->backward_slice(kvb->lin->impl, qn, (int64_t)h * dkv,
+							       (int64_t)h * dkv + d->dn, ql);
+			if (rc)
+				return rc;
+		}
 		tf_vec_scale(ql, d->scale, d->r);
 		for (int e = 0; e < d->dr; e++)
 			ql[d->r + e] = qp[e] * d->scale;
 	}
+	return TF_OK;
 }
 
 void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
@@ -124,9 +132,10 @@ void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
 	}
 }
 
-void mla_absorbed_out(const mla_dims *d, const float *wkvb, const mla_run *run,
-		      const float *acc, int np, int h0, int h1, float *o, float *lat)
+int mla_absorbed_out(const mla_dims *d, const mla_kvb *kvb, const mla_run *run,
+		     const float *acc, int np, int h0, int h1, float *o, float *lat)
 {
+	const int dkv = d->dn + d->dv;
 	for (int h = h0; h < h1; h++) {
 		float m = -INFINITY, l = 0.0f;
 		for (int p = 0; p < np; p++)
@@ -140,8 +149,19 @@ void mla_absorbed_out(const mla_dims *d, const float *wkvb, const mla_run *run,
 			l += r->l * c;
 			tf_vec_axpy(lat, c, acc + ((int64_t)p * d->heads + h) * d->r, d->r);
 		}
-		const float *wuv = wkvb + ((int64_t)h * (d->dn + d->dv) + d->dn) * d->r;
+		float *oh = o + h * d->dv;
+		if (kvb->w) {
+			const float *wuv = kvb->w + ((int64_t)h * dkv + d->dn) * d->r;
+			for (int e = 0; e < d->dv; e++)
+				oh[e] = tf_vec_dot(wuv + (int64_t)e * d->r, lat, d->r) / l;
+			continue;
+		}
+		int rc = kvb->lin->ops->forward_slice(kvb->lin->impl, lat, (int64_t)h * dkv + d->dn,
+						      (int64_t)(h + 1) * dkv, oh);
+		if (rc)
+			return rc;
 		for (int e = 0; e < d->dv; e++)
-			o[h * d->dv + e] = tf_vec_dot(wuv + (int64_t)e * d->r, lat, d->r) / l;
+			oh[e] /= l;
 	}
+	return TF_OK;
 }

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tf/quant.h"
+
 typedef struct mla_dims {
 	int heads, dn, dr, dv, r;
 	float scale;            /* softmax scale */
@@ -54,10 +56,21 @@ void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 
 /* --- absorbed form --- */
 
+/*
+ * kv_b_proj as the absorbed form multiplies by it, one head's W_UK_h or
+ * W_UV_h at a time: through the linear's slice products where its plugin
+ * has them (they read the stored bf16 or EXL3 weights, 2-5x fewer bytes
+ * per token than a float32 copy), else from the dequantized matrix.
+ */
+typedef struct mla_kvb {
+	const float *w;                 /* [heads, dn + dv, r], or NULL */
+	const tf_lin *lin;              /* used when w is NULL */
+} mla_kvb;
+
 /* qlat [heads, r + dr] = scale * [W_UK_h^T q_nope_h ; q_pe_h] for one query;
- * heads [h0, h1). */
-void mla_absorb_query(const mla_dims *d, const float *wkvb, const float *q,
-		      int h0, int h1, float *qlat);
+ * heads [h0, h1).  Fails only as the slice product does. */
+int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
+		     int h0, int h1, float *qlat);
 
 /* Cache rows scored and accumulated per tile (absorbed form). */
 #define MLA_TILE 32
@@ -69,7 +82,7 @@ void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
 
 /* Merge np partial (run, acc) sets (part p at run + p*heads, acc +
  * p*heads*r), then o_h = W_UV_h o_lat for heads [h0, h1).  lat: r floats. */
-void mla_absorbed_out(const mla_dims *d, const float *wkvb, const mla_run *run,
-		      const float *acc, int np, int h0, int h1, float *o, float *lat);
+int mla_absorbed_out(const mla_dims *d, const mla_kvb *kvb, const mla_run *run,
+		     const float *acc, int np, int h0, int h1, float *o, float *lat);
 
 #endif /* TF_MLA_ATTEND_H */

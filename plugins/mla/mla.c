@@ -12,6 +12,7 @@
  * `dense`.  Shapes all come from config.json.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ struct mla_layer {
 	tf_lin q_proj, q_a_proj, q_b_proj, kv_a_proj, kv_b_proj, g_proj, dense;
 	float *q_a_norm;                /* [rq] */
 	float *kv_a_norm;               /* [r] */
-	float *wkvb;                    /* [heads, dn + dv, r] */
+	float *wkvb;                    /* [heads, dn + dv, r], when kvb needs it */
+	mla_kvb kvb;                    /* the absorbed form's W_UK, W_UV products */
 
 	/* Sequence state. */
 	int64_t max_ctx, len;
@@ -175,7 +177,11 @@ static int mla_load(struct mla_layer *L, const char *prefix)
 	    (rc = tf_tu_lin_open(h, prefix, "dense", (int64_t)d->heads * d->dv, H, &L->dense)))
 		return rc;
 
-	/* The absorbed form needs kv_b_proj as a matrix, once. */
+	/* The absorbed form multiplies by one head's slice of kv_b_proj at a
+	 * time: through the linear where its plugin can, else as a matrix. */
+	L->kvb.lin = &L->kv_b_proj;
+	if (tf_lin_has_slices(&L->kv_b_proj, d->dn) && tf_lin_has_slices(&L->kv_b_proj, d->dv))
+		return TF_OK;
 	if (!L->kv_b_proj.ops->dequant)
 		return h->error(h, TF_ERR_UNSUPPORTED,
 				"%s.kv_b_proj: its format (%s) cannot be dequantised for the absorbed form",
@@ -185,6 +191,7 @@ static int mla_load(struct mla_layer *L, const char *prefix)
 		return h->error(h, TF_ERR_NOMEM, "%s.kv_b_proj: out of memory", prefix);
 	if ((rc = L->kv_b_proj.ops->dequant(L->kv_b_proj.impl, L->wkvb)))
 		return rc;
+	L->kvb.w = L->wkvb;
 	return TF_OK;
 }
 
@@ -256,14 +263,17 @@ struct mla_job {
 	int64_t n, i;                   /* tokens of this forward; current query */
 	int64_t rows, parts;            /* absorbed: rows seen, parts they are split in */
 	int64_t t0, tb;                 /* naive: the expanded block */
+	atomic_int rc;                  /* absorbed: a slice product's failure */
 };
 
 static void absorb_query_fn(void *arg, int64_t h0, int64_t h1, int worker)
 {
 	struct mla_job *j = arg;
 	const mla_dims *d = &j->L->d;
-	mla_absorb_query(d, j->L->wkvb, j->L->q + j->i * d->heads * (d->dn + d->dr),
-			 (int)h0, (int)h1, j->L->qlat);
+	int rc = mla_absorb_query(d, &j->L->kvb, j->L->q + j->i * d->heads * (d->dn + d->dr),
+				  (int)h0, (int)h1, j->L->qlat);
+	if (rc)
+		atomic_store(&j->rc, rc);
 }
 
 static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
@@ -281,14 +291,18 @@ static void absorbed_out_fn(void *arg, int64_t h0, int64_t h1, int worker)
 {
 	struct mla_job *j = arg;
 	struct mla_layer *L = j->L;
-	mla_absorbed_out(&L->d, L->wkvb, L->run, L->acc, (int)j->parts, (int)h0, (int)h1,
-			 L->o + j->i * L->d.heads * L->d.dv, L->work + (size_t)worker * L->work_per);
+	int rc = mla_absorbed_out(&L->d, &L->kvb, L->run, L->acc, (int)j->parts, (int)h0,
+				  (int)h1, L->o + j->i * L->d.heads * L->d.dv,
+				  L->work + (size_t)worker * L->work_per);
+	if (rc)
+		atomic_store(&j->rc, rc);
 }
 
-static void mla_attend_absorbed(struct mla_layer *L, int64_t n)
+static int mla_attend_absorbed(struct mla_layer *L, int64_t n)
 {
 	struct mla_job j = { .L = L, .n = n };
-	for (j.i = 0; j.i < n; j.i++) {
+	atomic_init(&j.rc, TF_OK);
+	for (j.i = 0; j.i < n && !atomic_load(&j.rc); j.i++) {
 		j.rows = L->len + j.i + 1;
 		j.parts = (j.rows + MLA_ROWS_MIN - 1) / MLA_ROWS_MIN;
 		if (j.parts > L->n_workers)
@@ -299,6 +313,7 @@ static void mla_attend_absorbed(struct mla_layer *L, int64_t n)
 		L->be->parallel_for(L->bctx, L->d.heads, tf_tu_grain(2 * L->d.dv * L->d.r),
 				    absorbed_out_fn, &j);
 	}
+	return atomic_load(&j.rc);
 }
 
 /* --- naive form: expand a block of cache rows, every head attends to it --- */
@@ -378,9 +393,7 @@ static int mla_forward_locked(struct mla_layer *L, const float *x, int64_t n,
 		    L->rope.attn_factor, L->interleave);
 	memcpy(L->cache + L->len * L->lat, L->ckv, (size_t)n * L->lat * sizeof(float));
 
-	if (mla_use_absorbed(L, n))
-		mla_attend_absorbed(L, n);
-	else if ((rc = mla_attend_naive(L, n)))
+	if ((rc = mla_use_absorbed(L, n) ? mla_attend_absorbed(L, n) : mla_attend_naive(L, n)))
 		return rc;
 
 	/* Sigmoid gate: one scalar per head, or one per output channel. */

@@ -39,13 +39,13 @@ static float *case_norm(struct mla_case *c, int n, uint64_t *seed)
 	return p;
 }
 
-/* hidden 48, 3 heads, nope 16 / rope 8 / v 12, kv rank 24 (q rank 20). */
-static void case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
-		      uint64_t seed)
+/* hidden 48, 3 heads, rope 8 (q rank 20), nope dn, v dv, kv rank r. */
+static void case_init_dims(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
+			   int dn, int dv, int r, uint64_t seed)
 {
 	memset(c, 0, sizeof(*c));
 	attn_bufs *b = &c->bufs;
-	const int H = 48, nH = 3, dn = 16, dr = 8, dv = 12, r = 24, rq = q_lora ? 20 : 0;
+	const int H = 48, nH = 3, dr = 8, rq = q_lora ? 20 : 0;
 	const int dq = dn + dr, gw = head_wise ? nH : nH * dv;
 	c->cfg = (tf_model_config){
 		.hidden_size = H, .num_attention_heads = nH, .q_lora_rank = rq,
@@ -89,6 +89,13 @@ static void case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
 	w->wdense = attn_bufs_random(b, (size_t)H * nH * dv, 1.0f / sqrtf((float)(nH * dv)), true, &seed);
 }
 
+/* nope 16 / v 12, kv rank 24. */
+static void case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
+		      uint64_t seed)
+{
+	case_init_dims(c, q_lora, head_wise, yarn, 16, 12, 24, seed);
+}
+
 static void case_free(struct mla_case *c)
 {
 	attn_bufs_free(&c->bufs);
@@ -128,7 +135,31 @@ static tf_testhost *case_host(const struct mla_case *c, const char *skip)
 }
 
 /* One sequence fed as one prefill, token by token, and in mixed pieces
- * that switch between the two forms over one cache. */
+ * that switch between the two forms over one cache.  With the small dims
+ * runs of fewer than 11 tokens take the absorbed form; with the 128-wide
+ * heads below, fewer than 120. */
+static const int whole[] = { 1 << 20 }, decode[] = { 1 }, mixed[] = { 7, 20, 1, 3, 9, 40 };
+static const struct plan {
+	const int *s;
+	int n;
+	const char *what;
+} plans[] = {
+	{ whole, 1, "one prefill (naive)" }, { decode, 1, "decode (absorbed)" },
+	{ mixed, 6, "mixed pieces" },
+};
+
+/* x through a fresh layer in the pieces of `plan`, into NaN-poisoned y. */
+static void run_plan(const tf_plugin_attention *p, tf_testhost *th, const float *x, int64_t n,
+		     int H, const struct plan *plan, float *y)
+{
+	void *inst = attn_fixture_open(p, th, PREFIX, n + 5);
+	for (int64_t i = 0; i < n * H; i++)
+		y[i] = NAN;
+	attn_fixture_run(p, inst, x, n, H, plan->s, plan->n, y);
+	cr_expect_eq(p->seq_len(inst), n);
+	p->layer_fini(inst);
+}
+
 static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64_t seed)
 {
 	const tf_plugin_attention *p = mla_plugin();
@@ -152,24 +183,13 @@ static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64
 	for (int64_t i = 0; i < n * H; i++)
 		yd[i] = (float)ref[i];
 
-	/* With these dims runs of fewer than 11 tokens take the absorbed form. */
-	static const int whole[] = { 1 << 20 }, decode[] = { 1 }, mixed[] = { 7, 20, 1, 3, 9, 40 };
-	const struct { const int *s; int n; const char *what; } plans[] = {
-		{ whole, 1, "one prefill (naive)" }, { decode, 1, "decode (absorbed)" },
-		{ mixed, 6, "mixed pieces" },
-	};
 	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++) {
-		void *inst = attn_fixture_open(p, th, PREFIX, n + 5);
-		for (int64_t i = 0; i < n * H; i++)
-			y[i] = NAN;
-		attn_fixture_run(p, inst, x, n, H, plans[k].s, plans[k].n, y);
-		cr_expect_eq(p->seq_len(inst), n);
+		run_plan(p, th, x, n, H, &plans[k], y);
 		double e = tf_test_rel_err(y, yd, (size_t)n * H, 1e-3);
 		cr_log_info("%s (q_lora %d, head-wise %d, yarn %d): rel err %.3g", plans[k].what,
 			    q_lora, head_wise, yarn, e);
 		cr_expect(e < 1e-5, "%s (q_lora %d, head-wise %d, yarn %d): rel err %.3g vs f64",
 			  plans[k].what, q_lora, head_wise, yarn, e);
-		p->layer_fini(inst);
 	}
 	mla_ref_state_free(&rs);
 	free(x);
@@ -187,6 +207,62 @@ Test(mla, yarn_matches_f64) { check_layer(false, true, YARN_FACTOR_ONLY, 60, 32)
 Test(mla, yarn_mscale_matches_f64) { check_layer(false, true, YARN_MSCALE, 60, 33); }
 Test(mla, q_lora_matches_f64) { check_layer(true, true, YARN_NONE, 60, 34); }
 Test(mla, elementwise_gate_matches_f64) { check_layer(false, false, YARN_NONE, 60, 35); }
+
+/*
+ * kv_b_proj in EXL3 with 128-wide heads: the absorbed form multiplies
+ * through the linear's slice products, the naive form expands the same
+ * linear, and both decode the same unrounded weights, so they must agree
+ * to float rounding.  Against float64 with the dequantized (fp16-rounded)
+ * kv_b_proj the fused decode's skipped rounding allows more.
+ */
+Test(mla, exl3_kv_b_slices_match_naive)
+{
+	const tf_plugin_attention *p = mla_plugin();
+	const int64_t n = 150;
+	uint64_t seed = 41;
+	struct mla_case c;
+	case_init_dims(&c, false, true, YARN_NONE, 128, 128, 128, seed);
+	const int H = c.w.hidden;
+	const int64_t out = c.w.heads * (c.w.dn + c.w.dv);
+	tf_testhost *th = case_host(&c, "kv_b_proj.weight");
+	const tf_host *h = tf_testhost_host(th);
+	tf_lin kvb = { 0 };
+
+	tf_testhost_add_exl3(th, PREFIX ".kv_b_proj", c.w.r, out, &seed);
+	cr_assert_eq(h->lin_open(h, PREFIX ".kv_b_proj", c.w.r, out, &kvb), TF_OK);
+	cr_assert(tf_lin_has_slices(&kvb, c.w.dn));
+	float *wkvb = malloc(sizeof(float) * out * c.w.r);
+	cr_assert_eq(kvb.ops->dequant(kvb.impl, wkvb), TF_OK);
+	h->lin_close(h, &kvb);
+	c.w.wkvb = wkvb;
+
+	float *x = malloc(sizeof(float) * n * H), *yn = malloc(sizeof(float) * n * H);
+	float *y = malloc(sizeof(float) * n * H), *yd = malloc(sizeof(float) * n * H);
+	double *ref = malloc(sizeof(double) * n * H);
+	int32_t *pos = malloc(sizeof(int32_t) * n);
+	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
+	for (int64_t i = 0; i < n; i++)
+		pos[i] = (int32_t)i;
+	mla_ref_state rs;
+	mla_ref_state_init(&rs, &c.w, n);
+	mla_ref_forward(&c.w, &rs, x, n, pos, ref);
+	for (int64_t i = 0; i < n * H; i++)
+		yd[i] = (float)ref[i];
+
+	run_plan(p, th, x, n, H, &plans[0], yn);
+	double e = tf_test_rel_err(yn, yd, (size_t)n * H, 1e-3);
+	cr_expect(e < 1e-3, "naive vs f64 with rounded weights: rel err %.3g", e);
+	for (size_t k = 1; k < sizeof(plans) / sizeof(plans[0]); k++) {
+		run_plan(p, th, x, n, H, &plans[k], y);
+		e = tf_test_rel_err(y, yn, (size_t)n * H, 1e-3);
+		cr_log_info("%s, EXL3 kv_b_proj: rel err %.3g vs naive", plans[k].what, e);
+		cr_expect(e < 1e-5, "%s, EXL3 kv_b_proj: rel err %.3g vs naive", plans[k].what, e);
+	}
+	mla_ref_state_free(&rs);
+	free(wkvb); free(x); free(yn); free(y); free(yd); free(ref); free(pos);
+	tf_testhost_free(th);
+	case_free(&c);
+}
 
 Test(mla, state_bytes_is_the_latent_cache)
 {

@@ -263,6 +263,37 @@ void tf_testhost_set_conf(tf_testhost *th, const char *section, const char *key,
 						   xstrdup(value) };
 }
 
+void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
+			  uint64_t *seed)
+{
+	enum { K = 4 };
+	int64_t ts[3] = { in / 16, out / 16, 16 * K }, nt = ts[0] * ts[1] * ts[2];
+	uint16_t *tr = malloc(sizeof(uint16_t) * nt);
+	float *r = malloc(sizeof(float) * nt), *su = malloc(sizeof(float) * in);
+	float *sv = malloc(sizeof(float) * out);
+	char name[256];
+
+	/* Any 16-bit pattern is a valid trellis state. */
+	tf_test_fill_uniform(r, (size_t)nt, 1.0f, seed);
+	for (int64_t i = 0; i < nt; i++)
+		tr[i] = (uint16_t)((r[i] + 1.0f) * 32767.0f);
+	/* Sign flips with magnitudes that keep the activations near 1. */
+	tf_test_fill_uniform(su, (size_t)in, 1.0f, seed);
+	for (int64_t i = 0; i < in; i++)
+		su[i] = (su[i] < 0 ? -0.05f : 0.05f) * (1.0f + fabsf(su[i]));
+	tf_test_fill_uniform(sv, (size_t)out, 1.0f, seed);
+	snprintf(name, sizeof(name), "%s.trellis", prefix);
+	tf_testhost_add_tensor(th, name, TF_DTYPE_I16, 3, ts, tr);
+	snprintf(name, sizeof(name), "%s.suh", prefix);
+	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ in }, su);
+	snprintf(name, sizeof(name), "%s.svh", prefix);
+	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ out }, sv);
+	free(tr);
+	free(r);
+	free(su);
+	free(sv);
+}
+
 void tf_test_fill_uniform(float *x, size_t n, float scale, uint64_t *seed)
 {
 	uint64_t s = *seed ? *seed : 0x9e3779b97f4a7c15ull;

@@ -28,6 +28,10 @@ void tf_testhost_add_tensor(tf_testhost *th, const char *name, tf_dtype dtype,
 /* Add a float32 tensor, stored as `dtype` (F32, F16 or BF16). */
 void tf_testhost_add_f32(tf_testhost *th, const char *name, tf_dtype dtype,
 			 int ndim, const int64_t *shape, const float *data);
+/* A random EXL3 linear under prefix (4 bits, the original codebook): its
+ * trellis, suh and svh, `in` x `out`, both multiples of 128. */
+void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
+			  uint64_t *seed);
 void tf_testhost_set_conf(tf_testhost *th, const char *section,
 			  const char *key, const char *value);
 
