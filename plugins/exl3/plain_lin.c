@@ -75,6 +75,12 @@ PLAIN_DOT_FOR(plain_dot_f32, TF_DTYPE_F32)
 PLAIN_DOT_FOR(plain_dot_f16, TF_DTYPE_F16)
 PLAIN_DOT_FOR(plain_dot_bf16, TF_DTYPE_BF16)
 
+static plain_dot_fn plain_dot_of(tf_dtype dt)
+{
+	return dt == TF_DTYPE_F16 ? plain_dot_f16 : dt == TF_DTYPE_BF16 ? plain_dot_bf16
+		: plain_dot_f32;
+}
+
 struct plain_job {
 	const tf_plain_lin *l;
 	const float *x;
@@ -110,8 +116,7 @@ static int plain_forward(void *lin, const float *x, int64_t rows, float *y)
 	if (rows < 0)
 		return l->h->error(l->h, TF_ERR_INVALID, "plain linear: %lld rows",
 				   (long long)rows);
-	job.dot = l->dt == TF_DTYPE_F16 ? plain_dot_f16
-		: l->dt == TF_DTYPE_BF16 ? plain_dot_bf16 : plain_dot_f32;
+	job.dot = plain_dot_of(l->dt);
 	tf_lin_parallel(l->h, l->out, PLAIN_GRAIN, plain_range, &job);
 	return TF_OK;
 }
@@ -143,6 +148,12 @@ PLAIN_ROWS_FOR(plain_rows_f32, TF_DTYPE_F32)
 PLAIN_ROWS_FOR(plain_rows_f16, TF_DTYPE_F16)
 PLAIN_ROWS_FOR(plain_rows_bf16, TF_DTYPE_BF16)
 
+static plain_rows_fn plain_rows_of(tf_dtype dt)
+{
+	return dt == TF_DTYPE_F16 ? plain_rows_f16 : dt == TF_DTYPE_BF16 ? plain_rows_bf16
+		: plain_rows_f32;
+}
+
 static int plain_slice_check(const tf_plain_lin *l, int64_t c0, int64_t c1, const char *op)
 {
 	if (c0 < 0 || c1 <= c0 || c1 > l->out)
@@ -152,32 +163,26 @@ static int plain_slice_check(const tf_plain_lin *l, int64_t c0, int64_t c1, cons
 }
 
 /* The slice products read the stored weights (2 bytes each for F16/BF16),
- * never a widened copy. */
+ * never a widened copy: row o of W for outputs, or the slice's rows
+ * summed for the transposed product. */
 static int plain_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1, float *y)
 {
 	const tf_plain_lin *l = lin;
-	const plain_dot_fn dot = l->dt == TF_DTYPE_F16 ? plain_dot_f16
-			       : l->dt == TF_DTYPE_BF16 ? plain_dot_bf16 : plain_dot_f32;
+	const size_t row = (size_t)l->in * tf_dtype_size(l->dt);
 	int rc = plain_slice_check(l, c0, c1, "forward_slice");
-	if (rc)
-		return rc;
-	for (int64_t o = c0; o < c1; o++)
-		dot(x, l->in, 1, (const char *)l->w + (size_t)(o * l->in) * tf_dtype_size(l->dt),
-		    y + (o - c0));
-	return TF_OK;
+	for (int64_t o = c0; !rc && o < c1; o++)
+		plain_dot_of(l->dt)(x, l->in, 1, (const char *)l->w + (size_t)o * row, y + (o - c0));
+	return rc;
 }
 
 static int plain_backward_slice(void *lin, const float *u, int64_t c0, int64_t c1, float *z)
 {
 	const tf_plain_lin *l = lin;
-	const plain_rows_fn rows = l->dt == TF_DTYPE_F16 ? plain_rows_f16
-				 : l->dt == TF_DTYPE_BF16 ? plain_rows_bf16 : plain_rows_f32;
+	const size_t row = (size_t)l->in * tf_dtype_size(l->dt);
 	int rc = plain_slice_check(l, c0, c1, "backward_slice");
-	if (rc)
-		return rc;
-	rows(z, u, (const char *)l->w + (size_t)(c0 * l->in) * tf_dtype_size(l->dt), c1 - c0,
-	     l->in);
-	return TF_OK;
+	if (!rc)
+		plain_rows_of(l->dt)(z, u, (const char *)l->w + (size_t)c0 * row, c1 - c0, l->in);
+	return rc;
 }
 
 static int plain_dequant(void *lin, float *w)

@@ -148,6 +148,25 @@ static const struct plan {
 	{ mixed, 6, "mixed pieces" },
 };
 
+/* The float64 reference layer's output for n tokens x at positions 0.., as float. */
+static void reference(const struct mla_case *c, const float *x, int64_t n, float *yd)
+{
+	const int H = c->w.hidden;
+	double *ref = malloc((size_t)n * H * sizeof(double));
+	int32_t *pos = malloc((size_t)n * sizeof(int32_t));
+	mla_ref_state rs;
+
+	for (int64_t i = 0; i < n; i++)
+		pos[i] = (int32_t)i;
+	mla_ref_state_init(&rs, &c->w, n);
+	mla_ref_forward(&c->w, &rs, x, n, pos, ref);
+	for (int64_t i = 0; i < n * H; i++)
+		yd[i] = (float)ref[i];
+	mla_ref_state_free(&rs);
+	free(ref);
+	free(pos);
+}
+
 /* x through a fresh layer in the pieces of `plan`, into NaN-poisoned y. */
 static void run_plan(const tf_plugin_attention *p, tf_testhost *th, const float *x, int64_t n,
 		     int H, const struct plan *plan, float *y)
@@ -171,17 +190,8 @@ static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64
 	float *x = malloc((size_t)n * H * sizeof(float));
 	float *y = malloc((size_t)n * H * sizeof(float));
 	float *yd = malloc((size_t)n * H * sizeof(float));
-	double *ref = malloc((size_t)n * H * sizeof(double));
-	int32_t *pos = malloc((size_t)n * sizeof(int32_t));
 	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
-	for (int64_t i = 0; i < n; i++)
-		pos[i] = (int32_t)i;
-
-	mla_ref_state rs;
-	mla_ref_state_init(&rs, &c.w, n);
-	mla_ref_forward(&c.w, &rs, x, n, pos, ref);
-	for (int64_t i = 0; i < n * H; i++)
-		yd[i] = (float)ref[i];
+	reference(&c, x, n, yd);
 
 	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++) {
 		run_plan(p, th, x, n, H, &plans[k], y);
@@ -191,12 +201,9 @@ static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64
 		cr_expect(e < 1e-5, "%s (q_lora %d, head-wise %d, yarn %d): rel err %.3g vs f64",
 			  plans[k].what, q_lora, head_wise, yarn, e);
 	}
-	mla_ref_state_free(&rs);
 	free(x);
 	free(y);
 	free(yd);
-	free(ref);
-	free(pos);
 	tf_testhost_free(th);
 	case_free(&c);
 }
@@ -238,16 +245,8 @@ Test(mla, exl3_kv_b_slices_match_naive)
 
 	float *x = malloc(sizeof(float) * n * H), *yn = malloc(sizeof(float) * n * H);
 	float *y = malloc(sizeof(float) * n * H), *yd = malloc(sizeof(float) * n * H);
-	double *ref = malloc(sizeof(double) * n * H);
-	int32_t *pos = malloc(sizeof(int32_t) * n);
 	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
-	for (int64_t i = 0; i < n; i++)
-		pos[i] = (int32_t)i;
-	mla_ref_state rs;
-	mla_ref_state_init(&rs, &c.w, n);
-	mla_ref_forward(&c.w, &rs, x, n, pos, ref);
-	for (int64_t i = 0; i < n * H; i++)
-		yd[i] = (float)ref[i];
+	reference(&c, x, n, yd);
 
 	run_plan(p, th, x, n, H, &plans[0], yn);
 	double e = tf_test_rel_err(yn, yd, (size_t)n * H, 1e-3);
@@ -258,8 +257,7 @@ Test(mla, exl3_kv_b_slices_match_naive)
 		cr_log_info("%s, EXL3 kv_b_proj: rel err %.3g vs naive", plans[k].what, e);
 		cr_expect(e < 1e-5, "%s, EXL3 kv_b_proj: rel err %.3g vs naive", plans[k].what, e);
 	}
-	mla_ref_state_free(&rs);
-	free(wkvb); free(x); free(yn); free(y); free(yd); free(ref); free(pos);
+	free(wkvb); free(x); free(yn); free(y); free(yd);
 	tf_testhost_free(th);
 	case_free(&c);
 }
