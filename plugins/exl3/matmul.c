@@ -8,7 +8,8 @@
 #include "tf/error.h"
 #include "tile_vec.h"
 
-size_t tf_exl3_mat_bytes(const tf_exl3_mat *m)
+/* Bytes of the layout, padding included: whole 64-byte word rows. */
+static size_t mat_bytes(const tf_exl3_mat *m)
 {
 	const size_t pairs = (size_t)(m->k / TILE) * (size_t)((m->n / TILE + 1) / 2);
 	return pairs * 16 * (size_t)m->K * sizeof(uint32_t);
@@ -22,19 +23,19 @@ int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
 	*m = (tf_exl3_mat){ .k = k, .n = n, .K = K, .cb = cb };
 	/* Whole cache lines: a pair's word row is one 64-byte load.  (Huge
 	 * pages measured no faster: the kernels stream sequential runs.) */
-	m->lanes = aligned_alloc(64, (tf_exl3_mat_bytes(m) + 63) / 64 * 64);
+	m->lanes = aligned_alloc(64, mat_bytes(m));
 	if (!m->lanes)
 		return TF_ERR_NOMEM;
 	for (int64_t i = 0; i < tiles_k; i++)
 		for (int64_t j = 0; j < tiles_n; j++) {
 			const uint16_t *tile = trellis + (size_t)(i * tiles_n + j) * 16 * (size_t)K;
-			uint32_t *pair = (uint32_t *)tf_exl3_mat_pair(m, i, j) + (j % 2) * 8;
+			uint32_t *dst = (uint32_t *)mat_tile(m, i, j);
 			for (int w = 0; w < K; w++)
 				for (int c = 0; c < 8; c++)
-					memcpy(pair + 16 * w + c, tile + 2 * (c * K + w), 4);
+					memcpy(dst + 16 * w + c, tile + 2 * (c * K + w), 4);
 			if (j == tiles_n - 1 && j % 2 == 0)     /* a lone last tile */
 				for (int w = 0; w < K; w++)
-					memset(pair + 16 * w + 8, 0, 8 * sizeof(uint32_t));
+					memset(dst + 16 * w + 8, 0, 8 * sizeof(uint32_t));
 		}
 	return TF_OK;
 }
@@ -47,11 +48,11 @@ void tf_exl3_mat_free(tf_exl3_mat *m)
 
 void tf_exl3_mat_tile_words(const tf_exl3_mat *m, int64_t i, int64_t j, uint16_t *words)
 {
-	const uint32_t *pair = tf_exl3_mat_pair(m, i, j) + (j % 2) * 8;
+	const uint32_t *src = mat_tile(m, i, j);
 
 	for (int w = 0; w < m->K; w++)
 		for (int c = 0; c < 8; c++)
-			memcpy(words + 2 * (c * m->K + w), pair + 16 * w + c, 4);
+			memcpy(words + 2 * (c * m->K + w), src + 16 * w + c, 4);
 }
 
 void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,

@@ -55,9 +55,6 @@ int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
 		     int64_t n, int K, tf_exl3_cb cb);
 void tf_exl3_mat_free(tf_exl3_mat *m);
 
-/* Bytes of the layout (padding included). */
-size_t tf_exl3_mat_bytes(const tf_exl3_mat *m);
-
 /* Lane 0 of word 0 of the pair holding tile (i, j); word w is 16·w on. */
 static inline const uint32_t *tf_exl3_mat_pair(const tf_exl3_mat *m, int64_t i, int64_t j)
 {
