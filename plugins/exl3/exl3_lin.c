@@ -237,14 +237,21 @@ static int exl3_dequant(void *lin, float *w)
 	return TF_OK;
 }
 
-/* Slices are whole Hadamard blocks: each output of a block needs all of it. */
-static int exl3_slice_check(const tf_exl3_lin *l, int64_t c0, int64_t c1, const char *op)
+/* Scratch of k + n floats for a slice product, after checking the slice:
+ * whole Hadamard blocks, since each output of a block needs all of it.
+ * NULL with *rc set (and the error reported) when either fails. */
+static float *exl3_slice_scratch(const tf_exl3_lin *l, int64_t c0, int64_t c1, const char *op,
+				 int *rc)
 {
+	float *buf = NULL;
+
 	if (c0 < 0 || c1 <= c0 || c1 > l->out || c0 % TF_HAD_BLOCK || c1 % TF_HAD_BLOCK)
-		return l->h->error(l->h, TF_ERR_INVALID,
-				   "exl3 %s: outputs [%lld, %lld) of %lld are not whole %d-feature blocks",
-				   op, (long long)c0, (long long)c1, (long long)l->out, TF_HAD_BLOCK);
-	return TF_OK;
+		*rc = l->h->error(l->h, TF_ERR_INVALID,
+				  "exl3 %s: outputs [%lld, %lld) of %lld are not whole %d-feature blocks",
+				  op, (long long)c0, (long long)c1, (long long)l->out, TF_HAD_BLOCK);
+	else if (!(buf = malloc((size_t)(l->mat.k + l->mat.n) * sizeof(float))))
+		*rc = l->h->error(l->h, TF_ERR_NOMEM, "exl3 %s: out of memory", op);
+	return buf;
 }
 
 /* y = svh ⊙ Had128(xh · Ŵ) on the slice's columns alone.  The slice
@@ -254,12 +261,10 @@ static int exl3_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1,
 {
 	const tf_exl3_lin *l = lin;
 	const tf_exl3_mat *m = &l->mat;
-	int rc = exl3_slice_check(l, c0, c1, "forward_slice");
-	if (rc)
-		return rc;
-	float *xh = malloc((size_t)(m->k + m->n) * sizeof(float)), *yh;
+	int rc;
+	float *xh = exl3_slice_scratch(l, c0, c1, "forward_slice", &rc), *yh;
 	if (!xh)
-		return l->h->error(l->h, TF_ERR_NOMEM, "exl3 forward_slice: out of memory");
+		return rc;
 	yh = xh + m->k;
 	exl3_input(l, x, xh);
 	tf_exl3_mat_mul(m, xh, 1, yh, c0 / TF_EXL3_TILE, c1 / TF_EXL3_TILE);
@@ -276,12 +281,10 @@ static int exl3_backward_slice(void *lin, const float *u, int64_t c0, int64_t c1
 {
 	const tf_exl3_lin *l = lin;
 	const tf_exl3_mat *m = &l->mat;
-	int rc = exl3_slice_check(l, c0, c1, "backward_slice");
-	if (rc)
-		return rc;
-	float *wh = malloc((size_t)(m->n + m->k) * sizeof(float)), *t;
+	int rc;
+	float *wh = exl3_slice_scratch(l, c0, c1, "backward_slice", &rc), *t;
 	if (!wh)
-		return l->h->error(l->h, TF_ERR_NOMEM, "exl3 backward_slice: out of memory");
+		return rc;
 	t = wh + m->n;
 	for (int64_t o = c0; o < c1; o++)
 		wh[o] = u[o - c0] * l->p.svh[o];
@@ -303,18 +306,20 @@ static int exl3_probe(const tf_host *h, const char **reason)
 	return 1;
 }
 
+/* The three descriptors open the same layers and differ only in how
+ * decode rows multiply: every slot after open() is shared. */
+#define EXL3_LAYER_OPS                                                          \
+	.close = exl3_close, .forward = exl3_forward, .dequant = exl3_dequant,  \
+	.slice = TF_HAD_BLOCK, .forward_slice = exl3_forward_slice,             \
+	.backward_slice = exl3_backward_slice
+
 const tf_plugin_quant tf_exl3_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3", "0.1.0",
 				"EXL3 trellis linear (exllamav3 format, K = 1..8, 3INST/MCG/MUL1), CPU",
 				exl3_probe),
 	.match = tf_exl3_match,
 	.open = exl3_open,
-	.close = exl3_close,
-	.forward = exl3_forward,
-	.dequant = exl3_dequant,
-	.slice = TF_HAD_BLOCK,
-	.forward_slice = exl3_forward_slice,
-	.backward_slice = exl3_backward_slice,
+	EXL3_LAYER_OPS,
 };
 
 /* The same layers with MUL1 decode rows (1..8) through 15-bit integer
@@ -329,12 +334,7 @@ const tf_plugin_quant tf_exl3_int_lin_ops = {
 				exl3_probe),
 	.match = exl3_int_match,
 	.open = exl3_int_open,
-	.close = exl3_close,
-	.forward = exl3_forward,
-	.dequant = exl3_dequant,
-	.slice = TF_HAD_BLOCK,
-	.forward_slice = exl3_forward_slice,
-	.backward_slice = exl3_backward_slice,
+	EXL3_LAYER_OPS,
 };
 
 /* The same with 8-bit activations (llama.cpp's Q8): about 6e-3 relative
@@ -348,10 +348,5 @@ const tf_plugin_quant tf_exl3_q8_lin_ops = {
 				exl3_probe),
 	.match = exl3_q8_match,
 	.open = exl3_q8_open,
-	.close = exl3_close,
-	.forward = exl3_forward,
-	.dequant = exl3_dequant,
-	.slice = TF_HAD_BLOCK,
-	.forward_slice = exl3_forward_slice,
-	.backward_slice = exl3_backward_slice,
+	EXL3_LAYER_OPS,
 };
