@@ -46,6 +46,15 @@ static void exl3_close(void *lin)
 	free(l);
 }
 
+/* Tile columns [begin, end) of the layout: whole column groups. */
+static void exl3_pack_cols(void *arg, int64_t begin, int64_t end, int worker)
+{
+	tf_exl3_lin *l = arg;
+
+	(void)worker;
+	tf_exl3_mat_pack(&l->mat, l->p.trellis, begin, end);
+}
+
 static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_t out,
 			int qmax, void **lin, tf_lin_info *info)
 {
@@ -60,11 +69,14 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 		return rc;
 	}
 	/* The layout costs one pass over the trellis now and leaves the
-	 * file's pages untouched from here on. */
-	if (tf_exl3_mat_init(&l->mat, l->p.trellis, l->p.k, l->p.n, l->p.K, l->p.cb)) {
+	 * file's pages untouched from here on.  Done by the workers, column
+	 * groups apart: the pass and the first touch of each new page are
+	 * most of the time a model takes to load. */
+	if (tf_exl3_mat_alloc(&l->mat, l->p.k, l->p.n, l->p.K, l->p.cb)) {
 		exl3_close(l);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory for the trellis layout", prefix);
 	}
+	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_pack_cols, l);
 	l->h = h;
 	l->in = in;
 	l->out = out;

@@ -15,19 +15,22 @@ static size_t mat_bytes(const tf_exl3_mat *m)
 	return pairs * 16 * (size_t)m->K * sizeof(uint32_t);
 }
 
-int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
-		     int64_t n, int K, tf_exl3_cb cb)
+int tf_exl3_mat_alloc(tf_exl3_mat *m, int64_t k, int64_t n, int K, tf_exl3_cb cb)
 {
-	const int64_t tiles_k = k / TILE, tiles_n = n / TILE;
-
 	*m = (tf_exl3_mat){ .k = k, .n = n, .K = K, .cb = cb };
 	/* Whole cache lines: a pair's word row is one 64-byte load.  (Huge
 	 * pages measured no faster: the kernels stream sequential runs.) */
 	m->lanes = aligned_alloc(64, mat_bytes(m));
-	if (!m->lanes)
-		return TF_ERR_NOMEM;
+	return m->lanes ? TF_OK : TF_ERR_NOMEM;
+}
+
+void tf_exl3_mat_pack(tf_exl3_mat *m, const uint16_t *trellis, int64_t j0, int64_t j1)
+{
+	const int64_t tiles_k = m->k / TILE, tiles_n = m->n / TILE;
+	const int K = m->K;
+
 	for (int64_t i = 0; i < tiles_k; i++)
-		for (int64_t j = 0; j < tiles_n; j++) {
+		for (int64_t j = j0; j < j1; j++) {
 			const uint16_t *tile = trellis + (size_t)(i * tiles_n + j) * 16 * (size_t)K;
 			uint32_t *dst = (uint32_t *)mat_tile(m, i, j);
 			for (int w = 0; w < K; w++)
@@ -37,7 +40,16 @@ int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
 				for (int w = 0; w < K; w++)
 					memset(dst + 16 * w + 8, 0, 8 * sizeof(uint32_t));
 		}
-	return TF_OK;
+}
+
+int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
+		     int64_t n, int K, tf_exl3_cb cb)
+{
+	int rc = tf_exl3_mat_alloc(m, k, n, K, cb);
+
+	if (!rc)
+		tf_exl3_mat_pack(m, trellis, 0, n / TILE);
+	return rc;
 }
 
 void tf_exl3_mat_free(tf_exl3_mat *m)

@@ -53,6 +53,13 @@ typedef struct tf_exl3_mat {
  * by the caller, who names the tensor).  TF_ERR_NOMEM or TF_OK. */
 int tf_exl3_mat_init(tf_exl3_mat *m, const uint16_t *trellis, int64_t k,
 		     int64_t n, int K, tf_exl3_cb cb);
+/* The same in two steps, for callers that lay out in parallel: allocate
+ * (TF_ERR_NOMEM or TF_OK), then lay out tile columns [j0, j1) of the
+ * trellis, j0 even.  Calls on disjoint ranges may run concurrently: each
+ * writes only its own tiles' pairs, and a pair is never split (j1 even or
+ * n/16). */
+int tf_exl3_mat_alloc(tf_exl3_mat *m, int64_t k, int64_t n, int K, tf_exl3_cb cb);
+void tf_exl3_mat_pack(tf_exl3_mat *m, const uint16_t *trellis, int64_t j0, int64_t j1);
 void tf_exl3_mat_free(tf_exl3_mat *m);
 
 /* Lane 0 of word 0 of the pair holding tile (i, j); word w is 16·w on. */

@@ -170,6 +170,38 @@ Test(exl3_decode, fused_tile_matches_reference)
 			}
 }
 
+/* Laid out in column-group pieces, last first (as workers may finish),
+ * over an odd tile count: every tile reads back as the file's words. */
+Test(exl3_decode, layout_in_pieces_matches_file)
+{
+	const int64_t k = 48, n = 16 * 19;      /* 3 groups, the last 3 tiles */
+	for (int K = 1; K <= TF_EXL3_K_MAX; K += 3) {
+		const int64_t nt = (k / 16) * (n / 16) * 16 * K;
+		uint16_t *tr = malloc(sizeof(uint16_t) * nt), words[16 * TF_EXL3_K_MAX];
+		uint64_t seed = 41 + (uint64_t)K;
+		tf_exl3_mat m;
+
+		for (int64_t i = 0; i < nt; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			tr[i] = (uint16_t)(seed >> 48);
+		}
+		cr_assert_eq(tf_exl3_mat_alloc(&m, k, n, K, TF_EXL3_CB_MUL1), TF_OK);
+		for (int64_t j1 = n / 16; j1 > 0; j1 = (j1 - 1) / 8 * 8)
+			tf_exl3_mat_pack(&m, tr, (j1 - 1) / 8 * 8, j1);
+		for (int64_t i = 0; i < k / 16; i++)
+			for (int64_t j = 0; j < n / 16; j++) {
+				for (int w = 0; w < 16 * K; w++)
+					words[w] = (uint16_t)~tr[(i * (n / 16) + j) * 16 * K + w];
+				tf_exl3_mat_tile_words(&m, i, j, words);
+				cr_assert_arr_eq(words, tr + (i * (n / 16) + j) * 16 * K,
+						 sizeof(uint16_t) * 16 * (size_t)K,
+						 "K=%d tile (%lld,%lld)", K, (long long)i, (long long)j);
+			}
+		tf_exl3_mat_free(&m);
+		free(tr);
+	}
+}
+
 Test(exl3_decode, hadamard_matches_matrix)
 {
 	float v[256], orig[256];
