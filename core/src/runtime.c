@@ -73,6 +73,13 @@ static int host_weight_get(const tf_host *h, const char *name, tf_tensor *out)
 	return rt->weights ? tf_weights_get(rt->weights, name, out) : TF_ERR_NOT_FOUND;
 }
 
+static void host_weight_release(const tf_host *h, const char *name)
+{
+	const tf_runtime *rt = h->ctx;
+	if (rt->weights)
+		tf_weights_release(rt->weights, name);
+}
+
 /* The pinned quant plugin when it recognises the prefix's tensors, else
  * the usable one whose match() scores them highest (the earliest on ties,
  * as the registry orders them).  A pin chooses between implementations of
@@ -214,6 +221,7 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.error = host_error;
 	rt->host.conf_get = host_conf_get;
 	rt->host.weight_get = host_weight_get;
+	rt->host.weight_release = host_weight_release;
 	rt->host.model = &rt->model;
 	rt->host.lin_open = host_lin_open;
 	rt->host.lin_close = host_lin_close;

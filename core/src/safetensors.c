@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -392,6 +394,24 @@ void tf_st_close(tf_st_file *f)
 	free(f->meta);
 	free(f->strings);
 	free(f);
+}
+
+int tf_st_release(const tf_st_file *f, const void *data, size_t bytes)
+{
+	const uint8_t *b = data;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!f->mapped || b < f->base || bytes > f->len || b - f->base > (ptrdiff_t)(f->len - bytes))
+		return 0;
+	if (page <= 0)
+		return 1;
+	/* Whole pages only: the edges may hold a neighbour still in use. */
+	uintptr_t lo = ((uintptr_t)b + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+	uintptr_t hi = ((uintptr_t)b + bytes) / (uintptr_t)page * (uintptr_t)page;
+	/* Advice: a refusal leaves the pages mapped, which is still correct. */
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	return 1;
 }
 
 size_t tf_st_count(const tf_st_file *f) { return f->n; }

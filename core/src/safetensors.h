@@ -52,4 +52,12 @@ const char *tf_st_meta(const tf_st_file *f, const char *key);
 /* The path (or buffer name) given at open. */
 const char *tf_st_path(const tf_st_file *f);
 
+/* Drop this process's copies of the whole pages inside `bytes` bytes at
+ * `data`, when f maps them from its file: the bytes stay readable, and a
+ * page read again comes back from the page cache (or the file).  For
+ * tensors whose reader keeps its own copy.  Returns 1 when the range lies
+ * in f's mapping, 0 otherwise (a buffer image, another file's range:
+ * nothing is done). */
+int tf_st_release(const tf_st_file *f, const void *data, size_t bytes);
+
 #endif /* TF_SAFETENSORS_H */

@@ -197,6 +197,17 @@ int tf_weights_get(const tf_weights *w, const char *name, tf_tensor *out)
 	return TF_OK;
 }
 
+void tf_weights_release(const tf_weights *w, const char *name)
+{
+	tf_tensor t;
+
+	if (tf_weights_get(w, name, &t))
+		return;
+	for (size_t i = 0; i < w->n_files; i++)
+		if (tf_st_release(w->files[i], t.data, t.nbytes))
+			return;
+}
+
 size_t tf_weights_count(const tf_weights *w) { return w->n; }
 
 const tf_tensor *tf_weights_at(const tf_weights *w, size_t i)

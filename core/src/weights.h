@@ -29,6 +29,11 @@ void tf_weights_close(tf_weights *w);
  * without recording a diag: callers probe for optional tensors. */
 int tf_weights_get(const tf_weights *w, const char *name, tf_tensor *out);
 
+/* Drop this process's copies of the named tensor's pages (tf_st_release):
+ * for a tensor a plugin has copied and will not read again.  Its view stays
+ * valid.  Nothing happens for an unknown name. */
+void tf_weights_release(const tf_weights *w, const char *name);
+
 /* All tensors, in name order. */
 size_t tf_weights_count(const tf_weights *w);
 const tf_tensor *tf_weights_at(const tf_weights *w, size_t i);

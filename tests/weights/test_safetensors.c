@@ -1,9 +1,12 @@
 /* test_safetensors.c - writer -> reader round trips, sharded folders, and
  * every kind of malformed header refused with a message naming the file and
- * the tensor. */
+ * the tensor, and released tensors leaving memory with their bytes intact. */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "diag.h"
 #include "safetensors.h"
@@ -416,5 +419,91 @@ Test(weights, index_errors)
 	dir = tmpdir_new();
 	cr_expect_eq(tf_weights_open(dir, &w), TF_ERR_NOT_FOUND);
 	cr_expect(strstr(tf_diag_msg(), "neither model.safetensors nor"), "%s", tf_diag_msg());
+	tmpdir_free(dir);
+}
+
+/* Resident kB of the mapping holding `addr`, from /proc/self/smaps. */
+static long mapping_rss_kb(const void *addr)
+{
+	FILE *fp = fopen("/proc/self/smaps", "r");
+	char line[512];
+	long rss = -1;
+	int in = 0;
+
+	cr_assert_not_null(fp);
+	while (fgets(line, sizeof(line), fp)) {
+		unsigned long lo, hi;
+		/* A mapping's first line is "lo-hi perms ...", then its fields. */
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+		else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1)
+			break;
+	}
+	fclose(fp);
+	return rss;
+}
+
+/* A released tensor leaves memory but keeps its bytes; its neighbours'
+ * pages stay; a buffer image is never touched (dropping malloc'd pages
+ * would zero them). */
+Test(weights, release_drops_pages_and_keeps_bytes)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	const int64_t na = 3 * page + 123, nb = 40 * page + 77, nc = 5;
+	uint8_t *a = malloc((size_t)na), *b = malloc((size_t)nb), c[5];
+	char *dir = tmpdir_new();
+	tf_st_writer *w;
+	tf_weights *wt;
+	tf_tensor ta, tb, tc;
+
+	fill_random(a, (size_t)na);
+	fill_random(b, (size_t)nb);
+	fill_random(c, sizeof(c));
+	cr_assert_eq(tf_st_writer_init(&w), TF_OK);
+	cr_assert_eq(tf_st_writer_add(w, "a", TF_DTYPE_U8, 1, &na, a), TF_OK);
+	cr_assert_eq(tf_st_writer_add(w, "b", TF_DTYPE_U8, 1, &nb, b), TF_OK);
+	cr_assert_eq(tf_st_writer_add(w, "c", TF_DTYPE_U8, 1, &nc, c), TF_OK);
+	cr_assert_eq(tf_st_writer_save(w, tmpdir_path(dir, "model.safetensors")), TF_OK);
+	cr_assert_eq(tf_weights_open(dir, &wt), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_weights_get(wt, "a", &ta), TF_OK);
+	cr_assert_eq(tf_weights_get(wt, "b", &tb), TF_OK);
+	cr_assert_eq(tf_weights_get(wt, "c", &tc), TF_OK);
+
+	/* Read everything in: the whole file is resident in this mapping. */
+	cr_assert_eq(memcmp(ta.data, a, (size_t)na), 0);
+	cr_assert_eq(memcmp(tb.data, b, (size_t)nb), 0);
+	long before = mapping_rss_kb(tb.data);
+	cr_assert_geq(before * 1024, na + nb, "rss %ld kB before release", before);
+
+	tf_weights_release(wt, "b");
+	tf_weights_release(wt, "absent");
+	long after = mapping_rss_kb(tb.data);
+	/* b's 39 or 40 whole pages leave; a's and c's pages and the header stay. */
+	cr_expect_leq(after * 1024, before * 1024 - 39 * page, "rss %ld -> %ld kB", before, after);
+	cr_expect_geq(after * 1024, na, "a's pages must stay: rss %ld kB", after);
+	cr_expect_eq(memcmp(tb.data, b, (size_t)nb), 0, "b reads back after release");
+	cr_expect_eq(memcmp(ta.data, a, (size_t)na), 0);
+	cr_expect_eq(memcmp(tc.data, c, sizeof(c)), 0);
+	tf_weights_close(wt);
+
+	/* An image in memory: nothing is released, nothing changes. */
+	FILE *fp = fopen(tmpdir_path(dir, "model.safetensors"), "rb");
+	fseek(fp, 0, SEEK_END);
+	size_t len = (size_t)ftell(fp);
+	uint8_t *img = aligned_alloc((size_t)page, (len + (size_t)page - 1) / (size_t)page * (size_t)page);
+	rewind(fp);
+	cr_assert_eq(fread(img, 1, len, fp), len);
+	fclose(fp);
+	tf_st_file *f;
+	cr_assert_eq(tf_st_open_buffer(img, len, "image", &f), TF_OK);
+	const tf_tensor *t = tf_st_find(f, "b");
+	cr_expect_eq(tf_st_release(f, t->data, t->nbytes), 0);
+	cr_expect_eq(memcmp(t->data, b, (size_t)nb), 0, "a buffer image must keep its bytes");
+	tf_st_close(f);
+	free(img);
+
+	tf_st_writer_free(w);
+	free(a);
+	free(b);
 	tmpdir_free(dir);
 }

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 1
+#define TF_ABI_MINOR 2
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))
@@ -131,6 +131,12 @@ typedef struct tf_host {
 
 	/* Tensor-parallel position of this process. */
 	int tp_rank, tp_size;
+
+	/* Since ABI 1.2, optional.  The plugin has copied the named tensor
+	 * (a repacked or converted layout) and will not read it again: the
+	 * host may drop its pages from memory.  The view stays valid (pages
+	 * read again are reloaded), so a late read is slow, never wrong. */
+	void (*weight_release)(const struct tf_host *h, const char *name);
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */
