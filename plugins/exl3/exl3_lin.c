@@ -68,15 +68,17 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 		free(l);
 		return rc;
 	}
-	/* The layout costs one pass over the trellis now and leaves the
-	 * file's pages untouched from here on.  Done by the workers, column
-	 * groups apart: the pass and the first touch of each new page are
-	 * most of the time a model takes to load. */
+	/* The layout costs one pass over the trellis now, done by the
+	 * workers, column groups apart: the pass and the first touch of each
+	 * new page are most of the time a model takes to load.  The file's
+	 * pages are not read again, so the host may drop them: the model is
+	 * then in memory once. */
 	if (tf_exl3_mat_alloc(&l->mat, l->p.k, l->p.n, l->p.K, l->p.cb)) {
 		exl3_close(l);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory for the trellis layout", prefix);
 	}
 	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_pack_cols, l);
+	tf_lin_release(h, prefix, "trellis");
 	l->h = h;
 	l->in = in;
 	l->out = out;

@@ -38,6 +38,16 @@ int tf_lin_tensor(const tf_host *h, const char *prefix, const char *suffix,
 	return h->weight_get(h, name, t);
 }
 
+void tf_lin_release(const tf_host *h, const char *prefix, const char *suffix)
+{
+	char name[512];
+	int len = snprintf(name, sizeof(name), "%s.%s", prefix, suffix);
+
+	if (TF_HAS_SLOT(h, tf_host, weight_release) && h->weight_release &&
+	    len > 0 && (size_t)len < sizeof(name))
+		h->weight_release(h, name);
+}
+
 int tf_lin_has(const tf_host *h, const char *prefix, const char *suffix)
 {
 	tf_tensor t;

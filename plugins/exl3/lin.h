@@ -41,6 +41,11 @@ void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, tf_range_fn fn,
 int tf_lin_tensor(const tf_host *h, const char *prefix, const char *suffix,
 		  tf_tensor *t);
 
+/* Tell the host "<prefix>.<suffix>" has been copied and will not be read
+ * again, so it may drop the tensor's pages (host ABI 1.2; older hosts keep
+ * them). */
+void tf_lin_release(const tf_host *h, const char *prefix, const char *suffix);
+
 /* Whether "<prefix>.<suffix>" exists. */
 int tf_lin_has(const tf_host *h, const char *prefix, const char *suffix);
 

@@ -174,6 +174,11 @@ static void check_lin_as(const char *name, const struct lin_case *c, int64_t row
 		     tf_testhost_last_error(th));
 	cr_assert_str_eq(lin.ops->hdr.name, name);
 	cr_expect_eq(lin.info.bits, c->K);
+	/* The layout is the only copy read from here on: the host's trellis
+	 * now reads 0xFF (tf_testhost_released), so the checks below also
+	 * catch any read of it. */
+	cr_expect_eq(tf_testhost_released(th, "m.proj.trellis"), 1, "%s: trellis not released",
+		     name);
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t o = 0; o < c->out; o++) {
 			double s = c->bias ? tf_f16_to_f32(tf_f32_to_f16(bias[o])) : 0.0;

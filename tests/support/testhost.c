@@ -13,6 +13,8 @@ struct th_tensor {
 	char *name;
 	void *data;
 	tf_tensor t;
+	int released;                   /* weight_release calls */
+	void *kept;                     /* the bytes, once released */
 };
 
 struct th_conf {
@@ -83,15 +85,48 @@ static const char *th_conf_get(const tf_host *h, const char *section,
 	return NULL;
 }
 
+/* A new reader of a released tensor gets its bytes back, as the
+ * runtime's reloaded pages would give them. */
 static int th_weight_get(const tf_host *h, const char *name, tf_tensor *out)
 {
 	tf_testhost *th = h->ctx;
 	for (size_t i = 0; i < th->n_tensors; i++)
 		if (!strcmp(th->tensors[i].name, name)) {
-			*out = th->tensors[i].t;
+			struct th_tensor *e = &th->tensors[i];
+			if (e->kept)
+				memcpy(e->data, e->kept, e->t.nbytes);
+			*out = e->t;
 			return TF_OK;
 		}
 	return TF_ERR_NOT_FOUND;
+}
+
+/* Stricter than the runtime, which reloads released pages: the bytes
+ * become 0xFF (NaN as any float) until the next weight_get, so a plugin
+ * that reads a tensor through its old view after releasing it fails its
+ * own tests. */
+static void th_weight_release(const tf_host *h, const char *name)
+{
+	tf_testhost *th = h->ctx;
+	for (size_t i = 0; i < th->n_tensors; i++)
+		if (!strcmp(th->tensors[i].name, name)) {
+			struct th_tensor *e = &th->tensors[i];
+			if (!e->kept) {         /* tensors never change: keep them once */
+				if (!(e->kept = malloc(e->t.nbytes ? e->t.nbytes : 1)))
+					die("%s", "out of memory");
+				memcpy(e->kept, e->data, e->t.nbytes);
+			}
+			memset(e->data, 0xFF, e->t.nbytes);
+			e->released++;
+		}
+}
+
+int tf_testhost_released(tf_testhost *th, const char *name)
+{
+	for (size_t i = 0; i < th->n_tensors; i++)
+		if (!strcmp(th->tensors[i].name, name))
+			return th->tensors[i].released;
+	return 0;
 }
 
 static int th_lin_open(const tf_host *h, const char *prefix, int64_t in,
@@ -146,6 +181,7 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 		.error = th_error,
 		.conf_get = th_conf_get,
 		.weight_get = th_weight_get,
+		.weight_release = th_weight_release,
 		.model = &th->cfg,
 		.lin_open = th_lin_open,
 		.lin_close = th_lin_close,
@@ -188,6 +224,7 @@ void tf_testhost_free(tf_testhost *th)
 	for (size_t i = 0; i < th->n_tensors; i++) {
 		free(th->tensors[i].name);
 		free(th->tensors[i].data);
+		free(th->tensors[i].kept);
 	}
 	for (size_t i = 0; i < th->n_conf; i++) {
 		free(th->conf[i].section);
@@ -214,7 +251,7 @@ void tf_testhost_add_tensor(tf_testhost *th, const char *name, tf_dtype dtype,
 			die("%s", "out of memory");
 	}
 	struct th_tensor *e = &th->tensors[th->n_tensors++];
-	e->name = xstrdup(name);
+	*e = (struct th_tensor){ .name = xstrdup(name) };
 	e->t = (tf_tensor){ .name = e->name, .file = "<testhost>", .dtype = dtype,
 			    .ndim = ndim };
 	int64_t numel = 1;

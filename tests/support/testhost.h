@@ -35,6 +35,12 @@ void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64
 void tf_testhost_set_conf(tf_testhost *th, const char *section,
 			  const char *key, const char *value);
 
+/* How often a plugin released the named tensor (host->weight_release).
+ * A release overwrites the tensor's bytes with 0xFF until the next
+ * weight_get of it: a plugin promises not to read its old view again, and
+ * this makes a broken promise fail. */
+int tf_testhost_released(tf_testhost *th, const char *name);
+
 /* The last message passed to host->error (empty when none). */
 const char *tf_testhost_last_error(tf_testhost *th);
 
