@@ -90,6 +90,8 @@ static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
 		exl3_cuda_close(l);
 		return rc;
 	}
+	/* The device copy is all forward() reads. */
+	tf_lin_release(h, prefix, "trellis");
 	*lin = l;
 	return TF_OK;
 }
