@@ -311,6 +311,27 @@ static void kda_conv_channel(float *x, int64_t n, int64_t ld, const float *w,
 	memcpy(hist, next, (size_t)back * sizeof(float));
 }
 
+/*
+ * The same for one token over `channels` adjacent channels (x, w and hist
+ * as kda_conv_channel's, channel after channel): decode's case, where a
+ * call per channel cost more than its four multiply-adds.
+ */
+static void kda_conv_step(float *x, int64_t channels, const float *w, int width, float *hist)
+{
+	const int back = width - 1;
+	for (int64_t c = 0; c < channels; c++, w += width, hist += back) {
+		const float in = x[c];
+		float s = w[back] * in;
+		for (int j = 0; j < back; j++)
+			s += w[j] * hist[j];
+		for (int j = 0; j + 1 < back; j++)
+			hist[j] = hist[j + 1];
+		if (back > 0)
+			hist[back - 1] = in;
+		x[c] = tf_tu_silu(s);
+	}
+}
+
 /* q <- q / |q| * scale (norm eps inside the root, as fla). */
 static void kda_l2norm(float *x, int n, float scale)
 {
@@ -330,12 +351,16 @@ static void kda_head(struct kda_layer *L, const struct kda_act *A, int hd, int64
 	const int64_t P = L->P, off = (int64_t)hd * D;
 	float *next = work + kda_delta_chunk_work(D, D);
 
-	for (int s = 0; s < KDA_NCONV; s++)
-		for (int c = 0; c < D; c++) {
-			int64_t ch = off + c;
-			kda_conv_channel(A->x[s] + ch, n, P, L->conv_w[s] + ch * W, W,
-					 L->conv + ((size_t)s * P + ch) * (W - 1), next);
+	for (int s = 0; s < KDA_NCONV; s++) {
+		float *hist = L->conv + ((size_t)s * P + off) * (W - 1);
+		if (n == 1) {
+			kda_conv_step(A->x[s] + off, D, L->conv_w[s] + off * W, W, hist);
+			continue;
 		}
+		for (int c = 0; c < D; c++)
+			kda_conv_channel(A->x[s] + off + c, n, P, L->conv_w[s] + (off + c) * W, W,
+					 hist + (size_t)c * (W - 1), next);
+	}
 
 	const float a = L->a_exp[hd], qscale = 1.0f / sqrtf((float)D);
 	for (int64_t t = 0; t < n; t++) {

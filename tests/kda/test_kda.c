@@ -30,13 +30,14 @@ struct kda_case {
 };
 
 /* dt_shift moves sigmoid(exp(A_log) (f + dt_bias)) towards 1 (gate near the
- * lower bound) or 0 (gate near zero).  low_rank: Kimi's f_a/f_b, g_a/g_b. */
+ * lower bound) or 0 (gate near zero).  low_rank: Kimi's f_a/f_b, g_a/g_b.
+ * W: the short convolutions' width. */
 static void case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank,
-			    float dt_shift, uint64_t seed)
+			    float dt_shift, int W, uint64_t seed)
 {
 	memset(c, 0, sizeof(*c));
 	attn_bufs *b = &c->bufs;
-	const int H = 48, nH = 3, D = 16, W = 4, P = nH * D;
+	const int H = 48, nH = 3, D = 16, P = nH * D;
 	c->cfg = (tf_model_config){
 		.hidden_size = H, .num_attention_heads = nH, .head_dim = D,
 		.short_conv_kernel_size = W, .no_kda_lora = !low_rank,
@@ -78,7 +79,7 @@ static void case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank,
 
 static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64_t seed)
 {
-	case_init_gates(c, safe_gate, false, dt_shift, seed);
+	case_init_gates(c, safe_gate, false, dt_shift, 4, seed);
 }
 
 static void case_free(struct kda_case *c)
@@ -130,11 +131,12 @@ static tf_testhost *case_host(const struct kda_case *c, const char *skip)
 
 /* Prefill, decode and chunked prefills of one sequence against the f64
  * reference, and their final states against each other. */
-static void check_layer(bool safe_gate, bool low_rank, float dt_shift, uint64_t seed)
+static void check_layer(bool safe_gate, bool low_rank, float dt_shift, int width,
+			uint64_t seed)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init_gates(&c, safe_gate, low_rank, dt_shift, seed);
+	case_init_gates(&c, safe_gate, low_rank, dt_shift, width, seed);
 	const int H = c.w.hidden;
 	const int64_t n = 150;
 	tf_testhost *th = case_host(&c, NULL);
@@ -201,11 +203,17 @@ static void check_layer(bool safe_gate, bool low_rank, float dt_shift, uint64_t 
 	case_free(&c);
 }
 
-Test(kda, safe_gate_mid_range_matches_f64) { check_layer(true, false, 0.0f, 11); }
-Test(kda, safe_gate_near_lower_bound_matches_f64) { check_layer(true, false, 12.0f, 12); }
-Test(kda, safe_gate_near_zero_matches_f64) { check_layer(true, false, -12.0f, 13); }
-Test(kda, kimi_softplus_gate_matches_f64) { check_layer(false, false, 2.0f, 14); }
-Test(kda, kimi_low_rank_gates_match_f64) { check_layer(false, true, 2.0f, 15); }
+Test(kda, safe_gate_mid_range_matches_f64) { check_layer(true, false, 0.0f, 4, 11); }
+Test(kda, safe_gate_near_lower_bound_matches_f64) { check_layer(true, false, 12.0f, 4, 12); }
+Test(kda, safe_gate_near_zero_matches_f64) { check_layer(true, false, -12.0f, 4, 13); }
+Test(kda, kimi_softplus_gate_matches_f64) { check_layer(false, false, 2.0f, 4, 14); }
+Test(kda, kimi_low_rank_gates_match_f64) { check_layer(false, true, 2.0f, 4, 15); }
+/* Other widths config.json may give: no history at all, and one step. */
+Test(kda, conv_widths_1_and_2_match_f64)
+{
+	check_layer(true, false, 0.0f, 1, 16);
+	check_layer(true, false, 0.0f, 2, 17);
+}
 
 Test(kda, state_bytes_is_the_snapshot_payload)
 {
