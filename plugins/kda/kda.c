@@ -320,14 +320,17 @@ static void kda_conv_step(float *x, int64_t channels, const float *w, int width,
 {
 	const int back = width - 1;
 	for (int64_t c = 0; c < channels; c++, w += width, hist += back) {
-		const float in = x[c];
-		float s = w[back] * in;
-		for (int j = 0; j < back; j++)
+		float s = 0.0f, next = x[c];
+		for (int j = 0; j < back; j++)          /* kda_conv_channel's order */
 			s += w[j] * hist[j];
-		for (int j = 0; j + 1 < back; j++)
-			hist[j] = hist[j + 1];
-		if (back > 0)
-			hist[back - 1] = in;
+		s += w[back] * next;
+		/* Each input one place older, newest first: written as a
+		 * rotation, not a copy the compiler would make a memmove call. */
+		for (int j = back - 1; j >= 0; j--) {
+			const float h = hist[j];
+			hist[j] = next;
+			next = h;
+		}
 		x[c] = tf_tu_silu(s);
 	}
 }
