@@ -21,6 +21,7 @@
 #include "hadamard.h"
 #include "lin.h"
 #include "matmul_int.h"
+#include "vec.h"
 
 #define EXL3_GRAIN 8            /* tile columns per work item: 128 outputs */
 _Static_assert(EXL3_GRAIN * TF_EXL3_TILE == 128, "a work item is one Hadamard block");
@@ -128,8 +129,7 @@ struct exl3_job {
 /* xh = Had128(x ⊙ suh), zero-extended from in to k. */
 static void exl3_input(const tf_exl3_lin *l, const float *x, float *xh)
 {
-	for (int64_t i = 0; i < l->in; i++)
-		xh[i] = x[i] * l->p.suh[i];
+	tf_vec_mul_add(xh, x, l->p.suh, NULL, l->in);
 	memset(xh + l->in, 0, (size_t)(l->mat.k - l->in) * sizeof(float));
 	tf_had128(xh, l->mat.k);
 }
@@ -156,8 +156,8 @@ static void exl3_output_cols(const struct exl3_job *j, int64_t c0, int64_t c1)
 	for (int64_t r = 0; r < j->rows; r++) {
 		float *yh = j->yh + r * l->mat.n, *y = j->y + r * l->out;
 		tf_had128(yh + c0, c1 - c0);
-		for (int64_t o = c0; o < o1; o++)
-			y[o] = yh[o] * l->p.svh[o] + (l->p.bias ? l->p.bias[o] : 0.0f);
+		tf_vec_mul_add(y + c0, yh + c0, l->p.svh + c0, l->p.bias ? l->p.bias + c0 : NULL,
+			       o1 - c0);
 	}
 }
 

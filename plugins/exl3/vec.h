@@ -236,6 +236,20 @@ tf_vf_load_as(const void *w, int64_t i, tf_dtype dt)
 	return tf_vf_load((const float *)w + i);
 }
 
+/* y[i] = a[i]·s[i] + b[i] (b NULL: + 0) for i < n, y apart from the
+ * inputs: the EXL3 linears' scaling of inputs by suh and outputs by svh. */
+static inline void tf_vec_mul_add(float *restrict y, const float *restrict a,
+				  const float *restrict s, const float *restrict b, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + TF_VL <= n; i += TF_VL) {
+		tf_vf v = tf_vf_mul(tf_vf_load(a + i), tf_vf_load(s + i));
+		tf_vf_store(y + i, b ? tf_vf_add(v, tf_vf_load(b + i)) : v);
+	}
+	for (; i < n; i++)
+		y[i] = a[i] * s[i] + (b ? b[i] : 0.0f);
+}
+
 /* One stored weight widened to float. */
 static inline __attribute__((always_inline)) float
 tf_f32_load_as(const void *w, int64_t i, tf_dtype dt)
