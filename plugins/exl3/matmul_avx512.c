@@ -20,9 +20,10 @@
  *
  * The multiply and vpdpbusd share one pipe on Zen 4 (one zmm a cycle
  * between them), which bounds the 8-bit kernel at 2 cycles per 16 weights;
- * it runs 2.2 in cache and the same streaming: a column group's run is
- * sequential (matmul.h), which the hardware prefetcher follows without
- * help (software prefetch 4-32 rows ahead measured no different).
+ * it runs 2.2 in cache and, up to 5 bits a weight, the same streaming: a
+ * column group's run is sequential (matmul.h), which the hardware
+ * prefetcher follows without help.  From 6 bits it falls behind, and the
+ * walker prefetches (PREFETCH_K_MIN).
  * bench/exl3/README.md has the measurements.
  */
 #include <stdint.h>
