@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,16 +397,17 @@ void tf_st_close(tf_st_file *f)
 
 int tf_st_release(const tf_st_file *f, const void *data, size_t bytes)
 {
-	const uint8_t *b = data;
+	/* As integers: the range may lie in no file at all. */
+	const uintptr_t at = (uintptr_t)data, base = (uintptr_t)f->base;
 	long page = sysconf(_SC_PAGESIZE);
 
-	if (!f->mapped || b < f->base || bytes > f->len || b - f->base > (ptrdiff_t)(f->len - bytes))
+	if (!f->mapped || at < base || bytes > f->len || at - base > f->len - bytes)
 		return 0;
 	if (page <= 0)
 		return 1;
 	/* Whole pages only: the edges may hold a neighbour still in use. */
-	uintptr_t lo = ((uintptr_t)b + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-	uintptr_t hi = ((uintptr_t)b + bytes) / (uintptr_t)page * (uintptr_t)page;
+	uintptr_t lo = (at + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+	uintptr_t hi = (at + bytes) / (uintptr_t)page * (uintptr_t)page;
 	/* Advice: a refusal leaves the pages mapped, which is still correct. */
 	if (hi > lo)
 		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
