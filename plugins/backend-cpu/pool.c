@@ -3,7 +3,10 @@
  *
  * A job is published by bumping `ticket`, which packs the job's sequence
  * number with how many threads it wants, so a worker learns both in one
- * atomic read and never reads a later job's fields by mistake.  Workers
+ * atomic read and never reads a later job's fields by mistake.  Chunks
+ * are guided: each takes a share of what is left, so they shrink towards
+ * the end of the job and the last one, which the other threads may wait
+ * for, is a single grain, while the count stays low.  Workers
  * spin on the ticket for a short while after each job (decode runs
  * hundreds of small jobs per token, and a futex wake-up costs more than
  * most of them), then sleep on `wake`.  The submitter signals only when
@@ -16,9 +19,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Chunks per thread when the grain allows: enough to even out uneven
- * cores without paying for many hand-outs. */
-#define TF_POOL_CHUNKS_PER_THREAD 4
+/* A chunk takes 1/(TF_POOL_SHARE x threads) of the items left: the first
+ * is a quarter of a two-thread job, and each one after it smaller. */
+#define TF_POOL_SHARE 2
 /* Polls of the ticket before sleeping: a few hundred microseconds.  After
  * the first TF_POOL_SPIN_HOT, each poll yields the CPU, so a pool with more
  * threads than free cores does not starve the thread it waits for. */
@@ -67,7 +70,8 @@ struct tf_pool {
 	 * the workers it names until they report done. */
 	tf_range_fn fn;
 	void *arg;
-	int64_t n, chunk;
+	int64_t n, grain;
+	int64_t share;                  /* TF_POOL_SHARE x threads on the job */
 	atomic_int_fast64_t next;
 };
 
@@ -75,16 +79,30 @@ struct tf_pool {
  * nested job runs inline under the same id. */
 static _Thread_local int tf_pool_self = -1;
 
+/* The next chunk: whole grains, at least one, at most what is left. */
+static int pool_take(tf_pool *p, int64_t *begin, int64_t *end)
+{
+	int_fast64_t at = atomic_load(&p->next);
+	int64_t size;
+	do {
+		if (at >= p->n)
+			return 0;
+		size = (p->n - at) / p->share / p->grain * p->grain;
+		if (size < p->grain)
+			size = p->grain;
+	} while (!atomic_compare_exchange_weak(&p->next, &at, at + size));
+	*begin = at;
+	*end = at + size < p->n ? at + size : p->n;
+	return 1;
+}
+
 static void pool_work(tf_pool *p, int id)
 {
+	int64_t begin, end;
+
 	tf_pool_self = id;
-	for (;;) {
-		int64_t begin = atomic_fetch_add(&p->next, p->chunk);
-		if (begin >= p->n)
-			break;
-		int64_t end = begin + p->chunk < p->n ? begin + p->chunk : p->n;
+	while (pool_take(p, &begin, &end))
 		p->fn(p->arg, begin, end, id);
-	}
 	tf_pool_self = -1;
 }
 
@@ -200,12 +218,7 @@ void tf_pool_run(tf_pool *p, int64_t n, int64_t grain, tf_range_fn fn,
 		return;
 	if (grain < 1)
 		grain = 1;
-	int64_t chunk = (n + (int64_t)p->n_threads * TF_POOL_CHUNKS_PER_THREAD - 1) /
-			((int64_t)p->n_threads * TF_POOL_CHUNKS_PER_THREAD);
-	/* Down to whole grains: more, smaller chunks balance better than
-	 * fewer, larger ones. */
-	chunk = chunk < grain ? grain : chunk / grain * grain;
-	int64_t n_chunks = (n + chunk - 1) / chunk;
+	int64_t n_grains = (n + grain - 1) / grain;
 	if (tf_pool_self >= 0) {
 		fn(arg, 0, n, tf_pool_self);
 		return;
@@ -214,17 +227,18 @@ void tf_pool_run(tf_pool *p, int64_t n, int64_t grain, tf_range_fn fn,
 	/* Small jobs run inline, but still one at a time: worker 0's
 	 * scratch must not be shared by two callers. */
 	pthread_mutex_lock(&p->submit);
-	if (n_chunks == 1 || p->n_threads == 1) {
+	if (n_grains == 1 || p->n_threads == 1) {
 		fn(arg, 0, n, 0);
 		pthread_mutex_unlock(&p->submit);
 		return;
 	}
 
-	int n_active = n_chunks < p->n_threads ? (int)n_chunks : p->n_threads;
+	int n_active = n_grains < p->n_threads ? (int)n_grains : p->n_threads;
 	p->fn = fn;
 	p->arg = arg;
 	p->n = n;
-	p->chunk = chunk;
+	p->grain = grain;
+	p->share = (int64_t)TF_POOL_SHARE * n_active;
 	atomic_store(&p->next, 0);
 	atomic_store(&p->n_busy, n_active - 1);
 	uint64_t seq = (atomic_load(&p->ticket) >> TF_POOL_ACTIVE_BITS) + 1;
