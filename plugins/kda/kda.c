@@ -272,7 +272,7 @@ static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->n_workers = L->be->n_threads(L->bctx);
 	if (L->n_workers < 1)
 		L->n_workers = 1;
-	L->work_per = kda_delta_chunk_work(L->dim, L->dim) + (size_t)L->width;
+	L->work_per = kda_delta_chunk_work(L->dim, L->dim);
 	if (!L->S) {
 		rc = h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory for the state", layer);
 		goto fail;
@@ -287,41 +287,19 @@ fail:
 }
 
 /*
- * Causal depthwise conv + SiLU of one channel over n tokens, in place in x
- * (rows ld apart).  hist holds the width-1 raw inputs before x, oldest
- * first, and is advanced past x.  Runs backwards in t so every raw input is
- * read before its own output overwrites it.
- */
-static void kda_conv_channel(float *x, int64_t n, int64_t ld, const float *w,
-			     int width, float *hist, float *next)
-{
-	const int64_t back = width - 1;
-	for (int64_t j = 0; j < back; j++) {
-		int64_t t = n - back + j;
-		next[j] = t >= 0 ? x[t * ld] : hist[t + back];
-	}
-	for (int64_t t = n - 1; t >= 0; t--) {
-		float s = 0.0f;
-		for (int64_t j = 0; j < width; j++) {
-			int64_t src = t - back + j;
-			s += w[j] * (src >= 0 ? x[src * ld] : hist[src + back]);
-		}
-		x[t * ld] = tf_tu_silu(s);
-	}
-	memcpy(hist, next, (size_t)back * sizeof(float));
-}
-
-/*
- * The same for one token over `channels` adjacent channels (x, w and hist
- * as kda_conv_channel's, channel after channel): decode's case, where a
- * call per channel cost more than its four multiply-adds.
+ * Causal depthwise conv + SiLU of one token over `channels` adjacent
+ * channels, in place in x.  w holds each channel's `width` taps, oldest
+ * first; hist each channel's width-1 raw inputs before this token, oldest
+ * first, and is advanced past it.  Prefill calls it token after token:
+ * the history keeps the raw inputs an output has overwritten, and a row's
+ * channels are adjacent in memory.
  */
 static void kda_conv_step(float *x, int64_t channels, const float *w, int width, float *hist)
 {
 	const int back = width - 1;
 	for (int64_t c = 0; c < channels; c++, w += width, hist += back) {
 		float s = 0.0f, next = x[c];
-		for (int j = 0; j < back; j++)          /* kda_conv_channel's order */
+		for (int j = 0; j < back; j++)
 			s += w[j] * hist[j];
 		s += w[back] * next;
 		/* Each input one place older, newest first: written as a
@@ -352,18 +330,11 @@ static void kda_head(struct kda_layer *L, const struct kda_act *A, int hd, int64
 {
 	const int D = L->dim, W = L->width;
 	const int64_t P = L->P, off = (int64_t)hd * D;
-	float *next = work + kda_delta_chunk_work(D, D);
 
-	for (int s = 0; s < KDA_NCONV; s++) {
-		float *hist = L->conv + ((size_t)s * P + off) * (W - 1);
-		if (n == 1) {
-			kda_conv_step(A->x[s] + off, D, L->conv_w[s] + off * W, W, hist);
-			continue;
-		}
-		for (int c = 0; c < D; c++)
-			kda_conv_channel(A->x[s] + off + c, n, P, L->conv_w[s] + (off + c) * W, W,
-					 hist + (size_t)c * (W - 1), next);
-	}
+	for (int s = 0; s < KDA_NCONV; s++)
+		for (int64_t t = 0; t < n; t++)
+			kda_conv_step(A->x[s] + t * P + off, D, L->conv_w[s] + off * W, W,
+				      L->conv + ((size_t)s * P + off) * (W - 1));
 
 	const float a = L->a_exp[hd], qscale = 1.0f / sqrtf((float)D);
 	for (int64_t t = 0; t < n; t++) {
