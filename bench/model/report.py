@@ -9,7 +9,8 @@ CHECK.txt is `tfrun INI --check` (its memory plan's "total" and
 `tfrun --json` run: the prefill runs generate one token, the decode runs
 the benchmark's count.  Prints a llama-bench-like table with the decode
 roofline (read bandwidth / active weight bytes per token) and the ratio,
-then where the time goes, per pipeline stage.  Medians over the runs.
+the load time and resident peak beside the memory plan's weights, then
+where the time goes, per pipeline stage.  Medians over the runs.
 """
 import argparse
 import json
@@ -78,6 +79,9 @@ def main(argv=None):
     print(f"\nread bandwidth (bw, 1 GiB): {bw1:.2f} GB/s on 1 thread, "
           f"{bwn:.2f} GB/s on {a.threads}; decode at {tg:.2f} t/s reads "
           f"{tg * active / 1e9:.2f} GB/s of weights")
+    print(f"load {med(r['load_s'] for r in pre):.2f} s, resident peak "
+          f"{med(r['peak_rss_mib'] for r in dec):.0f} MiB after decoding (memory plan "
+          f"{mib(total)} of weights)")
 
     # Decode's stage times: each decode run's minus its own prefill's, split
     # as the prefill runs split theirs.  Scaling by the run's own prefill

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ struct gen {
 	tf_bytes answer, thinking;
 	int64_t n_prompt, n_gen;
 	double t_prefill, t_decode;
+	double t_load;                  /* INI to a ready pipeline */
 };
 
 static double now_s(void)
@@ -306,6 +308,13 @@ static void json_string(const char *s, size_t n)
 	putchar('"');
 }
 
+/* The process's resident peak so far (Linux reports kilobytes). */
+static double peak_rss_mib(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) ? 0.0 : (double)ru.ru_maxrss / 1024.0;
+}
+
 static void print_stats(const struct gen *g)
 {
 	double pp = g->t_prefill > 0 ? (double)g->n_prompt / g->t_prefill : 0;
@@ -318,8 +327,10 @@ static void print_stats(const struct gen *g)
 	}
 	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
 	       "\"generated_tokens\": %" PRId64 ", \"decode_tps\": %.2f, "
-	       "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"text\": ",
-	       g->n_prompt, pp, g->n_gen, tg, g->t_prefill, g->t_decode);
+	       "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, "
+	       "\"peak_rss_mib\": %.1f, \"text\": ",
+	       g->n_prompt, pp, g->n_gen, tg, g->t_prefill, g->t_decode, g->t_load,
+	       peak_rss_mib());
 	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
 	printf(", \"thinking\": ");
 	json_string(g->thinking.p ? g->thinking.p : "", g->thinking.len);
@@ -415,6 +426,7 @@ int tf_cli_generate(const tf_options *o)
 {
 	struct gen g = { .o = o };
 	int rc = EXIT_FAILURE;
+	const double t0 = now_s();
 
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.rt))
 		return report(o->ini);
@@ -427,6 +439,7 @@ int tf_cli_generate(const tf_options *o)
 		report(o->ini);
 		goto out;
 	}
+	g.t_load = now_s() - t0;
 	g.vocab = tf_pipeline_vocab(g.pipe);
 	g.chunk = tf_runtime_prefill_chunk(g.rt);
 	if (read_sampling(&g) != TF_OK) {

@@ -16,6 +16,11 @@ json)
 	[ "$n" -ge 1 ] && [ "$n" -le 8 ] || fail "generated_tokens $n not in 1..8"
 	printf '%s' "$out" | grep -q '"text": "' || fail "no text field: $out"
 	printf '%s' "$out" | grep -q '"decode_tps": ' || fail "no decode_tps: $out"
+	# Load time and the resident peak: a loaded model takes both.
+	load=$(printf '%s' "$out" | field load_s)
+	rss=$(printf '%s' "$out" | field peak_rss_mib)
+	awk -v l="$load" -v r="$rss" 'BEGIN { exit !(l > 0 && l < 600 && r >= 1) }' ||
+		fail "load_s '$load' or peak_rss_mib '$rss' out of range: $out"
 	;;
 seeded)
 	# The same seed gives the same sampled text; another seed another text.
