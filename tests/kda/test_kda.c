@@ -93,13 +93,7 @@ static tf_testhost *case_host(const struct kda_case *c, const char *skip)
 	const kda_ref_weights *w = &c->w;
 	const int64_t H = w->hidden, nH = w->heads, D = w->dim, P = nH * D;
 	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
-	struct {
-		const char *leaf;
-		tf_dtype dt;
-		int ndim;
-		int64_t shape[4];
-		const float *data;
-	} t[] = {
+	const tf_test_tensor t[] = {
 		{ "q_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wq },
 		{ "k_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wk },
 		{ "v_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wv },
@@ -119,13 +113,7 @@ static tf_testhost *case_host(const struct kda_case *c, const char *skip)
 		{ "dt_bias", TF_DTYPE_F32, 1, { P }, w->dt_bias },
 		{ "o_norm.weight", TF_DTYPE_F32, 1, { D }, w->o_norm },
 	};
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		char name[128];
-		if (!t[i].data || (skip && !strcmp(skip, t[i].leaf)))
-			continue;
-		snprintf(name, sizeof(name), "%s.%s", PREFIX, t[i].leaf);
-		tf_testhost_add_f32(th, name, t[i].dt, t[i].ndim, t[i].shape, t[i].data);
-	}
+	tf_testhost_add_layer(th, PREFIX, t, sizeof(t) / sizeof(t[0]), skip);
 	return th;
 }
 

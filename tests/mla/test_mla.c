@@ -107,13 +107,7 @@ static tf_testhost *case_host(const struct mla_case *c, const char *skip)
 	const int64_t H = w->hidden, nH = w->heads, dq = w->dn + w->dr, rq = w->rq;
 	const int64_t gw = w->gate_head_wise ? nH : nH * w->dv;
 	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
-	struct {
-		const char *leaf;
-		tf_dtype dt;
-		int ndim;
-		int64_t shape[2];
-		const float *data;
-	} t[] = {
+	const tf_test_tensor t[] = {
 		{ "q_proj.weight", TF_DTYPE_BF16, 2, { nH * dq, H }, w->wq },
 		{ "q_a_proj.weight", TF_DTYPE_BF16, 2, { rq, H }, w->wqa },
 		{ "q_a_layernorm.weight", TF_DTYPE_BF16, 1, { rq }, w->qa_norm },
@@ -124,13 +118,7 @@ static tf_testhost *case_host(const struct mla_case *c, const char *skip)
 		{ "g_proj.weight", TF_DTYPE_BF16, 2, { gw, H }, w->wg },
 		{ "dense.weight", TF_DTYPE_BF16, 2, { H, nH * w->dv }, w->wdense },
 	};
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		char name[128];
-		if (!t[i].data || (skip && !strcmp(skip, t[i].leaf)))
-			continue;
-		snprintf(name, sizeof(name), "%s.%s", PREFIX, t[i].leaf);
-		tf_testhost_add_f32(th, name, t[i].dt, t[i].ndim, t[i].shape, t[i].data);
-	}
+	tf_testhost_add_layer(th, PREFIX, t, sizeof(t) / sizeof(t[0]), skip);
 	return th;
 }
 

@@ -287,6 +287,18 @@ void tf_testhost_add_f32(tf_testhost *th, const char *name, tf_dtype dtype,
 	free(h);
 }
 
+void tf_testhost_add_layer(tf_testhost *th, const char *prefix, const tf_test_tensor *t,
+			   size_t n, const char *skip)
+{
+	for (size_t i = 0; i < n; i++) {
+		char name[256];
+		if (!t[i].data || (skip && !strcmp(skip, t[i].leaf)))
+			continue;
+		snprintf(name, sizeof(name), "%s.%s", prefix, t[i].leaf);
+		tf_testhost_add_f32(th, name, t[i].dtype, t[i].ndim, t[i].shape, t[i].data);
+	}
+}
+
 void tf_testhost_set_conf(tf_testhost *th, const char *section, const char *key,
 			  const char *value)
 {

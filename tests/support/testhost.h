@@ -28,6 +28,21 @@ void tf_testhost_add_tensor(tf_testhost *th, const char *name, tf_dtype dtype,
 /* Add a float32 tensor, stored as `dtype` (F32, F16 or BF16). */
 void tf_testhost_add_f32(tf_testhost *th, const char *name, tf_dtype dtype,
 			 int ndim, const int64_t *shape, const float *data);
+/* One float tensor of a layer under test, for tf_testhost_add_layer. */
+typedef struct tf_test_tensor {
+	const char *leaf;               /* name under the layer's prefix */
+	tf_dtype dtype;                 /* stored as F32, F16 or BF16 */
+	int ndim;
+	int64_t shape[4];
+	const float *data;              /* NULL: not in this checkpoint */
+} tf_test_tensor;
+
+/* Add "<prefix>.<leaf>" for each of the n tensors with data, except the
+ * one whose leaf is `skip` (NULL: none): a test leaves one out to see the
+ * layer name it. */
+void tf_testhost_add_layer(tf_testhost *th, const char *prefix, const tf_test_tensor *t,
+			   size_t n, const char *skip);
+
 /* A random EXL3 linear under prefix (4 bits, the original codebook): its
  * trellis, suh and svh, `in` x `out`, both multiples of 128. */
 void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
