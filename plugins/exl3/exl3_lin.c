@@ -283,8 +283,7 @@ static int exl3_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1,
 	exl3_input(l, x, xh);
 	tf_exl3_mat_mul(m, xh, 1, yh, c0 / TF_EXL3_TILE, c1 / TF_EXL3_TILE);
 	tf_had128(yh + c0, c1 - c0);
-	for (int64_t o = c0; o < c1; o++)
-		y[o - c0] = yh[o] * l->p.svh[o];
+	tf_vec_mul_add(y, yh + c0, l->p.svh + c0, NULL, c1 - c0);
 	free(xh);
 	return TF_OK;
 }
@@ -300,13 +299,11 @@ static int exl3_backward_slice(void *lin, const float *u, int64_t c0, int64_t c1
 	if (!wh)
 		return rc;
 	t = wh + m->n;
-	for (int64_t o = c0; o < c1; o++)
-		wh[o] = u[o - c0] * l->p.svh[o];
+	tf_vec_mul_add(wh + c0, u, l->p.svh + c0, NULL, c1 - c0);
 	tf_had128(wh + c0, c1 - c0);
 	tf_exl3_mat_mul_t(m, wh, c0 / TF_EXL3_TILE, c1 / TF_EXL3_TILE, t);
 	tf_had128(t, m->k);
-	for (int64_t i = 0; i < l->in; i++)
-		z[i] = t[i] * l->p.suh[i];
+	tf_vec_mul_add(z, t, l->p.suh, NULL, l->in);
 	free(wh);
 	return TF_OK;
 }
