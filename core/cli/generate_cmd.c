@@ -10,7 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
+#include "chat/reply.h"
+#include "chat/request.h"
+#include "chat/stops.h"
+#include "chat/template.h"
 #include "detok.h"
 #include "diag.h"
 #include "pipeline.h"
@@ -27,9 +30,11 @@ struct gen {
 	const tf_conf *conf;
 	tf_pipeline *pipe;
 	tf_tokenizer *tok;              /* NULL: ids in, no text out */
-	const tf_chat_template *tmpl;
+	tf_chat_template *tmpl;
 	bool think;
 	const char *system;
+	tf_val *history;                /* the conversation's messages so far */
+	bool opened;                    /* the prompt opened the reasoning */
 	tf_sampler sampler;
 	tf_stopset stops;
 	tf_tokens seq;                  /* every id fed to the pipeline */
@@ -40,6 +45,7 @@ struct gen {
 
 	/* One reply: streamed text and its counts. */
 	tf_bytes answer, thinking;
+	tf_val *calls;                  /* the reply's tool calls, as OpenAI's */
 	int64_t n_prompt, n_gen;
 	double t_prefill, t_decode;
 	double t_load;                  /* INI to a ready pipeline */
@@ -63,6 +69,9 @@ static void gen_free(struct gen *g)
 	tf_pipeline_free(g->pipe);
 	tf_sampler_free(&g->sampler);
 	tf_tok_free(g->tok);
+	tf_chat_template_free(g->tmpl);
+	tf_val_unref(g->history);
+	tf_val_unref(g->calls);
 	tf_tokens_free(&g->seq);
 	tf_bytes_free(&g->answer);
 	tf_bytes_free(&g->thinking);
@@ -121,10 +130,10 @@ static int read_chat(struct gen *g)
 		return rc;
 
 	name = tf_conf_get(g->conf, "chat", "template");
-	g->tmpl = tf_chat_template_find(name ? name : "ling3");
-	if (!g->tmpl)
-		return tf_conf_fail(g->conf, TF_ERR_INVALID, "chat", "template",
-				    "unknown template '%s'", name);
+	if ((rc = tf_chat_template_init(name, &g->tmpl)) != TF_OK)
+		return rc;
+	if (!(g->history = tf_val_list()))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	if ((rc = tf_conf_get_bool(g->conf, "chat", "think", true, &g->think)) != TF_OK)
 		return rc;
 	g->system = tf_conf_get(g->conf, "chat", "system");
@@ -136,22 +145,71 @@ static int read_chat(struct gen *g)
 	snprintf(path, sizeof(path), "%s/generation_config.json", d);
 	if ((rc = tf_stop_add_generation_config(&g->stops, path)) != TF_OK)
 		return rc;
-	if (g->tok && (rc = tf_stop_add_template(&g->stops, g->tmpl, g->tok)) != TF_OK)
+	if (g->tok && (rc = tf_stop_add_tokens(&g->stops, tf_chat_template_stops(g->tmpl),
+					       g->tok)) != TF_OK)
 		return rc;
 	return TF_OK;
 }
 
-/* The ids of one user turn: through the chat template, with the system
- * message on the first turn only. */
-static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
-		       tf_tokens *ids)
+/* Appends {"role": role, "content": text} to the list msgs. */
+static int push_message(tf_val *msgs, const char *role, const char *text, size_t len)
 {
-	tf_chat_msg m[2];
-	size_t n = 0;
-	if (first && g->system)
-		m[n++] = (tf_chat_msg){ TF_ROLE_SYSTEM, g->system, strlen(g->system) };
-	m[n++] = (tf_chat_msg){ TF_ROLE_USER, text, len };
-	return tf_chat_encode(g->tmpl, g->tok, m, n, g->think, ids);
+	tf_val *m = tf_val_dict();
+
+	if (tf_val_list_push(msgs, m) || tf_val_dict_set(m, "role", 4, tf_val_cstr(role)) ||
+	    tf_val_dict_set(m, "content", 7, tf_val_str(text, len)))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return TF_OK;
+}
+
+/* The prompt for the conversation so far plus msgs, through the template. */
+static int render(struct gen *g, const tf_val *msgs, bool gen_prompt, tf_chat_prompt *p)
+{
+	tf_val *body = tf_val_dict(), *kwargs = tf_val_dict(), *req = NULL;
+	int rc = TF_OK;
+
+	if (tf_val_dict_set(body, "messages", 8, tf_val_ref((tf_val *)msgs)) ||
+	    tf_val_dict_set(body, "add_generation_prompt", 21, tf_val_bool(gen_prompt)) ||
+	    tf_val_dict_set(kwargs, "enable_thinking", 15, tf_val_bool(g->think)) ||
+	    tf_val_dict_set(body, "chat_template_kwargs", 20, tf_val_ref(kwargs)))
+		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (!rc && !(rc = tf_chat_request_check(body, &req)))
+		rc = tf_chat_render(g->tmpl, req, p);
+	tf_val_unref(req);
+	tf_val_unref(kwargs);
+	tf_val_unref(body);
+	return rc;
+}
+
+/*
+ * The ids of one user turn: the whole conversation is rendered, and what
+ * follows the earlier turns (already fed) is encoded.  The system message
+ * opens the conversation.
+ */
+static int encode_turn(struct gen *g, const char *text, size_t len, tf_tokens *ids)
+{
+	tf_chat_prompt before = { 0 }, now = { 0 };
+	size_t n_before = tf_val_len(g->history);
+	int rc = TF_OK;
+
+	if (!n_before && g->system)
+		rc = push_message(g->history, "system", g->system, strlen(g->system));
+	if (!rc && n_before)
+		rc = render(g, g->history, false, &before);
+	if (!rc)
+		rc = push_message(g->history, "user", text, len);
+	if (!rc)
+		rc = render(g, g->history, true, &now);
+	if (!rc && (before.text.len > now.text.len ||
+		    memcmp(before.text.p, now.text.p, before.text.len)))
+		rc = tf_diag_set(TF_ERR_UNSUPPORTED, "the chat template rewrites earlier turns, "
+				 "which a running conversation cannot take back");
+	if (!rc)
+		rc = tf_chat_prompt_encode(&now, g->tok, before.text.len, ids);
+	g->opened = tf_chat_prompt_thinking(&now);
+	tf_chat_prompt_free(&before);
+	tf_chat_prompt_free(&now);
+	return rc;
 }
 
 static int prompt_ids(struct gen *g, tf_tokens *ids)
@@ -167,7 +225,7 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		return TF_OK;
 	case TF_INPUT_TEXT:
-		rc = encode_turn(g, o->prompt, strlen(o->prompt), true, ids);
+		rc = encode_turn(g, o->prompt, strlen(o->prompt), ids);
 		break;
 	case TF_INPUT_FILE:
 	case TF_INPUT_STDIN:
@@ -175,7 +233,7 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 		rc = tf_text_read_stream(o->input == TF_INPUT_FILE ? o->prompt_file
 								   : "/dev/stdin", &text);
 		if (rc == TF_OK)
-			rc = encode_turn(g, text.p ? text.p : "", text.len, true, ids);
+			rc = encode_turn(g, text.p ? text.p : "", text.len, ids);
 		break;
 	default:
 		rc = tf_diag_set(TF_ERR_INVALID, "no prompt given (-p, -f or --tokens)");
@@ -221,19 +279,54 @@ static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
 	return TF_OK;
 }
 
-/* Streamed text: thinking to stderr, the answer to stdout (collected
- * instead with --json). */
-static int emit(void *ctx, tf_text_kind kind, const char *text, size_t len)
+/* Streamed reply: reasoning to stderr, the answer and each tool call (a
+ * JSON line) to stdout; collected instead with --json. */
+static int on_reply(void *ctx, const tf_reply_event *ev)
 {
 	struct gen *g = ctx;
-	tf_bytes *b = kind == TF_TEXT_THINKING ? &g->thinking : &g->answer;
-	if (tf_bytes_append(b, text, len) != TF_OK)
+	tf_val *call, *fn;
+
+	if (ev->part == TF_REPLY_TOOL_CALL) {
+		if ((!g->calls && !(g->calls = tf_val_list())) || !(call = tf_val_dict()) ||
+		    tf_val_list_push(g->calls, call) ||
+		    tf_val_dict_set(call, "type", 4, tf_val_cstr("function")) ||
+		    tf_val_dict_set(call, "function", 8, fn = tf_val_dict()) ||
+		    tf_val_dict_set(fn, "name", 4, tf_val_str(ev->name, ev->name_len)) ||
+		    tf_val_dict_set(fn, "arguments", 9, tf_val_str(ev->arguments, ev->args_len)))
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		if (!g->o->json) {
+			tf_bytes line = { 0 };
+			if (tf_val_dump_json(call, &line) != TF_OK)
+				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+			printf("\n%.*s\n", (int)line.len, line.p);
+			tf_bytes_free(&line);
+		}
+		return TF_OK;
+	}
+	tf_bytes *b = ev->part == TF_REPLY_REASONING ? &g->thinking : &g->answer;
+	if (tf_bytes_append(b, ev->text, ev->len) != TF_OK)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	if (!g->o->json) {
-		FILE *f = kind == TF_TEXT_THINKING ? stderr : stdout;
-		fwrite(text, 1, len, f);
+		FILE *f = ev->part == TF_REPLY_REASONING ? stderr : stdout;
+		fwrite(ev->text, 1, ev->len, f);
 		fflush(f);
 	}
+	return TF_OK;
+}
+
+/* The reply joins the conversation, for the next turn's prompt. */
+static int remember_reply(struct gen *g)
+{
+	tf_val *m = tf_val_dict();
+
+	if (tf_val_list_push(g->history, m) ||
+	    tf_val_dict_set(m, "role", 4, tf_val_cstr("assistant")) ||
+	    tf_val_dict_set(m, "content", 7, tf_val_str(g->answer.p ? g->answer.p : "",
+							 g->answer.len)) ||
+	    tf_val_dict_set(m, "reasoning_content", 17,
+			    tf_val_str(g->thinking.p ? g->thinking.p : "", g->thinking.len)) ||
+	    (g->calls && tf_val_dict_set(m, "tool_calls", 10, tf_val_ref(g->calls))))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	return TF_OK;
 }
 
@@ -242,12 +335,11 @@ static int emit(void *ctx, tf_text_kind kind, const char *text, size_t len)
 static int reply(struct gen *g)
 {
 	tf_detok dt;
-	tf_think_split ts;
+	tf_reply rp;
 	int rc = TF_OK;
-	bool opened = g->tmpl->reply_think && g->think && g->o->input != TF_INPUT_TOKENS;
 
 	tf_detok_init(&dt, g->tok, TF_TOK_SKIP_SPECIAL);
-	tf_think_init(&ts, opened);
+	tf_reply_init(&rp, g->opened, on_reply, g);
 	g->n_gen = 0;
 	double t0 = now_s();
 	while (g->n_gen < g->max_tokens) {
@@ -263,7 +355,7 @@ static int reply(struct gen *g)
 		bool stop = tf_stop_has(&g->stops, next);
 		if (!stop && g->tok) {
 			if ((rc = tf_detok_push(&dt, next, &text, &len)) != TF_OK ||
-			    (rc = tf_think_push(&ts, text, len, emit, g)) != TF_OK)
+			    (rc = tf_reply_push(&rp, text, len)) != TF_OK)
 				break;
 		} else if (!stop && !g->o->json) {
 			printf("%s%d", g->n_gen > 1 ? "," : "", next);
@@ -285,10 +377,10 @@ static int reply(struct gen *g)
 		const char *text;
 		size_t len;
 		if ((rc = tf_detok_flush(&dt, &text, &len)) == TF_OK &&
-		    (rc = tf_think_push(&ts, text, len, emit, g)) == TF_OK)
-			rc = tf_think_flush(&ts, emit, g);
+		    (rc = tf_reply_push(&rp, text, len)) == TF_OK)
+			rc = tf_reply_finish(&rp);
 	}
-	tf_think_free(&ts);
+	tf_reply_free(&rp);
 	tf_detok_free(&dt);
 	return rc;
 }
@@ -334,6 +426,12 @@ static void print_stats(const struct gen *g)
 	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
 	printf(", \"thinking\": ");
 	json_string(g->thinking.p ? g->thinking.p : "", g->thinking.len);
+	if (g->calls) {
+		tf_bytes calls = { 0 };
+		if (tf_val_dump_json(g->calls, &calls) == TF_OK)
+			printf(", \"tool_calls\": %.*s", (int)calls.len, calls.p);
+		tf_bytes_free(&calls);
+	}
 	printf(", \"stages_s\": {");
 	for (int s = 0; s < TF_STAGE_COUNT; s++)
 		printf("%s\"%s\": %.6f", s ? ", " : "", tf_stage_name((tf_stage)s),
@@ -383,7 +481,6 @@ static int run_chat(struct gen *g)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	bool first = true;
 	int rc = EXIT_SUCCESS;
 
 	if (!g->tok) {
@@ -400,19 +497,20 @@ static int run_chat(struct gen *g)
 		if (n == 0)
 			continue;
 		tf_tokens ids = { 0 };
-		if (encode_turn(g, line, (size_t)n, first, &ids) != TF_OK) {
+		if (encode_turn(g, line, (size_t)n, &ids) != TF_OK) {
 			tf_tokens_free(&ids);
 			rc = report("prompt");
 			break;
 		}
-		first = false;
 		g->answer.len = g->thinking.len = 0;
+		tf_val_unref(g->calls);
+		g->calls = NULL;
 		g->n_prompt = (int64_t)ids.n;
 		double t0 = now_s();
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
 		g->t_prefill = now_s() - t0;
 		tf_tokens_free(&ids);
-		if (err != TF_OK || reply(g) != TF_OK) {
+		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
 			rc = report("chat");
 			break;
 		}
