@@ -118,7 +118,7 @@ static int read_sampling(struct gen *g)
 static int read_chat(struct gen *g)
 {
 	char dir[4096], path[4200];
-	const char *d, *name;
+	const char *d;
 	int rc = tf_conf_get_path(g->conf, "model", "path", dir, sizeof(dir), &d);
 	if (rc != TF_OK)
 		return rc;
@@ -129,8 +129,7 @@ static int read_chat(struct gen *g)
 	else if ((rc = tf_tok_load(path, &g->tok)) != TF_OK)
 		return rc;
 
-	name = tf_conf_get(g->conf, "chat", "template");
-	if ((rc = tf_chat_template_init(name, &g->tmpl)) != TF_OK)
+	if ((rc = tf_chat_template_from_conf(g->conf, &g->tmpl)) != TF_OK)
 		return rc;
 	if (!(g->history = tf_val_list()))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");

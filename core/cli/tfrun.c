@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "generate_cmd.h"
 #include "options.h"
+#include "render_cmd.h"
 #include "runtime.h"
 #include "tf/plugin.h"
 #include "tf/version.h"
@@ -21,6 +22,7 @@ static const char usage[] =
 "usage: tfrun MODEL.ini [options] [-p TEXT | -f FILE | --tokens IDS]\n"
 "       tfrun MODEL.ini --check\n"
 "       tfrun [MODEL.ini] --plugins [--json]\n"
+"       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -32,6 +34,10 @@ static const char usage[] =
 "                      the plugins chosen and the memory plan; exit 0 if fine\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected\n"
+"  --render-chat FILE  print the prompt the chat template makes of an OpenAI\n"
+"                      chat request body (FILE; - for stdin), nothing else;\n"
+"                      --json: {\"prompt\", \"tokens\"}.  Without MODEL.ini the\n"
+"                      built-in ling3 template\n"
 "  -V, --version       print the version and plugin ABI\n"
 "  -h, --help          print this help\n"
 "\n"
@@ -66,6 +72,7 @@ enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
 	OPT_NO_THINK, OPT_SET,
+	OPT_RENDER_CHAT,
 };
 
 static const struct option long_opts[] = {
@@ -87,6 +94,7 @@ static const struct option long_opts[] = {
 	{ "system",      required_argument, NULL, OPT_SYSTEM },
 	{ "no-think",    no_argument,       NULL, OPT_NO_THINK },
 	{ "set",         required_argument, NULL, OPT_SET },
+	{ "render-chat", required_argument, NULL, OPT_RENDER_CHAT },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -204,6 +212,10 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case 'i': o->interactive = true; break;
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
 		case OPT_SET: rc = add_override(o, "--set", strdup(optarg)); break;
+		case OPT_RENDER_CHAT:
+			o->mode = TF_RUN_RENDER_CHAT;
+			o->render_request = strcmp(optarg, "-") ? optarg : "/dev/stdin";
+			break;
 		case 'p':
 			rc = set_input(o, TF_INPUT_TEXT);
 			o->prompt = optarg;
@@ -233,7 +245,7 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		o->ini = argv[optind++];
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (!o->ini && o->mode != TF_RUN_PLUGINS)
+	if (!o->ini && o->mode != TF_RUN_PLUGINS && o->mode != TF_RUN_RENDER_CHAT)
 		return usage_error("%s", "no MODEL.ini given");
 	if (o->mode == TF_RUN_GENERATE && o->input == TF_INPUT_NONE) {
 		if (!isatty(STDIN_FILENO) && !o->interactive)
@@ -303,6 +315,9 @@ int main(int argc, char **argv)
 		break;
 	case TF_RUN_GENERATE:
 		rc = tf_cli_generate(&o);
+		break;
+	case TF_RUN_RENDER_CHAT:
+		rc = tf_cli_render_chat(&o);
 		break;
 	}
 	options_free(&o);

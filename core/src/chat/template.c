@@ -28,6 +28,14 @@ int tf_chat_template_init(const char *name, tf_chat_template **out)
 	return TF_OK;
 }
 
+int tf_chat_template_from_conf(const tf_conf *c, tf_chat_template **out)
+{
+	const char *name = tf_conf_get(c, "chat", "template");
+	int rc = tf_chat_template_init(name, out);
+
+	return rc ? tf_conf_fail(c, rc, "chat", "template", "%s", tf_diag_msg()) : TF_OK;
+}
+
 void tf_chat_template_free(tf_chat_template *t)
 {
 	free(t);

@@ -17,6 +17,7 @@
 
 #include "chat/prompt.h"
 #include "chat/value.h"
+#include "conf.h"
 
 typedef enum tf_chat_kind {
 	TF_CHAT_LING3,
@@ -27,6 +28,8 @@ typedef struct tf_chat_template tf_chat_template;
 
 /* name: "ling3" or "raw" (NULL: "ling3"). */
 int tf_chat_template_init(const char *name, tf_chat_template **out);
+/* The template an INI's [chat] template names. */
+int tf_chat_template_from_conf(const tf_conf *c, tf_chat_template **out);
 void tf_chat_template_free(tf_chat_template *t);
 tf_chat_kind tf_chat_template_kind(const tf_chat_template *t);
 /* The spellings of the tokens that end a reply, NULL-terminated. */
