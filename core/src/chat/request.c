@@ -15,12 +15,16 @@ static int nomem(void)
 
 static const char *kind_name(const tf_val *v)
 {
-	static const char *const names[] = {
-		[TF_VAL_NONE] = "null", [TF_VAL_BOOL] = "a boolean", [TF_VAL_INT] = "a number",
-		[TF_VAL_FLOAT] = "a number", [TF_VAL_STR] = "a string", [TF_VAL_LIST] = "an array",
-		[TF_VAL_DICT] = "an object",
-	};
-	return names[tf_val_kind_of(v)];
+	switch (tf_val_kind_of(v)) {
+	case TF_VAL_NONE: return "null";
+	case TF_VAL_BOOL: return "a boolean";
+	case TF_VAL_INT:
+	case TF_VAL_FLOAT: return "a number";
+	case TF_VAL_STR: return "a string";
+	case TF_VAL_LIST: return "an array";
+	case TF_VAL_DICT: return "an object";
+	default: return "another value";
+	}
 }
 
 /* A "wrong type" failure at `where`. */
@@ -136,34 +140,43 @@ cleanup:
 	return rc;
 }
 
-static int check_calls(const tf_val *calls, const char *where, tf_val *msg)
+typedef int (*check_fn)(const tf_val *item, const char *where, tf_val **out);
+
+/* dest[key] = the list of fn(item) for each item of the LIST src. */
+static int check_each(const tf_val *src, const char *where, check_fn fn, tf_val *dest,
+		      const char *key)
 {
 	char at[128];
-	tf_val *list, *tc;
+	tf_val *list = tf_val_list(), *v;
 	size_t i;
 	int rc = TF_OK;
 
-	if (!calls || tf_val_kind_of(calls) == TF_VAL_NONE)
-		return TF_OK;
-	if (tf_val_kind_of(calls) != TF_VAL_LIST)
-		return want(where, "an array", calls);
-	if (!(list = tf_val_list()))
+	if (!list)
 		return nomem();
-	for (i = 0; i < tf_val_len(calls) && !rc; i++) {
+	for (i = 0; i < tf_val_len(src) && !rc; i++) {
 		snprintf(at, sizeof(at), "%s[%zu]", where, i);
-		if (!(rc = check_call(tf_val_at(calls, i), at, &tc)) && tf_val_list_push(list, tc))
+		if (!(rc = fn(tf_val_at(src, i), at, &v)) && tf_val_list_push(list, v))
 			rc = nomem();
 	}
 	if (rc) {
 		tf_val_unref(list);
 		return rc;
 	}
-	return set(msg, "tool_calls", list);
+	return set(dest, key, list);
 }
 
-static int check_message(const tf_val *m, size_t i, tf_val **out)
+static int check_calls(const tf_val *calls, const char *where, tf_val *msg)
 {
-	char at[96];
+	if (!calls || tf_val_kind_of(calls) == TF_VAL_NONE)
+		return TF_OK;
+	if (tf_val_kind_of(calls) != TF_VAL_LIST)
+		return want(where, "an array", calls);
+	return check_each(calls, where, check_call, msg, "tool_calls");
+}
+
+static int check_message(const tf_val *m, const char *where, tf_val **out)
+{
+	char at[160];
 	const tf_val *role = tf_val_dict_get(m, "role"),
 		     *reason = tf_val_dict_get(m, "reasoning_content");
 	const char *r;
@@ -172,10 +185,9 @@ static int check_message(const tf_val *m, size_t i, tf_val **out)
 	int rc;
 
 	*out = NULL;
-	snprintf(at, sizeof(at), "messages[%zu]", i);
 	if (tf_val_kind_of(m) != TF_VAL_DICT)
-		return want(at, "an object", m);
-	snprintf(at, sizeof(at), "messages[%zu].role", i);
+		return want(where, "an object", m);
+	snprintf(at, sizeof(at), "%s.role", where);
 	if (!(r = tf_val_as_str(role, &len)))
 		return want(at, "a string", role);
 	for (k = 0; k < sizeof(roles) / sizeof(*roles) && strcmp(r, roles[k]); k++)
@@ -183,17 +195,17 @@ static int check_message(const tf_val *m, size_t i, tf_val **out)
 	if (k == sizeof(roles) / sizeof(*roles))
 		return tf_diag_set(TF_ERR_INVALID, "%s: unknown role '%s' (expected system, user, "
 				   "assistant or tool)", at, r);
-	snprintf(at, sizeof(at), "messages[%zu].reasoning_content", i);
+	snprintf(at, sizeof(at), "%s.reasoning_content", where);
 	if (tf_val_kind_of(reason) != TF_VAL_NONE && tf_val_kind_of(reason) != TF_VAL_STR)
 		return want(at, "a string or null", reason);
-	snprintf(at, sizeof(at), "messages[%zu].content", i);
+	snprintf(at, sizeof(at), "%s.content", where);
 	if ((rc = content_str(tf_val_dict_get(m, "content"), at, &content)))
 		return rc;
 	if (!(msg = dict_copy(m))) {
 		tf_val_unref(content);
 		return nomem();
 	}
-	snprintf(at, sizeof(at), "messages[%zu].tool_calls", i);
+	snprintf(at, sizeof(at), "%s.tool_calls", where);
 	if (!(rc = set(msg, "content", content)) &&
 	    !(rc = check_calls(tf_val_dict_get(m, "tool_calls"), at, msg)) &&
 	    strcmp(r, "assistant") && tf_val_len(tf_val_dict_get(msg, "tool_calls")))
@@ -207,25 +219,12 @@ static int check_message(const tf_val *m, size_t i, tf_val **out)
 
 static int check_messages(const tf_val *msgs, tf_val *req)
 {
-	tf_val *list, *m;
-	size_t i;
-	int rc = TF_OK;
-
 	if (tf_val_kind_of(msgs) != TF_VAL_LIST)
 		return msgs ? want("messages", "an array", msgs) :
 			tf_diag_set(TF_ERR_INVALID, "messages: missing");
 	if (!tf_val_len(msgs))
 		return tf_diag_set(TF_ERR_INVALID, "messages: empty");
-	if (!(list = tf_val_list()))
-		return nomem();
-	for (i = 0; i < tf_val_len(msgs) && !rc; i++)
-		if (!(rc = check_message(tf_val_at(msgs, i), i, &m)) && tf_val_list_push(list, m))
-			rc = nomem();
-	if (rc) {
-		tf_val_unref(list);
-		return rc;
-	}
-	return set(req, "messages", list);
+	return check_each(msgs, "messages", check_message, req, "messages");
 }
 
 static int check_tools(const tf_val *tools, tf_val *req)
