@@ -131,7 +131,7 @@ static int read_chat(struct gen *g)
 
 	if ((rc = tf_chat_template_from_conf(g->conf, &g->tmpl)) != TF_OK)
 		return rc;
-	if (!(g->history = tf_val_list()))
+	if (!(g->history = tf_val_list()) || !(g->calls = tf_val_list()))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	if ((rc = tf_conf_get_bool(g->conf, "chat", "think", true, &g->think)) != TF_OK)
 		return rc;
@@ -161,7 +161,7 @@ static int push_message(tf_val *msgs, const char *role, const char *text, size_t
 	return TF_OK;
 }
 
-/* The prompt for the conversation so far plus msgs, through the template. */
+/* The prompt for the messages msgs, through the template. */
 static int render(struct gen *g, const tf_val *msgs, bool gen_prompt, tf_chat_prompt *p)
 {
 	tf_val *body = tf_val_dict(), *kwargs = tf_val_dict(), *req = NULL;
@@ -199,8 +199,8 @@ static int encode_turn(struct gen *g, const char *text, size_t len, tf_tokens *i
 		rc = push_message(g->history, "user", text, len);
 	if (!rc)
 		rc = render(g, g->history, true, &now);
-	if (!rc && (before.text.len > now.text.len ||
-		    memcmp(before.text.p, now.text.p, before.text.len)))
+	if (!rc && before.text.len && (before.text.len > now.text.len ||
+				       memcmp(before.text.p, now.text.p, before.text.len)))
 		rc = tf_diag_set(TF_ERR_UNSUPPORTED, "the chat template rewrites earlier turns, "
 				 "which a running conversation cannot take back");
 	if (!rc)
@@ -283,22 +283,22 @@ static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
 static int on_reply(void *ctx, const tf_reply_event *ev)
 {
 	struct gen *g = ctx;
-	tf_val *call, *fn;
 
 	if (ev->part == TF_REPLY_TOOL_CALL) {
-		if ((!g->calls && !(g->calls = tf_val_list())) || !(call = tf_val_dict()) ||
-		    tf_val_list_push(g->calls, call) ||
-		    tf_val_dict_set(call, "type", 4, tf_val_cstr("function")) ||
-		    tf_val_dict_set(call, "function", 8, fn = tf_val_dict()) ||
-		    tf_val_dict_set(fn, "name", 4, tf_val_str(ev->name, ev->name_len)) ||
-		    tf_val_dict_set(fn, "arguments", 9, tf_val_str(ev->arguments, ev->args_len)))
+		tf_val *call;
+		int rc = tf_reply_tool_call(ev, &call);
+		if (rc != TF_OK)
+			return rc;
+		if (tf_val_list_push(g->calls, call) != TF_OK)
 			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		if (!g->o->json) {
 			tf_bytes line = { 0 };
-			if (tf_val_dump_json(call, &line) != TF_OK)
-				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-			printf("\n%.*s\n", (int)line.len, line.p);
+			rc = tf_val_dump_json(call, &line);
+			if (rc == TF_OK)
+				printf("\n%.*s\n", (int)line.len, line.p);
 			tf_bytes_free(&line);
+			if (rc != TF_OK)
+				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		}
 		return TF_OK;
 	}
@@ -316,17 +316,12 @@ static int on_reply(void *ctx, const tf_reply_event *ev)
 /* The reply joins the conversation, for the next turn's prompt. */
 static int remember_reply(struct gen *g)
 {
-	tf_val *m = tf_val_dict();
-
-	if (tf_val_list_push(g->history, m) ||
-	    tf_val_dict_set(m, "role", 4, tf_val_cstr("assistant")) ||
-	    tf_val_dict_set(m, "content", 7, tf_val_str(g->answer.p ? g->answer.p : "",
-							 g->answer.len)) ||
-	    tf_val_dict_set(m, "reasoning_content", 17,
-			    tf_val_str(g->thinking.p ? g->thinking.p : "", g->thinking.len)) ||
-	    (g->calls && tf_val_dict_set(m, "tool_calls", 10, tf_val_ref(g->calls))))
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-	return TF_OK;
+	tf_val *m;
+	int rc = tf_reply_message(&g->thinking, &g->answer, g->calls, &m);
+	if (rc != TF_OK)
+		return rc;
+	return tf_val_list_push(g->history, m) ? tf_diag_set(TF_ERR_NOMEM, "out of memory")
+					       : TF_OK;
 }
 
 /* Sample up to max_tokens tokens after the prompt.  The stop token that
@@ -425,7 +420,7 @@ static void print_stats(const struct gen *g)
 	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
 	printf(", \"thinking\": ");
 	json_string(g->thinking.p ? g->thinking.p : "", g->thinking.len);
-	if (g->calls) {
+	if (tf_val_len(g->calls)) {
 		tf_bytes calls = { 0 };
 		if (tf_val_dump_json(g->calls, &calls) == TF_OK)
 			printf(", \"tool_calls\": %.*s", (int)calls.len, calls.p);
@@ -503,7 +498,11 @@ static int run_chat(struct gen *g)
 		}
 		g->answer.len = g->thinking.len = 0;
 		tf_val_unref(g->calls);
-		g->calls = NULL;
+		if (!(g->calls = tf_val_list())) {
+			tf_diag_set(TF_ERR_NOMEM, "out of memory");
+			rc = report("chat");
+			break;
+		}
 		g->n_prompt = (int64_t)ids.n;
 		double t0 = now_s();
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);

@@ -279,7 +279,41 @@ int tf_reply_finish(tf_reply *r)
 	return rc;
 }
 
-/* ---- the whole reply as a message ---- */
+/* ---- the reply as a message ---- */
+
+int tf_reply_tool_call(const tf_reply_event *ev, tf_val **call)
+{
+	tf_val *fn = tf_val_dict();
+
+	*call = tf_val_dict();
+	if (!*call || tf_val_dict_set(*call, "type", 4, tf_val_cstr("function")) ||
+	    tf_val_dict_set(*call, "function", 8, tf_val_ref(fn)) ||
+	    tf_val_dict_set(fn, "name", 4, tf_val_str(ev->name, ev->name_len)) ||
+	    tf_val_dict_set(fn, "arguments", 9, tf_val_str(ev->arguments, ev->args_len))) {
+		tf_val_unref(fn);
+		tf_val_unref(*call);
+		*call = NULL;
+		return nomem();
+	}
+	tf_val_unref(fn);
+	return TF_OK;
+}
+
+int tf_reply_message(const tf_bytes *reasoning, const tf_bytes *answer, tf_val *calls,
+		     tf_val **msg)
+{
+	*msg = tf_val_dict();
+	if (!*msg || tf_val_dict_set(*msg, "role", 4, tf_val_cstr("assistant")) ||
+	    tf_val_dict_set(*msg, "content", 7, tf_val_str(answer->p ? answer->p : "", answer->len)) ||
+	    (reasoning->len && tf_val_dict_set(*msg, "reasoning_content", 17,
+					       tf_val_str(reasoning->p, reasoning->len))) ||
+	    (tf_val_len(calls) && tf_val_dict_set(*msg, "tool_calls", 10, tf_val_ref(calls)))) {
+		tf_val_unref(*msg);
+		*msg = NULL;
+		return nomem();
+	}
+	return TF_OK;
+}
 
 typedef struct msg_parts {
 	tf_bytes reasoning, answer;
@@ -289,44 +323,29 @@ typedef struct msg_parts {
 static int collect(void *ctx, const tf_reply_event *ev)
 {
 	msg_parts *m = ctx;
-	tf_val *call, *fn;
+	tf_val *call;
+	int rc;
 
 	if (ev->part != TF_REPLY_TOOL_CALL)
 		return tf_bytes_append(ev->part == TF_REPLY_REASONING ? &m->reasoning : &m->answer,
 				       ev->text, ev->len) ? nomem() : TF_OK;
-	if ((!m->calls && !(m->calls = tf_val_list())) || !(call = tf_val_dict()))
-		return nomem();
-	if (tf_val_list_push(m->calls, call) ||
-	    tf_val_dict_set(call, "type", 4, tf_val_cstr("function")) ||
-	    tf_val_dict_set(call, "function", 8, fn = tf_val_dict()) ||
-	    tf_val_dict_set(fn, "name", 4, tf_val_str(ev->name, ev->name_len)) ||
-	    tf_val_dict_set(fn, "arguments", 9, tf_val_str(ev->arguments, ev->args_len)))
-		return nomem();
-	return TF_OK;
+	if ((rc = tf_reply_tool_call(ev, &call)))
+		return rc;
+	return tf_val_list_push(m->calls, call) ? nomem() : TF_OK;
 }
 
 int tf_reply_parse(const char *text, size_t len, bool thinking, tf_val **msg)
 {
-	msg_parts m = { .calls = NULL };
+	msg_parts m = { .calls = tf_val_list() };
 	tf_reply r;
 	int rc;
 
 	*msg = NULL;
+	if (!m.calls)
+		return nomem();
 	tf_reply_init(&r, thinking, collect, &m);
-	if ((rc = tf_reply_push(&r, text, len)) || (rc = tf_reply_finish(&r)))
-		goto cleanup;
-	if (!(*msg = tf_val_dict()) ||
-	    tf_val_dict_set(*msg, "role", 4, tf_val_cstr("assistant")) ||
-	    tf_val_dict_set(*msg, "content", 7, tf_val_str(m.answer.p ? m.answer.p : "", m.answer.len)) ||
-	    (m.reasoning.len && tf_val_dict_set(*msg, "reasoning_content", 17,
-						tf_val_str(m.reasoning.p, m.reasoning.len))) ||
-	    (m.calls && tf_val_dict_set(*msg, "tool_calls", 10, tf_val_ref(m.calls))))
-		rc = nomem();
-cleanup:
-	if (rc) {
-		tf_val_unref(*msg);
-		*msg = NULL;
-	}
+	if (!(rc = tf_reply_push(&r, text, len)) && !(rc = tf_reply_finish(&r)))
+		rc = tf_reply_message(&m.reasoning, &m.answer, m.calls, msg);
 	tf_reply_free(&r);
 	tf_bytes_free(&m.reasoning);
 	tf_bytes_free(&m.answer);

@@ -69,10 +69,17 @@ int tf_reply_finish(tf_reply *r);
 
 /*
  * A whole reply as an OpenAI assistant message: {"role": "assistant",
- * "content", "reasoning_content" (when there was reasoning), "tool_calls":
- * [{"type": "function", "function": {"name", "arguments": JSON text}}]
+ * "content", "reasoning_content" (when there was reasoning), "tool_calls"
  * (when there were calls)}.
  */
 int tf_reply_parse(const char *text, size_t len, bool thinking, tf_val **msg);
+
+/* The message of a reply's parts; calls: a LIST of tf_reply_tool_call()s,
+ * or NULL. */
+int tf_reply_message(const tf_bytes *reasoning, const tf_bytes *answer, tf_val *calls,
+		     tf_val **msg);
+/* A TOOL_CALL event as OpenAI spells a call: {"type": "function",
+ * "function": {"name", "arguments": JSON text}}. */
+int tf_reply_tool_call(const tf_reply_event *ev, tf_val **call);
 
 #endif /* TF_CHAT_REPLY_H */
