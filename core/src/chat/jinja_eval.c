@@ -1,0 +1,1182 @@
+/*
+ * jinja_eval.c - runs a parsed template: scopes as Jinja keeps them (a for
+ * loop's body gets a fresh scope each iteration, a macro sees the template's
+ * top level, if blocks share their parent's), Undefined as jinja2's default
+ * Undefined, Python's operators, and limits on nesting, work and output.
+ */
+#define _GNU_SOURCE
+#include "chat/jinja_int.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+
+#define EVAL_MAX_DEPTH 64             /* macro calls inside macro calls */
+#define EVAL_MAX_STEPS 20000000u      /* statements and expressions run */
+#define EVAL_MAX_OUTPUT (64u << 20)   /* bytes written, captured ones too */
+
+struct scope {
+	tf_val *vars;          /* a DICT */
+	struct scope *parent;  /* NULL: then the caller's variables, then globals */
+};
+
+enum { CTL_NONE, CTL_BREAK, CTL_CONTINUE };
+
+struct jrun {
+	const tf_jinja *t;
+	const tf_val *vars;
+	tf_bytes *out;
+	struct scope *scope, *root;
+	int depth, ctl;
+	size_t steps, written;
+};
+
+int jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return jinja_error(r->t, at->pos, TF_ERR_INVALID, "%s", msg);
+}
+
+int jinja_fail_diag(struct jrun *r, const struct jnode *at, int status)
+{
+	if (status == TF_ERR_NOMEM)
+		return status;
+	char msg[400];
+	snprintf(msg, sizeof(msg), "%s", tf_diag_msg());
+	return jinja_fail(r, at, "%s", msg);
+}
+
+int jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v)
+{
+	const char *why = tf_val_undefined_why(v);
+	return why ? jinja_fail(r, at, "%s", why) : 0;
+}
+
+const char *jinja_type_name(const tf_val *v)
+{
+	switch (tf_val_kind_of(v)) {
+	case TF_VAL_NONE: return "NoneType";
+	case TF_VAL_BOOL: return "bool";
+	case TF_VAL_INT: return "int";
+	case TF_VAL_FLOAT: return "float";
+	case TF_VAL_STR: return "str";
+	case TF_VAL_LIST: return tf_val_is_tuple(v) ? "tuple" : "list";
+	case TF_VAL_DICT: return tf_val_is_namespace(v) ? "Namespace" : "dict";
+	case TF_VAL_UNDEFINED: return "Undefined";
+	case TF_VAL_FUNC: return "function";
+	}
+	return "object";
+}
+
+int jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
+{
+	if (more > EVAL_MAX_OUTPUT - r->written)
+		return jinja_fail(r, at, "output beyond %u bytes", EVAL_MAX_OUTPUT);
+	r->written += more;
+	return 0;
+}
+
+static int step(struct jrun *r, const struct jnode *at)
+{
+	if (++r->steps > EVAL_MAX_STEPS)
+		return jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
+	return 0;
+}
+
+int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out)
+{
+	if (tf_val_kind_of(v) == TF_VAL_STR) {
+		*out = tf_val_ref((tf_val *)v);
+		return 0;
+	}
+	tf_bytes b = { 0 };
+	int rc = tf_val_dump_py(v, false, &b);
+	if (rc < 0) {
+		tf_bytes_free(&b);
+		return jinja_fail_diag(r, at, rc);
+	}
+	*out = tf_val_str(b.p ? b.p : "", b.len);
+	tf_bytes_free(&b);
+	return *out ? 0 : TF_ERR_NOMEM;
+}
+
+int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)
+{
+	tf_val *l = NULL;
+	int rc = 0;
+
+	switch (tf_val_kind_of(v)) {
+	case TF_VAL_LIST:
+		*out = tf_val_ref(v);
+		return 0;
+	case TF_VAL_UNDEFINED:
+		return (*out = tf_val_list()) ? 0 : TF_ERR_NOMEM;
+	case TF_VAL_DICT:
+		if (tf_val_is_namespace(v))
+			break;
+		if (!(l = tf_val_list()))
+			return TF_ERR_NOMEM;
+		for (size_t i = 0; i < tf_val_len(v) && rc == 0; i++)
+			rc = tf_val_list_push(l, tf_val_ref(tf_val_key_at(v, i)));
+		break;
+	case TF_VAL_STR: {
+		size_t len;
+		const char *s = tf_val_as_str(v, &len);
+		if (!(l = tf_val_list()))
+			return TF_ERR_NOMEM;
+		for (size_t i = 0; i < len && rc == 0;) {
+			uint32_t cp;
+			int n = tf_utf8_next((const uint8_t *)s + i, len - i, &cp);
+			n = n > 0 ? n : 1;
+			rc = tf_val_list_push(l, tf_val_str(s + i, (size_t)n));
+			i += (size_t)n;
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	if (!l)
+		return jinja_fail(r, at, "'%s' object is not iterable", jinja_type_name(v));
+	if (rc < 0) {
+		tf_val_unref(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+static bool is_num(const tf_val *v)
+{
+	tf_val_kind k = tf_val_kind_of(v);
+	return k == TF_VAL_BOOL || k == TF_VAL_INT || k == TF_VAL_FLOAT;
+}
+
+static int64_t as_int(const tf_val *v)
+{
+	return tf_val_kind_of(v) == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v);
+}
+
+static double as_float(const tf_val *v)
+{
+	return tf_val_kind_of(v) == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_float(v);
+}
+
+int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b, bool *out)
+{
+	int rc;
+	if ((rc = jinja_defined(r, at, a)) < 0 || (rc = jinja_defined(r, at, b)) < 0)
+		return rc;
+	if (is_num(a) && is_num(b)) {
+		if (tf_val_kind_of(a) != TF_VAL_FLOAT && tf_val_kind_of(b) != TF_VAL_FLOAT)
+			*out = as_int(a) < as_int(b);
+		else
+			*out = as_float(a) < as_float(b);
+		return 0;
+	}
+	tf_val_kind k = tf_val_kind_of(a);
+	if (k == tf_val_kind_of(b) && k == TF_VAL_STR) {
+		size_t la, lb;
+		const char *sa = tf_val_as_str(a, &la), *sb = tf_val_as_str(b, &lb);
+		int c = memcmp(sa, sb, la < lb ? la : lb);
+		*out = c < 0 || (c == 0 && la < lb);
+		return 0;
+	}
+	if (k == tf_val_kind_of(b) && k == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b)) {
+		size_t na = tf_val_len(a), nb = tf_val_len(b);
+		for (size_t i = 0; i < na && i < nb; i++)
+			if (!tf_val_equal(tf_val_at(a, i), tf_val_at(b, i)))
+				return jinja_less(r, at, tf_val_at(a, i), tf_val_at(b, i), out);
+		*out = na < nb;
+		return 0;
+	}
+	return jinja_fail(r, at, "'<' not supported between instances of '%s' and '%s'",
+			  jinja_type_name(a), jinja_type_name(b));
+}
+
+/* ---- names ---- */
+
+static tf_val *lookup(const struct jrun *r, const char *name, size_t len)
+{
+	for (const struct scope *s = r->scope; s; s = s->parent) {
+		tf_val *v = tf_val_dict_getn(s->vars, name, len);
+		if (v)
+			return tf_val_ref(v);
+	}
+	tf_val *v = tf_val_dict_getn(r->vars, name, len);
+	return v ? tf_val_ref(v) : jinja_global(name);
+}
+
+static int assign(struct jrun *r, const char *name, size_t len, tf_val *v)
+{
+	return tf_val_dict_set(r->scope->vars, name, len, v);
+}
+
+static int undefined(const char *fmt, const char *a, const char *b, tf_val **out)
+{
+	char msg[300];
+	snprintf(msg, sizeof(msg), fmt, a, b);
+	return (*out = tf_val_undefined(msg)) ? 0 : TF_ERR_NOMEM;
+}
+
+/* jinja2's name for an object in "has no attribute" messages. */
+static void object_repr(const tf_val *obj, char *buf, size_t size)
+{
+	if (tf_val_kind_of(obj) == TF_VAL_NONE)
+		snprintf(buf, size, "None");
+	else
+		snprintf(buf, size, "%s object", jinja_type_name(obj));
+}
+
+static int no_attr(const tf_val *obj, const char *name, tf_val **out)
+{
+	char what[64];
+	object_repr(obj, what, sizeof(what));
+	return undefined("'%s' has no attribute '%s'", what, name, out);
+}
+
+/* ---- expressions ---- */
+
+static int eval(struct jrun *r, const struct jnode *n, tf_val **out);
+
+/* Index i of a sequence of len n as Python reads a negative one; -1 outside. */
+static ptrdiff_t seq_index(int64_t i, size_t n)
+{
+	if (i < 0)
+		i += (int64_t)n;
+	return i < 0 || (uint64_t)i >= n ? -1 : (ptrdiff_t)i;
+}
+
+/* Byte offsets of each code point of s, and len at the end. */
+static int char_offsets(const char *s, size_t len, size_t **offs, size_t *n)
+{
+	*offs = malloc((len + 1) * sizeof(**offs));
+	if (!*offs)
+		return TF_ERR_NOMEM;
+	*n = 0;
+	for (size_t i = 0; i < len; (*n)++) {
+		(*offs)[*n] = i;
+		uint32_t cp;
+		int k = tf_utf8_next((const uint8_t *)s + i, len - i, &cp);
+		i += k > 0 ? (size_t)k : 1;
+	}
+	(*offs)[*n] = len;
+	return 0;
+}
+
+static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val *key, tf_val **out)
+{
+	tf_val_kind k = tf_val_kind_of(obj), kk = tf_val_kind_of(key);
+	char what[64];
+
+	if (k == TF_VAL_DICT && kk == TF_VAL_STR) {
+		size_t len;
+		const char *s = tf_val_as_str(key, &len);
+		tf_val *v = tf_val_dict_getn(obj, s, len);
+		if (v)
+			return (*out = tf_val_ref(v)), 0;
+		return no_attr(obj, s, out);
+	}
+	if ((k == TF_VAL_LIST || k == TF_VAL_STR) && (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
+		if (k == TF_VAL_LIST) {
+			ptrdiff_t i = seq_index(as_int(key), tf_val_len(obj));
+			if (i >= 0)
+				return (*out = tf_val_ref(tf_val_at(obj, (size_t)i))), 0;
+		} else {
+			size_t len, *offs, n;
+			const char *s = tf_val_as_str(obj, &len);
+			int rc = char_offsets(s, len, &offs, &n);
+			if (rc < 0)
+				return rc;
+			ptrdiff_t i = seq_index(as_int(key), n);
+			if (i >= 0)
+				*out = tf_val_str(s + offs[i], offs[i + 1] - offs[i]);
+			free(offs);
+			if (i >= 0)
+				return *out ? 0 : TF_ERR_NOMEM;
+		}
+		char num[32];
+		snprintf(num, sizeof(num), "%" PRId64, as_int(key));
+		object_repr(obj, what, sizeof(what));
+		return undefined("'%s' has no element %s", what, num, out);
+	}
+	if (kk == TF_VAL_STR)
+		return no_attr(obj, tf_val_as_str(key, NULL), out);
+	tf_bytes b = { 0 };
+	int rc = tf_val_dump_py(key, true, &b);
+	if (rc == 0 && (rc = tf_bytes_append(&b, "", 1)) == 0) {
+		object_repr(obj, what, sizeof(what));
+		rc = undefined("'%s' has no element %s", what, b.p, out);
+	}
+	tf_bytes_free(&b);
+	return rc < 0 ? jinja_fail_diag(r, at, rc) : 0;
+}
+
+/* Python's slice.indices() and the items it picks. */
+static int slice_bound(struct jrun *r, const struct jnode *n, int64_t def, int64_t *out)
+{
+	if (!n)
+		return (*out = def), 0;
+	tf_val *v;
+	int rc = eval(r, n, &v);
+	if (rc < 0)
+		return rc;
+	tf_val_kind k = tf_val_kind_of(v);
+	if (k == TF_VAL_INT || k == TF_VAL_BOOL)
+		*out = as_int(v);
+	else if (k == TF_VAL_NONE)
+		*out = def;
+	else
+		rc = jinja_fail(r, n, "slice indices must be integers or None");
+	tf_val_unref(v);
+	return rc;
+}
+
+static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val **out)
+{
+	int64_t start, stop, step;
+	int rc;
+
+	if ((rc = slice_bound(r, sl->c, 1, &step)) < 0)
+		return rc;
+	if (step == 0)
+		return jinja_fail(r, sl, "slice step cannot be zero");
+	if (step == INT64_MIN)
+		step = -INT64_MAX;
+	bool is_str = tf_val_kind_of(obj) == TF_VAL_STR;
+	size_t len = 0, *offs = NULL, n;
+	const char *s = NULL;
+	if (is_str) {
+		s = tf_val_as_str(obj, &len);
+		if ((rc = char_offsets(s, len, &offs, &n)) < 0)
+			return rc;
+	} else if (tf_val_kind_of(obj) == TF_VAL_LIST) {
+		n = tf_val_len(obj);
+	} else {
+		return no_attr(obj, "slice", out);
+	}
+	int64_t N = (int64_t)n;
+	if ((rc = slice_bound(r, sl->a, step < 0 ? N - 1 : 0, &start)) < 0 ||
+	    (rc = slice_bound(r, sl->b, step < 0 ? -N - 1 : N, &stop)) < 0)
+		goto cleanup;
+	/* clamp as PySlice_AdjustIndices does */
+	int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? N - 1 : N;
+	if (start < 0)
+		start = start + N < lo ? lo : start + N;
+	else if (start > hi)
+		start = hi;
+	if (stop < 0)
+		stop = stop + N < lo ? lo : stop + N;
+	else if (stop > hi)
+		stop = hi;
+	tf_bytes b = { 0 };
+	tf_val *l = is_str ? NULL : tf_val_is_tuple(obj) ? tf_val_tuple() : tf_val_list();
+	if (!is_str && !l) {
+		rc = TF_ERR_NOMEM;
+		goto cleanup;
+	}
+	for (int64_t i = start; rc == 0 && (step > 0 ? i < stop : i > stop); i += step) {
+		if (is_str)
+			rc = tf_bytes_append(&b, s + offs[i], offs[i + 1] - offs[i]);
+		else
+			rc = tf_val_list_push(l, tf_val_ref(tf_val_at(obj, (size_t)i)));
+		if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step))
+			break;
+	}
+	if (is_str && rc == 0 && !(l = tf_val_str(b.p ? b.p : "", b.len)))
+		rc = TF_ERR_NOMEM;
+	tf_bytes_free(&b);
+	if (rc < 0)
+		tf_val_unref(l);
+	else
+		*out = l;
+cleanup:
+	free(offs);
+	return rc;
+}
+
+static int get_attr(tf_val *obj, const char *name, tf_val **out)
+{
+	tf_val *v = tf_val_kind_of(obj) == TF_VAL_DICT ? tf_val_dict_get(obj, name) : NULL;
+	if (v)
+		return (*out = tf_val_ref(v)), 0;
+	return no_attr(obj, name, out);
+}
+
+static void args_free(struct jargs *a)
+{
+	for (size_t i = 0; i < a->npos; i++)
+		tf_val_unref(a->pos[i]);
+	for (size_t i = 0; i < a->nnamed; i++)
+		tf_val_unref(a->named[i]);
+	free(a->pos);
+	free(a->names);
+	free(a->named);
+	*a = (struct jargs){ 0 };
+}
+
+static int eval_args(struct jrun *r, const struct jlist *kids, struct jargs *a)
+{
+	int rc = 0;
+	size_t n = kids->n ? kids->n : 1;
+
+	*a = (struct jargs){ 0 };
+	a->pos = calloc(n, sizeof(*a->pos));
+	a->names = calloc(n, sizeof(*a->names));
+	a->named = calloc(n, sizeof(*a->named));
+	if (!a->pos || !a->names || !a->named)
+		rc = TF_ERR_NOMEM;
+	for (size_t i = 0; i < kids->n && rc == 0; i++) {
+		const struct jnode *k = kids->v[i];
+		if (k->kind == JN_KWARG) {
+			a->names[a->nnamed] = tf_val_as_str(k->val, NULL);
+			rc = eval(r, k->a, &a->named[a->nnamed]);
+			a->nnamed += rc == 0;
+		} else {
+			rc = eval(r, k, &a->pos[a->npos]);
+			a->npos += rc == 0;
+		}
+	}
+	if (rc < 0)
+		args_free(a);
+	return rc;
+}
+
+tf_val *jinja_arg(const struct jargs *args, int i, const char *name)
+{
+	if (i >= 0 && (size_t)i < args->npos)
+		return args->pos[i];
+	for (size_t k = 0; name && k < args->nnamed; k++)
+		if (!strcmp(args->names[k], name))
+			return args->named[k];
+	return NULL;
+}
+
+int jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
+		     const struct jargs *args, size_t max_pos, const char *const *names)
+{
+	if (args->npos > max_pos)
+		return jinja_fail(r, at, "%s() takes at most %zu positional argument%s (%zu given)",
+				  fn, max_pos, max_pos == 1 ? "" : "s", args->npos);
+	for (size_t k = 0; k < args->nnamed; k++) {
+		size_t j = 0;
+		while (names && names[j] && strcmp(names[j], args->names[k]))
+			j++;
+		if (!names || !names[j])
+			return jinja_fail(r, at, "%s() got an unexpected keyword argument '%s'", fn,
+					  args->names[k]);
+		if (j < args->npos)
+			return jinja_fail(r, at, "%s() got multiple values for argument '%s'", fn,
+					  args->names[k]);
+	}
+	return 0;
+}
+
+static int exec_body(struct jrun *r, const struct jlist *body);
+
+/* Runs body with output captured into a new STR. */
+static int capture(struct jrun *r, const struct jlist *body, tf_val **out)
+{
+	tf_bytes buf = { 0 }, *saved = r->out;
+	r->out = &buf;
+	int rc = exec_body(r, body);
+	r->out = saved;
+	if (rc == 0 && !(*out = tf_val_str(buf.p ? buf.p : "", buf.len)))
+		rc = TF_ERR_NOMEM;
+	tf_bytes_free(&buf);
+	return rc;
+}
+
+static int call_macro(struct jrun *r, const struct jnode *at, const struct jnode *m,
+		      const struct jargs *args, tf_val **out)
+{
+	const char *name = tf_val_as_str(m->val, NULL);
+	struct scope sc = { tf_val_dict(), r->root }, *saved = r->scope;
+	int rc = 0;
+
+	if (!sc.vars)
+		return TF_ERR_NOMEM;
+	if (r->depth >= EVAL_MAX_DEPTH) {
+		rc = jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
+		goto cleanup;
+	}
+	if (args->npos > m->kids.n) {
+		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
+		goto cleanup;
+	}
+	for (size_t k = 0; k < args->nnamed; k++) {
+		size_t j = 0;
+		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
+			j++;
+		if (j == m->kids.n || j < args->npos) {
+			rc = jinja_fail(r, at, j == m->kids.n ? "macro '%s' takes no keyword argument '%s'" :
+				     "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
+			goto cleanup;
+		}
+	}
+	r->scope = &sc;
+	r->depth++;
+	for (size_t j = 0; j < m->kids.n && rc == 0; j++) {
+		const struct jnode *p = m->kids.v[j];
+		size_t len;
+		const char *pname = tf_val_as_str(p->val, &len);
+		tf_val *v = j < args->npos ? tf_val_ref(args->pos[j]) : NULL;
+		for (size_t k = 0; !v && k < args->nnamed; k++)
+			if (!strcmp(args->names[k], pname))
+				v = tf_val_ref(args->named[k]);
+		if (!v && p->a)
+			rc = eval(r, p->a, &v);
+		else if (!v)
+			rc = undefined("parameter '%s' was not provided%s", pname, "", &v);
+		if (rc == 0)
+			rc = assign(r, pname, len, v);
+	}
+	if (rc == 0)
+		rc = capture(r, &m->body, out);
+	r->depth--;
+	r->scope = saved;
+cleanup:
+	tf_val_unref(sc.vars);
+	return rc;
+}
+
+static int call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self,
+		const struct jargs *args, tf_val **out)
+{
+	int rc;
+	if ((rc = jinja_defined(r, at, fn)) < 0)
+		return rc;
+	if (tf_val_func_tag(fn) == JFUNC_MACRO)
+		return call_macro(r, at, tf_val_func_ptr(fn), args, out);
+	if (tf_val_func_tag(fn) == JFUNC_BUILTIN)
+		return jinja_global_call(r, at, fn, self, args, out);
+	return jinja_fail(r, at, "'%s' object is not callable", jinja_type_name(fn));
+}
+
+static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	tf_val *obj = NULL, *fn = NULL;
+	struct jargs args = { 0 };
+	int rc;
+
+	if (n->a->kind == JN_ATTR) {
+		if ((rc = eval(r, n->a->a, &obj)) < 0)
+			return rc;
+		if ((rc = jinja_defined(r, n->a, obj)) < 0 || (rc = eval_args(r, &n->kids, &args)) < 0)
+			goto cleanup;
+		const char *name = tf_val_as_str(n->a->val, NULL);
+		if ((rc = jinja_method_call(r, n, obj, name, &args, out)) <= 0)
+			goto cleanup;
+		if ((rc = get_attr(obj, name, &fn)) == 0)
+			rc = call(r, n, fn, obj, &args, out);
+		goto cleanup;
+	}
+	if ((rc = eval(r, n->a, &fn)) == 0 && (rc = eval_args(r, &n->kids, &args)) == 0)
+		rc = call(r, n, fn, NULL, &args, out);
+cleanup:
+	args_free(&args);
+	tf_val_unref(obj);
+	tf_val_unref(fn);
+	return rc;
+}
+
+static int eval_filter(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	tf_val *v;
+	struct jargs args;
+	int rc = eval(r, n->a, &v);
+	if (rc < 0)
+		return rc;
+	if ((rc = eval_args(r, &n->kids, &args)) == 0) {
+		if (n->kind == JN_FILTER) {
+			rc = jinja_filter_call(r, n, n->op, v, &args, out);
+		} else {
+			bool yes;
+			if ((rc = jinja_test_call(r, n, n->op, v, &args, &yes)) == 0)
+				rc = (*out = tf_val_bool(yes != n->neg)) ? 0 : TF_ERR_NOMEM;
+		}
+		args_free(&args);
+	}
+	tf_val_unref(v);
+	return rc;
+}
+
+static int type_error(struct jrun *r, const struct jnode *n, const char *op, const tf_val *a,
+		      const tf_val *b)
+{
+	return jinja_fail(r, n, "unsupported operand type(s) for %s: '%s' and '%s'", op,
+			  jinja_type_name(a), jinja_type_name(b));
+}
+
+static int concat(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b,
+		  tf_val **out)
+{
+	tf_val *sa = NULL, *sb = NULL;
+	size_t la, lb;
+	int rc;
+
+	if ((rc = jinja_to_str(r, n, a, &sa)) == 0 && (rc = jinja_to_str(r, n, b, &sb)) == 0) {
+		const char *pa = tf_val_as_str(sa, &la), *pb = tf_val_as_str(sb, &lb);
+		if ((rc = jinja_output_check(r, n, la + lb)) == 0) {
+			char *buf = malloc(la + lb + 1);
+			if (!buf) {
+				rc = TF_ERR_NOMEM;
+			} else {
+				memcpy(buf, pa, la);
+				memcpy(buf + la, pb, lb);
+				*out = tf_val_str(buf, la + lb);
+				free(buf);
+				rc = *out ? 0 : TF_ERR_NOMEM;
+			}
+		}
+	}
+	tf_val_unref(sa);
+	tf_val_unref(sb);
+	return rc;
+}
+
+/* a + b of two LISTs or two tuples. */
+static int join_lists(const tf_val *a, const tf_val *b, tf_val **out)
+{
+	tf_val *l = tf_val_is_tuple(a) ? tf_val_tuple() : tf_val_list();
+	int rc = l ? 0 : TF_ERR_NOMEM;
+	for (size_t i = 0; i < tf_val_len(a) && rc == 0; i++)
+		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(a, i)));
+	for (size_t i = 0; i < tf_val_len(b) && rc == 0; i++)
+		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(b, i)));
+	if (rc < 0)
+		tf_val_unref(l);
+	else
+		*out = l;
+	return rc;
+}
+
+static double py_fmod(double a, double b)
+{
+	double m = fmod(a, b);
+	if (m != 0 && ((m < 0) != (b < 0)))
+		m += b;
+	return m;
+}
+
+static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b, tf_val **out)
+{
+	static const char *const names[] = { [JOP_FLOORDIV - 256] = "//", [JOP_POW - 256] = "** or pow()" };
+	char opname[4] = { (char)n->op, 0 };
+	const char *op = n->op >= 256 ? names[n->op - 256] : opname;
+	int rc;
+
+	if (n->op == '~')
+		return concat(r, n, a, b, out);
+	if ((rc = jinja_defined(r, n, a)) < 0 || (rc = jinja_defined(r, n, b)) < 0)
+		return rc;
+	tf_val_kind ka = tf_val_kind_of(a), kb = tf_val_kind_of(b);
+	if (n->op == '+' && ka == TF_VAL_STR && kb == TF_VAL_STR)
+		return concat(r, n, a, b, out);
+	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b))
+		return join_lists(a, b, out);
+	if (n->op == '%' && ka == TF_VAL_STR)
+		return jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
+	if (!is_num(a) || !is_num(b))
+		return type_error(r, n, op, a, b);
+	if (ka != TF_VAL_FLOAT && kb != TF_VAL_FLOAT && n->op != '/') {
+		int64_t x = as_int(a), y = as_int(b), z = 0;
+		bool over = false;
+		switch (n->op) {
+		case '+': over = __builtin_add_overflow(x, y, &z); break;
+		case '-': over = __builtin_sub_overflow(x, y, &z); break;
+		case '*': over = __builtin_mul_overflow(x, y, &z); break;
+		case JOP_FLOORDIV:
+		case '%':
+			if (y == 0)
+				return jinja_fail(r, n, "integer division or modulo by zero");
+			if (x == INT64_MIN && y == -1) {
+				over = n->op == JOP_FLOORDIV;
+				break;
+			}
+			z = n->op == '%' ? x % y : x / y;
+			if (n->op == '%' && z != 0 && ((z < 0) != (y < 0)))
+				z += y;
+			else if (n->op == JOP_FLOORDIV && (x % y != 0) && ((x < 0) != (y < 0)))
+				z--;
+			break;
+		case JOP_POW:
+			if (y < 0)
+				return (*out = tf_val_float(pow((double)x, (double)y))) ? 0 : TF_ERR_NOMEM;
+			z = 1;
+			for (int64_t k = 0; k < y && !over; k++)
+				over = __builtin_mul_overflow(z, x, &z);
+			break;
+		}
+		if (over)
+			return jinja_fail(r, n, "integer result beyond 64 bits");
+		return (*out = tf_val_int(z)) ? 0 : TF_ERR_NOMEM;
+	}
+	double x = as_float(a), y = as_float(b), z = 0;
+	switch (n->op) {
+	case '+': z = x + y; break;
+	case '-': z = x - y; break;
+	case '*': z = x * y; break;
+	case '/':
+	case JOP_FLOORDIV:
+	case '%':
+		if (y == 0)
+			return jinja_fail(r, n, n->op == '/' ? "division by zero" : "float modulo or floor division by zero");
+		z = n->op == '/' ? x / y : n->op == '%' ? py_fmod(x, y) : floor(x / y);
+		break;
+	case JOP_POW:
+		z = pow(x, y);
+		break;
+	}
+	return (*out = tf_val_float(z)) ? 0 : TF_ERR_NOMEM;
+}
+
+static int contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c, bool *out)
+{
+	size_t ln, hn;
+	switch (tf_val_kind_of(c)) {
+	case TF_VAL_STR: {
+		const char *h = tf_val_as_str(c, &hn), *needle = tf_val_as_str(item, &ln);
+		if (!needle)
+			return jinja_fail(r, n, "'in <string>' requires string as left operand, not %s",
+					  jinja_type_name(item));
+		*out = ln == 0 || (ln <= hn && memmem(h, hn, needle, ln) != NULL);
+		return 0;
+	}
+	case TF_VAL_LIST:
+		*out = false;
+		for (size_t i = 0; i < tf_val_len(c) && !*out; i++)
+			*out = tf_val_equal(item, tf_val_at(c, i));
+		return 0;
+	case TF_VAL_DICT:
+		if (tf_val_is_namespace(c))
+			break;
+		*out = tf_val_kind_of(item) == TF_VAL_STR &&
+		       tf_val_dict_getn(c, tf_val_as_str(item, NULL), (tf_val_as_str(item, &ln), ln));
+		return 0;
+	case TF_VAL_UNDEFINED:
+		*out = false;
+		return 0;
+	default:
+		break;
+	}
+	return jinja_fail(r, n, "argument of type '%s' is not iterable", jinja_type_name(c));
+}
+
+static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a, const tf_val *b, bool *out)
+{
+	switch (op) {
+	case JOP_EQ:
+	case JOP_NE:
+		*out = tf_val_equal(a, b) == (op == JOP_EQ);
+		return 0;
+	case '<':
+		return jinja_less(r, n, a, b, out);
+	case '>':
+		return jinja_less(r, n, b, a, out);
+	case JOP_LE:
+	case JOP_GE: {
+		int rc = op == JOP_LE ? jinja_less(r, n, b, a, out) : jinja_less(r, n, a, b, out);
+		*out = !*out;
+		return rc;
+	}
+	case JOP_IN:
+	case JOP_NOTIN: {
+		int rc = contains(r, n, a, b, out);
+		*out = *out == (op == JOP_IN);
+		return rc;
+	}
+	}
+	return TF_ERR_INTERNAL;
+}
+
+static int eval_compare(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	tf_val *left, *right = NULL;
+	bool yes = true;
+	int rc = eval(r, n->a, &left);
+
+	for (size_t i = 0; i < n->kids.n && rc == 0 && yes; i++) {
+		const struct jnode *s = n->kids.v[i];
+		if ((rc = eval(r, s->b, &right)) < 0)
+			break;
+		rc = compare(r, s, s->op, left, right, &yes);
+		tf_val_unref(left);
+		left = right;
+	}
+	tf_val_unref(left);
+	if (rc < 0)
+		return rc;
+	return (*out = tf_val_bool(yes)) ? 0 : TF_ERR_NOMEM;
+}
+
+static int eval_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **out)
+{
+	int rc = jinja_defined(r, n, v);
+	if (rc < 0)
+		return rc;
+	tf_val_kind k = tf_val_kind_of(v);
+	if (k == TF_VAL_FLOAT)
+		*out = tf_val_float(n->op == '-' ? -tf_val_as_float(v) : tf_val_as_float(v));
+	else if (k == TF_VAL_INT || k == TF_VAL_BOOL) {
+		int64_t i = as_int(v);
+		if (n->op == '-' && i == INT64_MIN)
+			return jinja_fail(r, n, "integer result beyond 64 bits");
+		*out = tf_val_int(n->op == '-' ? -i : i);
+	} else
+		return jinja_fail(r, n, "bad operand type for unary %c: '%s'", n->op, jinja_type_name(v));
+	return *out ? 0 : TF_ERR_NOMEM;
+}
+
+static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	tf_val *c = n->kind == JN_DICT ? tf_val_dict() : n->kind == JN_TUPLE ? tf_val_tuple() : tf_val_list();
+	int rc = c ? 0 : TF_ERR_NOMEM;
+
+	for (size_t i = 0; i < n->kids.n && rc == 0; i++) {
+		tf_val *v, *k;
+		if ((rc = eval(r, n->kids.v[i], &v)) < 0)
+			break;
+		if (n->kind != JN_DICT) {
+			rc = tf_val_list_push(c, v);
+			continue;
+		}
+		k = v;
+		if ((rc = eval(r, n->kids.v[++i], &v)) == 0) {
+			size_t len;
+			const char *s = tf_val_as_str(k, &len);
+			if (s)
+				rc = tf_val_dict_set(c, s, len, v);
+			else {
+				tf_val_unref(v);
+				rc = jinja_fail(r, n->kids.v[i - 1], "dict keys other than strings are not supported");
+			}
+		}
+		tf_val_unref(k);
+	}
+	if (rc < 0)
+		tf_val_unref(c);
+	else
+		*out = c;
+	return rc;
+}
+
+static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	tf_val *a = NULL, *b = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = step(r, n)) < 0)
+		return rc;
+	switch (n->kind) {
+	case JN_CONST:
+		*out = tf_val_ref(n->val);
+		return 0;
+	case JN_NAME: {
+		size_t len;
+		const char *s = tf_val_as_str(n->val, &len);
+		if ((*out = lookup(r, s, len)))
+			return 0;
+		return undefined("'%s' is undefined%s", s, "", out);
+	}
+	case JN_LIST:
+	case JN_TUPLE:
+	case JN_DICT:
+		return eval_seq(r, n, out);
+	case JN_ATTR:
+		if ((rc = eval(r, n->a, &a)) == 0 && (rc = jinja_defined(r, n, a)) == 0)
+			rc = get_attr(a, tf_val_as_str(n->val, NULL), out);
+		break;
+	case JN_ITEM:
+		if ((rc = eval(r, n->a, &a)) < 0 || (rc = jinja_defined(r, n, a)) < 0)
+			break;
+		if (n->b->kind == JN_SLICE)
+			rc = get_slice(r, n->b, a, out);
+		else if ((rc = eval(r, n->b, &b)) == 0)
+			rc = get_item(r, n, a, b, out);
+		break;
+	case JN_CALL:
+		return eval_call(r, n, out);
+	case JN_FILTER:
+	case JN_TEST:
+		return eval_filter(r, n, out);
+	case JN_NEG:
+		if ((rc = eval(r, n->a, &a)) == 0)
+			rc = eval_neg(r, n, a, out);
+		break;
+	case JN_NOT:
+		if ((rc = eval(r, n->a, &a)) == 0)
+			rc = (*out = tf_val_bool(!tf_val_truthy(a))) ? 0 : TF_ERR_NOMEM;
+		break;
+	case JN_AND:
+	case JN_OR:
+		if ((rc = eval(r, n->a, &a)) < 0)
+			break;
+		if (tf_val_truthy(a) == (n->kind == JN_OR)) {
+			*out = a;
+			return 0;
+		}
+		return tf_val_unref(a), eval(r, n->b, out);
+	case JN_BINOP:
+		if ((rc = eval(r, n->a, &a)) == 0 && (rc = eval(r, n->b, &b)) == 0)
+			rc = arith(r, n, a, b, out);
+		break;
+	case JN_COMPARE:
+		return eval_compare(r, n, out);
+	case JN_COND:
+		if ((rc = eval(r, n->a, &a)) < 0)
+			break;
+		if (tf_val_truthy(a))
+			rc = eval(r, n->b, out);
+		else if (n->c)
+			rc = eval(r, n->c, out);
+		else
+			rc = undefined("the inline if-expression evaluated to false and no else section was defined%s%s",
+				       "", "", out);
+		break;
+	default:
+		return jinja_fail(r, n, "not an expression");
+	}
+	tf_val_unref(a);
+	tf_val_unref(b);
+	return rc;
+}
+
+/* ---- statements ---- */
+
+static int emit(struct jrun *r, const struct jnode *at, const char *s, size_t len)
+{
+	int rc = jinja_output_check(r, at, len);
+	return rc < 0 ? rc : tf_bytes_append(r->out, s, len);
+}
+
+/* Binds targets (NAMEs) to v, unpacking it when there are several. */
+static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targets, tf_val *v)
+{
+	size_t len;
+	const char *name;
+	int rc;
+
+	if (targets->n == 1) {
+		name = tf_val_as_str(targets->v[0]->val, &len);
+		return assign(r, name, len, tf_val_ref(v));
+	}
+	tf_val *items;
+	if ((rc = jinja_iterate(r, at, v, &items)) < 0)
+		return rc;
+	if (tf_val_len(items) != targets->n) {
+		rc = tf_val_len(items) > targets->n ?
+		     jinja_fail(r, at, "too many values to unpack (expected %zu)", targets->n) :
+		     jinja_fail(r, at, "not enough values to unpack (expected %zu, got %zu)",
+				targets->n, tf_val_len(items));
+	}
+	for (size_t i = 0; i < targets->n && rc == 0; i++) {
+		name = tf_val_as_str(targets->v[i]->val, &len);
+		rc = assign(r, name, len, tf_val_ref(tf_val_at(items, i)));
+	}
+	tf_val_unref(items);
+	return rc;
+}
+
+/* The loop object of iteration i of the items. */
+static tf_val *loop_object(const tf_val *items, size_t i)
+{
+	size_t n = tf_val_len(items);
+	tf_val *l = tf_val_dict();
+	int rc = l ? 0 : TF_ERR_NOMEM;
+	const struct { const char *k; tf_val *v; } f[] = {
+		{ "index", tf_val_int((int64_t)i + 1) }, { "index0", tf_val_int((int64_t)i) },
+		{ "revindex", tf_val_int((int64_t)(n - i)) }, { "revindex0", tf_val_int((int64_t)(n - i - 1)) },
+		{ "first", tf_val_bool(i == 0) }, { "last", tf_val_bool(i + 1 == n) },
+		{ "length", tf_val_int((int64_t)n) }, { "depth", tf_val_int(1) }, { "depth0", tf_val_int(0) },
+		{ "previtem", i > 0 ? tf_val_ref(tf_val_at(items, i - 1)) :
+			      tf_val_undefined("there is no previous item") },
+		{ "nextitem", i + 1 < n ? tf_val_ref(tf_val_at(items, i + 1)) :
+			      tf_val_undefined("there is no next item") },
+		{ "cycle", jinja_global("loop.cycle") },
+	};
+	for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+		if (rc == 0)
+			rc = tf_val_dict_set(l, f[k].k, strlen(f[k].k), f[k].v);
+		else
+			tf_val_unref(f[k].v);
+	if (rc < 0) {
+		tf_val_unref(l);
+		return NULL;
+	}
+	return l;
+}
+
+static int exec_for(struct jrun *r, const struct jnode *n)
+{
+	tf_val *seq = NULL, *all = NULL, *items = NULL;
+	struct scope sc = { NULL, r->scope };
+	int rc;
+
+	if ((rc = eval(r, n->a, &seq)) < 0 || (rc = jinja_iterate(r, n->a, seq, &all)) < 0)
+		goto cleanup;
+	r->scope = &sc;
+	if (!n->b) {
+		items = tf_val_ref(all);
+	} else if (!(items = tf_val_list())) {
+		rc = TF_ERR_NOMEM;
+	}
+	for (size_t i = 0; n->b && i < tf_val_len(all) && rc == 0; i++) {
+		tf_val *keep = NULL;
+		if (!(sc.vars = tf_val_dict())) {
+			rc = TF_ERR_NOMEM;
+			break;
+		}
+		if ((rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 && (rc = eval(r, n->b, &keep)) == 0 &&
+		    tf_val_truthy(keep))
+			rc = tf_val_list_push(items, tf_val_ref(tf_val_at(all, i)));
+		tf_val_unref(keep);
+		tf_val_unref(sc.vars);
+		sc.vars = NULL;
+	}
+	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
+		if (!(sc.vars = tf_val_dict())) {
+			rc = TF_ERR_NOMEM;
+			break;
+		}
+		if ((rc = bind(r, n, &n->kids, tf_val_at(items, i))) == 0)
+			rc = assign(r, "loop", 4, loop_object(items, i));
+		if (rc == 0)
+			rc = exec_body(r, &n->body);
+		tf_val_unref(sc.vars);
+		sc.vars = NULL;
+		if (r->ctl == CTL_BREAK) {
+			r->ctl = CTL_NONE;
+			break;
+		}
+		r->ctl = CTL_NONE;
+	}
+	r->scope = sc.parent;
+	if (rc == 0 && tf_val_len(items) == 0)
+		rc = exec_body(r, &n->alt);
+cleanup:
+	tf_val_unref(seq);
+	tf_val_unref(all);
+	tf_val_unref(items);
+	return rc;
+}
+
+static int exec_set(struct jrun *r, const struct jnode *n)
+{
+	const struct jnode *target = n->a;
+	tf_val *v, *obj = NULL;
+	int rc = n->kind == JN_SET_BLOCK ? capture(r, &n->body, &v) : eval(r, n->b, &v);
+
+	if (rc < 0)
+		return rc;
+	if (target->kind == JN_NAME) {
+		size_t len;
+		const char *s = tf_val_as_str(target->val, &len);
+		return assign(r, s, len, v);
+	}
+	if (target->kind == JN_TUPLE) {
+		rc = bind(r, n, &target->kids, v);
+		tf_val_unref(v);
+		return rc;
+	}
+	if ((rc = eval(r, target->a, &obj)) == 0) {
+		size_t len;
+		const char *s = tf_val_as_str(target->val, &len);
+		if (!tf_val_is_namespace(obj))
+			rc = jinja_fail(r, n, "cannot assign attribute on non-namespace object");
+		else
+			rc = tf_val_dict_set(obj, s, len, tf_val_ref(v));
+	}
+	tf_val_unref(obj);
+	tf_val_unref(v);
+	return rc;
+}
+
+static int exec_node(struct jrun *r, const struct jnode *n)
+{
+	tf_val *v = NULL, *s = NULL;
+	int rc;
+
+	if ((rc = step(r, n)) < 0)
+		return rc;
+	switch (n->kind) {
+	case JN_TEXT: {
+		size_t len;
+		const char *t = tf_val_as_str(n->val, &len);
+		return emit(r, n, t, len);
+	}
+	case JN_OUTPUT:
+		if ((rc = eval(r, n->a, &v)) == 0 && (rc = jinja_to_str(r, n->a, v, &s)) == 0) {
+			size_t len;
+			const char *t = tf_val_as_str(s, &len);
+			rc = emit(r, n, t, len);
+		}
+		break;
+	case JN_IF:
+		if ((rc = eval(r, n->a, &v)) == 0)
+			rc = exec_body(r, tf_val_truthy(v) ? &n->body : &n->alt);
+		break;
+	case JN_FOR:
+		return exec_for(r, n);
+	case JN_SET:
+	case JN_SET_BLOCK:
+		return exec_set(r, n);
+	case JN_MACRO: {
+		size_t len;
+		const char *name = tf_val_as_str(n->val, &len);
+		tf_val *fn = tf_val_func(JFUNC_MACRO, n);
+		return fn ? assign(r, name, len, fn) : TF_ERR_NOMEM;
+	}
+	case JN_BREAK:
+	case JN_CONTINUE:
+		r->ctl = n->kind == JN_BREAK ? CTL_BREAK : CTL_CONTINUE;
+		return 0;
+	default:
+		return jinja_fail(r, n, "not a statement");
+	}
+	tf_val_unref(v);
+	tf_val_unref(s);
+	return rc;
+}
+
+static int exec_body(struct jrun *r, const struct jlist *body)
+{
+	for (size_t i = 0; i < body->n; i++) {
+		int rc = exec_node(r, body->v[i]);
+		if (rc < 0)
+			return rc;
+		if (r->ctl)
+			return 0;
+	}
+	return 0;
+}
+
+int tf_jinja_render(const tf_jinja *t, const tf_val *vars, tf_bytes *out)
+{
+	struct scope root = { tf_val_dict(), NULL };
+	struct jrun r = { .t = t, .vars = vars, .out = out, .scope = &root, .root = &root };
+	size_t start = out->len;
+	int rc;
+
+	if (!root.vars)
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", t->name);
+	if (tf_val_kind_of(vars) != TF_VAL_DICT)
+		rc = tf_diag_set(TF_ERR_INVALID, "%s: the variables are not a dict", t->name);
+	else
+		rc = exec_body(&r, &t->body);
+	if (rc == TF_ERR_NOMEM)
+		tf_diag_set(rc, "%s: out of memory", t->name);
+	if (rc < 0)
+		out->len = start;
+	tf_val_unref(root.vars);
+	return rc;
+}
