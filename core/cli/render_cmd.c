@@ -65,7 +65,7 @@ int tf_cli_render_chat(const tf_options *o)
 	int rc;
 
 	if (!o->ini)
-		rc = tf_chat_template_init(NULL, &t);
+		rc = tf_chat_template_init(NULL, NULL, &t);
 	else if (!(rc = load_conf(o, &conf)))
 		rc = tf_chat_template_from_conf(conf, &t);
 	if (!rc && o->json)

@@ -4,7 +4,9 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "chat/request.h"
 #include "diag.h"
 
 tf_val *goldens_load(void)
@@ -44,4 +46,33 @@ void goldens_stringify_args(tf_val *request)
 			tf_bytes_free(&json);
 		}
 	}
+}
+
+size_t goldens_render_all(const tf_chat_template *t, bool stringify)
+{
+	tf_val *cases = goldens_load();
+	size_t i, same = 0;
+
+	cr_expect_eq(tf_val_len(cases), 120);
+	for (i = 0; i < tf_val_len(cases); i++) {
+		const tf_val *c = tf_val_at(cases, i);
+		tf_val *body = tf_val_dict_get(c, "request"), *req;
+		tf_chat_prompt p = { 0 };
+		size_t n;
+		const char *want = tf_val_as_str(tf_val_dict_get(c, "prompt"), &n);
+		const char *name = tf_val_as_str(tf_val_dict_get(c, "case"), NULL);
+
+		if (stringify)
+			goldens_stringify_args(body);
+		cr_assert_eq(tf_chat_request_check(body, &req), 0, "%s: %s", name, tf_diag_msg());
+		cr_assert_eq(tf_chat_render(t, req, &p), 0, "%s: %s", name, tf_diag_msg());
+		if (p.text.len == n && !memcmp(p.text.p, want, n))
+			same++;
+		else
+			cr_log_error("%s: got\n%.*s\nwant\n%s", name, (int)p.text.len, p.text.p, want);
+		tf_chat_prompt_free(&p);
+		tf_val_unref(req);
+	}
+	tf_val_unref(cases);
+	return same;
 }

@@ -6,6 +6,9 @@
 #ifndef TF_TEST_CHAT_GOLDENS_H
 #define TF_TEST_CHAT_GOLDENS_H
 
+#include <stdbool.h>
+
+#include "chat/template.h"
 #include "chat/value.h"
 
 #define TF_GOLDENS TF_TESTDATA "/chat/ling3-goldens.jsonl"
@@ -15,5 +18,8 @@ tf_val *goldens_load(void);
 /* Rewrites each tool call's arguments object as a JSON string, as an
  * OpenAI client sends it. */
 void goldens_stringify_args(tf_val *request);
+/* Renders every case with t (arguments as JSON strings with stringify),
+ * logs each that differs, and returns how many match byte for byte. */
+size_t goldens_render_all(const tf_chat_template *t, bool stringify);
 
 #endif /* TF_TEST_CHAT_GOLDENS_H */

@@ -17,7 +17,7 @@ static int render_json(const char *name, const char *json, tf_chat_prompt *p)
 	tf_val *req;
 	int rc;
 
-	cr_assert_eq(tf_chat_template_init(name, &t), 0);
+	cr_assert_eq(tf_chat_template_init(name, NULL, &t), 0);
 	if (!(rc = tf_chat_request_parse(json, strlen(json), &req)))
 		rc = tf_chat_render(t, req, p);
 	tf_val_unref(req);
@@ -28,34 +28,13 @@ static int render_json(const char *name, const char *json, tf_chat_prompt *p)
 /* Renders every golden; `stringify` sends tool-call arguments as JSON text. */
 static void check_goldens(bool stringify)
 {
-	tf_val *cases = goldens_load();
 	tf_chat_template *t;
-	size_t i, same = 0;
+	size_t same;
 
-	cr_assert_eq(tf_chat_template_init("ling3", &t), 0);
-	for (i = 0; i < tf_val_len(cases); i++) {
-		const tf_val *c = tf_val_at(cases, i);
-		tf_val *body = tf_val_dict_get(c, "request"), *req;
-		tf_chat_prompt p = { 0 };
-		size_t n;
-		const char *want = tf_val_as_str(tf_val_dict_get(c, "prompt"), &n);
-		const char *name = tf_val_as_str(tf_val_dict_get(c, "case"), NULL);
-
-		if (stringify)
-			goldens_stringify_args(body);
-		cr_assert_eq(tf_chat_request_check(body, &req), 0, "%s: %s", name, tf_diag_msg());
-		cr_assert_eq(tf_chat_render(t, req, &p), 0, "%s: %s", name, tf_diag_msg());
-		if (p.text.len == n && !memcmp(p.text.p, want, n))
-			same++;
-		else
-			cr_log_error("%s: got\n%.*s\nwant\n%s", name, (int)p.text.len, p.text.p, want);
-		tf_chat_prompt_free(&p);
-		tf_val_unref(req);
-	}
-	cr_expect_eq(same, tf_val_len(cases), "%zu of %zu goldens match", same, tf_val_len(cases));
-	cr_expect_eq(tf_val_len(cases), 120);
+	cr_assert_eq(tf_chat_template_init("ling3", NULL, &t), 0);
+	same = goldens_render_all(t, stringify);
+	cr_expect_eq(same, 120, "%zu of 120 goldens match", same);
 	tf_chat_template_free(t);
-	tf_val_unref(cases);
 }
 
 Test(ling3, goldens_match_byte_for_byte)
@@ -148,7 +127,7 @@ Test(ling3, unknown_template_is_refused)
 {
 	tf_chat_template *t;
 
-	cr_expect_eq(tf_chat_template_init("chatml", &t), TF_ERR_INVALID);
+	cr_expect_eq(tf_chat_template_init("chatml", NULL, &t), TF_ERR_INVALID);
 	cr_expect(strstr(tf_diag_msg(), "chatml"));
 }
 

@@ -224,7 +224,7 @@ Test(reply, round_trip_over_the_goldens)
 	tf_chat_template *t;
 	size_t i, k, turns = 0, calls = 0;
 
-	cr_assert_eq(tf_chat_template_init("ling3", &t), 0);
+	cr_assert_eq(tf_chat_template_init("ling3", NULL, &t), 0);
 	for (i = 0; i < tf_val_len(cases); i++) {
 		const tf_val *body = tf_val_dict_get(tf_val_at(cases, i), "request");
 		const tf_val *msgs = tf_val_dict_get(body, "messages");
@@ -284,7 +284,7 @@ Test(reply, round_trip_fields)
 	tf_val *req, *m;
 	const char *at;
 
-	cr_assert_eq(tf_chat_template_init("ling3", &t), 0);
+	cr_assert_eq(tf_chat_template_init("ling3", NULL, &t), 0);
 	cr_assert_eq(tf_chat_request_parse(body, strlen(body), &req), 0, "%s", tf_diag_msg());
 	render(t, req, &p);
 	cr_assert(at = strstr(p.text.p, open));

@@ -21,7 +21,7 @@ Test(stops, template_config_and_limit)
 	int i;
 
 	cr_assert_eq(tf_tok_load(TINY "/tokenizer.json", &tok), 0, "%s", tf_diag_msg());
-	cr_assert_eq(tf_chat_template_init("ling3", &t), 0);
+	cr_assert_eq(tf_chat_template_init("ling3", NULL, &t), 0);
 	cr_assert_eq(tf_stop_add_tokens(&s, tf_chat_template_stops(t), tok), 0);
 	cr_expect_eq(s.n, 2);
 	cr_expect(tf_stop_has(&s, tf_tok_find(tok, "<|role_end|>")));

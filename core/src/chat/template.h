@@ -9,8 +9,18 @@
  *     if (tf_chat_render(t, req, &p) < 0) ...
  *     tf_chat_prompt_encode(&p, tok, 0, &ids);
  *
- * Templates: "ling3" (built in, chat/ling3.h) and "raw" (the messages'
- * contents one after another, nothing added).
+ * Templates:
+ *   "jinja"  the checkpoint's own: chat_template.jinja in its folder, else
+ *            tokenizer_config.json's chat_template (a string, or a list of
+ *            {"name", "template"} of which "default" is used), run by
+ *            chat/jinja.h with the variables HF apply_chat_template passes:
+ *            bos_token, eos_token... from tokenizer_config.json, every
+ *            chat_template_kwargs key, messages (tool-call arguments as
+ *            objects), tools, documents (None), add_generation_prompt.
+ *            Its prompt is encoded as HF does (prompt.h).
+ *   "ling3"  built in (chat/ling3.h).
+ *   "raw"    the messages' contents one after another, nothing added.
+ *   "auto"   "jinja" when the checkpoint has a template, else "ling3".
  */
 #ifndef TF_CHAT_TEMPLATE_H
 #define TF_CHAT_TEMPLATE_H
@@ -22,13 +32,15 @@
 typedef enum tf_chat_kind {
 	TF_CHAT_LING3,
 	TF_CHAT_RAW,
+	TF_CHAT_JINJA,
 } tf_chat_kind;
 
 typedef struct tf_chat_template tf_chat_template;
 
-/* name: "ling3" or "raw" (NULL: "ling3"). */
-int tf_chat_template_init(const char *name, tf_chat_template **out);
-/* The template an INI's [chat] template names. */
+/* name: "auto", "jinja", "ling3" or "raw" (NULL: "auto"); dir: the
+ * checkpoint folder, NULL for none. */
+int tf_chat_template_init(const char *name, const char *dir, tf_chat_template **out);
+/* The template an INI's [chat] template names, for its [model] path. */
 int tf_chat_template_from_conf(const tf_conf *c, tf_chat_template **out);
 void tf_chat_template_free(tf_chat_template *t);
 tf_chat_kind tf_chat_template_kind(const tf_chat_template *t);
