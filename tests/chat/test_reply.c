@@ -287,6 +287,7 @@ Test(reply, round_trip_fields)
 	cr_assert_eq(tf_chat_template_init("ling3", NULL, &t), 0);
 	cr_assert_eq(tf_chat_request_parse(body, strlen(body), &req), 0, "%s", tf_diag_msg());
 	render(t, req, &p);
+	cr_assert_eq(tf_bytes_append(&p.text, "", 1), 0);       /* a C string, for strstr */
 	cr_assert(at = strstr(p.text.p, open));
 	at += strlen(open);
 	cr_assert_eq(tf_reply_parse(at, strlen(at) - strlen(end), true, &m), 0);
