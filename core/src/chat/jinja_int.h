@@ -52,7 +52,8 @@ struct jlist {
  * One node.  Children by kind:
  *   TEXT, CONST: val           OUTPUT: a          NAME: val (the name)
  *   IF: a cond, body then, alt else (an elif is an IF alone in alt)
- *   FOR: kids targets (NAMEs), a iterable, b filter or NULL, body, alt else
+ *   FOR: kids targets (NAMEs), a iterable, b filter or NULL, body, alt else;
+ *        op set when the body sets names
  *   SET: a target (NAME, TUPLE of NAMEs or ATTR), b value
  *   SET_BLOCK: a target, body          MACRO: val name, kids params, body
  *   LIST, TUPLE: kids      DICT: kids keys and values alternating
