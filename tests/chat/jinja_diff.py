@@ -5,7 +5,8 @@ Every case (a template this file writes and its variables) is rendered by
 jinja2, configured as HF transformers' apply_chat_template configures it,
 and by the C driver (jinja_render); the outputs must be byte-identical.
 Error cases must fail in both, and the C message must name
-NAME:LINE:COLUMN with jinja2's line and the column the case gives.  Random
+NAME:LINE:COLUMN with jinja2's line and the column the case gives; what is
+outside the supported subset must fail in C with such a message.  Random
 cases vary whitespace control around tags, values and string operations.
 With --template and --goldens it also renders every golden request with the
 template through jinja2 and checks the prompt, proving the template itself.
@@ -131,12 +132,18 @@ CASES = [
     ("{% macro fact(k) %}{% if k <= 1 %}1{% else %}{{ k }}*{{ fact(k - 1) }}{% endif %}{% endmacro %}{{ fact(4) }}", None),
     ("{% macro render(v) %}{% if v is mapping %}{% for k, x in v.items() %}{{ k }}:{{ render(x) }} {% endfor %}{% elif v is iterable and v is not string %}[{% for x in v %}{{ render(x) }}{% endfor %}]{% else %}{{ v }}{% endif %}{% endmacro %}{{ render(d) }}", None),
     ("{% macro m() %}\n  body\n{% endmacro %}[{{ m() }}]", None),
+    ("{% for i in [1, 2] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}", None),
+    ("{% set x = 5 %}{% macro m(x) %}{{ x }}{% endmacro %}{{ m(1) }}{{ x }}", None),
+    ("{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, k='v') }}{{ m() }}", None),
+    ("{% macro m() %}{{ varargs | length }}{% endmacro %}{{ m('x', 'y') }}", None),
+    ("{% macro outer(v) %}<{{ inner(v ~ '!') }}>{% endmacro %}{% macro inner(w) %}{{ w | upper }}{% endmacro %}{{ outer('a') }}", None),
     # tests
     ("{{ n is defined }}{{ missing is defined }}{{ missing is undefined }}{{ no is none }}{{ n is none }}", None),
     ("{{ s is string }}{{ n is string }}{{ n is number }}{{ f is number }}{{ t is number }}{{ s is number }}", None),
     ("{{ d is mapping }}{{ l is mapping }}{{ l is iterable }}{{ s is iterable }}{{ n is iterable }}{{ l is sequence }}{{ d is sequence }}", None),
     ("{{ t is true }}{{ 1 is true }}{{ false is false }}{{ 0 is false }}{{ t is boolean }}{{ n is integer }}{{ f is float }}", None),
     ("{{ n is odd }}{{ n is even }}{{ 9 is divisibleby 3 }}{{ 9 is divisibleby(4) }}{{ 3 is eq 3 }}{{ 3 is ne 3 }}", None),
+    ("{{ n is sameas 7 }}{{ none is sameas none }}{{ 300 is sameas 300 }}{{ range is callable }}{{ n is callable }}", None),
     ("{{ n is not none }}{{ missing is not defined }}{{ 'a' is in 'cat' }}{{ 'abc' is lower }}{{ 'ABC' is upper }}", None),
     ("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}{{ messages | rejectattr('role', 'eq', 'user') | map(attribute='role') | join(',') }}", None),
     ("{{ [0, 1, '', 'a', none] | select | list }}{{ l | reject('odd') | list }}{{ l | select('gt', 1) | list }}", None),
@@ -162,6 +169,9 @@ CASES = [
     ("{{ s.upper() }}|{{ s.lower() }}|{{ u.upper() }}|{{ u.lower() }}|{{ 'ǅungla Straße'.upper() }}|{{ 'hello world'.capitalize() }}", None),
     ("{{ s.startswith('  He') }}{{ s.endswith('ß  ') }}{{ u.startswith(('x', 'Ω')) }}{{ s.find('W') }}{{ u.find('Σ') }}{{ s.count('l') }}", None),
     ("{{ '-'.join(['a', 'b']) }}{{ ', '.join(d) }}", None),
+    ("{{ 'ǅ'.lower() }}{{ 'ǆ'.upper() }}{{ 'ﬁ'.lower() }}{{ 'µ'.upper() }}{{ 'ı'.upper() }}{{ 'K'.lower() }}{{ 'ßa'.capitalize() }}", None),
+    ("{{ 'Σ'.lower() }}{{ 'aΣ'.lower() }}{{ 'aΣb'.lower() }}{{ 'aΣ.'.lower() }}{{ 'a.Σ'.lower() }}{{ 'ΑΣ ΣΑ'.lower() }}{{ 'İ'.lower() }}", None),
+    ("{{ 'a\u00a0b'.split() }}{{ 'a\x1cb'.split() }}{{ 'a\u200bb'.split() }}{{ ' '.strip() ~ '|' }}{{ 'xxaxx'.strip('x') }}", None),
     # filters
     ("{{ l | length }} {{ s | length }} {{ u | length }} {{ d | length }} {{ missing | length }} {{ l | count }}", None),
     ("{{ d | tojson }}|{{ l | tojson }}|{{ s | tojson }}|{{ u | tojson }}|{{ f | tojson }}|{{ no | tojson }}|{{ tiny | tojson }}", None),
@@ -232,6 +242,19 @@ ERRORS = [
     ("{{ 'a,b'.split('') }}", None, 1, 15),
     ("{{ n() }}", None, 1, 5),
     ("{{ s.startswith(1) }}", None, 1, 16),
+    ("{% macro m() %}{% endmacro %}{{ m(1) }}", None, 1, 34),
+]
+
+# (template, line, column): what jinja2 renders but the C interpreter does
+# not support; it must fail clearly, naming the place, never print wrongly.
+UNSUPPORTED = [
+    ("{{ d.items }}", 1, 5),                     # a bound method's repr has an address
+    ("{{ 'ﬁ'.upper() }}", 1, 13),               # case mappings that grow
+    ("{{ 9223372036854775807 + 1 }}", 1, 24),   # integers beyond 64 bits
+    ("{{ '%s' % n }}", 1, 9),                   # printf-style formatting
+    ("{{ l | sum }}", 1, 8),                    # filters outside the subset
+    ("{% for i in l recursive %}{% endfor %}", 1, 15),
+    ("{% call m() %}{% endcall %}", 1, 4),
 ]
 
 # Templates whose tags random cases vary in whitespace control.
@@ -301,6 +324,16 @@ class Runner:
             self.failures.append(f"{name}: C did not fail on {template!r}: {c.decode()!r}")
         elif not c.startswith(where):
             self.failures.append(f"{name}: C error {c.strip()!r} does not start with {where!r}")
+
+
+    def unsupported(self, name, template, variables, line, col):
+        self.count += 1
+        ok_c, c = self.run_c(template, variables)
+        where = f"<template>:{line}:{col}:"
+        if ok_c is None:
+            self.failures.append(f"{name}: {c}")
+        elif ok_c or not c.startswith(where):
+            self.failures.append(f"{name}: C should refuse {template!r} at {where}, not give {c!r}")
 
 
 def random_value(rng, depth=0):
@@ -386,6 +419,8 @@ def main():
             runner.same(f"case-{i}", template, V if variables is None else variables)
         for i, (template, variables, line, col) in enumerate(ERRORS):
             runner.fails(f"error-{i}", template, V if variables is None else variables, line, col)
+        for i, (template, line, col) in enumerate(UNSUPPORTED):
+            runner.unsupported(f"unsupported-{i}", template, V, line, col)
         random_cases(runner, random.Random(args.seed), args.random)
 
     if args.template:

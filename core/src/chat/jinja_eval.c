@@ -403,11 +403,14 @@ cleanup:
 	return rc;
 }
 
-static int get_attr(tf_val *obj, const char *name, tf_val **out)
+static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const char *name, tf_val **out)
 {
 	tf_val *v = tf_val_kind_of(obj) == TF_VAL_DICT ? tf_val_dict_get(obj, name) : NULL;
 	if (v)
 		return (*out = tf_val_ref(v)), 0;
+	if (jinja_has_method(obj, name))
+		return jinja_fail(r, at, "method '%s' of %s used without a call: not supported", name,
+				  jinja_type_name(obj));
 	return no_attr(obj, name, out);
 }
 
@@ -508,11 +511,60 @@ static int capture(struct jrun *r, const struct jlist *body, tf_val **out)
 	return rc;
 }
 
-static int call_macro(struct jrun *r, const struct jnode *at, const struct jnode *m,
-		      const struct jargs *args, tf_val **out)
+/* The scope a macro was defined in, while it is still running (the macro
+ * closes over it, as jinja2's do); else the top level. */
+static struct scope *macro_home(const struct jrun *r, const tf_val *fn, const char *name, size_t len)
+{
+	for (struct scope *s = r->scope; s; s = s->parent)
+		if (tf_val_dict_getn(s->vars, name, len) == fn)
+			return s;
+	return r->root;
+}
+
+/* varargs (a tuple of the extra positional arguments) and kwargs (a dict of
+ * the unknown named ones), for a macro whose body names them. */
+static int macro_extras(struct jrun *r, const struct jnode *at, const struct jnode *m,
+			const struct jargs *args)
 {
 	const char *name = tf_val_as_str(m->val, NULL);
-	struct scope sc = { tf_val_dict(), r->root }, *saved = r->scope;
+	tf_val *varargs = tf_val_tuple(), *kwargs = tf_val_dict();
+	int rc = varargs && kwargs ? 0 : TF_ERR_NOMEM;
+
+	if (rc == 0 && args->npos > m->kids.n && !(m->op & JMACRO_VARARGS))
+		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
+	for (size_t k = m->kids.n; rc == 0 && k < args->npos; k++)
+		rc = tf_val_list_push(varargs, tf_val_ref(args->pos[k]));
+	for (size_t k = 0; rc == 0 && k < args->nnamed; k++) {
+		size_t j = 0;
+		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
+			j++;
+		if (j < m->kids.n && j < args->npos)
+			rc = jinja_fail(r, at, "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
+		else if (j == m->kids.n && !(m->op & JMACRO_KWARGS))
+			rc = jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name, args->names[k]);
+		else if (j == m->kids.n)
+			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]), tf_val_ref(args->named[k]));
+	}
+	if (rc == 0 && (m->op & JMACRO_VARARGS)) {
+		rc = assign(r, "varargs", 7, varargs);
+		varargs = NULL;
+	}
+	if (rc == 0 && (m->op & JMACRO_KWARGS)) {
+		rc = assign(r, "kwargs", 6, kwargs);
+		kwargs = NULL;
+	}
+	tf_val_unref(varargs);
+	tf_val_unref(kwargs);
+	return rc;
+}
+
+static int call_macro(struct jrun *r, const struct jnode *at, const tf_val *fn,
+		      const struct jargs *args, tf_val **out)
+{
+	const struct jnode *m = tf_val_func_ptr(fn);
+	size_t nlen;
+	const char *name = tf_val_as_str(m->val, &nlen);
+	struct scope sc = { tf_val_dict(), macro_home(r, fn, name, nlen) }, *saved = r->scope;
 	int rc = 0;
 
 	if (!sc.vars)
@@ -521,22 +573,9 @@ static int call_macro(struct jrun *r, const struct jnode *at, const struct jnode
 		rc = jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
 		goto cleanup;
 	}
-	if (args->npos > m->kids.n) {
-		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
-		goto cleanup;
-	}
-	for (size_t k = 0; k < args->nnamed; k++) {
-		size_t j = 0;
-		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
-			j++;
-		if (j == m->kids.n || j < args->npos) {
-			rc = jinja_fail(r, at, j == m->kids.n ? "macro '%s' takes no keyword argument '%s'" :
-				     "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
-			goto cleanup;
-		}
-	}
 	r->scope = &sc;
 	r->depth++;
+	rc = macro_extras(r, at, m, args);
 	for (size_t j = 0; j < m->kids.n && rc == 0; j++) {
 		const struct jnode *p = m->kids.v[j];
 		size_t len;
@@ -568,7 +607,7 @@ static int call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self
 	if ((rc = jinja_defined(r, at, fn)) < 0)
 		return rc;
 	if (tf_val_func_tag(fn) == JFUNC_MACRO)
-		return call_macro(r, at, tf_val_func_ptr(fn), args, out);
+		return call_macro(r, at, fn, args, out);
 	if (tf_val_func_tag(fn) == JFUNC_BUILTIN)
 		return jinja_global_call(r, at, fn, self, args, out);
 	return jinja_fail(r, at, "'%s' object is not callable", jinja_type_name(fn));
@@ -588,7 +627,7 @@ static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
 		const char *name = tf_val_as_str(n->a->val, NULL);
 		if ((rc = jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
 			goto cleanup;
-		if ((rc = get_attr(obj, name, &fn)) == 0)
+		if ((rc = get_attr(r, n->a, obj, name, &fn)) == 0)
 			rc = call(r, n, fn, obj, &args.a, out);
 		goto cleanup;
 	}
@@ -946,7 +985,7 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 		return eval_seq(r, n, out);
 	case JN_ATTR:
 		if ((rc = eval(r, n->a, &a)) == 0 && (rc = jinja_defined(r, n, a)) == 0)
-			rc = get_attr(a, tf_val_as_str(n->val, NULL), out);
+			rc = get_attr(r, n, a, tf_val_as_str(n->val, NULL), out);
 		break;
 	case JN_ITEM:
 		if ((rc = eval(r, n->a, &a)) < 0 || (rc = jinja_defined(r, n, a)) < 0)

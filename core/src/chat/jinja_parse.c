@@ -21,6 +21,7 @@ struct parser {
 	int depth;
 	int loops;   /* enclosing for loops, for break and continue */
 	struct jnode *loop;   /* the innermost FOR whose own scope a set writes to */
+	struct jnode *macro;  /* the MACRO being parsed */
 };
 
 static const struct jtok *cur(const struct parser *p) { return &p->toks.v[p->i]; }
@@ -205,6 +206,10 @@ static int parse_primary(struct parser *p, struct jnode **out)
 		if (!(n = node_new(p, JN_NAME, tok->pos)))
 			return TF_ERR_NOMEM;
 		n->val = tf_val_ref(tok->val);
+		if (p->macro && is_word(tok, "varargs"))
+			p->macro->op |= JMACRO_VARARGS;
+		if (p->macro && is_word(tok, "kwargs"))
+			p->macro->op |= JMACRO_KWARGS;
 		return (*out = n), 0;
 	}
 	case JT_STRING: {
@@ -665,7 +670,7 @@ static int parse_macro(struct parser *p, struct jnode *n)
 {
 	static const char *const ends[] = { "endmacro", NULL };
 	int rc, loops = p->loops;
-	struct jnode *loop = p->loop;
+	struct jnode *loop = p->loop, *macro = p->macro;
 
 	if (cur(p)->kind != JT_NAME)
 		return fail_at(p, cur(p), "expected a macro name");
@@ -695,9 +700,11 @@ static int parse_macro(struct parser *p, struct jnode *n)
 		return rc;
 	p->loops = 0;
 	p->loop = NULL;
+	p->macro = n;
 	rc = parse_body(p, &n->body, ends);
 	p->loops = loops;
 	p->loop = loop;
+	p->macro = macro;
 	if (rc < 0)
 		return rc;
 	advance(p);   /* endmacro */
