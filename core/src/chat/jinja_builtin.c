@@ -560,8 +560,10 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 	case T_UPPER:
 		return case_test(r, at, v, tests[index].id == T_UPPER, out);
 	case T_SAMEAS:
-		*out = v == arg || (k == TF_VAL_NONE && tf_val_kind_of(arg) == TF_VAL_NONE) ||
-		       (k == TF_VAL_BOOL && tf_val_kind_of(arg) == TF_VAL_BOOL && tf_val_equal(v, arg));
+		/* Python's "is": None, the bools and the cached small ints are one object each */
+		*out = v == arg || (k == tf_val_kind_of(arg) && (k == TF_VAL_NONE || k == TF_VAL_BOOL ||
+			(k == TF_VAL_INT && tf_val_as_int(v) >= -5 && tf_val_as_int(v) <= 256)) &&
+			tf_val_equal(v, arg));
 		return 0;
 	}
 	return TF_ERR_INTERNAL;
@@ -612,6 +614,19 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 	else
 		*out = l;
 	return rc;
+}
+
+bool jinja_has_method(const tf_val *self, const char *name)
+{
+	static const char *const str[] = { "startswith", "endswith", "split", "rsplit", "strip", "lstrip",
+		"rstrip", "replace", "upper", "lower", "capitalize", "find", "count", "join", NULL };
+	static const char *const dict[] = { "get", "items", "keys", "values", NULL };
+	const char *const *names = tf_val_kind_of(self) == TF_VAL_STR ? str :
+				   tf_val_kind_of(self) == TF_VAL_DICT && !tf_val_is_namespace(self) ? dict : NULL;
+	for (size_t i = 0; names && names[i]; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
 }
 
 int jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,

@@ -16,7 +16,7 @@
 #include "diag.h"
 
 #define EVAL_MAX_DEPTH 64             /* macro calls inside macro calls */
-#define EVAL_MAX_STEPS 20000000u      /* statements and expressions run */
+#define EVAL_MAX_STEPS 5000000u       /* statements, expressions and iterations run */
 #define EVAL_MAX_OUTPUT (64u << 20)   /* bytes written, captured ones too */
 
 struct scope {
@@ -403,37 +403,53 @@ cleanup:
 	return rc;
 }
 
-static int get_attr(tf_val *obj, const char *name, tf_val **out)
+static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const char *name, tf_val **out)
 {
 	tf_val *v = tf_val_kind_of(obj) == TF_VAL_DICT ? tf_val_dict_get(obj, name) : NULL;
 	if (v)
 		return (*out = tf_val_ref(v)), 0;
+	if (jinja_has_method(obj, name))
+		return jinja_fail(r, at, "method '%s' of %s used without a call: not supported", name,
+				  jinja_type_name(obj));
 	return no_attr(obj, name, out);
 }
 
-static void args_free(struct jargs *a)
+/* Evaluated call arguments; a few live inside, more are allocated. */
+#define ARGS_INLINE 6
+struct argbuf {
+	struct jargs a;
+	tf_val *pos[ARGS_INLINE], *named[ARGS_INLINE];
+	const char *names[ARGS_INLINE];
+};
+
+static void args_free(struct argbuf *b)
 {
+	struct jargs *a = &b->a;
 	for (size_t i = 0; i < a->npos; i++)
 		tf_val_unref(a->pos[i]);
 	for (size_t i = 0; i < a->nnamed; i++)
 		tf_val_unref(a->named[i]);
-	free(a->pos);
-	free(a->names);
-	free(a->named);
+	if (a->pos != b->pos) {
+		free(a->pos);
+		free(a->names);
+		free(a->named);
+	}
 	*a = (struct jargs){ 0 };
 }
 
-static int eval_args(struct jrun *r, const struct jlist *kids, struct jargs *a)
+static int eval_args(struct jrun *r, const struct jlist *kids, struct argbuf *b)
 {
+	struct jargs *a = &b->a;
 	int rc = 0;
-	size_t n = kids->n ? kids->n : 1;
 
-	*a = (struct jargs){ 0 };
-	a->pos = calloc(n, sizeof(*a->pos));
-	a->names = calloc(n, sizeof(*a->names));
-	a->named = calloc(n, sizeof(*a->named));
-	if (!a->pos || !a->names || !a->named)
-		rc = TF_ERR_NOMEM;
+	*a = (struct jargs){ b->pos, 0, b->names, b->named, 0 };
+	if (kids->n > ARGS_INLINE) {
+		a->pos = calloc(kids->n, sizeof(*a->pos));
+		a->names = calloc(kids->n, sizeof(*a->names));
+		a->named = calloc(kids->n, sizeof(*a->named));
+		if (!a->pos || !a->names || !a->named)
+			rc = TF_ERR_NOMEM;
+	}
 	for (size_t i = 0; i < kids->n && rc == 0; i++) {
 		const struct jnode *k = kids->v[i];
 		if (k->kind == JN_KWARG) {
@@ -446,7 +462,7 @@ static int eval_args(struct jrun *r, const struct jlist *kids, struct jargs *a)
 		}
 	}
 	if (rc < 0)
-		args_free(a);
+		args_free(b);
 	return rc;
 }
 
@@ -495,11 +511,60 @@ static int capture(struct jrun *r, const struct jlist *body, tf_val **out)
 	return rc;
 }
 
-static int call_macro(struct jrun *r, const struct jnode *at, const struct jnode *m,
-		      const struct jargs *args, tf_val **out)
+/* The scope a macro was defined in, while it is still running (the macro
+ * closes over it, as jinja2's do); else the top level. */
+static struct scope *macro_home(const struct jrun *r, const tf_val *fn, const char *name, size_t len)
+{
+	for (struct scope *s = r->scope; s; s = s->parent)
+		if (tf_val_dict_getn(s->vars, name, len) == fn)
+			return s;
+	return r->root;
+}
+
+/* varargs (a tuple of the extra positional arguments) and kwargs (a dict of
+ * the unknown named ones), for a macro whose body names them. */
+static int macro_extras(struct jrun *r, const struct jnode *at, const struct jnode *m,
+			const struct jargs *args)
 {
 	const char *name = tf_val_as_str(m->val, NULL);
-	struct scope sc = { tf_val_dict(), r->root }, *saved = r->scope;
+	tf_val *varargs = tf_val_tuple(), *kwargs = tf_val_dict();
+	int rc = varargs && kwargs ? 0 : TF_ERR_NOMEM;
+
+	if (rc == 0 && args->npos > m->kids.n && !(m->op & JMACRO_VARARGS))
+		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
+	for (size_t k = m->kids.n; rc == 0 && k < args->npos; k++)
+		rc = tf_val_list_push(varargs, tf_val_ref(args->pos[k]));
+	for (size_t k = 0; rc == 0 && k < args->nnamed; k++) {
+		size_t j = 0;
+		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
+			j++;
+		if (j < m->kids.n && j < args->npos)
+			rc = jinja_fail(r, at, "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
+		else if (j == m->kids.n && !(m->op & JMACRO_KWARGS))
+			rc = jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name, args->names[k]);
+		else if (j == m->kids.n)
+			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]), tf_val_ref(args->named[k]));
+	}
+	if (rc == 0 && (m->op & JMACRO_VARARGS)) {
+		rc = assign(r, "varargs", 7, varargs);
+		varargs = NULL;
+	}
+	if (rc == 0 && (m->op & JMACRO_KWARGS)) {
+		rc = assign(r, "kwargs", 6, kwargs);
+		kwargs = NULL;
+	}
+	tf_val_unref(varargs);
+	tf_val_unref(kwargs);
+	return rc;
+}
+
+static int call_macro(struct jrun *r, const struct jnode *at, const tf_val *fn,
+		      const struct jargs *args, tf_val **out)
+{
+	const struct jnode *m = tf_val_func_ptr(fn);
+	size_t nlen;
+	const char *name = tf_val_as_str(m->val, &nlen);
+	struct scope sc = { tf_val_dict(), macro_home(r, fn, name, nlen) }, *saved = r->scope;
 	int rc = 0;
 
 	if (!sc.vars)
@@ -508,22 +573,9 @@ static int call_macro(struct jrun *r, const struct jnode *at, const struct jnode
 		rc = jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
 		goto cleanup;
 	}
-	if (args->npos > m->kids.n) {
-		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
-		goto cleanup;
-	}
-	for (size_t k = 0; k < args->nnamed; k++) {
-		size_t j = 0;
-		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
-			j++;
-		if (j == m->kids.n || j < args->npos) {
-			rc = jinja_fail(r, at, j == m->kids.n ? "macro '%s' takes no keyword argument '%s'" :
-				     "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
-			goto cleanup;
-		}
-	}
 	r->scope = &sc;
 	r->depth++;
+	rc = macro_extras(r, at, m, args);
 	for (size_t j = 0; j < m->kids.n && rc == 0; j++) {
 		const struct jnode *p = m->kids.v[j];
 		size_t len;
@@ -555,7 +607,7 @@ static int call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self
 	if ((rc = jinja_defined(r, at, fn)) < 0)
 		return rc;
 	if (tf_val_func_tag(fn) == JFUNC_MACRO)
-		return call_macro(r, at, tf_val_func_ptr(fn), args, out);
+		return call_macro(r, at, fn, args, out);
 	if (tf_val_func_tag(fn) == JFUNC_BUILTIN)
 		return jinja_global_call(r, at, fn, self, args, out);
 	return jinja_fail(r, at, "'%s' object is not callable", jinja_type_name(fn));
@@ -564,7 +616,7 @@ static int call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self
 static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
 {
 	tf_val *obj = NULL, *fn = NULL;
-	struct jargs args = { 0 };
+	struct argbuf args = { 0 };
 	int rc;
 
 	if (n->a->kind == JN_ATTR) {
@@ -573,14 +625,14 @@ static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
 		if ((rc = jinja_defined(r, n->a, obj)) < 0 || (rc = eval_args(r, &n->kids, &args)) < 0)
 			goto cleanup;
 		const char *name = tf_val_as_str(n->a->val, NULL);
-		if ((rc = jinja_method_call(r, n, obj, name, &args, out)) <= 0)
+		if ((rc = jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
 			goto cleanup;
-		if ((rc = get_attr(obj, name, &fn)) == 0)
-			rc = call(r, n, fn, obj, &args, out);
+		if ((rc = get_attr(r, n->a, obj, name, &fn)) == 0)
+			rc = call(r, n, fn, obj, &args.a, out);
 		goto cleanup;
 	}
 	if ((rc = eval(r, n->a, &fn)) == 0 && (rc = eval_args(r, &n->kids, &args)) == 0)
-		rc = call(r, n, fn, NULL, &args, out);
+		rc = call(r, n, fn, NULL, &args.a, out);
 cleanup:
 	args_free(&args);
 	tf_val_unref(obj);
@@ -591,16 +643,16 @@ cleanup:
 static int eval_filter(struct jrun *r, const struct jnode *n, tf_val **out)
 {
 	tf_val *v;
-	struct jargs args;
+	struct argbuf args;
 	int rc = eval(r, n->a, &v);
 	if (rc < 0)
 		return rc;
 	if ((rc = eval_args(r, &n->kids, &args)) == 0) {
 		if (n->kind == JN_FILTER) {
-			rc = jinja_filter_call(r, n, n->op, v, &args, out);
+			rc = jinja_filter_call(r, n, n->op, v, &args.a, out);
 		} else {
 			bool yes;
-			if ((rc = jinja_test_call(r, n, n->op, v, &args, &yes)) == 0)
+			if ((rc = jinja_test_call(r, n, n->op, v, &args.a, &yes)) == 0)
 				rc = (*out = tf_val_bool(yes != n->neg)) ? 0 : TF_ERR_NOMEM;
 		}
 		args_free(&args);
@@ -640,6 +692,41 @@ static int concat(struct jrun *r, const struct jnode *n, const tf_val *a, const 
 	}
 	tf_val_unref(sa);
 	tf_val_unref(sb);
+	return rc;
+}
+
+/* s * n or list * n: n copies, none when n <= 0. */
+static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int64_t times, tf_val **out)
+{
+	size_t len = 0;
+	const char *s = tf_val_as_str(seq, &len);
+	size_t unit = s ? len : tf_val_len(seq) * sizeof(tf_val *);
+	int rc = 0;
+
+	if (times < 0)
+		times = 0;
+	if (unit && (uint64_t)times > EVAL_MAX_OUTPUT / unit)
+		return jinja_fail(r, n, "repetition beyond %u bytes", EVAL_MAX_OUTPUT);
+	if ((rc = jinja_output_check(r, n, unit * (size_t)times)) < 0)
+		return rc;
+	if (s) {
+		tf_bytes b = { 0 };
+		for (int64_t k = 0; k < times && rc == 0; k++)
+			rc = tf_bytes_append(&b, s, len);
+		if (rc == 0 && !(*out = tf_val_str(b.p ? b.p : "", b.len)))
+			rc = TF_ERR_NOMEM;
+		tf_bytes_free(&b);
+		return rc;
+	}
+	tf_val *l = tf_val_is_tuple(seq) ? tf_val_tuple() : tf_val_list();
+	rc = l ? 0 : TF_ERR_NOMEM;
+	for (int64_t k = 0; k < times && rc == 0; k++)
+		for (size_t i = 0; i < tf_val_len(seq) && rc == 0; i++)
+			rc = tf_val_list_push(l, tf_val_ref(tf_val_at(seq, i)));
+	if (rc < 0)
+		tf_val_unref(l);
+	else
+		*out = l;
 	return rc;
 }
 
@@ -683,6 +770,10 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 		return concat(r, n, a, b, out);
 	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b))
 		return join_lists(a, b, out);
+	if (n->op == '*' && (ka == TF_VAL_STR || ka == TF_VAL_LIST) && (kb == TF_VAL_INT || kb == TF_VAL_BOOL))
+		return repeat(r, n, a, as_int(b), out);
+	if (n->op == '*' && (kb == TF_VAL_STR || kb == TF_VAL_LIST) && (ka == TF_VAL_INT || ka == TF_VAL_BOOL))
+		return repeat(r, n, b, as_int(a), out);
 	if (n->op == '%' && ka == TF_VAL_STR)
 		return jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
 	if (!is_num(a) || !is_num(b))
@@ -894,7 +985,7 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 		return eval_seq(r, n, out);
 	case JN_ATTR:
 		if ((rc = eval(r, n->a, &a)) == 0 && (rc = jinja_defined(r, n, a)) == 0)
-			rc = get_attr(a, tf_val_as_str(n->val, NULL), out);
+			rc = get_attr(r, n, a, tf_val_as_str(n->val, NULL), out);
 		break;
 	case JN_ITEM:
 		if ((rc = eval(r, n->a, &a)) < 0 || (rc = jinja_defined(r, n, a)) < 0)
@@ -987,73 +1078,71 @@ static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targ
 	return rc;
 }
 
-/* The loop object of iteration i of the items. */
-static tf_val *loop_object(const tf_val *items, size_t i)
+/* Sets the loop object's fields for iteration i of the items.  Like
+ * jinja2's LoopContext it is one object for the whole loop. */
+static int loop_update(tf_val *l, const tf_val *items, size_t i)
 {
-	size_t n = tf_val_len(items);
-	tf_val *l = tf_val_dict();
-	int rc = l ? 0 : TF_ERR_NOMEM;
+	size_t n = tf_val_len(items), fields = i == 0 ? 12 : 8;   /* the last 4 never change */
 	const struct { const char *k; tf_val *v; } f[] = {
 		{ "index", tf_val_int((int64_t)i + 1) }, { "index0", tf_val_int((int64_t)i) },
 		{ "revindex", tf_val_int((int64_t)(n - i)) }, { "revindex0", tf_val_int((int64_t)(n - i - 1)) },
 		{ "first", tf_val_bool(i == 0) }, { "last", tf_val_bool(i + 1 == n) },
-		{ "length", tf_val_int((int64_t)n) }, { "depth", tf_val_int(1) }, { "depth0", tf_val_int(0) },
 		{ "previtem", i > 0 ? tf_val_ref(tf_val_at(items, i - 1)) :
 			      tf_val_undefined("there is no previous item") },
 		{ "nextitem", i + 1 < n ? tf_val_ref(tf_val_at(items, i + 1)) :
 			      tf_val_undefined("there is no next item") },
-		{ "cycle", jinja_global("loop.cycle") },
+		{ "length", i == 0 ? tf_val_int((int64_t)n) : NULL },
+		{ "depth", i == 0 ? tf_val_int(1) : NULL }, { "depth0", i == 0 ? tf_val_int(0) : NULL },
+		{ "cycle", i == 0 ? jinja_global("loop.cycle") : NULL },
 	};
-	for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+	int rc = 0;
+	for (size_t k = 0; k < fields; k++)
 		if (rc == 0)
 			rc = tf_val_dict_set(l, f[k].k, strlen(f[k].k), f[k].v);
 		else
 			tf_val_unref(f[k].v);
-	if (rc < 0) {
-		tf_val_unref(l);
-		return NULL;
-	}
-	return l;
+	return rc;
+}
+
+/* A new scope for an iteration: a fresh one when the body may set names
+ * (they must not outlive the iteration), else the same one reused. */
+static int iteration_scope(const struct jnode *n, struct scope *sc)
+{
+	if (sc->vars && !n->op)
+		return 0;
+	tf_val_unref(sc->vars);
+	return (sc->vars = tf_val_dict()) ? 0 : TF_ERR_NOMEM;
 }
 
 static int exec_for(struct jrun *r, const struct jnode *n)
 {
-	tf_val *seq = NULL, *all = NULL, *items = NULL;
+	tf_val *seq = NULL, *all = NULL, *items = NULL, *loop = NULL;
 	struct scope sc = { NULL, r->scope };
 	int rc;
 
 	if ((rc = eval(r, n->a, &seq)) < 0 || (rc = jinja_iterate(r, n->a, seq, &all)) < 0)
 		goto cleanup;
 	r->scope = &sc;
-	if (!n->b) {
+	if (!n->b)
 		items = tf_val_ref(all);
-	} else if (!(items = tf_val_list())) {
+	else if (!(items = tf_val_list()))
 		rc = TF_ERR_NOMEM;
-	}
 	for (size_t i = 0; n->b && i < tf_val_len(all) && rc == 0; i++) {
 		tf_val *keep = NULL;
-		if (!(sc.vars = tf_val_dict())) {
-			rc = TF_ERR_NOMEM;
-			break;
-		}
-		if ((rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 && (rc = eval(r, n->b, &keep)) == 0 &&
+		if ((rc = step(r, n)) == 0 && (rc = iteration_scope(n, &sc)) == 0 &&
+		    (rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 && (rc = eval(r, n->b, &keep)) == 0 &&
 		    tf_val_truthy(keep))
 			rc = tf_val_list_push(items, tf_val_ref(tf_val_at(all, i)));
 		tf_val_unref(keep);
-		tf_val_unref(sc.vars);
-		sc.vars = NULL;
 	}
+	if (rc == 0 && tf_val_len(items) && !(loop = tf_val_dict()))
+		rc = TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
-		if (!(sc.vars = tf_val_dict())) {
-			rc = TF_ERR_NOMEM;
+		if ((rc = step(r, n)) < 0 || (rc = iteration_scope(n, &sc)) < 0 ||
+		    (rc = bind(r, n, &n->kids, tf_val_at(items, i))) < 0 ||
+		    (rc = loop_update(loop, items, i)) < 0 || (rc = assign(r, "loop", 4, tf_val_ref(loop))) < 0)
 			break;
-		}
-		if ((rc = bind(r, n, &n->kids, tf_val_at(items, i))) == 0)
-			rc = assign(r, "loop", 4, loop_object(items, i));
-		if (rc == 0)
-			rc = exec_body(r, &n->body);
-		tf_val_unref(sc.vars);
-		sc.vars = NULL;
+		rc = exec_body(r, &n->body);
 		if (r->ctl == CTL_BREAK) {
 			r->ctl = CTL_NONE;
 			break;
@@ -1064,6 +1153,8 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	if (rc == 0 && tf_val_len(items) == 0)
 		rc = exec_body(r, &n->alt);
 cleanup:
+	tf_val_unref(sc.vars);
+	tf_val_unref(loop);
 	tf_val_unref(seq);
 	tf_val_unref(all);
 	tf_val_unref(items);

@@ -42,6 +42,8 @@ enum jnode_kind {
 	JN_KWARG,   /* name=a in a call, or a macro parameter with default a */
 };
 
+enum { JMACRO_VARARGS = 1, JMACRO_KWARGS = 2 };
+
 struct jnode;
 struct jlist {
 	struct jnode **v;
@@ -52,9 +54,11 @@ struct jlist {
  * One node.  Children by kind:
  *   TEXT, CONST: val           OUTPUT: a          NAME: val (the name)
  *   IF: a cond, body then, alt else (an elif is an IF alone in alt)
- *   FOR: kids targets (NAMEs), a iterable, b filter or NULL, body, alt else
+ *   FOR: kids targets (NAMEs), a iterable, b filter or NULL, body, alt else;
+ *        op set when the body sets names
  *   SET: a target (NAME, TUPLE of NAMEs or ATTR), b value
- *   SET_BLOCK: a target, body          MACRO: val name, kids params, body
+ *   SET_BLOCK: a target, body
+ *   MACRO: val name, kids params, body; op JMACRO_* for names its body uses
  *   LIST, TUPLE: kids      DICT: kids keys and values alternating
  *   ATTR: a object, val name           ITEM: a object, b index or SLICE
  *   SLICE: a, b, c (start, stop, step; each may be NULL)
@@ -124,6 +128,8 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *s
  * 1 (and no *out) when self has no such method. */
 int jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
 		      const struct jargs *args, tf_val **out);
+/* True when self has a method called name (only a call can use it). */
+bool jinja_has_method(const tf_val *self, const char *name);
 /* The global function called name (range, namespace, raise_exception, ...),
  * as a FUNC, or NULL. */
 tf_val *jinja_global(const char *name);

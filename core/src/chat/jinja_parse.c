@@ -12,7 +12,7 @@
 
 #include "diag.h"
 
-#define PARSE_MAX_DEPTH 200
+#define PARSE_MAX_DEPTH 100
 
 struct parser {
 	tf_jinja *t;
@@ -20,6 +20,8 @@ struct parser {
 	size_t i;
 	int depth;
 	int loops;   /* enclosing for loops, for break and continue */
+	struct jnode *loop;   /* the innermost FOR whose own scope a set writes to */
+	struct jnode *macro;  /* the MACRO being parsed */
 };
 
 static const struct jtok *cur(const struct parser *p) { return &p->toks.v[p->i]; }
@@ -204,6 +206,10 @@ static int parse_primary(struct parser *p, struct jnode **out)
 		if (!(n = node_new(p, JN_NAME, tok->pos)))
 			return TF_ERR_NOMEM;
 		n->val = tf_val_ref(tok->val);
+		if (p->macro && is_word(tok, "varargs"))
+			p->macro->op |= JMACRO_VARARGS;
+		if (p->macro && is_word(tok, "kwargs"))
+			p->macro->op |= JMACRO_KWARGS;
 		return (*out = n), 0;
 	}
 	case JT_STRING: {
@@ -609,8 +615,11 @@ static int parse_for(struct parser *p, struct jnode *n)
 		return fail_at(p, cur(p), "recursive loops are not supported");
 	if ((rc = expect_end(p)) < 0)
 		return rc;
+	struct jnode *outer = p->loop;
 	p->loops++;
+	p->loop = n;
 	rc = parse_body(p, &n->body, ends);
+	p->loop = outer;
 	p->loops--;
 	if (rc < 0)
 		return rc;
@@ -661,6 +670,7 @@ static int parse_macro(struct parser *p, struct jnode *n)
 {
 	static const char *const ends[] = { "endmacro", NULL };
 	int rc, loops = p->loops;
+	struct jnode *loop = p->loop, *macro = p->macro;
 
 	if (cur(p)->kind != JT_NAME)
 		return fail_at(p, cur(p), "expected a macro name");
@@ -689,8 +699,12 @@ static int parse_macro(struct parser *p, struct jnode *n)
 	if ((rc = expect_end(p)) < 0)
 		return rc;
 	p->loops = 0;
+	p->loop = NULL;
+	p->macro = n;
 	rc = parse_body(p, &n->body, ends);
 	p->loops = loops;
+	p->loop = loop;
+	p->macro = macro;
 	if (rc < 0)
 		return rc;
 	advance(p);   /* endmacro */
@@ -713,6 +727,8 @@ static int parse_statement(struct parser *p, struct jlist *body)
 		enum jnode_kind kind = w[0] == 'i' ? JN_IF : w[0] == 'f' ? JN_FOR : w[0] == 's' ? JN_SET : JN_MACRO;
 		if (!(n = node_new(p, kind, tok->pos)) || (rc = list_push(body, n)) < 0)
 			return TF_ERR_NOMEM;
+		if ((kind == JN_SET || kind == JN_MACRO) && p->loop)
+			p->loop->op = 1;   /* its body sets names: a fresh scope per iteration */
 		return kind == JN_IF ? parse_if(p, n) : kind == JN_FOR ? parse_for(p, n) :
 		       kind == JN_SET ? parse_set(p, n) : parse_macro(p, n);
 	}

@@ -62,12 +62,21 @@ static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
 
 static void utf8_init(void) { utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0); }
 
-/* Code points whose full case mapping is not one code point in Python. */
-static bool special_case(uint32_t c)
+/* Code points whose upper case in Python is not one code point. */
+static bool special_upper(uint32_t c)
 {
 	return c == 0x149 || c == 0x1F0 || c == 0x390 || c == 0x3B0 || c == 0x587 ||
 	       (c >= 0x1E96 && c <= 0x1E9A) || (c >= 0x1F50 && c <= 0x1F56) ||
 	       (c >= 0x1F80 && c <= 0x1FFC) || (c >= 0xFB00 && c <= 0xFB17);
+}
+
+/* Unicode's Case_Ignorable, for the characters templates meet: the final
+ * sigma rule looks through them. */
+static bool case_ignorable(uint32_t c)
+{
+	return c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' || c == 0xA8 || c == 0xAD ||
+	       c == 0xAF || c == 0xB4 || c == 0xB7 || c == 0xB8 || (c >= 0x2B0 && c <= 0x36F) ||
+	       (c >= 0x2018 && c <= 0x2019) || c == 0x2024 || c == 0x2027 || (c >= 0x200B && c <= 0x200F);
 }
 
 static bool is_cased(uint32_t c)
@@ -77,9 +86,10 @@ static bool is_cased(uint32_t c)
 	return utf8_locale && (iswupper_l((wint_t)c, utf8_locale) || iswlower_l((wint_t)c, utf8_locale));
 }
 
-/* Appends c upper- (up) or lower-cased; cs and i give a sigma its context. */
+/* Appends c upper- (up) or lower-cased, or upper for a title (capitalize's
+ * first character); cs and i give a sigma its context. */
 static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs, size_t i, bool up,
-		    tf_bytes *b)
+		    bool title, tf_bytes *b)
 {
 	uint32_t c = cs->v[i];
 	if (c < 0x80) {
@@ -90,10 +100,10 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 		return put_cp(b, c);
 	}
 	if (up && c == 0xDF)
-		return tf_bytes_append(b, "SS", 2);
+		return tf_bytes_append(b, title ? "Ss" : "SS", 2);
 	if (!up && c == 0x130)
 		return tf_bytes_append(b, "i\xCC\x87", 3);
-	if (special_case(c))
+	if ((up && special_upper(c)) || (title && ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3))))
 		return jinja_fail(r, at, "case mapping of U+%04X is not supported", c);
 	pthread_once(&utf8_once, utf8_init);
 	if (!utf8_locale)
@@ -104,12 +114,12 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 		for (size_t k = i; k-- > 0 && !before;)
 			if (is_cased(cs->v[k]))
 				before = true;
-			else if (cs->v[k] != '\'' && cs->v[k] != 0xAD && cs->v[k] != 0x2019)
+			else if (!case_ignorable(cs->v[k]))
 				break;
 		for (size_t k = i + 1; k < cs->n && !after; k++)
 			if (is_cased(cs->v[k]))
 				after = true;
-			else if (cs->v[k] != '\'' && cs->v[k] != 0xAD && cs->v[k] != 0x2019)
+			else if (!case_ignorable(cs->v[k]))
 				break;
 		return put_cp(b, before && !after ? 0x3C2 : 0x3C3);
 	}
@@ -125,7 +135,7 @@ static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int
 	int rc = cps_of(self, &cs);
 
 	for (size_t i = 0; i < cs.n && rc == 0; i++)
-		rc = case_one(r, at, &cs, i, mode == 'u' || (mode == 'c' && i == 0), &b);
+		rc = case_one(r, at, &cs, i, mode == 'u' || (mode == 'c' && i == 0), mode == 'c' && i == 0, &b);
 	free(cs.v);
 	if (rc < 0) {
 		tf_bytes_free(&b);
