@@ -1,5 +1,6 @@
 /* test_template.c - the checkpoint's own template: where its source is found,
- * the variables it is given, and its failures. */
+ * the variables it is given, its failures, and the goldens through it
+ * (tests/chat/ling3.jinja, the Ling-3 template written from the rules). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,4 +149,23 @@ Test(template, failures_are_named)
 	cr_expect_eq(tf_chat_template_init("auto", dir, &t), TF_ERR_FORMAT);
 	cr_expect_eq(tf_chat_template_init("chatml", dir, &t), TF_ERR_INVALID);
 	cr_expect(strstr(tf_diag_msg(), "unknown chat template 'chatml'"), "%s", tf_diag_msg());
+}
+
+/* Every golden through tests/chat/ling3.jinja as the checkpoint's template,
+ * with arguments as objects and as JSON strings. */
+Test(template, goldens_through_jinja)
+{
+	tf_chat_template *t;
+	char *src;
+	size_t len, same;
+
+	cr_assert_eq(tf_text_read(TF_SOURCE_DIR "/tests/chat/ling3.jinja", 1 << 20, &src, &len), 0,
+		     "%s", tf_diag_msg());
+	put("chat_template.jinja", src, len);
+	free(src);
+	cr_assert_eq(tf_chat_template_init("auto", dir, &t), 0, "%s", tf_diag_msg());
+	cr_assert_eq(tf_chat_template_kind(t), TF_CHAT_JINJA);
+	same = goldens_render_all(t, false) + goldens_render_all(t, true);
+	cr_expect_eq(same, 240, "%zu of 240 renderings match", same);
+	tf_chat_template_free(t);
 }
