@@ -108,6 +108,9 @@ Test(reply, parts_in_pieces_of_every_size)
 	expect_split(false, "x\n<tool_call>f\n<arg_key>a</arg_key>oops</tool_call>", "",
 		     "x<tool_call>f\n<arg_key>a</arg_key>oops</tool_call>", "");
 	expect_split(false, "x\n<tool_call>f\n<arg_key>a", "", "x<tool_call>f\n<arg_key>a", "");
+	expect_split(false, "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>\x86</arg_value>\n"
+		     "</tool_call>", "", "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>\x86"
+		     "</arg_value>\n</tool_call>", "");
 	/* only the one "\n" before a call is the template's */
 	expect_split(false, "a\n\n\n<tool_call>f\n</tool_call>\nb\n", "", "a\n\n\nb\n", "f {};");
 }

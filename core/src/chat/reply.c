@@ -113,9 +113,11 @@ static int parse_call(const char *p, size_t n, const char **name, size_t *name_l
 		      tf_val **args)
 {
 	const char *end = p + n, *k, *v;
-	size_t kn, vn, nl, tag;
+	size_t kn, vn, nl, tag, bad;
 	int rc = TF_OK;
 
+	if (!tf_utf8_valid(p, n, &bad))     /* the arguments must be JSON text */
+		return TF_ERR_FORMAT;
 	*name = p = skip_ws(p, end);
 	nl = find(p, (size_t)(end - p), "\n");
 	tag = find(p, (size_t)(end - p), "<arg_key>");

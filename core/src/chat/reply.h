@@ -12,7 +12,8 @@
  * becomes a tool call whose arguments are a JSON object: a value that parses
  * as JSON (3, true, {"a": 1}) is kept typed, any other is a string.  The
  * "\n" the template writes before a call is not part of the answer.  A block
- * that does not parse, or is not closed, stays in the answer as text.
+ * that does not parse, is not valid UTF-8, or is not closed, stays in the
+ * answer as text.
  *
  * Streaming: push the text in pieces of any size; events come as soon as
  * they are known, and only a tail that may be the start of a marker is held
