@@ -131,7 +131,7 @@ static int read_chat(struct gen *g)
 
 	if ((rc = tf_chat_template_from_conf(g->conf, &g->tmpl)) != TF_OK)
 		return rc;
-	if (!(g->history = tf_val_list()) || !(g->calls = tf_val_list()))
+	if (!(g->calls = tf_val_list()))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	if ((rc = tf_conf_get_bool(g->conf, "chat", "think", true, &g->think)) != TF_OK)
 		return rc;
@@ -183,13 +183,21 @@ static int render(struct gen *g, const tf_val *msgs, bool gen_prompt, tf_chat_pr
 /*
  * The ids of one user turn: the whole conversation is rendered, and what
  * follows the earlier turns (already fed) is encoded.  The system message
- * opens the conversation.
+ * opens the conversation; `first` starts a new one.
  */
-static int encode_turn(struct gen *g, const char *text, size_t len, tf_tokens *ids)
+static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
+		       tf_tokens *ids)
 {
 	tf_chat_prompt before = { 0 }, now = { 0 };
-	size_t n_before = tf_val_len(g->history);
+	size_t n_before;
 	int rc = TF_OK;
+
+	if (first) {
+		tf_val_unref(g->history);
+		if (!(g->history = tf_val_list()))
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	n_before = tf_val_len(g->history);
 
 	if (!n_before && g->system)
 		rc = push_message(g->history, "system", g->system, strlen(g->system));
@@ -224,7 +232,7 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		return TF_OK;
 	case TF_INPUT_TEXT:
-		rc = encode_turn(g, o->prompt, strlen(o->prompt), ids);
+		rc = encode_turn(g, o->prompt, strlen(o->prompt), true, ids);
 		break;
 	case TF_INPUT_FILE:
 	case TF_INPUT_STDIN:
@@ -232,7 +240,7 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 		rc = tf_text_read_stream(o->input == TF_INPUT_FILE ? o->prompt_file
 								   : "/dev/stdin", &text);
 		if (rc == TF_OK)
-			rc = encode_turn(g, text.p ? text.p : "", text.len, ids);
+			rc = encode_turn(g, text.p ? text.p : "", text.len, true, ids);
 		break;
 	default:
 		rc = tf_diag_set(TF_ERR_INVALID, "no prompt given (-p, -f or --tokens)");
@@ -313,15 +321,19 @@ static int on_reply(void *ctx, const tf_reply_event *ev)
 	return TF_OK;
 }
 
-/* The reply joins the conversation, for the next turn's prompt. */
+/* The reply joins the conversation, for the next turn's prompt; the next
+ * reply's tool calls start a new list. */
 static int remember_reply(struct gen *g)
 {
 	tf_val *m;
 	int rc = tf_reply_message(&g->thinking, &g->answer, g->calls, &m);
 	if (rc != TF_OK)
 		return rc;
-	return tf_val_list_push(g->history, m) ? tf_diag_set(TF_ERR_NOMEM, "out of memory")
-					       : TF_OK;
+	tf_val_unref(g->calls);
+	g->calls = tf_val_list();
+	if (tf_val_list_push(g->history, m) || !g->calls)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return TF_OK;
 }
 
 /* Sample up to max_tokens tokens after the prompt.  The stop token that
@@ -475,6 +487,7 @@ static int run_chat(struct gen *g)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
+	bool first = true;
 	int rc = EXIT_SUCCESS;
 
 	if (!g->tok) {
@@ -491,18 +504,13 @@ static int run_chat(struct gen *g)
 		if (n == 0)
 			continue;
 		tf_tokens ids = { 0 };
-		if (encode_turn(g, line, (size_t)n, &ids) != TF_OK) {
+		if (encode_turn(g, line, (size_t)n, first, &ids) != TF_OK) {
 			tf_tokens_free(&ids);
 			rc = report("prompt");
 			break;
 		}
+		first = false;
 		g->answer.len = g->thinking.len = 0;
-		tf_val_unref(g->calls);
-		if (!(g->calls = tf_val_list())) {
-			tf_diag_set(TF_ERR_NOMEM, "out of memory");
-			rc = report("chat");
-			break;
-		}
 		g->n_prompt = (int64_t)ids.n;
 		double t0 = now_s();
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
