@@ -46,6 +46,8 @@ typedef struct tf_options {
 	bool interactive;
 	bool json;                      /* machine-readable output */
 	const char *dump_logits;        /* write each step's logits here */
+	const char **stops;             /* --stop strings (core/src/stopstr.h) */
+	int n_stops;
 
 	char **overrides;               /* "section.key=value" */
 	int n_overrides;

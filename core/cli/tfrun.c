@@ -42,6 +42,8 @@ static const char usage[] =
 "  -i, --interactive   read prompts from stdin line by line, reply to each\n"
 "\n"
 "Output:\n"
+"      --stop TEXT     end the reply before TEXT (repeatable; the first to\n"
+"                      appear wins; TEXT itself is not printed)\n"
 "      --json          machine-readable output (--plugins: a JSON array)\n"
 "      --dump-logits FILE  write the logits of every prompt position to FILE\n"
 "                      (float32 little-endian, [prompt tokens, vocab_size])\n"
@@ -65,7 +67,7 @@ static const char usage[] =
 enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
-	OPT_NO_THINK, OPT_SET,
+	OPT_NO_THINK, OPT_SET, OPT_STOP,
 };
 
 static const struct option long_opts[] = {
@@ -87,6 +89,7 @@ static const struct option long_opts[] = {
 	{ "system",      required_argument, NULL, OPT_SYSTEM },
 	{ "no-think",    no_argument,       NULL, OPT_NO_THINK },
 	{ "set",         required_argument, NULL, OPT_SET },
+	{ "stop",        required_argument, NULL, OPT_STOP },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -119,6 +122,7 @@ static void options_free(tf_options *o)
 		free(o->overrides[i]);
 	free(o->overrides);
 	free(o->tokens);
+	free(o->stops);
 }
 
 /* Append a "section.key=value" override, checked now so that a bad value
@@ -148,6 +152,18 @@ static int add_flag_override(tf_options *o, const struct flag_key *fk,
 	if (asprintf(&s, "%s.%s=%s", fk->section, fk->key, value) < 0)
 		s = NULL;
 	return add_override(o, fk->flag, s);
+}
+
+static int add_stop(tf_options *o, const char *text)
+{
+	if (!*text)
+		return usage_error("%s", "--stop needs a non-empty TEXT");
+	const char **grown = realloc(o->stops, (size_t)(o->n_stops + 1) * sizeof(*grown));
+	if (!grown)
+		return usage_error("%s", "out of memory");
+	o->stops = grown;
+	o->stops[o->n_stops++] = text;
+	return 0;
 }
 
 static int parse_tokens(tf_options *o, const char *arg)
@@ -204,6 +220,7 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case 'i': o->interactive = true; break;
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
 		case OPT_SET: rc = add_override(o, "--set", strdup(optarg)); break;
+		case OPT_STOP: rc = add_stop(o, optarg); break;
 		case 'p':
 			rc = set_input(o, TF_INPUT_TEXT);
 			o->prompt = optarg;
