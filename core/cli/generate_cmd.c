@@ -13,6 +13,7 @@
 #include "chat.h"
 #include "detok.h"
 #include "diag.h"
+#include "fail.h"
 #include "pipeline.h"
 #include "progress.h"
 #include "runtime.h"
@@ -57,8 +58,7 @@ static double now_s(void)
 
 static int report(const char *what)
 {
-	fprintf(stderr, "tfrun: %s: %s\n", what, tf_diag_msg());
-	return EXIT_FAILURE;
+	return tf_cli_fail(what);
 }
 
 static void gen_free(struct gen *g)

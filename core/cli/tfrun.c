@@ -1,5 +1,6 @@
 /* tfrun.c - the command line: run a model described by an INI file. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,8 +9,10 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "fail.h"
 #include "generate_cmd.h"
 #include "options.h"
+#include "pipeline.h"
 #include "runtime.h"
 #include "tf/plugin.h"
 #include "tf/version.h"
@@ -28,8 +31,11 @@ static const char usage[] =
 "exits; on a terminal it reads prompts line by line.\n"
 "\n"
 "Modes:\n"
-"  --check             validate MODEL.ini, the plugins and the weights, print\n"
-"                      the plugins chosen and the memory plan; exit 0 if fine\n"
+"  --check             validate MODEL.ini and the plugins, open every layer\n"
+"                      against its tensors (presence, dtype, shape, quant\n"
+"                      format) without computing, print the plugins chosen,\n"
+"                      the linears each quant plugin opened and the memory\n"
+"                      plan (--json: one JSON object); exit 0 if fine\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected\n"
 "  -V, --version       print the version and plugin ABI\n"
@@ -261,32 +267,49 @@ static int options_parse(int argc, char **argv, tf_options *o)
 	return 0;
 }
 
-static int fail(const char *what)
-{
-	fprintf(stderr, "tfrun: %s%s%s\n", what ? what : "", what ? ": " : "",
-		tf_diag_msg());
-	return EXIT_FAILURE;
-}
-
 static int run_plugins(const tf_options *o)
 {
 	tf_runtime *rt;
 	if (tf_runtime_open_plugins(o->ini, (const char *const *)o->overrides,
 				    o->n_overrides, &rt))
-		return fail(NULL);
+		return tf_cli_fail(NULL);
 	int rc = tf_registry_print(tf_runtime_registry(rt), stdout, o->json);
 	tf_runtime_close(rt);
-	return rc ? fail(NULL) : 0;
+	return rc ? tf_cli_fail(NULL) : 0;
 }
 
+/* --check --json's answer when the check fails: {"ini", "ok", "error"}. */
+static void check_json_error(const char *ini)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *s = NULL;
+	if (o && cJSON_AddStringToObject(o, "ini", ini) && cJSON_AddBoolToObject(o, "ok", 0) &&
+	    cJSON_AddStringToObject(o, "error", tf_diag_msg()) && (s = cJSON_Print(o)))
+		printf("%s\n", s);
+	cJSON_free(s);
+	cJSON_Delete(o);
+}
+
+/* Open the model and every layer against its tensors, then report. */
 static int run_check(const tf_options *o)
 {
-	tf_runtime *rt;
-	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt))
-		return fail(o->ini);
-	tf_runtime_print(rt, stdout);
-	tf_memplan_print(tf_runtime_plan(rt), stdout);
-	printf("%s: ok\n", o->ini);
+	tf_runtime *rt = NULL;
+	int rc = tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt);
+	if (rc == TF_OK)
+		rc = tf_pipeline_check(rt);
+	if (rc == TF_OK && o->json)
+		rc = tf_runtime_print_json(rt, o->ini, stdout);
+	if (rc != TF_OK) {
+		if (o->json)
+			check_json_error(o->ini);
+		tf_runtime_close(rt);
+		return tf_cli_fail(o->ini);
+	}
+	if (!o->json) {
+		tf_runtime_print(rt, stdout);
+		tf_memplan_print(tf_runtime_plan(rt), stdout);
+		printf("%s: ok\n", o->ini);
+	}
 	tf_runtime_close(rt);
 	return 0;
 }
