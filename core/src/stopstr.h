@@ -7,8 +7,8 @@
  * the text before it is passed on and the stop string and anything after
  * it are dropped: the stop string itself is never emitted.  With several
  * stop strings, the first to complete wins (of two ending together, the
- * longer), so how the text is cut into pieces never changes the result.  tfrun's
- * --stop and the OpenAI server's "stop" both use it.
+ * longer), so how the text is cut into pieces never changes the result.
+ * tfrun's --stop uses it; the OpenAI server is to reuse it for "stop".
  */
 #ifndef TF_STOPSTR_H
 #define TF_STOPSTR_H
