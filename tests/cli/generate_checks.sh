@@ -60,6 +60,10 @@ no_tokenizer)
 	done
 	out=$("$tfrun" "$ini" --set "model.path=$tmp" --tokens 1,2,3 -n 4 2>/dev/null)
 	printf '%s' "$out" | grep -Eq '^[0-9]+(,[0-9]+)*$' || fail "expected ids, got '$out'"
+	# --stop matches text, which needs the tokenizer: refused, not ignored.
+	"$tfrun" "$ini" --set "model.path=$tmp" --tokens 1,2,3 --stop x 2>"$tmp/err" &&
+		fail "--stop without a tokenizer ran"
+	grep -q -- "--stop needs text: .* has no tokenizer.json" "$tmp/err" || fail "$(cat "$tmp/err")"
 	;;
 finish)
 	# Why the reply ended: -n reached (length), or the context full first
