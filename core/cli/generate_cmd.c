@@ -16,10 +16,12 @@
 #include "chat/template.h"
 #include "detok.h"
 #include "diag.h"
+#include "fail.h"
 #include "pipeline.h"
 #include "progress.h"
 #include "runtime.h"
 #include "sampler.h"
+#include "stopstr.h"
 #include "textfile.h"
 #include "tokenizer.h"
 
@@ -37,6 +39,7 @@ struct gen {
 	bool opened;                    /* the prompt opened the reasoning */
 	tf_sampler sampler;
 	tf_stopset stops;
+	tf_stopstr stopstr;             /* --stop strings over the reply text */
 	tf_tokens seq;                  /* every id fed to the pipeline */
 	float *logits;                  /* [prefill_chunk, vocab] */
 	int vocab;
@@ -47,6 +50,7 @@ struct gen {
 	tf_bytes answer, thinking;
 	tf_val *calls;                  /* the reply's tool calls, as OpenAI's */
 	int64_t n_prompt, n_gen;
+	const char *finish;             /* eos, length, context or stop */
 	double t_prefill, t_decode;
 	double t_load;                  /* INI to a ready pipeline */
 };
@@ -60,8 +64,7 @@ static double now_s(void)
 
 static int report(const char *what)
 {
-	fprintf(stderr, "tfrun: %s: %s\n", what, tf_diag_msg());
-	return EXIT_FAILURE;
+	return tf_cli_fail(what);
 }
 
 static void gen_free(struct gen *g)
@@ -73,6 +76,7 @@ static void gen_free(struct gen *g)
 	tf_val_unref(g->history);
 	tf_val_unref(g->calls);
 	tf_tokens_free(&g->seq);
+	tf_stopstr_free(&g->stopstr);
 	tf_bytes_free(&g->answer);
 	tf_bytes_free(&g->thinking);
 	free(g->logits);
@@ -147,6 +151,11 @@ static int read_chat(struct gen *g)
 	if (g->tok && (rc = tf_stop_add_tokens(&g->stops, tf_chat_template_stops(g->tmpl),
 					       g->tok)) != TF_OK)
 		return rc;
+	if (g->o->n_stops && !g->tok)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "--stop needs text: %s has no tokenizer.json", d);
+	for (int i = 0; i < g->o->n_stops; i++)
+		if ((rc = tf_stopstr_add(&g->stopstr, g->o->stops[i], strlen(g->o->stops[i]))))
+			return rc;
 	return TF_OK;
 }
 
@@ -336,8 +345,39 @@ static int remember_reply(struct gen *g)
 	return TF_OK;
 }
 
-/* Sample up to max_tokens tokens after the prompt.  The stop token that
- * ends the reply is fed too, so the next turn continues after it. */
+/* Reply text through the --stop strings, then the reply parser. */
+static int pass_text(struct gen *g, tf_reply *rp, const char *text, size_t len)
+{
+	const char *out;
+	size_t n;
+	int rc = tf_stopstr_push(&g->stopstr, text, len, &out, &n);
+	if (rc == TF_OK && g->stopstr.stopped)
+		g->finish = "stop";
+	return rc != TF_OK ? rc : tf_reply_push(rp, out, n);
+}
+
+/* The text still held when the reply ends. */
+static int flush_text(struct gen *g, tf_detok *dt, tf_reply *rp)
+{
+	const char *text;
+	size_t len;
+	int rc = tf_detok_flush(dt, &text, &len);
+	if (rc == TF_OK)
+		rc = pass_text(g, rp, text, len);
+	if (rc != TF_OK)
+		return rc;
+	tf_stopstr_flush(&g->stopstr, &text, &len);
+	if ((rc = tf_reply_push(rp, text, len)) != TF_OK)
+		return rc;
+	return tf_reply_finish(rp);
+}
+
+/*
+ * Sample up to max_tokens tokens after the prompt, and say why the reply
+ * ended (g->finish): a stop token (eos), max_tokens (length), the context
+ * full (context) or a --stop string (stop).  The token that ends the reply
+ * is fed too, so the next turn continues after it.
+ */
 static int reply(struct gen *g)
 {
 	tf_detok dt;
@@ -346,7 +386,9 @@ static int reply(struct gen *g)
 
 	tf_detok_init(&dt, g->tok, TF_TOK_SKIP_SPECIAL);
 	tf_reply_init(&rp, g->opened, on_reply, g);
+	tf_stopstr_reset(&g->stopstr);
 	g->n_gen = 0;
+	g->finish = "length";
 	double t0 = now_s();
 	while (g->n_gen < g->max_tokens) {
 		int32_t next;
@@ -358,36 +400,41 @@ static int reply(struct gen *g)
 		if (rc != TF_OK)
 			break;
 		g->n_gen++;
-		bool stop = tf_stop_has(&g->stops, next);
-		if (!stop && g->tok) {
+		bool eos = tf_stop_has(&g->stops, next);
+		if (eos) {
+			g->finish = "eos";
+		} else if (g->tok) {
 			if ((rc = tf_detok_push(&dt, next, &text, &len)) != TF_OK ||
-			    (rc = tf_reply_push(&rp, text, len)) != TF_OK)
+			    (rc = pass_text(g, &rp, text, len)) != TF_OK)
 				break;
-		} else if (!stop && !g->o->json) {
+		} else if (!g->o->json) {
 			printf("%s%d", g->n_gen > 1 ? "," : "", next);
 			fflush(stdout);
 		}
-		if (pos + 1 >= tf_pipeline_context(g->pipe))
+		bool done = eos || g->stopstr.stopped;
+		if (!done && g->n_gen == g->max_tokens)
 			break;
-		if (!stop && g->n_gen == g->max_tokens)
+		if (pos + 1 >= tf_pipeline_context(g->pipe)) {
+			if (!done)
+				g->finish = "context";
 			break;
+		}
 		if ((rc = tf_pipeline_forward(g->pipe, &next, 1, g->logits, 0)) != TF_OK)
 			break;
 		if ((rc = tf_tokens_push(&g->seq, next)) != TF_OK)
 			break;
-		if (stop)
+		if (done)
 			break;
 	}
 	g->t_decode = now_s() - t0;
-	if (rc == TF_OK && g->tok) {
-		const char *text;
-		size_t len;
-		if ((rc = tf_detok_flush(&dt, &text, &len)) == TF_OK &&
-		    (rc = tf_reply_push(&rp, text, len)) == TF_OK)
-			rc = tf_reply_finish(&rp);
-	}
+	if (rc == TF_OK && g->tok)
+		rc = flush_text(g, &dt, &rp);
 	tf_reply_free(&rp);
 	tf_detok_free(&dt);
+	if (rc == TF_OK && !strcmp(g->finish, "context"))
+		fprintf(stderr, "\ntfrun: the reply stopped after %" PRId64 " tokens: the context "
+			"of %" PRId64 " tokens is full ([runtime] context)\n", g->n_gen,
+			tf_pipeline_context(g->pipe));
 	return rc;
 }
 
@@ -419,15 +466,15 @@ static void print_stats(const struct gen *g)
 	double tg = g->t_decode > 0 && g->n_gen > 0 ? (double)g->n_gen / g->t_decode : 0;
 	if (!g->o->json) {
 		fprintf(stderr, "\nprompt tokens: %" PRId64 ", prefill: %.2f tok/s, "
-			"generated tokens: %" PRId64 ", decode: %.2f tok/s\n",
-			g->n_prompt, pp, g->n_gen, tg);
+			"generated tokens: %" PRId64 ", decode: %.2f tok/s, finish: %s\n",
+			g->n_prompt, pp, g->n_gen, tg, g->finish);
 		return;
 	}
 	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
-	       "\"generated_tokens\": %" PRId64 ", \"decode_tps\": %.2f, "
+	       "\"generated_tokens\": %" PRId64 ", \"finish_reason\": \"%s\", \"decode_tps\": %.2f, "
 	       "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, "
 	       "\"peak_rss_mib\": %.1f, \"text\": ",
-	       g->n_prompt, pp, g->n_gen, tg, g->t_prefill, g->t_decode, g->t_load,
+	       g->n_prompt, pp, g->n_gen, g->finish, tg, g->t_prefill, g->t_decode, g->t_load,
 	       peak_rss_mib());
 	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
 	printf(", \"thinking\": ");
@@ -480,8 +527,48 @@ static int run_once(struct gen *g)
 	return EXIT_SUCCESS;
 }
 
-/* A read-reply loop: each line is a user turn continuing the conversation
- * (the pipeline keeps its state between turns). */
+/* "tfrun: <what>: <diag>", and the chat goes on. */
+static void warn(const char *what)
+{
+	fprintf(stderr, "tfrun: %s: %s\n", what, tf_diag_msg());
+}
+
+/*
+ * The ids of one chat turn, fitted into the context: a turn that does not
+ * fit after the conversation so far starts a new conversation (the
+ * pipeline and history reset, the system message again).  TF_ERR_RANGE
+ * when it does not fit even alone.
+ */
+static int chat_turn(struct gen *g, const char *line, size_t n, bool *first, tf_tokens *ids)
+{
+	int64_t ctx = tf_pipeline_context(g->pipe);
+	int rc = encode_turn(g, line, n, *first, ids);
+	if (rc != TF_OK || tf_pipeline_pos(g->pipe) + (int64_t)ids->n <= ctx)
+		return rc;
+	if (!*first) {
+		fprintf(stderr, "tfrun: this turn's %zu tokens do not fit after the %" PRId64
+			" held (context %" PRId64 ", [runtime] context): starting a new "
+			"conversation\n", ids->n, tf_pipeline_pos(g->pipe), ctx);
+		tf_pipeline_reset(g->pipe);
+		g->seq.n = 0;
+		*first = true;
+		ids->n = 0;
+		if ((rc = encode_turn(g, line, n, true, ids)) != TF_OK)
+			return rc;
+	}
+	if ((int64_t)ids->n > ctx)
+		return tf_diag_set(TF_ERR_RANGE, "the turn needs %zu tokens, more than the "
+				   "context of %" PRId64 " tokens ([runtime] context)", ids->n, ctx);
+	return TF_OK;
+}
+
+/*
+ * A read-reply loop: each line is a user turn continuing the conversation
+ * (the pipeline keeps its state between turns).  A turn that cannot be
+ * encoded (invalid UTF-8) or is longer than the whole context is skipped
+ * with a message; one that overflows the context left starts a new
+ * conversation.  Each reply ends with a newline.
+ */
 static int run_chat(struct gen *g)
 {
 	char *line = NULL;
@@ -504,10 +591,10 @@ static int run_chat(struct gen *g)
 		if (n == 0)
 			continue;
 		tf_tokens ids = { 0 };
-		if (encode_turn(g, line, (size_t)n, first, &ids) != TF_OK) {
+		if (chat_turn(g, line, (size_t)n, &first, &ids) != TF_OK) {
 			tf_tokens_free(&ids);
-			rc = report("prompt");
-			break;
+			warn("turn skipped");
+			continue;
 		}
 		first = false;
 		g->answer.len = g->thinking.len = 0;
@@ -519,6 +606,10 @@ static int run_chat(struct gen *g)
 		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
 			rc = report("chat");
 			break;
+		}
+		if (!g->o->json && (!g->answer.len || g->answer.p[g->answer.len - 1] != '\n')) {
+			putchar('\n');
+			fflush(stdout);
 		}
 		print_stats(g);
 	}

@@ -48,6 +48,8 @@ typedef struct tf_options {
 	bool json;                      /* machine-readable output */
 	const char *dump_logits;        /* write each step's logits here */
 	const char *render_request;     /* TF_RUN_RENDER_CHAT: the request file */
+	const char **stops;             /* --stop strings (core/src/stopstr.h) */
+	int n_stops;
 
 	char **overrides;               /* "section.key=value" */
 	int n_overrides;
