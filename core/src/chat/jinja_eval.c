@@ -703,8 +703,8 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 	size_t unit = s ? len : tf_val_len(seq) * sizeof(tf_val *);
 	int rc = 0;
 
-	if (times < 0)
-		times = 0;
+	if (times < 0 || unit == 0)
+		times = 0;   /* nothing to repeat: no work either */
 	if (unit && (uint64_t)times > EVAL_MAX_OUTPUT / unit)
 		return jinja_fail(r, n, "repetition beyond %u bytes", EVAL_MAX_OUTPUT);
 	if ((rc = jinja_output_check(r, n, unit * (size_t)times)) < 0)
