@@ -59,6 +59,13 @@ static int test_by_name(struct jrun *r, const struct jnode *at, const tf_val *na
 	return jinja_test_call(r, at, idx, v, &a, yes);
 }
 
+/* item.attr as join, map and selectattr read it, or NULL. */
+static tf_val *item_attr(const tf_val *item, const tf_val *attr)
+{
+	const char *name = tf_val_as_str(attr, NULL);
+	return name ? tf_val_dict_get(item, name) : NULL;
+}
+
 /* ---- filters ---- */
 
 typedef int (*filter_fn)(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
@@ -175,15 +182,9 @@ static int f_list(struct jrun *r, const struct jnode *at, tf_val *v, const struc
 	if (rc < 0 || (rc = jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	tf_val *l = tf_val_list();
-	rc = l ? 0 : TF_ERR_NOMEM;
-	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++)
-		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(items, i)));
+	rc = jinja_list_extend(l, items);
 	tf_val_unref(items);
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+	return jinja_give(rc, l, out);
 }
 
 static int f_join(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
@@ -197,13 +198,9 @@ static int f_join(struct jrun *r, const struct jnode *at, tf_val *v, const struc
 		rc = TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		tf_val *item = tf_val_at(items, i), *s;
-		if (attr) {
-			const char *an = tf_val_as_str(attr, NULL);
-			item = an ? tf_val_dict_get(item, an) : NULL;
-			if (!item) {
-				rc = jinja_fail(r, at, "join: item %zu has no attribute '%s'", i, an ? an : "?");
-				break;
-			}
+		if (attr && !(item = item_attr(item, attr))) {
+			rc = jinja_fail(r, at, "join: item %zu has no such attribute", i);
+			break;
 		}
 		if ((rc = jinja_to_str(r, at, item, &s)) == 0)
 			rc = tf_val_list_push(strs, s);
@@ -309,13 +306,10 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		tf_val *item = tf_val_at(items, i), *x;
 		bool yes = false;
-		if (by_attr) {
-			const char *an = tf_val_as_str(a->pos[0], NULL);
-			x = an ? tf_val_dict_get(item, an) : NULL;
-			x = x ? tf_val_ref(x) : tf_val_undefined("no such attribute");
-		} else {
+		if (by_attr)
+			x = (x = item_attr(item, a->pos[0])) ? tf_val_ref(x) : tf_val_undefined("no such attribute");
+		else
 			x = tf_val_ref(item);
-		}
 		if (!x) {
 			rc = TF_ERR_NOMEM;
 			break;
@@ -329,11 +323,7 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 			rc = tf_val_list_push(l, tf_val_ref(item));
 	}
 	tf_val_unref(items);
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+	return jinja_give(rc, l, out);
 }
 
 static int f_select(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
@@ -376,8 +366,7 @@ static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		tf_val *item = tf_val_at(items, i), *x;
 		if (attr) {
-			const char *an = tf_val_as_str(attr, NULL);
-			x = an ? tf_val_dict_get(item, an) : NULL;
+			x = item_attr(item, attr);
 			if (x || def)
 				rc = tf_val_list_push(l, tf_val_ref(x ? x : def));
 			else
@@ -389,11 +378,7 @@ static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 		}
 	}
 	tf_val_unref(items);
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+	return jinja_give(rc, l, out);
 }
 
 static const struct { const char *name; filter_fn fn; } filters[] = {
@@ -533,29 +518,8 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 		rc = tests[index].id == T_LE ? jinja_less(r, at, arg, v, out) : jinja_less(r, at, v, arg, out);
 		*out = !*out;
 		return rc;
-	case T_IN: {
-		/* the evaluator's "in" */
-		size_t n;
-		const char *h = tf_val_as_str(arg, &n), *s;
-		if (h) {
-			size_t sl;
-			if (!(s = tf_val_as_str(v, &sl)))
-				return jinja_fail(r, at, "'in <string>' requires string as left operand, not %s",
-						  jinja_type_name(v));
-			*out = !sl || (sl <= n && memmem(h, n, s, sl));
-			return 0;
-		}
-		if (tf_val_kind_of(arg) == TF_VAL_DICT) {
-			*out = tf_val_as_str(v, &n) && tf_val_dict_getn(arg, tf_val_as_str(v, NULL), n);
-			return 0;
-		}
-		if (tf_val_kind_of(arg) != TF_VAL_LIST)
-			return jinja_fail(r, at, "argument of type '%s' is not iterable", jinja_type_name(arg));
-		*out = false;
-		for (size_t i = 0; i < tf_val_len(arg) && !*out; i++)
-			*out = tf_val_equal(v, tf_val_at(arg, i));
-		return 0;
-	}
+	case T_IN:
+		return jinja_contains(r, at, v, arg, out);
 	case T_LOWER:
 	case T_UPPER:
 		return case_test(r, at, v, tests[index].id == T_UPPER, out);
@@ -609,11 +573,7 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 		}
 		rc = tf_val_list_push(l, pair);
 	}
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+	return jinja_give(rc, l, out);
 }
 
 bool jinja_has_method(const tf_val *self, const char *name)
@@ -673,11 +633,7 @@ static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const s
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t x = v[0]; rc == 0 && (v[2] > 0 ? x < v[1] : x > v[1]); x += v[2])
 		rc = tf_val_list_push(l, tf_val_int(x));
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+	return jinja_give(rc, l, out);
 }
 
 /* namespace(...) and dict(...): from a dict argument and keyword arguments. */
@@ -700,11 +656,7 @@ static int make_dict(struct jrun *r, const struct jnode *at, const struct jargs 
 	}
 	for (size_t i = 0; rc == 0 && i < a->nnamed; i++)
 		rc = tf_val_dict_set(d, a->names[i], strlen(a->names[i]), tf_val_ref(a->named[i]));
-	if (rc < 0)
-		tf_val_unref(d);
-	else
-		*out = d;
-	return rc;
+	return jinja_give(rc, d, out);
 }
 
 static int g_namespace(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a, tf_val **out)

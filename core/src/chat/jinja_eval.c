@@ -154,6 +154,23 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 	return 0;
 }
 
+int jinja_give(int rc, tf_val *v, tf_val **out)
+{
+	if (rc < 0)
+		tf_val_unref(v);
+	else
+		*out = v;
+	return rc;
+}
+
+int jinja_list_extend(tf_val *l, const tf_val *src)
+{
+	int rc = l ? 0 : TF_ERR_NOMEM;
+	for (size_t i = 0; i < tf_val_len(src) && rc == 0; i++)
+		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(src, i)));
+	return rc;
+}
+
 static bool is_num(const tf_val *v)
 {
 	tf_val_kind k = tf_val_kind_of(v);
@@ -721,29 +738,18 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 	tf_val *l = tf_val_is_tuple(seq) ? tf_val_tuple() : tf_val_list();
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t k = 0; k < times && rc == 0; k++)
-		for (size_t i = 0; i < tf_val_len(seq) && rc == 0; i++)
-			rc = tf_val_list_push(l, tf_val_ref(tf_val_at(seq, i)));
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+		rc = jinja_list_extend(l, seq);
+	return jinja_give(rc, l, out);
 }
 
 /* a + b of two LISTs or two tuples. */
 static int join_lists(const tf_val *a, const tf_val *b, tf_val **out)
 {
 	tf_val *l = tf_val_is_tuple(a) ? tf_val_tuple() : tf_val_list();
-	int rc = l ? 0 : TF_ERR_NOMEM;
-	for (size_t i = 0; i < tf_val_len(a) && rc == 0; i++)
-		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(a, i)));
-	for (size_t i = 0; i < tf_val_len(b) && rc == 0; i++)
-		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(b, i)));
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
+	int rc = jinja_list_extend(l, a);
+	if (rc == 0)
+		rc = jinja_list_extend(l, b);
+	return jinja_give(rc, l, out);
 }
 
 static double py_fmod(double a, double b)
@@ -830,7 +836,7 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 	return (*out = tf_val_float(z)) ? 0 : TF_ERR_NOMEM;
 }
 
-static int contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c, bool *out)
+int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c, bool *out)
 {
 	size_t ln, hn;
 	switch (tf_val_kind_of(c)) {
@@ -881,7 +887,7 @@ static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *
 	}
 	case JOP_IN:
 	case JOP_NOTIN: {
-		int rc = contains(r, n, a, b, out);
+		int rc = jinja_contains(r, n, a, b, out);
 		*out = *out == (op == JOP_IN);
 		return rc;
 	}
@@ -953,11 +959,7 @@ static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 		}
 		tf_val_unref(k);
 	}
-	if (rc < 0)
-		tf_val_unref(c);
-	else
-		*out = c;
-	return rc;
+	return jinja_give(rc, c, out);
 }
 
 static int eval(struct jrun *r, const struct jnode *n, tf_val **out)

@@ -502,31 +502,21 @@ static int parse_not(struct parser *p, struct jnode **out)
 	return 0;
 }
 
-static int parse_and(struct parser *p, struct jnode **out)
+/* a and b and ... over not-expressions, or a or b or ... over those. */
+static int parse_logic(struct parser *p, bool is_or, struct jnode **out)
 {
-	int rc = parse_not(p, out);
-	while (rc == 0 && is_word(cur(p), "and")) {
+	int rc = is_or ? parse_logic(p, false, out) : parse_not(p, out);
+	while (rc == 0 && is_word(cur(p), is_or ? "or" : "and")) {
 		size_t pos = cur(p)->pos;
 		struct jnode *right;
 		advance(p);
-		if ((rc = parse_not(p, &right)) == 0)
-			rc = binop(p, JN_AND, 0, pos, out, right);
+		if ((rc = is_or ? parse_logic(p, false, &right) : parse_not(p, &right)) == 0)
+			rc = binop(p, is_or ? JN_OR : JN_AND, 0, pos, out, right);
 	}
 	return rc;
 }
 
-static int parse_or(struct parser *p, struct jnode **out)
-{
-	int rc = parse_and(p, out);
-	while (rc == 0 && is_word(cur(p), "or")) {
-		size_t pos = cur(p)->pos;
-		struct jnode *right;
-		advance(p);
-		if ((rc = parse_and(p, &right)) == 0)
-			rc = binop(p, JN_OR, 0, pos, out, right);
-	}
-	return rc;
-}
+static int parse_or(struct parser *p, struct jnode **out) { return parse_logic(p, true, out); }
 
 /* a if cond else b, or a plain or-expression. */
 static int parse_expr(struct parser *p, struct jnode **out)
@@ -578,20 +568,27 @@ static int parse_if(struct parser *p, struct jnode *n)
 	return expect_end(p);
 }
 
+/* A node of kind named by the NAME token here, which it takes; what says
+ * what was expected when the token is not a name. */
+static int take_name(struct parser *p, enum jnode_kind kind, const char *what, struct jnode **out)
+{
+	const struct jtok *tok = cur(p);
+	if (tok->kind != JT_NAME)
+		return fail_at(p, tok, what);
+	if (!(*out = node_new(p, kind, tok->pos)))
+		return TF_ERR_NOMEM;
+	(*out)->val = tf_val_ref(tok->val);
+	advance(p);
+	return 0;
+}
+
 /* name or name, name, ... as assignment targets into l. */
 static int parse_targets(struct parser *p, struct jlist *l)
 {
 	int rc;
 	do {
-		const struct jtok *tok = cur(p);
-		if (tok->kind != JT_NAME)
-			return fail_at(p, tok, "expected a variable name");
-		struct jnode *n = node_new(p, JN_NAME, tok->pos);
-		if (!n)
-			return TF_ERR_NOMEM;
-		n->val = tf_val_ref(tok->val);
-		advance(p);
-		if ((rc = list_push(l, n)) < 0)
+		struct jnode *n;
+		if ((rc = take_name(p, JN_NAME, "expected a variable name", &n)) < 0 || (rc = list_push(l, n)) < 0)
 			return rc;
 	} while (skip_op(p, ','));
 	return 0;
@@ -682,13 +679,9 @@ static int parse_macro(struct parser *p, struct jnode *n)
 		if (n->kids.n && (rc = expect_op(p, ',')) < 0)
 			return rc;
 		const struct jtok *tok = cur(p);
-		if (tok->kind != JT_NAME)
-			return fail_at(p, tok, "expected a parameter name");
-		struct jnode *param = node_new(p, JN_KWARG, tok->pos);
-		if (!param)
-			return TF_ERR_NOMEM;
-		param->val = tf_val_ref(tok->val);
-		advance(p);
+		struct jnode *param;
+		if ((rc = take_name(p, JN_KWARG, "expected a parameter name", &param)) < 0)
+			return rc;
 		if (skip_op(p, '=') && (rc = parse_expr(p, &param->a)) < 0)
 			return rc;
 		if (!param->a && n->kids.n && n->kids.v[n->kids.n - 1]->a)

@@ -767,20 +767,34 @@ static int key_order(const tf_val *v, bool sort, size_t **order)
 	return 0;
 }
 
-static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_bytes *out)
+static bool is_scalar(const tf_val *v)
+{
+	tf_val_kind k = tf_val_kind_of(v);
+	return k == TF_VAL_NONE || k == TF_VAL_BOOL || k == TF_VAL_INT;
+}
+
+/* None, a bool or an int spelled with words (null/true/false or Python's). */
+static int dump_scalar(const tf_val *v, const char *const words[3], tf_bytes *out)
 {
 	char num[32];
+	if (!v)
+		return put(out, words[0]);
+	if (v->kind == TF_VAL_INT) {
+		snprintf(num, sizeof(num), "%" PRId64, v->i);
+		return put(out, num);
+	}
+	return put(out, v->kind == TF_VAL_NONE ? words[0] : v->b ? words[1] : words[2]);
+}
+
+static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_bytes *out)
+{
+	static const char *const words[3] = { "null", "true", "false" };
 	size_t *order = NULL;
 	int rc = 0;
 
-	switch (tf_val_kind_of(v)) {
-	case TF_VAL_NONE:
-		return put(out, "null");
-	case TF_VAL_BOOL:
-		return put(out, v->b ? "true" : "false");
-	case TF_VAL_INT:
-		snprintf(num, sizeof(num), "%" PRId64, v->i);
-		return put(out, num);
+	if (is_scalar(v))
+		return dump_scalar(v, words, out);
+	switch (v->kind) {
 	case TF_VAL_FLOAT:
 		if (isnan(v->d))
 			return put(out, "NaN");
@@ -817,8 +831,7 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 		if (rc == 0 && (rc = dump_newline(st, level, out)) == 0)
 			rc = put(out, "}");
 		break;
-	case TF_VAL_UNDEFINED:
-	case TF_VAL_FUNC:
+	default:   /* UNDEFINED or FUNC */
 		return tf_diag_set(TF_ERR_INVALID, "Object of type %s is not JSON serializable",
 				   v->kind == TF_VAL_FUNC ? "function" : "Undefined");
 	}
@@ -877,17 +890,12 @@ static int repr_string(const char *s, size_t n, tf_bytes *out)
 
 int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 {
-	char num[32];
+	static const char *const words[3] = { "None", "True", "False" };
 	int rc = 0;
 
-	switch (tf_val_kind_of(v)) {
-	case TF_VAL_NONE:
-		return put(out, "None");
-	case TF_VAL_BOOL:
-		return put(out, v->b ? "True" : "False");
-	case TF_VAL_INT:
-		snprintf(num, sizeof(num), "%" PRId64, v->i);
-		return put(out, num);
+	if (is_scalar(v))
+		return dump_scalar(v, words, out);
+	switch (v->kind) {
 	case TF_VAL_FLOAT:
 		return tf_val_dump_float(v->d, out);
 	case TF_VAL_STR:
@@ -916,7 +924,7 @@ int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 			rc = tf_val_dump_py(v->m.vals[i], true, out);
 		}
 		return rc < 0 ? rc : put(out, "}");
-	case TF_VAL_FUNC:
+	default:   /* a FUNC */
 		break;
 	}
 	return tf_diag_set(TF_ERR_UNSUPPORTED, "cannot print a %s",
