@@ -184,6 +184,10 @@ CASES = [
     ("{{ d | items | list }}{% for k, v in missing | items %}x{% endfor %}", None),
     ("{{ n | string }}{{ l | string }}{{ (l | string)[0] }}{{ l | first }}{{ l | last }}{{ 'xyz' | first }}{{ [] | first }}", None),
     ("{{ s | lower }}|{{ s | upper }}|{{ s | replace('o', '0') }}|{{ 'aaa' | replace('a', 'b', 2) }}|{{ n | replace(7, 8) }}|{{ 'hello wORLD' | capitalize }}", None),
+    ("{{ '42' | int }}{{ ' -7 ' | int }}{{ '4_2' | int }}{{ '42.9' | int }}{{ '1e3' | int }}{{ 'x' | int }}{{ 'x' | int(5) }}{{ 2.9 | int }}{{ -2.9 | int }}{{ t | int }}{{ no | int }}{{ 'nan' | int }}", None),
+    ("{{ '2.5' | float }}{{ ' 1e-3 ' | float }}{{ 'inf' | float }}{{ '-Infinity' | float }}{{ 'nan' | float }}{{ 'x' | float }}{{ 'x' | float(1.5) }}{{ 3 | float }}{{ '1_0.5' | float }}{{ '0x10' | float }}{{ '1.' | float }}{{ '.5' | float }}", None),
+    ("{{ l | reverse | list }}{{ u | reverse }}{{ d | reverse | list }}{{ s | safe }}{{ n | safe }}", None),
+    ("[{{ 'a\nb\n\nc' | indent }}][{{ 'a\nb\n' | indent(2, true) }}][{{ 'a\n\nb' | indent('> ', blank=true) }}][{{ '' | indent(first=true) }}][{{ 'x\r\ny\u2028z' | indent(1) }}][{{ d | tojson(indent=2) | indent(4) }}]", None),
     ("{{ neg | abs }}{{ -2.5 | abs }}{{ l | list }}{{ 'ab' | list }}{{ d | list }}", None),
     ("{{ messages | map(attribute='role') | list }}{{ ['a', 'B'] | map('upper') | join }}{{ messages | map(attribute='nope', default='-') | join }}", None),
     # globals
@@ -193,6 +197,155 @@ CASES = [
     ("{{ '\\u00e9\\U0001F600\\x41\\101\\'\\\"\\\\\\q' }}", None),
     ("ünïcødé {{ u }} 你好 {{ '😀' ~ u[0] }}", None),
     ("{{ 'a' 'b' \"c\" }}{{ 1_000 }}{{ 1.5e3 }}{{ 2E-2 }}{{ True }}{{ None }}{{ FALSE if false else 'x' }}", None),
+    # templates in the styles checkpoints use (written here, not copied)
+    ("""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools><|im_end|>\n" }}
+{%- elif messages[0].role == 'system' %}
+    {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.role == "user" or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set content = message.content %}
+        {%- set reasoning_content = '' %}
+        {%- if '</think>' in content %}
+            {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index and reasoning_content %}
+            {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+""", None),
+    ("""{{- bos_token }}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{{- "Today Date: " + strftime_now("%%") + "\n" }}
+{%- if tools is not none %}
+    {{- "Tools:\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- else %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable and message.content is not string %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+""", dict(V, bos_token="<|begin_of_text|>")),
+    ("""{%- if messages[0]['role'] == 'system' %}{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}
+{{- bos_token }}
+{%- for message in loop_messages | rejectattr("role", "equalto", "tool") %}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}
+        {{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}
+    {%- endif %}
+    {%- if message['role'] == 'user' %}
+        {{- '[INST] ' + message['content'] + ' [/INST]' }}
+    {%- elif message['role'] == 'assistant' %}
+        {{- ' ' + message['content']|trim + eos_token }}
+    {%- endif %}
+{%- endfor %}
+""", {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"}, {"role": "assistant", "content": " a1 "}, {"role": "tool", "content": "t"}, {"role": "user", "content": "u2"}], "bos_token": "<s>", "eos_token": "</s>"}),
+    ("""{%- macro json_to_python_type(json_spec) %}
+{%- set basic_type_map = {
+    "string": "str",
+    "number": "float",
+    "integer": "int",
+    "boolean": "bool"
+} %}
+{%- if basic_type_map[json_spec.type] is defined %}
+    {{- basic_type_map[json_spec.type] }}
+{%- elif json_spec.type == "array" %}
+    {{- "list[" +  json_to_python_type(json_spec["items"]) + "]" }}
+{%- elif json_spec.type == "object" %}
+    {%- if json_spec.additionalProperties is defined %}
+        {{- "dict[str, " + json_to_python_type(json_spec.additionalProperties) + ']' }}
+    {%- else %}
+        {{- "dict" }}
+    {%- endif %}
+{%- elif json_spec.type is iterable %}
+    {{- "Union[" }}
+    {%- for t in json_spec.type %}
+        {{- json_to_python_type({"type": t}) }}
+        {%- if not loop.last %}
+            {{- "," }}
+        {%- endif %}
+    {%- endfor %}
+    {{- "]" }}
+{%- else %}
+    {{- "Any" }}
+{%- endif %}
+{%- endmacro %}
+{%- for tool in tools %}
+    {%- set tool = tool.function if tool.function is defined else tool %}
+    {{- "def " + tool.name + "(" }}
+    {%- for param_name, param_fields in tool.parameters.properties|items %}
+        {{- param_name + ": " + json_to_python_type(param_fields) }}
+        {%- if not loop.last %}
+            {{- ", " }}
+        {%- endif %}
+    {%- endfor %}
+    {{- ")" }}
+    {%- if tool.return is defined %}
+        {{- " -> " + json_to_python_type(tool.return) }}
+    {%- endif %}
+    {{- ":\n    '''" + tool.description + "\n" }}
+{%- endfor %}
+""", {"tools": [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": ["integer", "boolean"]}, "c": {"type": "object", "additionalProperties": {"type": "number"}}, "e": {"type": "array", "items": {"type": "integer"}}}}, "return": {"type": "boolean"}}}]}),
     # a small chat template in the usual style
     ("{%- for message in messages %}\n{%- if message.role == 'system' %}\n<|system|>{{ message.content | trim }}\n{%- elif message.role == 'user' %}\n<|user|>{{ message.content }}\n{%- else %}\n<|{{ message.role }}|>{{ message.content }}\n{%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n<|assistant|>\n{%- endif %}\n", None),
 ]

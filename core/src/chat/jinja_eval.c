@@ -156,6 +156,8 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 
 int jinja_give(int rc, tf_val *v, tf_val **out)
 {
+	if (rc == 0 && !v)
+		rc = TF_ERR_NOMEM;
 	if (rc < 0)
 		tf_val_unref(v);
 	else

@@ -101,7 +101,7 @@ int jinja_error(const tf_jinja *t, size_t pos, int status, const char *fmt, ...)
 /* Python's str.isspace for one code point. */
 bool jinja_isspace(uint32_t cp);
 
-/* ---- built-ins (jinja_builtin.c) ---- */
+/* ---- built-ins (jinja_filter.c, jinja_builtin.c) ---- */
 
 struct jrun;
 
@@ -164,7 +164,8 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 tf_val *jinja_arg(const struct jargs *args, int i, const char *name);
 int jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
 		     const struct jargs *args, size_t max_pos, const char *const *names);
-/* Hands v to *out when rc is 0, else drops it; returns rc. */
+/* Hands v to *out when rc is 0 (TF_ERR_NOMEM when v is NULL), else drops
+ * it; returns rc. */
 int jinja_give(int rc, tf_val *v, tf_val **out);
 /* Appends the items of the LIST src to the LIST l. */
 int jinja_list_extend(tf_val *l, const tf_val *src);
