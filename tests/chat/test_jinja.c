@@ -147,7 +147,21 @@ Test(jinja, hostile_templates_stop)
 	memset(deep + 3 + depth, ')', depth);
 	strcpy(deep + 3 + 2 * depth, " }}");
 	expect_fail(deep, TF_ERR_FORMAT, "t.jinja:1:", "nested too deep");
+	/* so are long chains, which nest as deep as they are long */
+	strcpy(deep, "{{ n");
+	for (size_t i = 0; i < 20000; i++)
+		strcpy(deep + 4 + 4 * i, i % 2 ? " + n" : "|abs");
+	strcat(deep, " }}");
+	expect_fail(deep, TF_ERR_FORMAT, "t.jinja:1:", "nested too deep");
 	free(deep);
+	/* and deep expressions inside deep recursion, at run time */
+	char expr[1024] = "(m(k - 1) if k > 0 else 'x')|length", tmp[1024], src[2048];
+	for (int i = 0; i < 50; i++) {
+		snprintf(tmp, sizeof(tmp), "(%s + 1)", expr);
+		strcpy(expr, tmp);
+	}
+	snprintf(src, sizeof(src), "{%% macro m(k) %%}{{ %s }}{%% endmacro %%}{{ m(40) }}", expr);
+	expect_fail(src, TF_ERR_INVALID, "t.jinja:1:", "nested deeper than");
 	/* recursion, output and work are bounded */
 	expect_fail("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", TF_ERR_INVALID, "t.jinja:1:", "nested deeper");
 	expect_fail("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", TF_ERR_INVALID, "t.jinja:1:",

@@ -16,6 +16,7 @@
 #include "diag.h"
 
 #define EVAL_MAX_DEPTH 64             /* macro calls inside macro calls */
+#define EVAL_MAX_NEST 600             /* nodes run inside nodes: bounds the C stack */
 #define EVAL_MAX_STEPS 5000000u       /* statements, expressions and iterations run */
 #define EVAL_MAX_OUTPUT (64u << 20)   /* bytes written, captured ones too */
 
@@ -32,6 +33,7 @@ struct jrun {
 	tf_bytes *out;
 	struct scope *scope, *root;
 	int depth, ctl;
+	int nest;   /* expressions and statements being run, one inside another */
 	size_t steps, written;
 };
 
@@ -89,6 +91,14 @@ static int step(struct jrun *r, const struct jnode *at)
 	if (++r->steps > EVAL_MAX_STEPS)
 		return jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
 	return 0;
+}
+
+/* One step more, one level deeper (the caller undoes r->nest++ after). */
+static int enter(struct jrun *r, const struct jnode *at)
+{
+	if (++r->nest > EVAL_MAX_NEST)
+		return jinja_fail(r, at, "expressions and calls nested deeper than %d", EVAL_MAX_NEST);
+	return step(r, at);
 }
 
 int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out)
@@ -964,14 +974,11 @@ static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 	return jinja_give(rc, c, out);
 }
 
-static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
+static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 {
 	tf_val *a = NULL, *b = NULL;
 	int rc;
 
-	*out = NULL;
-	if ((rc = step(r, n)) < 0)
-		return rc;
 	switch (n->kind) {
 	case JN_CONST:
 		*out = tf_val_ref(n->val);
@@ -1043,6 +1050,16 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 	}
 	tf_val_unref(a);
 	tf_val_unref(b);
+	return rc;
+}
+
+static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	int rc;
+	*out = NULL;
+	if ((rc = enter(r, n)) == 0)
+		rc = eval_node(r, n, out);
+	r->nest--;
 	return rc;
 }
 
@@ -1196,13 +1213,11 @@ static int exec_set(struct jrun *r, const struct jnode *n)
 	return rc;
 }
 
-static int exec_node(struct jrun *r, const struct jnode *n)
+static int exec_one(struct jrun *r, const struct jnode *n)
 {
 	tf_val *v = NULL, *s = NULL;
 	int rc;
 
-	if ((rc = step(r, n)) < 0)
-		return rc;
 	switch (n->kind) {
 	case JN_TEXT: {
 		size_t len;
@@ -1240,6 +1255,15 @@ static int exec_node(struct jrun *r, const struct jnode *n)
 	}
 	tf_val_unref(v);
 	tf_val_unref(s);
+	return rc;
+}
+
+static int exec_node(struct jrun *r, const struct jnode *n)
+{
+	int rc = enter(r, n);
+	if (rc == 0)
+		rc = exec_one(r, n);
+	r->nest--;
 	return rc;
 }
 

@@ -12,7 +12,7 @@
 
 #include "diag.h"
 
-#define PARSE_MAX_DEPTH 100
+#define PARSE_MAX_DEPTH 200
 
 struct parser {
 	tf_jinja *t;
@@ -121,9 +121,15 @@ static int parse_expr(struct parser *p, struct jnode **out);
 static int parse_or(struct parser *p, struct jnode **out);
 static int parse_unary(struct parser *p, bool with_filter, struct jnode **out);
 
+/* *left becomes a node of kind over it (and right).  A chain of these (a.b.c,
+ * a + b + c, x|f|g) nests as deep as it is long, and evaluating it recurses
+ * as deep, so each counts as a level until its chain's parser returns. */
 static int binop(struct parser *p, enum jnode_kind kind, int op, size_t pos, struct jnode **left,
 		 struct jnode *right)
 {
+	int rc = enter(p);
+	if (rc < 0)
+		return rc;
 	struct jnode *n = node_new(p, kind, pos);
 	if (!n)
 		return TF_ERR_NOMEM;
@@ -398,7 +404,7 @@ static int parse_filters(struct parser *p, struct jnode **n)
 static int parse_unary(struct parser *p, bool with_filter, struct jnode **out)
 {
 	size_t pos = cur(p)->pos;
-	int rc;
+	int rc, depth = p->depth;
 
 	if ((rc = enter(p)) < 0)
 		return rc;
@@ -417,7 +423,7 @@ static int parse_unary(struct parser *p, bool with_filter, struct jnode **out)
 	}
 	if ((rc = parse_postfix(p, out)) < 0 || (with_filter && (rc = parse_filters(p, out)) < 0))
 		return rc;
-	p->depth--;
+	p->depth = depth;
 	return 0;
 }
 
@@ -427,7 +433,7 @@ static int parse_level(struct parser *p, int level, struct jnode **out)
 	static const int ops[][5] = {
 		{ '+', '-' }, { '~' }, { '*', '/', JOP_FLOORDIV, '%' }, { JOP_POW },
 	};
-	int rc = level == 3 ? parse_unary(p, true, out) : parse_level(p, level + 1, out);
+	int depth = p->depth, rc = level == 3 ? parse_unary(p, true, out) : parse_level(p, level + 1, out);
 
 	while (rc == 0 && cur(p)->kind == JT_OP) {
 		int op = cur(p)->op;
@@ -443,6 +449,8 @@ static int parse_level(struct parser *p, int level, struct jnode **out)
 			return rc;
 		rc = binop(p, JN_BINOP, op, pos, out, right);
 	}
+	if (rc == 0)
+		p->depth = depth;
 	return rc;
 }
 
@@ -505,7 +513,7 @@ static int parse_not(struct parser *p, struct jnode **out)
 /* a and b and ... over not-expressions, or a or b or ... over those. */
 static int parse_logic(struct parser *p, bool is_or, struct jnode **out)
 {
-	int rc = is_or ? parse_logic(p, false, out) : parse_not(p, out);
+	int depth = p->depth, rc = is_or ? parse_logic(p, false, out) : parse_not(p, out);
 	while (rc == 0 && is_word(cur(p), is_or ? "or" : "and")) {
 		size_t pos = cur(p)->pos;
 		struct jnode *right;
@@ -513,6 +521,8 @@ static int parse_logic(struct parser *p, bool is_or, struct jnode **out)
 		if ((rc = is_or ? parse_logic(p, false, &right) : parse_not(p, &right)) == 0)
 			rc = binop(p, is_or ? JN_OR : JN_AND, 0, pos, out, right);
 	}
+	if (rc == 0)
+		p->depth = depth;
 	return rc;
 }
 
@@ -521,13 +531,15 @@ static int parse_or(struct parser *p, struct jnode **out) { return parse_logic(p
 /* a if cond else b, or a plain or-expression. */
 static int parse_expr(struct parser *p, struct jnode **out)
 {
-	int rc;
+	int rc, depth = p->depth;
 	if ((rc = enter(p)) < 0 || (rc = parse_or(p, out)) < 0)
 		return rc;
 	while (is_word(cur(p), "if")) {
 		struct jnode *n = node_new(p, JN_COND, cur(p)->pos);
 		if (!n)
 			return TF_ERR_NOMEM;
+		if ((rc = enter(p)) < 0)   /* a if b else c if d ...: one level more each */
+			return rc;
 		advance(p);
 		n->b = *out;
 		if ((rc = parse_or(p, &n->a)) < 0)
@@ -536,7 +548,7 @@ static int parse_expr(struct parser *p, struct jnode **out)
 			return rc;
 		*out = n;
 	}
-	p->depth--;
+	p->depth = depth;
 	return 0;
 }
 
@@ -636,6 +648,7 @@ static int parse_set(struct parser *p, struct jnode *n)
 		/* ns.attr = value */
 		if ((rc = parse_primary(p, &n->a)) < 0 || (rc = binop(p, JN_ATTR, 0, cur(p)->pos, &n->a, NULL)) < 0)
 			return rc;
+		p->depth--;
 		advance(p);
 		if (cur(p)->kind != JT_NAME)
 			return fail_at(p, cur(p), "expected an attribute name");
