@@ -146,6 +146,29 @@ static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int
 
 /* ---- strip and split ---- */
 
+/* The code point at s[i] and its length in bytes; a byte that is not UTF-8
+ * is one unit that matches nothing (UINT32_MAX). */
+static size_t cp_at(const char *s, size_t len, size_t i, uint32_t *cp)
+{
+	int k = tf_utf8_next((const uint8_t *)s + i, len - i, cp);
+	if (k > 0)
+		return (size_t)k;
+	*cp = UINT32_MAX;
+	return 1;
+}
+
+/* The code point ending at s[end] and its length, as cp_at reads it. */
+static size_t cp_before(const char *s, size_t end, uint32_t *cp)
+{
+	size_t start = end - 1;
+	while (start > 0 && end - start < 4 && ((uint8_t)s[start] & 0xC0) == 0x80)
+		start--;
+	if (cp_at(s, end, start, cp) == end - start)
+		return end - start;
+	*cp = UINT32_MAX;
+	return 1;
+}
+
 static bool in_set(uint32_t c, const struct cps *set)
 {
 	if (!set)
@@ -159,29 +182,21 @@ static bool in_set(uint32_t c, const struct cps *set)
 /* strip (mode 0), lstrip ('l'), rstrip ('r') of chars (NULL or None: whitespace). */
 static int strip(tf_val *self, int mode, const tf_val *chars, tf_val **out)
 {
-	struct cps cs, set = { 0 };
-	tf_bytes b = { 0 };
-	int rc = cps_of(self, &cs);
+	struct cps set = { 0 };
 	bool use_set = tf_val_kind_of(chars) == TF_VAL_STR;
+	size_t len, lo = 0, hi, n;
+	const char *s = tf_val_as_str(self, &len);
+	uint32_t cp;
 
-	if (rc == 0 && use_set)
-		rc = cps_of(chars, &set);
-	if (rc == 0) {
-		size_t lo = 0, hi = cs.n;
-		while (mode != 'r' && lo < hi && in_set(cs.v[lo], use_set ? &set : NULL))
-			lo++;
-		while (mode != 'l' && hi > lo && in_set(cs.v[hi - 1], use_set ? &set : NULL))
-			hi--;
-		for (size_t i = lo; i < hi && rc == 0; i++)
-			rc = put_cp(&b, cs.v[i]);
-	}
-	free(cs.v);
+	if (use_set && cps_of(chars, &set) < 0)
+		return TF_ERR_NOMEM;
+	hi = len;
+	while (mode != 'r' && lo < hi && (n = cp_at(s, hi, lo, &cp)) && in_set(cp, use_set ? &set : NULL))
+		lo += n;
+	while (mode != 'l' && hi > lo && (n = cp_before(s, hi, &cp)) && in_set(cp, use_set ? &set : NULL))
+		hi -= n;
 	free(set.v);
-	if (rc < 0) {
-		tf_bytes_free(&b);
-		return rc;
-	}
-	return str_out(&b, out);
+	return jinja_give(0, tf_val_str(s + lo, hi - lo), out);
 }
 
 /* A piece [lo, hi) of bytes found by split. */
@@ -199,23 +214,20 @@ static int piece_add(struct piece **v, size_t *n, size_t lo, size_t hi)
 	return 0;
 }
 
-/* Byte length of the whitespace character ending at end (right) or starting
- * at i, or 0. */
+/* Byte length of the whitespace character ending at end, or 0. */
 static size_t space_before(const char *s, size_t end)
 {
-	size_t start = end;
-	while (start > 0 && ((uint8_t)s[--start] & 0xC0) == 0x80)
-		;
 	uint32_t cp;
-	int k = tf_utf8_next((const uint8_t *)s + start, end - start, &cp);
-	return k > 0 && (size_t)k == end - start && jinja_isspace(cp) ? end - start : 0;
+	size_t n = cp_before(s, end, &cp);
+	return jinja_isspace(cp) ? n : 0;
 }
 
+/* Byte length of the whitespace character at s[i], or 0. */
 static size_t space_after(const char *s, size_t len, size_t i)
 {
 	uint32_t cp;
-	int k = tf_utf8_next((const uint8_t *)s + i, len - i, &cp);
-	return k > 0 && jinja_isspace(cp) ? (size_t)k : 0;
+	size_t n = cp_at(s, len, i, &cp);
+	return jinja_isspace(cp) ? n : 0;
 }
 
 /* Pieces of split() (from the left) on runs of whitespace. */
