@@ -188,6 +188,7 @@ CASES = [
     ("{{ '2.5' | float }}{{ ' 1e-3 ' | float }}{{ 'inf' | float }}{{ '-Infinity' | float }}{{ 'nan' | float }}{{ 'x' | float }}{{ 'x' | float(1.5) }}{{ 3 | float }}{{ '1_0.5' | float }}{{ '0x10' | float }}{{ '1.' | float }}{{ '.5' | float }}", None),
     ("{{ l | reverse | list }}{{ u | reverse }}{{ d | reverse | list }}{{ s | safe }}{{ n | safe }}", None),
     ("[{{ 'a\nb\n\nc' | indent }}][{{ 'a\nb\n' | indent(2, true) }}][{{ 'a\n\nb' | indent('> ', blank=true) }}][{{ '' | indent(first=true) }}][{{ 'x\r\ny\u2028z' | indent(1) }}][{{ d | tojson(indent=2) | indent(4) }}]", None),
+    ("{{ \"they're bill's-friends (x) [y] {z} <w> ΑΣ ßa\" | title }}|{{ ' hello\tWORLD ' | title }}|{{ n | title }}|{{ 'ǆ x' | title }}", None),
     ("{{ neg | abs }}{{ -2.5 | abs }}{{ l | list }}{{ 'ab' | list }}{{ d | list }}", None),
     ("{{ messages | map(attribute='role') | list }}{{ ['a', 'B'] | map('upper') | join }}{{ messages | map(attribute='nope', default='-') | join }}", None),
     # globals
@@ -406,6 +407,7 @@ UNSUPPORTED = [
     ("{{ 9223372036854775807 + 1 }}", 1, 24),   # integers beyond 64 bits
     ("{{ '%s' % n }}", 1, 9),                   # printf-style formatting
     ("{{ l | sum }}", 1, 8),                    # filters outside the subset
+    ("{{ s.title() }}", 1, 11),                 # str.title (the title filter is there)
     ("{% for i in l recursive %}{% endfor %}", 1, 15),
     ("{% call m() %}{% endcall %}", 1, 4),
 ]

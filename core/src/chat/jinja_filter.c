@@ -142,6 +142,17 @@ static int f_capitalize(struct jrun *r, const struct jnode *at, tf_val *v, const
 	return str_filter(r, at, v, a, "capitalize", out);
 }
 
+static int f_title(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+{
+	tf_val *s;
+	int rc = jinja_args_check(r, at, "title", a, 0, NULL);
+	if (rc < 0 || (rc = jinja_to_str(r, at, v, &s)) < 0)
+		return rc;
+	rc = jinja_str_title(r, at, s, out);
+	tf_val_unref(s);
+	return rc;
+}
+
 static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
 {
 	/* jinja2's replace takes str() of its arguments */
@@ -567,7 +578,8 @@ static const struct { const char *name; filter_fn fn; } filters[] = {
 	{ "last", f_last }, { "length", f_length }, { "list", f_list }, { "lower", f_lower },
 	{ "map", f_map }, { "reject", f_reject }, { "rejectattr", f_rejectattr }, { "replace", f_replace },
 	{ "reverse", f_reverse }, { "safe", f_safe }, { "select", f_select }, { "selectattr", f_selectattr },
-	{ "string", f_string }, { "tojson", f_tojson }, { "trim", f_trim }, { "upper", f_upper },
+	{ "string", f_string }, { "title", f_title }, { "tojson", f_tojson }, { "trim", f_trim },
+	{ "upper", f_upper },
 };
 
 int jinja_filter_find(const char *name)

@@ -143,6 +143,8 @@ enum { JFUNC_MACRO, JFUNC_BUILTIN };
  * (and no *out) when str has no such method. */
 int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
 		     const struct jargs *args, tf_val **out);
+/* jinja2's title filter (not Python's str.title) of a STR. */
+int jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val **out);
 
 /* ---- evaluator services for the built-ins (jinja_eval.c) ---- */
 

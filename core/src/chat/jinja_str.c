@@ -127,15 +127,37 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 	return put_cp(b, (uint32_t)m);
 }
 
-/* upper(), lower(), and capitalize() (first upper, the rest lower). */
+/* upper(), lower(), capitalize() (first upper, the rest lower) and
+ * jinja2's title filter (mode 't'). */
+/* What jinja2's title filter splits words at. */
+static bool title_sep(uint32_t c)
+{
+	return jinja_isspace(c) || (c < 0x80 && strchr("-({[<", (int)c) && c);
+}
+
 static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int mode, tf_val **out)
 {
-	struct cps cs;
+	struct cps cs, item;
 	tf_bytes b = { 0 };
 	int rc = cps_of(self, &cs);
 
-	for (size_t i = 0; i < cs.n && rc == 0; i++)
-		rc = case_one(r, at, &cs, i, mode == 'u' || (mode == 'c' && i == 0), mode == 'c' && i == 0, &b);
+	/* title: each run of separators or of other characters is an item,
+	 * upper-cased at its first character and lower-cased after it */
+	item = cs;
+	for (size_t i = 0; i < cs.n && rc == 0; i++) {
+		if (mode == 't' && (i == 0 || title_sep(cs.v[i]) != title_sep(cs.v[i - 1]))) {
+			size_t end = i + 1;
+			while (end < cs.n && title_sep(cs.v[end]) == title_sep(cs.v[i]))
+				end++;
+			item = (struct cps){ cs.v + i, end - i };
+		}
+		size_t k = (size_t)(cs.v + i - item.v);
+		bool first = mode == 't' ? k == 0 : mode == 'c' && i == 0;
+		/* title lowers item[1:] as a string of its own (the sigma rule sees only it) */
+		struct cps rest = { item.v + 1, item.n - 1 };
+		bool own = mode == 't' && k > 0;
+		rc = case_one(r, at, own ? &rest : &item, own ? k - 1 : k, mode == 'u' || first, mode == 'c' && first, &b);
+	}
 	free(cs.v);
 	if (rc < 0) {
 		tf_bytes_free(&b);
@@ -477,6 +499,11 @@ static int join(struct jrun *r, const struct jnode *at, tf_val *self, tf_val *it
 		return rc;
 	}
 	return str_out(&b, out);
+}
+
+int jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val **out)
+{
+	return change_case(r, at, self, 't', out);
 }
 
 int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
