@@ -121,6 +121,9 @@ CASES = [
     ("{% if t %}{% set x = 'in if' %}{% endif %}{{ x }}", None),
     ("{% set a, b = [1, 2] %}{{ a }}{{ b }}", None),
     ("{% set block %}\n  inside {{ n }}\n{% endset %}[{{ block }}]", None),
+    ("{% set b %}{% set a = 1 %}{{ a }}{% endset %}{{ a }}|{{ b }}", None),
+    ("{% for x in [] %}{% else %}{% set a = 1 %}{{ a }}{% endfor %}|{{ a }}", None),
+    ("{% for x in l if x > 5 %}{% else %}[{{ x }}]{% endfor %}", None),
     ("{% set ns = namespace(count=0, found=false) %}{% for m in messages %}{% if m.role == 'user' %}{% set ns.count = ns.count + 1 %}{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.count }} {{ ns.found }}", None),
     ("{% set ns = namespace(last=none) %}{% for m in messages %}{% set ns.last = m.role %}{% endfor %}{{ ns.last }}", None),
     ("{% set ns = namespace() %}{% set ns.x = [1] %}{{ ns.x }}{{ ns.y }}", None),
@@ -491,6 +494,60 @@ class Runner:
             self.failures.append(f"{name}: C should refuse {template!r} at {where}, not give {c!r}")
 
 
+    def agree(self, name, template, variables):
+        """Like same, but a template jinja2 refuses must fail in C too."""
+        self.count += 1
+        ok_py, py = render_py(template, variables)
+        ok_c, c = self.run_c(template, variables)
+        if ok_c is None:
+            self.failures.append(f"{name}: {c}")
+        elif ok_py != ok_c:
+            self.failures.append(f"{name}: jinja2 {'renders' if ok_py else 'fails: ' + py[0]}, C "
+                                 f"{'renders' if ok_c else 'fails: ' + c.strip()}: {template!r}")
+        elif ok_py and c != py:
+            self.failures.append(f"{name}: {template!r}\n   jinja2: {py.decode()!r}\n   C:      {c.decode()!r}")
+
+
+RANDOM_TEXT = ["\n", "  ", "a", "\n  b\n", "\t", " \n ", "x\n\n", "\r\n", "\u3000", "é", "{", "}"]
+RANDOM_EXPR = ["x", "a", "b", "n + 1", "s | trim", "l[::-1]", "d.get('b')", "'q' ~ x", "loop.index",
+               "ns.k", "m(x)", "x is defined", "[a, b] | length", "s.split()[0]", "none", "1.5 * n"]
+RANDOM_COND = ["x", "a", "not b", "n > 2", "x is string", "loop.first", "'a' in s", "l", "ns.k > 1"]
+RANDOM_ITER = ["l", "s", "d", "d.items()", "range(3)", "[]", "messages", "l if n else []"]
+
+
+def random_template(rng, depth=0):
+    """A random template of nested tags, text and output."""
+    parts = []
+    for _ in range(rng.randrange(1, 5)):
+        k = rng.randrange(9 if depth < 3 else 4)
+        if k == 0:
+            parts.append(rng.choice(RANDOM_TEXT))
+        elif k == 1:
+            parts.append("{{ " + rng.choice(RANDOM_EXPR) + " }}")
+        elif k == 2:
+            parts.append("{# c #}")
+        elif k == 3:
+            parts.append("{% set " + rng.choice("ab") + " = " + rng.choice(RANDOM_EXPR) + " %}")
+        elif k == 4:
+            parts.append("{% if " + rng.choice(RANDOM_COND) + " %}" + random_template(rng, depth + 1) +
+                         ("{% elif " + rng.choice(RANDOM_COND) + " %}" + random_template(rng, depth + 1)
+                          if rng.random() < 0.3 else "") +
+                         ("{% else %}" + random_template(rng, depth + 1) if rng.random() < 0.5 else "") +
+                         "{% endif %}")
+        elif k == 5:
+            parts.append("{% for x in " + rng.choice(RANDOM_ITER) + " %}" + random_template(rng, depth + 1) +
+                         ("{% else %}" + random_template(rng, depth + 1) if rng.random() < 0.3 else "") +
+                         "{% endfor %}")
+        elif k == 6:
+            parts.append("{% set ns.k = ns.k + 1 %}")
+        elif k == 7:
+            parts.append("{% for y in range(2) %}{% if y %}{% break %}{% endif %}" + random_template(rng, depth + 1) +
+                         "{% endfor %}")
+        else:
+            parts.append("{% set b %}" + random_template(rng, depth + 1) + "{% endset %}")
+    return "".join(parts)
+
+
 def random_value(rng, depth=0):
     kind = rng.randrange(9 if depth < 3 else 6)
     if kind == 0:
@@ -520,8 +577,8 @@ def random_ws(rng, template):
         kind = open_[1]
         left = rng.choice(["", "-", "+"] if kind != "{" else ["", "-"])
         right = rng.choice(["", "-", "+"] if kind == "%" else ["", "-"])
-        pad = rng.choice(["", " ", "\n", "  \n  ", "\t", "\n\n"])
-        return pad + open_ + left + body + right + close + rng.choice(["", " ", "\n", " \n", "\n  "])
+        pad = rng.choice(["", " ", "\n", "  \n  ", "\t", "\n\n", "\r\n", " \u3000"])
+        return pad + open_ + left + body + right + close + rng.choice(["", " ", "\n", " \n", "\n  ", "\r\n"])
     return re.sub(r"(\{[{%#])(.*?)([}%#]\})", tag, template, flags=re.S)
 
 
@@ -529,6 +586,11 @@ def random_cases(runner, rng, count):
     for i in range(count):
         base = WS_BASES[i % len(WS_BASES)]
         runner.same(f"random-ws-{i}", random_ws(rng, base), V)
+    for i in range(count):
+        body = random_ws(rng, random_template(rng))
+        template = ("{% set ns = namespace(k=0) %}{% macro m(v) %}<{{ v }}>{% endmacro %}" + body +
+                    "|{{ a }}{{ b }}{{ ns.k }}")
+        runner.agree(f"random-template-{i}", template, dict(V, x=rng.choice(["xy", 3, None, [1]])))
     for i in range(count):
         v = {"v": random_value(rng), "w": random_value(rng)}
         runner.same(f"random-value-{i}", "{{ v }}|{{ v | tojson }}|{{ v | tojson(indent=1, sort_keys=true) }}|"
@@ -563,7 +625,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--render", required=True, help="the jinja_render driver")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--random", type=int, default=60, help="random cases of each sort")
+    ap.add_argument("--random", type=int, default=100, help="random cases of each sort")
     ap.add_argument("--template", help="a chat template to check against --goldens with jinja2")
     ap.add_argument("--goldens")
     args = ap.parse_args()

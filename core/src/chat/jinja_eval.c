@@ -1170,9 +1170,12 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 		}
 		r->ctl = CTL_NONE;
 	}
+	if (rc == 0 && tf_val_len(items) == 0) {
+		/* the else body has a fresh scope of its own too */
+		tf_val_unref(sc.vars);
+		rc = (sc.vars = tf_val_dict()) ? exec_body(r, &n->alt) : TF_ERR_NOMEM;
+	}
 	r->scope = sc.parent;
-	if (rc == 0 && tf_val_len(items) == 0)
-		rc = exec_body(r, &n->alt);
 cleanup:
 	tf_val_unref(sc.vars);
 	tf_val_unref(loop);
@@ -1182,11 +1185,25 @@ cleanup:
 	return rc;
 }
 
+/* A set block's body, captured in a scope of its own (names it sets stay in it). */
+static int capture_block(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	struct scope sc = { tf_val_dict(), r->scope };
+	int rc = sc.vars ? 0 : TF_ERR_NOMEM;
+	if (rc == 0) {
+		r->scope = &sc;
+		rc = capture(r, &n->body, out);
+		r->scope = sc.parent;
+	}
+	tf_val_unref(sc.vars);
+	return rc;
+}
+
 static int exec_set(struct jrun *r, const struct jnode *n)
 {
 	const struct jnode *target = n->a;
 	tf_val *v, *obj = NULL;
-	int rc = n->kind == JN_SET_BLOCK ? capture(r, &n->body, &v) : eval(r, n->b, &v);
+	int rc = n->kind == JN_SET_BLOCK ? capture_block(r, n, &v) : eval(r, n->b, &v);
 
 	if (rc < 0)
 		return rc;
