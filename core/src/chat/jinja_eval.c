@@ -390,7 +390,9 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 	} else if (tf_val_kind_of(obj) == TF_VAL_LIST) {
 		n = tf_val_len(obj);
 	} else {
-		return no_attr(obj, "slice", out);
+		/* jinja2 slices with Python's own [a:b:c], which fails on the rest */
+		return tf_val_kind_of(obj) == TF_VAL_DICT ? jinja_fail(r, sl, "unhashable type: 'slice'") :
+		       jinja_fail(r, sl, "'%s' object is not subscriptable", jinja_type_name(obj));
 	}
 	int64_t N = (int64_t)n;
 	if ((rc = slice_bound(r, sl->a, step < 0 ? N - 1 : 0, &start)) < 0 ||
@@ -779,11 +781,13 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 	const char *op = n->op >= 256 ? names[n->op - 256] : opname;
 	int rc;
 
+	tf_val_kind ka = tf_val_kind_of(a), kb = tf_val_kind_of(b);
 	if (n->op == '~')
 		return concat(r, n, a, b, out);
+	if (n->op == '%' && ka == TF_VAL_STR)
+		return jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
 	if ((rc = jinja_defined(r, n, a)) < 0 || (rc = jinja_defined(r, n, b)) < 0)
 		return rc;
-	tf_val_kind ka = tf_val_kind_of(a), kb = tf_val_kind_of(b);
 	if (n->op == '+' && ka == TF_VAL_STR && kb == TF_VAL_STR)
 		return concat(r, n, a, b, out);
 	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b))
@@ -792,11 +796,9 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 		return repeat(r, n, a, as_int(b), out);
 	if (n->op == '*' && (kb == TF_VAL_STR || kb == TF_VAL_LIST) && (ka == TF_VAL_INT || ka == TF_VAL_BOOL))
 		return repeat(r, n, b, as_int(a), out);
-	if (n->op == '%' && ka == TF_VAL_STR)
-		return jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
 	if (!is_num(a) || !is_num(b))
 		return type_error(r, n, op, a, b);
-	if (ka != TF_VAL_FLOAT && kb != TF_VAL_FLOAT && n->op != '/') {
+	if (ka != TF_VAL_FLOAT && kb != TF_VAL_FLOAT && n->op != '/' && !(n->op == JOP_POW && as_int(b) < 0)) {
 		int64_t x = as_int(a), y = as_int(b), z = 0;
 		bool over = false;
 		switch (n->op) {
@@ -817,12 +819,10 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 			else if (n->op == JOP_FLOORDIV && (x % y != 0) && ((x < 0) != (y < 0)))
 				z--;
 			break;
-		case JOP_POW:
-			if (y < 0)
-				return (*out = tf_val_float(pow((double)x, (double)y))) ? 0 : TF_ERR_NOMEM;
-			z = 1;
-			for (int64_t k = 0; k < y && !over; k++)
-				over = __builtin_mul_overflow(z, x, &z);
+		case JOP_POW:   /* y >= 0 here; by squaring */
+			for (z = 1; y && !over; y >>= 1)
+				over = ((y & 1) && __builtin_mul_overflow(z, x, &z)) ||
+				       (y > 1 && __builtin_mul_overflow(x, x, &x));
 			break;
 		}
 		if (over)
@@ -842,7 +842,13 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 		z = n->op == '/' ? x / y : n->op == '%' ? py_fmod(x, y) : floor(x / y);
 		break;
 	case JOP_POW:
+		if (x == 0 && y < 0)
+			return jinja_fail(r, n, "0.0 cannot be raised to a negative power");
+		if (x < 0 && isfinite(y) && y != floor(y))
+			return jinja_fail(r, n, "a complex result is not supported");
 		z = pow(x, y);
+		if (isinf(z) && isfinite(x) && isfinite(y))
+			return jinja_fail(r, n, "Numerical result out of range");
 		break;
 	}
 	return (*out = tf_val_float(z)) ? 0 : TF_ERR_NOMEM;
@@ -868,6 +874,8 @@ int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, co
 	case TF_VAL_DICT:
 		if (tf_val_is_namespace(c))
 			break;
+		if ((tf_val_kind_of(item) == TF_VAL_LIST && !tf_val_is_tuple(item)) || tf_val_kind_of(item) == TF_VAL_DICT)
+			return jinja_fail(r, n, "unhashable type: '%s'", jinja_type_name(item));
 		*out = tf_val_kind_of(item) == TF_VAL_STR &&
 		       tf_val_dict_getn(c, tf_val_as_str(item, NULL), (tf_val_as_str(item, &ln), ln));
 		return 0;

@@ -286,7 +286,7 @@ static int f_abs(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 	case TF_VAL_BOOL:
 		return jinja_give(0, tf_val_int(tf_val_as_bool(v)), out);
 	case TF_VAL_FLOAT:
-		return jinja_give(0, tf_val_float(tf_val_as_float(v) < 0 ? -tf_val_as_float(v) : tf_val_as_float(v)), out);
+		return jinja_give(0, tf_val_float(fabs(tf_val_as_float(v))), out);
 	default:
 		return jinja_fail(r, at, "bad operand type for abs(): '%s'", jinja_type_name(v));
 	}
@@ -442,7 +442,7 @@ static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const st
 	bool ok = true;
 	int rc = jinja_args_check(r, at, is_int ? "int" : "float", a, 1, names);
 
-	if (rc < 0)
+	if (rc < 0 || (rc = jinja_defined(r, at, v)) < 0)   /* Undefined's int() fails */
 		return rc;
 	if (k == TF_VAL_INT || k == TF_VAL_BOOL) {
 		i = k == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v);
@@ -467,7 +467,7 @@ static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		return jinja_give(0, tf_val_float(d), out);
 	if (k == TF_VAL_FLOAT) {
 		if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
-			return jinja_fail(r, at, "int: %g is beyond 64-bit integers", d);
+			return jinja_fail(r, at, "int: %g is beyond 64 bits", d);
 		i = (int64_t)d;
 	}
 	return jinja_give(0, tf_val_int(i), out);
