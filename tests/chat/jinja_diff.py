@@ -525,7 +525,9 @@ class Runner:
 
 RANDOM_TEXT = ["\n", "  ", "a", "\n  b\n", "\t", " \n ", "x\n\n", "\r\n", "\u3000", "é", "{", "}"]
 RANDOM_EXPR = ["x", "a", "b", "n + 1", "s | trim", "l[::-1]", "d.get('b')", "'q' ~ x", "loop.index",
-               "ns.k", "m(x)", "x is defined", "[a, b] | length", "s.split()[0]", "none", "1.5 * n"]
+               "ns.k", "m(x)", "x is defined", "[a, b] | length", "s.split()[0]", "none", "1.5 * n",
+               "loop.index0", "loop.revindex", "loop.last", "loop.length", "loop.previtem", "loop.nextitem",
+               "loop.cycle('p', 'q')", "k(x, w=a)", "k(1)", "k(w=2, v=b)", "x | tojson", "x ~ y"]
 RANDOM_COND = ["x", "a", "not b", "n > 2", "x is string", "loop.first", "'a' in s", "l", "ns.k > 1"]
 RANDOM_ITER = ["l", "s", "d", "d.items()", "range(3)", "[]", "messages", "l if n else []"]
 
@@ -634,7 +636,8 @@ def random_cases(runner, rng, count):
         runner.same(f"random-ws-{i}", random_ws(rng, base), V)
     for i in range(count):
         body = random_ws(rng, random_template(rng))
-        template = ("{% set ns = namespace(k=0) %}{% macro m(v) %}<{{ v }}>{% endmacro %}" + body +
+        template = ("{% set ns = namespace(k=0) %}{% macro m(v) %}<{{ v }}>{% endmacro %}"
+                    "{% macro k(v, w='dw') %}[{{ v }}|{{ w }}|{{ x }}]{% endmacro %}" + body +
                     "|{{ a }}{{ b }}{{ ns.k }}")
         runner.agree(f"random-template-{i}", template, dict(V, x=rng.choice(["xy", 3, None, [1]])))
     for i in range(count):
