@@ -55,7 +55,8 @@ static tf_val *request_vars(const tf_val *req)
 		}
 		for (size_t j = 0; j < tf_val_len(v); j++) {
 			const char *kk = tf_val_as_str(tf_val_key_at(v, j), &klen);
-			cr_assert_eq(tf_val_dict_set(vars, kk, klen, tf_val_ref(tf_val_at(v, j))), 0);
+			cr_assert_eq(tf_val_dict_set(vars, kk, klen, tf_val_ref(tf_val_at(v, j))),
+				     0);
 		}
 	}
 	return vars;
@@ -75,14 +76,15 @@ Test(jinja, goldens_through_the_template)
 			continue;
 		tf_val *g, *vars;
 		tf_bytes out = { 0 };
-		cr_assert_eq(tf_val_parse_json(line, (size_t)(end - line), &g), 0, "%s", tf_diag_msg());
+		cr_assert_eq(tf_val_parse_json(line, (size_t)(end - line), &g), 0, "%s",
+			     tf_diag_msg());
 		const char *name = tf_val_as_str(tf_val_dict_get(g, "case"), NULL);
 		size_t wlen;
 		const char *want = tf_val_as_str(tf_val_dict_get(g, "prompt"), &wlen);
 		vars = request_vars(tf_val_dict_get(g, "request"));
 		cr_assert_eq(tf_jinja_render(t, vars, &out), 0, "%s: %s", name, tf_diag_msg());
-		cr_expect(out.len == wlen && memcmp(out.p, want, wlen) == 0, "%s: got\n%.*s\nwant\n%s", name,
-			  (int)out.len, out.p, want);
+		cr_expect(out.len == wlen && memcmp(out.p, want, wlen) == 0,
+			  "%s: got\n%.*s\nwant\n%s", name, (int)out.len, out.p, want);
 		tf_bytes_free(&out);
 		tf_val_unref(vars);
 		tf_val_unref(g);
@@ -114,7 +116,8 @@ static void expect_fail(const char *src, int status, const char *where, const ch
 	cr_expect_eq(rc, status, "%s: status %d, want %d (%s)", src, rc, status, tf_diag_msg());
 	cr_expect(strncmp(tf_diag_msg(), where, strlen(where)) == 0 && strstr(tf_diag_msg(), what),
 		  "%s: message %s, want %s ... %s", src, tf_diag_msg(), where, what);
-	cr_expect(out.len == 4 && memcmp(out.p, "kept", 4) == 0, "%s: output changed on failure", src);
+	cr_expect(out.len == 4 && memcmp(out.p, "kept", 4) == 0, "%s: output changed on failure",
+		  src);
 	tf_bytes_free(&out);
 }
 
@@ -123,8 +126,10 @@ Test(jinja, failures_name_the_place)
 	expect_fail("ok\n  {% if %}", TF_ERR_FORMAT, "t.jinja:2:9:", "expected an expression");
 	expect_fail("{% for x in y %}", TF_ERR_FORMAT, "t.jinja:1:17:", "expected 'endfor'");
 	expect_fail("{{ a.b }}", TF_ERR_INVALID, "t.jinja:1:5:", "'a' is undefined");
-	expect_fail("é{{ raise_exception('no tools here') }}", TF_ERR_INVALID, "t.jinja:1:20:", "no tools here");
-	expect_fail("{{ n ~ 1 }}{{ n + 'x' }}", TF_ERR_INVALID, "t.jinja:1:17:", "unsupported operand");
+	expect_fail("é{{ raise_exception('no tools here') }}", TF_ERR_INVALID,
+		    "t.jinja:1:20:", "no tools here");
+	expect_fail("{{ n ~ 1 }}{{ n + 'x' }}", TF_ERR_INVALID,
+		    "t.jinja:1:17:", "unsupported operand");
 }
 
 Test(jinja, render_appends)
@@ -163,12 +168,15 @@ Test(jinja, hostile_templates_stop)
 	snprintf(src, sizeof(src), "{%% macro m(k) %%}{{ %s }}{%% endmacro %%}{{ m(40) }}", expr);
 	expect_fail(src, TF_ERR_INVALID, "t.jinja:1:", "nested deeper than");
 	/* recursion, output and work are bounded */
-	expect_fail("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", TF_ERR_INVALID, "t.jinja:1:", "nested deeper");
-	expect_fail("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", TF_ERR_INVALID, "t.jinja:1:",
-		    "output beyond");
-	expect_fail("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
-		    TF_ERR_INVALID, "t.jinja:1:", "steps");
-	expect_fail("{% set s = 'x' * 1000000 %}{% for a in range(100) %}{% set s = s ~ s %}{% endfor %}",
+	expect_fail("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", TF_ERR_INVALID,
+		    "t.jinja:1:", "nested deeper");
+	expect_fail("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", TF_ERR_INVALID,
+		    "t.jinja:1:", "output beyond");
+	expect_fail(
+		"{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+		TF_ERR_INVALID, "t.jinja:1:", "steps");
+	expect_fail("{% set s = 'x' * 1000000 %}{% for a in range(100) %}{% set s = s ~ s %}{% "
+		    "endfor %}",
 		    TF_ERR_INVALID, "t.jinja:1:", "beyond");
 }
 
@@ -187,8 +195,14 @@ static double time_render(tf_jinja *t, int n, int reps)
 		tf_val *m = tf_val_dict();
 		const char *role = i % 2 ? "assistant" : "user";
 		cr_assert_eq(tf_val_dict_set(m, "role", 4, tf_val_cstr(role)), 0);
-		cr_assert_eq(tf_val_dict_set(m, "content", 7, tf_val_cstr(i % 2 ? "<think>\nsome reasoning\n</think>\n\nan answer of a few words" :
-							       "a question of some length, asked by the user")), 0);
+		cr_assert_eq(
+			tf_val_dict_set(
+				m, "content", 7,
+				tf_val_cstr(
+					i % 2 ? "<think>\nsome reasoning\n</think>\n\nan answer of "
+						"a few words"
+					      : "a question of some length, asked by the user")),
+			0);
 		cr_assert_eq(tf_val_list_push(msgs, m), 0);
 	}
 	cr_assert_eq(tf_val_dict_set(vars, "messages", 8, msgs), 0);
@@ -208,9 +222,11 @@ Test(jinja, long_conversations_are_fast)
 {
 	tf_jinja *t = ling3();
 	double t100 = time_render(t, 100, 50), t2000 = time_render(t, 2000, 3);
-	cr_log_info("ling3.jinja: %.3f ms for 100 messages, %.3f ms for 2000", 1e3 * t100, 1e3 * t2000);
+	cr_log_info("ling3.jinja: %.3f ms for 100 messages, %.3f ms for 2000", 1e3 * t100,
+		    1e3 * t2000);
 	/* generous bounds that a quadratic cost would break, not a benchmark */
 	cr_expect(t100 < 5e-3, "%.3f ms for 100 messages", 1e3 * t100);
-	cr_expect(t2000 < 60 * t100 + 5e-3, "%.3f ms for 2000 messages against %.3f for 100", 1e3 * t2000, 1e3 * t100);
+	cr_expect(t2000 < 60 * t100 + 5e-3, "%.3f ms for 2000 messages against %.3f for 100",
+		  1e3 * t2000, 1e3 * t100);
 	tf_jinja_free(t);
 }

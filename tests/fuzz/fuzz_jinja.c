@@ -15,12 +15,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char vars_json[] =
-	"{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", \"content\": \"h\\u00e9\"},"
-	" {\"role\": \"assistant\", \"content\": \"<think>r</think>a\", \"tool_calls\": [{\"function\":"
-	" {\"name\": \"f\", \"arguments\": {\"x\": 1.5, \"y\": [null]}}}]}, {\"role\": \"tool\", \"content\": \"ok\"}],"
-	" \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"add_generation_prompt\": true,"
-	" \"n\": 3, \"s\": \" a b \"}";
+static const char vars_json[] = "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, "
+				"{\"role\": \"user\", \"content\": \"h\\u00e9\"},"
+				" {\"role\": \"assistant\", \"content\": \"<think>r</think>a\", "
+				"\"tool_calls\": [{\"function\":"
+				" {\"name\": \"f\", \"arguments\": {\"x\": 1.5, \"y\": "
+				"[null]}}}]}, {\"role\": \"tool\", \"content\": \"ok\"}],"
+				" \"tools\": [{\"type\": \"function\", \"function\": {\"name\": "
+				"\"f\"}}], \"add_generation_prompt\": true,"
+				" \"n\": 3, \"s\": \" a b \"}";
 
 static void check_failure(int rc, int status)
 {

@@ -64,7 +64,8 @@ static int case_test(struct jrun *r, const struct jnode *at, tf_val *v, bool upp
 	struct jargs none = { 0 };
 	if ((rc = jinja_str_method(r, at, s, upper ? "upper" : "lower", &none, &mapped)) == 0) {
 		tf_val *other = NULL;
-		if ((rc = jinja_str_method(r, at, s, upper ? "lower" : "upper", &none, &other)) == 0)
+		if ((rc = jinja_str_method(r, at, s, upper ? "lower" : "upper", &none, &other)) ==
+		    0)
 			*out = tf_val_equal(s, mapped) && !tf_val_equal(s, other);
 		tf_val_unref(other);
 	}
@@ -115,8 +116,11 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 		int64_t d = tests[index].id == T_DIVISIBLEBY ? tf_val_as_int(arg) : 2;
 		if ((k != TF_VAL_INT && k != TF_VAL_BOOL) ||
 		    (arg && tf_val_kind_of(arg) != TF_VAL_INT) || d == 0)
-			return jinja_fail(r, at, "test '%s' needs integers (and a divisor other than 0)", name);
-		int64_t x = k == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v), m = d == -1 ? 0 : x % d;
+			return jinja_fail(r, at,
+					  "test '%s' needs integers (and a divisor other than 0)",
+					  name);
+		int64_t x = k == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v),
+			m = d == -1 ? 0 : x % d;
 		*out = tests[index].id == T_ODD ? m != 0 : m == 0;
 		return 0;
 	}
@@ -126,7 +130,8 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 	case T_GT: return jinja_less(r, at, arg, v, out);
 	case T_LE:
 	case T_GE:
-		rc = tests[index].id == T_LE ? jinja_less(r, at, arg, v, out) : jinja_less(r, at, v, arg, out);
+		rc = tests[index].id == T_LE ? jinja_less(r, at, arg, v, out)
+					     : jinja_less(r, at, v, arg, out);
 		*out = !*out;
 		return rc;
 	case T_IN:
@@ -136,8 +141,10 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 		return case_test(r, at, v, tests[index].id == T_UPPER, out);
 	case T_SAMEAS:
 		/* Python's "is": None, the bools and the cached small ints are one object each */
-		*out = v == arg || (k == tf_val_kind_of(arg) && (k == TF_VAL_NONE || k == TF_VAL_BOOL ||
-			(k == TF_VAL_INT && tf_val_as_int(v) >= -5 && tf_val_as_int(v) <= 256)) &&
+		*out = v == arg ||
+		       (k == tf_val_kind_of(arg) &&
+			(k == TF_VAL_NONE || k == TF_VAL_BOOL ||
+			 (k == TF_VAL_INT && tf_val_as_int(v) >= -5 && tf_val_as_int(v) <= 256)) &&
 			tf_val_equal(v, arg));
 		return 0;
 	}
@@ -163,7 +170,8 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 			v = def;
 		return jinja_give(0, v ? tf_val_ref(v) : tf_val_none(), out);
 	}
-	bool items = !strcmp(name, "items"), keys = !strcmp(name, "keys"), values = !strcmp(name, "values");
+	bool items = !strcmp(name, "items"), keys = !strcmp(name, "keys"),
+	     values = !strcmp(name, "values");
 	if (!items && !keys && !values)
 		return 1;
 	if ((rc = jinja_args_check(r, at, name, a, 0, NULL)) < 0)
@@ -189,11 +197,14 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 
 bool jinja_has_method(const tf_val *self, const char *name)
 {
-	static const char *const str[] = { "startswith", "endswith", "split", "rsplit", "strip", "lstrip",
-		"rstrip", "replace", "upper", "lower", "capitalize", "find", "count", "join", NULL };
+	static const char *const str[] = { "startswith", "endswith", "split",   "rsplit", "strip",
+					   "lstrip",     "rstrip",   "replace", "upper",  "lower",
+					   "capitalize", "find",     "count",   "join",   NULL };
 	static const char *const dict[] = { "get", "items", "keys", "values", NULL };
-	const char *const *names = tf_val_kind_of(self) == TF_VAL_STR ? str :
-				   tf_val_kind_of(self) == TF_VAL_DICT && !tf_val_is_namespace(self) ? dict : NULL;
+	const char *const *names =
+		tf_val_kind_of(self) == TF_VAL_STR                                  ? str
+		: tf_val_kind_of(self) == TF_VAL_DICT && !tf_val_is_namespace(self) ? dict
+										    : NULL;
 	for (size_t i = 0; names && names[i]; i++)
 		if (!strcmp(names[i], name))
 			return true;
@@ -215,10 +226,11 @@ int jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, cons
 
 /* ---- globals ---- */
 
-typedef int (*global_fn)(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
-			 tf_val **out);
+typedef int (*global_fn)(struct jrun *r, const struct jnode *at, tf_val *self,
+			 const struct jargs *a, tf_val **out);
 
-static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a, tf_val **out)
+static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
+		   tf_val **out)
 {
 	int64_t v[3] = { 0, 0, 1 };
 	int rc = jinja_args_check(r, at, "range", a, 3, NULL);
@@ -232,14 +244,16 @@ static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const s
 		if (k != TF_VAL_INT && k != TF_VAL_BOOL)
 			return jinja_fail(r, at, "'%s' object cannot be interpreted as an integer",
 					  jinja_type_name(a->pos[i]));
-		v[a->npos == 1 ? 1 : i] = k == TF_VAL_BOOL ? tf_val_as_bool(a->pos[i]) : tf_val_as_int(a->pos[i]);
+		v[a->npos == 1 ? 1 : i] =
+			k == TF_VAL_BOOL ? tf_val_as_bool(a->pos[i]) : tf_val_as_int(a->pos[i]);
 	}
 	if (v[2] == 0)
 		return jinja_fail(r, at, "range() arg 3 must not be zero");
 	double n = v[2] > 0 ? ((double)v[1] - (double)v[0]) / (double)v[2] :
 			      ((double)v[0] - (double)v[1]) / -(double)v[2];
 	if (n > RANGE_MAX)
-		return jinja_fail(r, at, "range too big: the sandbox blocks ranges larger than %d", RANGE_MAX);
+		return jinja_fail(r, at, "range too big: the sandbox blocks ranges larger than %d",
+				  RANGE_MAX);
 	tf_val *l = tf_val_list();
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t x = v[0]; rc == 0 && (v[2] > 0 ? x < v[1] : x > v[1]); x += v[2])
@@ -248,7 +262,8 @@ static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const s
 }
 
 /* namespace(...) and dict(...): from a dict argument and keyword arguments. */
-static int make_dict(struct jrun *r, const struct jnode *at, const struct jargs *a, bool ns, tf_val **out)
+static int make_dict(struct jrun *r, const struct jnode *at, const struct jargs *a, bool ns,
+		     tf_val **out)
 {
 	const char *fn = ns ? "namespace" : "dict";
 	tf_val *init = jinja_arg(a, 0, NULL), *d;
@@ -270,19 +285,22 @@ static int make_dict(struct jrun *r, const struct jnode *at, const struct jargs 
 	return jinja_give(rc, d, out);
 }
 
-static int g_namespace(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a, tf_val **out)
+static int g_namespace(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
+		       tf_val **out)
 {
 	(void)self;
 	return make_dict(r, at, a, true, out);
 }
 
-static int g_dict(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a, tf_val **out)
+static int g_dict(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
+		  tf_val **out)
 {
 	(void)self;
 	return make_dict(r, at, a, false, out);
 }
 
-static int g_raise(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a, tf_val **out)
+static int g_raise(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
+		   tf_val **out)
 {
 	tf_val *msg = jinja_arg(a, 0, NULL), *s = NULL;
 	int rc = jinja_args_check(r, at, "raise_exception", a, 1, NULL);
@@ -296,8 +314,8 @@ static int g_raise(struct jrun *r, const struct jnode *at, tf_val *self, const s
 	return rc;
 }
 
-static int g_strftime_now(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
-			  tf_val **out)
+static int g_strftime_now(struct jrun *r, const struct jnode *at, tf_val *self,
+			  const struct jargs *a, tf_val **out)
 {
 	const char *fmt = tf_val_as_str(jinja_arg(a, 0, NULL), NULL);
 	char buf[256];
@@ -315,7 +333,8 @@ static int g_strftime_now(struct jrun *r, const struct jnode *at, tf_val *self, 
 	return jinja_give(0, tf_val_str(buf, n), out);
 }
 
-static int g_cycle(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a, tf_val **out)
+static int g_cycle(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
+		   tf_val **out)
 {
 	tf_val *i = tf_val_dict_get(self, "index0");
 	int rc = jinja_args_check(r, at, "cycle", a, a->npos, NULL);

@@ -97,7 +97,8 @@ static int step(struct jrun *r, const struct jnode *at)
 static int enter(struct jrun *r, const struct jnode *at)
 {
 	if (++r->nest > EVAL_MAX_NEST)
-		return jinja_fail(r, at, "expressions and calls nested deeper than %d", EVAL_MAX_NEST);
+		return jinja_fail(r, at, "expressions and calls nested deeper than %d",
+				  EVAL_MAX_NEST);
 	return step(r, at);
 }
 
@@ -219,7 +220,8 @@ int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf
 		*out = c < 0 || (c == 0 && la < lb);
 		return 0;
 	}
-	if (k == tf_val_kind_of(b) && k == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b)) {
+	if (k == tf_val_kind_of(b) && k == TF_VAL_LIST &&
+	    tf_val_is_tuple(a) == tf_val_is_tuple(b)) {
 		size_t na = tf_val_len(a), nb = tf_val_len(b);
 		for (size_t i = 0; i < na && i < nb; i++)
 			if (!tf_val_equal(tf_val_at(a, i), tf_val_at(b, i)))
@@ -391,8 +393,10 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 		n = tf_val_len(obj);
 	} else {
 		/* jinja2 slices with Python's own [a:b:c], which fails on the rest */
-		return tf_val_kind_of(obj) == TF_VAL_DICT ? jinja_fail(r, sl, "unhashable type: 'slice'") :
-		       jinja_fail(r, sl, "'%s' object is not subscriptable", jinja_type_name(obj));
+		return tf_val_kind_of(obj) == TF_VAL_DICT
+			       ? jinja_fail(r, sl, "unhashable type: 'slice'")
+			       : jinja_fail(r, sl, "'%s' object is not subscriptable",
+					    jinja_type_name(obj));
 	}
 	int64_t N = (int64_t)n;
 	if ((rc = slice_bound(r, sl->a, step < 0 ? N - 1 : 0, &start)) < 0 ||
@@ -434,14 +438,15 @@ cleanup:
 	return rc;
 }
 
-static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const char *name, tf_val **out)
+static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const char *name,
+		    tf_val **out)
 {
 	tf_val *v = tf_val_kind_of(obj) == TF_VAL_DICT ? tf_val_dict_get(obj, name) : NULL;
 	if (v)
 		return (*out = tf_val_ref(v)), 0;
 	if (jinja_has_method(obj, name))
-		return jinja_fail(r, at, "method '%s' of %s used without a call: not supported", name,
-				  jinja_type_name(obj));
+		return jinja_fail(r, at, "method '%s' of %s used without a call: not supported",
+				  name, jinja_type_name(obj));
 	return no_attr(obj, name, out);
 }
 
@@ -544,7 +549,8 @@ static int capture(struct jrun *r, const struct jlist *body, tf_val **out)
 
 /* The scope a macro was defined in, while it is still running (the macro
  * closes over it, as jinja2's do); else the top level. */
-static struct scope *macro_home(const struct jrun *r, const tf_val *fn, const char *name, size_t len)
+static struct scope *macro_home(const struct jrun *r, const tf_val *fn, const char *name,
+				size_t len)
 {
 	for (struct scope *s = r->scope; s; s = s->parent)
 		if (tf_val_dict_getn(s->vars, name, len) == fn)
@@ -562,19 +568,24 @@ static int macro_extras(struct jrun *r, const struct jnode *at, const struct jno
 	int rc = varargs && kwargs ? 0 : TF_ERR_NOMEM;
 
 	if (rc == 0 && args->npos > m->kids.n && !(m->op & JMACRO_VARARGS))
-		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
+		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name,
+				m->kids.n);
 	for (size_t k = m->kids.n; rc == 0 && k < args->npos; k++)
 		rc = tf_val_list_push(varargs, tf_val_ref(args->pos[k]));
 	for (size_t k = 0; rc == 0 && k < args->nnamed; k++) {
 		size_t j = 0;
-		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
+		while (j < m->kids.n &&
+		       strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
 			j++;
 		if (j < m->kids.n && j < args->npos)
-			rc = jinja_fail(r, at, "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
+			rc = jinja_fail(r, at, "macro '%s' got multiple values for argument '%s'",
+					name, args->names[k]);
 		else if (j == m->kids.n && !(m->op & JMACRO_KWARGS))
-			rc = jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name, args->names[k]);
+			rc = jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name,
+					args->names[k]);
 		else if (j == m->kids.n)
-			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]), tf_val_ref(args->named[k]));
+			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]),
+					     tf_val_ref(args->named[k]));
 	}
 	if (rc == 0 && (m->op & JMACRO_VARARGS)) {
 		rc = assign(r, "varargs", 7, varargs);
@@ -653,7 +664,8 @@ static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
 	if (n->a->kind == JN_ATTR) {
 		if ((rc = eval(r, n->a->a, &obj)) < 0)
 			return rc;
-		if ((rc = jinja_defined(r, n->a, obj)) < 0 || (rc = eval_args(r, &n->kids, &args)) < 0)
+		if ((rc = jinja_defined(r, n->a, obj)) < 0 ||
+		    (rc = eval_args(r, &n->kids, &args)) < 0)
 			goto cleanup;
 		const char *name = tf_val_as_str(n->a->val, NULL);
 		if ((rc = jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
@@ -727,7 +739,8 @@ static int concat(struct jrun *r, const struct jnode *n, const tf_val *a, const 
 }
 
 /* s * n or list * n: n copies, none when n <= 0. */
-static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int64_t times, tf_val **out)
+static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int64_t times,
+		  tf_val **out)
 {
 	size_t len = 0;
 	const char *s = tf_val_as_str(seq, &len);
@@ -774,9 +787,11 @@ static double py_fmod(double a, double b)
 	return m;
 }
 
-static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b, tf_val **out)
+static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b,
+		 tf_val **out)
 {
-	static const char *const names[] = { [JOP_FLOORDIV - 256] = "//", [JOP_POW - 256] = "** or pow()" };
+	static const char *const names[] = { [JOP_FLOORDIV - 256] = "//",
+					     [JOP_POW - 256] = "** or pow()" };
 	char opname[4] = { (char)n->op, 0 };
 	const char *op = n->op >= 256 ? names[n->op - 256] : opname;
 	int rc;
@@ -790,15 +805,19 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 		return rc;
 	if (n->op == '+' && ka == TF_VAL_STR && kb == TF_VAL_STR)
 		return concat(r, n, a, b, out);
-	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b))
+	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST &&
+	    tf_val_is_tuple(a) == tf_val_is_tuple(b))
 		return join_lists(a, b, out);
-	if (n->op == '*' && (ka == TF_VAL_STR || ka == TF_VAL_LIST) && (kb == TF_VAL_INT || kb == TF_VAL_BOOL))
+	if (n->op == '*' && (ka == TF_VAL_STR || ka == TF_VAL_LIST) &&
+	    (kb == TF_VAL_INT || kb == TF_VAL_BOOL))
 		return repeat(r, n, a, as_int(b), out);
-	if (n->op == '*' && (kb == TF_VAL_STR || kb == TF_VAL_LIST) && (ka == TF_VAL_INT || ka == TF_VAL_BOOL))
+	if (n->op == '*' && (kb == TF_VAL_STR || kb == TF_VAL_LIST) &&
+	    (ka == TF_VAL_INT || ka == TF_VAL_BOOL))
 		return repeat(r, n, b, as_int(a), out);
 	if (!is_num(a) || !is_num(b))
 		return type_error(r, n, op, a, b);
-	if (ka != TF_VAL_FLOAT && kb != TF_VAL_FLOAT && n->op != '/' && !(n->op == JOP_POW && as_int(b) < 0)) {
+	if (ka != TF_VAL_FLOAT && kb != TF_VAL_FLOAT && n->op != '/' &&
+	    !(n->op == JOP_POW && as_int(b) < 0)) {
 		int64_t x = as_int(a), y = as_int(b), z = 0;
 		bool over = false;
 		switch (n->op) {
@@ -838,7 +857,9 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 	case JOP_FLOORDIV:
 	case '%':
 		if (y == 0)
-			return jinja_fail(r, n, n->op == '/' ? "division by zero" : "float modulo or floor division by zero");
+			return jinja_fail(r, n,
+					  n->op == '/' ? "division by zero"
+						       : "float modulo or floor division by zero");
 		z = n->op == '/' ? x / y : n->op == '%' ? py_fmod(x, y) : floor(x / y);
 		break;
 	case JOP_POW:
@@ -854,14 +875,16 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 	return (*out = tf_val_float(z)) ? 0 : TF_ERR_NOMEM;
 }
 
-int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c, bool *out)
+int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c,
+		   bool *out)
 {
 	size_t ln, hn;
 	switch (tf_val_kind_of(c)) {
 	case TF_VAL_STR: {
 		const char *h = tf_val_as_str(c, &hn), *needle = tf_val_as_str(item, &ln);
 		if (!needle)
-			return jinja_fail(r, n, "'in <string>' requires string as left operand, not %s",
+			return jinja_fail(r, n,
+					  "'in <string>' requires string as left operand, not %s",
 					  jinja_type_name(item));
 		*out = ln == 0 || (ln <= hn && memmem(h, hn, needle, ln) != NULL);
 		return 0;
@@ -874,10 +897,12 @@ int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, co
 	case TF_VAL_DICT:
 		if (tf_val_is_namespace(c))
 			break;
-		if ((tf_val_kind_of(item) == TF_VAL_LIST && !tf_val_is_tuple(item)) || tf_val_kind_of(item) == TF_VAL_DICT)
+		if ((tf_val_kind_of(item) == TF_VAL_LIST && !tf_val_is_tuple(item)) ||
+		    tf_val_kind_of(item) == TF_VAL_DICT)
 			return jinja_fail(r, n, "unhashable type: '%s'", jinja_type_name(item));
 		*out = tf_val_kind_of(item) == TF_VAL_STR &&
-		       tf_val_dict_getn(c, tf_val_as_str(item, NULL), (tf_val_as_str(item, &ln), ln));
+		       tf_val_dict_getn(c, tf_val_as_str(item, NULL),
+					(tf_val_as_str(item, &ln), ln));
 		return 0;
 	case TF_VAL_UNDEFINED:
 		*out = false;
@@ -888,7 +913,8 @@ int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, co
 	return jinja_fail(r, n, "argument of type '%s' is not iterable", jinja_type_name(c));
 }
 
-static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a, const tf_val *b, bool *out)
+static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a, const tf_val *b,
+		   bool *out)
 {
 	switch (op) {
 	case JOP_EQ:
@@ -949,13 +975,16 @@ static int eval_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **o
 			return jinja_fail(r, n, "integer result beyond 64 bits");
 		*out = tf_val_int(n->op == '-' ? -i : i);
 	} else
-		return jinja_fail(r, n, "bad operand type for unary %c: '%s'", n->op, jinja_type_name(v));
+		return jinja_fail(r, n, "bad operand type for unary %c: '%s'", n->op,
+				  jinja_type_name(v));
 	return *out ? 0 : TF_ERR_NOMEM;
 }
 
 static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 {
-	tf_val *c = n->kind == JN_DICT ? tf_val_dict() : n->kind == JN_TUPLE ? tf_val_tuple() : tf_val_list();
+	tf_val *c = n->kind == JN_DICT    ? tf_val_dict()
+		    : n->kind == JN_TUPLE ? tf_val_tuple()
+					  : tf_val_list();
 	int rc = c ? 0 : TF_ERR_NOMEM;
 
 	for (size_t i = 0; i < n->kids.n && rc == 0; i++) {
@@ -974,7 +1003,8 @@ static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 				rc = tf_val_dict_set(c, s, len, v);
 			else {
 				tf_val_unref(v);
-				rc = jinja_fail(r, n->kids.v[i - 1], "dict keys other than strings are not supported");
+				rc = jinja_fail(r, n->kids.v[i - 1],
+						"dict keys other than strings are not supported");
 			}
 		}
 		tf_val_unref(k);
@@ -1050,7 +1080,8 @@ static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 		else if (n->c)
 			rc = eval(r, n->c, out);
 		else
-			rc = undefined("the inline if-expression evaluated to false and no else section was defined%s%s",
+			rc = undefined("the inline if-expression evaluated to false and no else "
+				       "section was defined%s%s",
 				       "", "", out);
 		break;
 	default:
@@ -1112,16 +1143,21 @@ static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targ
 static int loop_update(tf_val *l, const tf_val *items, size_t i)
 {
 	size_t n = tf_val_len(items), fields = i == 0 ? 12 : 8;   /* the last 4 never change */
-	const struct { const char *k; tf_val *v; } f[] = {
-		{ "index", tf_val_int((int64_t)i + 1) }, { "index0", tf_val_int((int64_t)i) },
-		{ "revindex", tf_val_int((int64_t)(n - i)) }, { "revindex0", tf_val_int((int64_t)(n - i - 1)) },
-		{ "first", tf_val_bool(i == 0) }, { "last", tf_val_bool(i + 1 == n) },
-		{ "previtem", i > 0 ? tf_val_ref(tf_val_at(items, i - 1)) :
-			      tf_val_undefined("there is no previous item") },
-		{ "nextitem", i + 1 < n ? tf_val_ref(tf_val_at(items, i + 1)) :
-			      tf_val_undefined("there is no next item") },
+	const struct { const char *k; tf_val *v;
+	} f[] = {
+		{ "index", tf_val_int((int64_t)i + 1) },
+		{ "index0", tf_val_int((int64_t)i) },
+		{ "revindex", tf_val_int((int64_t)(n - i)) },
+		{ "revindex0", tf_val_int((int64_t)(n - i - 1)) },
+		{ "first", tf_val_bool(i == 0) },
+		{ "last", tf_val_bool(i + 1 == n) },
+		{ "previtem", i > 0 ? tf_val_ref(tf_val_at(items, i - 1))
+				    : tf_val_undefined("there is no previous item") },
+		{ "nextitem", i + 1 < n ? tf_val_ref(tf_val_at(items, i + 1))
+					: tf_val_undefined("there is no next item") },
 		{ "length", i == 0 ? tf_val_int((int64_t)n) : NULL },
-		{ "depth", i == 0 ? tf_val_int(1) : NULL }, { "depth0", i == 0 ? tf_val_int(0) : NULL },
+		{ "depth", i == 0 ? tf_val_int(1) : NULL },
+		{ "depth0", i == 0 ? tf_val_int(0) : NULL },
 		{ "cycle", i == 0 ? jinja_global("loop.cycle") : NULL },
 	};
 	int rc = 0;
@@ -1159,8 +1195,8 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	for (size_t i = 0; n->b && i < tf_val_len(all) && rc == 0; i++) {
 		tf_val *keep = NULL;
 		if ((rc = step(r, n)) == 0 && (rc = iteration_scope(n, &sc)) == 0 &&
-		    (rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 && (rc = eval(r, n->b, &keep)) == 0 &&
-		    tf_val_truthy(keep))
+		    (rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 &&
+		    (rc = eval(r, n->b, &keep)) == 0 && tf_val_truthy(keep))
 			rc = tf_val_list_push(items, tf_val_ref(tf_val_at(all, i)));
 		tf_val_unref(keep);
 	}
@@ -1169,7 +1205,8 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		if ((rc = step(r, n)) < 0 || (rc = iteration_scope(n, &sc)) < 0 ||
 		    (rc = bind(r, n, &n->kids, tf_val_at(items, i))) < 0 ||
-		    (rc = loop_update(loop, items, i)) < 0 || (rc = assign(r, "loop", 4, tf_val_ref(loop))) < 0)
+		    (rc = loop_update(loop, items, i)) < 0 ||
+		    (rc = assign(r, "loop", 4, tf_val_ref(loop))) < 0)
 			break;
 		rc = exec_body(r, &n->body);
 		if (r->ctl == CTL_BREAK) {

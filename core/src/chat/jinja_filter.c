@@ -64,7 +64,8 @@ static tf_val *item_attr(const tf_val *item, const tf_val *attr)
 typedef int (*filter_fn)(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 			 tf_val **out);
 
-static int f_length(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_length(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    tf_val **out)
 {
 	int64_t n = 0;
 	int rc = jinja_args_check(r, at, "length", a, 0, NULL);
@@ -73,9 +74,11 @@ static int f_length(struct jrun *r, const struct jnode *at, tf_val *v, const str
 	return rc;
 }
 
-static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    tf_val **out)
 {
-	static const char *const names[] = { "ensure_ascii", "indent", "separators", "sort_keys", NULL };
+	static const char *const names[] = { "ensure_ascii", "indent", "separators", "sort_keys",
+					     NULL };
 	tf_json_style st = { -1, ", ", ": ", false };
 	tf_val *ascii = jinja_arg(a, -1, "ensure_ascii"), *indent = jinja_arg(a, 0, "indent"),
 	       *seps = jinja_arg(a, -1, "separators"), *sort = jinja_arg(a, -1, "sort_keys");
@@ -93,7 +96,8 @@ static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		st.item_sep = ",";
 	}
 	if (seps && tf_val_kind_of(seps) != TF_VAL_NONE) {
-		const char *i = tf_val_as_str(tf_val_at(seps, 0), NULL), *k = tf_val_as_str(tf_val_at(seps, 1), NULL);
+		const char *i = tf_val_as_str(tf_val_at(seps, 0), NULL),
+			   *k = tf_val_as_str(tf_val_at(seps, 1), NULL);
 		if (tf_val_kind_of(seps) != TF_VAL_LIST || tf_val_len(seps) != 2 || !i || !k)
 			return jinja_fail(r, at, "tojson separators must be two strings");
 		st.item_sep = i;
@@ -122,27 +126,32 @@ static int str_filter(struct jrun *r, const struct jnode *at, tf_val *v, const s
 	return rc;
 }
 
-static int f_trim(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_trim(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		  tf_val **out)
 {
 	return str_filter(r, at, v, a, "strip", out);
 }
 
-static int f_lower(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_lower(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		   tf_val **out)
 {
 	return str_filter(r, at, v, a, "lower", out);
 }
 
-static int f_upper(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_upper(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		   tf_val **out)
 {
 	return str_filter(r, at, v, a, "upper", out);
 }
 
-static int f_capitalize(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_capitalize(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+			tf_val **out)
 {
 	return str_filter(r, at, v, a, "capitalize", out);
 }
 
-static int f_title(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_title(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		   tf_val **out)
 {
 	tf_val *s;
 	int rc = jinja_args_check(r, at, "title", a, 0, NULL);
@@ -153,7 +162,8 @@ static int f_title(struct jrun *r, const struct jnode *at, tf_val *v, const stru
 	return rc;
 }
 
-static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		     tf_val **out)
 {
 	/* jinja2's replace takes str() of its arguments */
 	static const char *const names[] = { "old", "new", "count", NULL };
@@ -161,7 +171,8 @@ static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const st
 	int rc = jinja_args_check(r, at, "replace", a, 3, names);
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		tf_val *x = jinja_arg(a, i, names[i]);
-		rc = x ? jinja_to_str(r, at, x, &strs[i]) : jinja_fail(r, at, "replace() missing argument '%s'", names[i]);
+		rc = x ? jinja_to_str(r, at, x, &strs[i])
+		       : jinja_fail(r, at, "replace() missing argument '%s'", names[i]);
 	}
 	if (rc == 0) {
 		tf_val *pos[3] = { strs[0], strs[1], count };
@@ -173,13 +184,15 @@ static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const st
 	return rc;
 }
 
-static int f_string(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_string(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    tf_val **out)
 {
 	int rc = jinja_args_check(r, at, "string", a, 0, NULL);
 	return rc < 0 ? rc : jinja_to_str(r, at, v, out);
 }
 
-static int f_list(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_list(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		  tf_val **out)
 {
 	tf_val *items;
 	int rc = jinja_args_check(r, at, "list", a, 0, NULL);
@@ -191,10 +204,12 @@ static int f_list(struct jrun *r, const struct jnode *at, tf_val *v, const struc
 	return jinja_give(rc, l, out);
 }
 
-static int f_join(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_join(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		  tf_val **out)
 {
 	static const char *const names[] = { "d", "attribute", NULL };
-	tf_val *sep = jinja_arg(a, 0, "d"), *attr = jinja_arg(a, 1, "attribute"), *items = NULL, *strs = NULL;
+	tf_val *sep = jinja_arg(a, 0, "d"), *attr = jinja_arg(a, 1, "attribute"), *items = NULL,
+	       *strs = NULL;
 	tf_val *sep_str = NULL;
 	int rc = jinja_args_check(r, at, "join", a, 2, names);
 
@@ -214,26 +229,30 @@ static int f_join(struct jrun *r, const struct jnode *at, tf_val *v, const struc
 	else if (rc == 0 && !(sep_str = tf_val_str("", 0)))
 		rc = TF_ERR_NOMEM;
 	if (rc == 0)
-		rc = jinja_str_method(r, at, sep_str, "join", &(struct jargs){ .pos = &strs, .npos = 1 }, out);
+		rc = jinja_str_method(r, at, sep_str, "join",
+				      &(struct jargs){ .pos = &strs, .npos = 1 }, out);
 	tf_val_unref(sep_str);
 	tf_val_unref(items);
 	tf_val_unref(strs);
 	return rc;
 }
 
-static int f_default(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_default(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		     tf_val **out)
 {
 	static const char *const names[] = { "default_value", "boolean", NULL };
 	tf_val *def = jinja_arg(a, 0, "default_value"), *boolean = jinja_arg(a, 1, "boolean");
 	int rc = jinja_args_check(r, at, "default", a, 2, names);
 	if (rc < 0)
 		return rc;
-	if (tf_val_kind_of(v) == TF_VAL_UNDEFINED || (boolean && tf_val_truthy(boolean) && !tf_val_truthy(v)))
+	if (tf_val_kind_of(v) == TF_VAL_UNDEFINED ||
+	    (boolean && tf_val_truthy(boolean) && !tf_val_truthy(v)))
 		return jinja_give(0, def ? tf_val_ref(def) : tf_val_str("", 0), out);
 	return jinja_give(0, tf_val_ref(v), out);
 }
 
-static int f_items(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_items(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		   tf_val **out)
 {
 	int rc = jinja_args_check(r, at, "items", a, 0, NULL);
 	if (rc < 0)
@@ -246,8 +265,8 @@ static int f_items(struct jrun *r, const struct jnode *at, tf_val *v, const stru
 }
 
 /* first (sign 1) or last (-1) item. */
-static int end_item(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, int sign,
-		    tf_val **out)
+static int end_item(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    int sign, tf_val **out)
 {
 	tf_val *items;
 	int rc = jinja_args_check(r, at, sign > 0 ? "first" : "last", a, 0, NULL);
@@ -255,25 +274,30 @@ static int end_item(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		return rc;
 	size_t n = tf_val_len(items);
 	if (!n)
-		rc = jinja_give(0, tf_val_undefined(sign > 0 ? "No first item, sequence was empty." :
-					  "No last item, sequence was empty."), out);
+		rc = jinja_give(0,
+				tf_val_undefined(sign > 0 ? "No first item, sequence was empty."
+							  : "No last item, sequence was empty."),
+				out);
 	else
 		rc = jinja_give(0, tf_val_ref(tf_val_at(items, sign > 0 ? 0 : n - 1)), out);
 	tf_val_unref(items);
 	return rc;
 }
 
-static int f_first(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_first(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		   tf_val **out)
 {
 	return end_item(r, at, v, a, 1, out);
 }
 
-static int f_last(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_last(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		  tf_val **out)
 {
 	return end_item(r, at, v, a, -1, out);
 }
 
-static int f_abs(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_abs(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		 tf_val **out)
 {
 	int rc = jinja_args_check(r, at, "abs", a, 0, NULL);
 	if (rc < 0)
@@ -282,7 +306,9 @@ static int f_abs(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 	case TF_VAL_INT:
 		if (tf_val_as_int(v) == INT64_MIN)
 			return jinja_fail(r, at, "integer result beyond 64 bits");
-		return jinja_give(0, tf_val_int(tf_val_as_int(v) < 0 ? -tf_val_as_int(v) : tf_val_as_int(v)), out);
+		return jinja_give(
+			0, tf_val_int(tf_val_as_int(v) < 0 ? -tf_val_as_int(v) : tf_val_as_int(v)),
+			out);
 	case TF_VAL_BOOL:
 		return jinja_give(0, tf_val_int(tf_val_as_bool(v)), out);
 	case TF_VAL_FLOAT:
@@ -311,7 +337,9 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 		tf_val *item = tf_val_at(items, i), *x;
 		bool yes = false;
 		if (by_attr)
-			x = (x = item_attr(item, a->pos[0])) ? tf_val_ref(x) : tf_val_undefined("no such attribute");
+			x = (x = item_attr(item, a->pos[0]))
+				    ? tf_val_ref(x)
+				    : tf_val_undefined("no such attribute");
 		else
 			x = tf_val_ref(item);
 		if (!x) {
@@ -319,7 +347,8 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 			break;
 		}
 		if (a->npos > skip)
-			rc = test_by_name(r, at, a->pos[skip], x, a->pos + skip + 1, a->npos - skip - 1, &yes);
+			rc = test_by_name(r, at, a->pos[skip], x, a->pos + skip + 1,
+					  a->npos - skip - 1, &yes);
 		else
 			yes = tf_val_truthy(x);
 		tf_val_unref(x);
@@ -330,31 +359,37 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 	return jinja_give(rc, l, out);
 }
 
-static int f_select(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_select(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    tf_val **out)
 {
 	return select_items(r, at, v, a, false, true, out);
 }
 
-static int f_reject(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_reject(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    tf_val **out)
 {
 	return select_items(r, at, v, a, false, false, out);
 }
 
-static int f_selectattr(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_selectattr(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+			tf_val **out)
 {
 	return select_items(r, at, v, a, true, true, out);
 }
 
-static int f_rejectattr(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_rejectattr(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+			tf_val **out)
 {
 	return select_items(r, at, v, a, true, false, out);
 }
 
 /* map(attribute='x', default=d) or map('filter', args...). */
-static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		 tf_val **out)
 {
 	static const char *const names[] = { "attribute", "default", NULL };
-	tf_val *attr = jinja_arg(a, -1, "attribute"), *def = jinja_arg(a, -1, "default"), *items, *l = NULL;
+	tf_val *attr = jinja_arg(a, -1, "attribute"), *def = jinja_arg(a, -1, "default"), *items,
+	       *l = NULL;
 	int rc = jinja_args_check(r, at, "map", a, attr ? 0 : a->npos, names);
 	const char *fname = attr ? NULL : tf_val_as_str(jinja_arg(a, 0, NULL), NULL);
 	int fidx = fname ? jinja_filter_find(fname) : -1;
@@ -395,7 +430,8 @@ static bool py_number(const char *s, size_t len, bool is_int, double *d, int64_t
 	uint32_t cp;
 	int k;
 
-	while (lo < hi && (k = tf_utf8_next((const uint8_t *)s + lo, hi - lo, &cp)) > 0 && jinja_isspace(cp))
+	while (lo < hi && (k = tf_utf8_next((const uint8_t *)s + lo, hi - lo, &cp)) > 0 &&
+	       jinja_isspace(cp))
 		lo += (size_t)k;
 	while (hi > lo && s[hi - 1] >= 0 && s[hi - 1] <= ' ' && jinja_isspace((uint8_t)s[hi - 1]))
 		hi--;
@@ -406,7 +442,8 @@ static bool py_number(const char *s, size_t len, bool is_int, double *d, int64_t
 		bool digit_before = j > lo && s[j - 1] >= '0' && s[j - 1] <= '9';
 		if (c == '_' && digit_before && j + 1 < hi && s[j + 1] >= '0' && s[j + 1] <= '9')
 			continue;
-		if (!(c >= '0' && c <= '9') && !(!is_int && (strchr(".eE", c) || ((c | 32) >= 'a' && (c | 32) <= 'z'))) &&
+		if (!(c >= '0' && c <= '9') &&
+		    !(!is_int && (strchr(".eE", c) || ((c | 32) >= 'a' && (c | 32) <= 'z'))) &&
 		    !((c == '+' || c == '-') && (j == lo || (!is_int && (s[j - 1] | 32) == 'e'))))
 			return false;
 		buf[n++] = c;
@@ -421,8 +458,8 @@ static bool py_number(const char *s, size_t len, bool is_int, double *d, int64_t
 		return *end == 0 && errno == 0;
 	}
 	const char *word = buf + (buf[0] == '+' || buf[0] == '-');
-	if (((word[0] | 32) >= 'a' && (word[0] | 32) <= 'z') && strcasecmp(word, "inf") && strcasecmp(word, "infinity") &&
-	    strcasecmp(word, "nan"))
+	if (((word[0] | 32) >= 'a' && (word[0] | 32) <= 'z') && strcasecmp(word, "inf") &&
+	    strcasecmp(word, "infinity") && strcasecmp(word, "nan"))
 		return false;   /* strtod would also read hex and "infinit" prefixes */
 	if (strchr(buf, 'x') || strchr(buf, 'X') || strchr(buf, 'p') || strchr(buf, 'P'))
 		return false;
@@ -431,8 +468,8 @@ static bool py_number(const char *s, size_t len, bool is_int, double *d, int64_t
 }
 
 /* int(default=0) and float(default=0.0) as jinja2's do_int and do_float. */
-static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, bool is_int,
-		     tf_val **out)
+static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		     bool is_int, tf_val **out)
 {
 	static const char *const names[] = { "default", NULL };
 	tf_val *def = jinja_arg(a, 0, "default");
@@ -462,7 +499,11 @@ static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		ok = false;
 	}
 	if (!ok || (is_int && isnan(d)))
-		return jinja_give(0, def ? tf_val_ref(def) : is_int ? tf_val_int(0) : tf_val_float(0), out);
+		return jinja_give(0,
+				  def      ? tf_val_ref(def)
+				  : is_int ? tf_val_int(0)
+					   : tf_val_float(0),
+				  out);
 	if (!is_int)
 		return jinja_give(0, tf_val_float(d), out);
 	if (k == TF_VAL_FLOAT) {
@@ -473,18 +514,21 @@ static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const st
 	return jinja_give(0, tf_val_int(i), out);
 }
 
-static int f_int(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_int(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		 tf_val **out)
 {
 	return to_number(r, at, v, a, true, out);
 }
 
-static int f_float(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_float(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		   tf_val **out)
 {
 	return to_number(r, at, v, a, false, out);
 }
 
 /* A str backwards, or a list of the items backwards. */
-static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		     tf_val **out)
 {
 	tf_val *items, *l = NULL;
 	int rc = jinja_args_check(r, at, "reverse", a, 0, NULL);
@@ -497,7 +541,8 @@ static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const st
 	for (size_t i = tf_val_len(items); i-- > 0 && rc == 0;) {
 		size_t len;
 		const char *s = tf_val_as_str(tf_val_at(items, i), &len);
-		rc = str ? tf_bytes_append(&b, s, len) : tf_val_list_push(l, tf_val_ref(tf_val_at(items, i)));
+		rc = str ? tf_bytes_append(&b, s, len)
+			 : tf_val_list_push(l, tf_val_ref(tf_val_at(items, i)));
 	}
 	if (str && rc == 0)
 		l = tf_val_str(b.p ? b.p : "", b.len);
@@ -507,7 +552,8 @@ static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const st
 }
 
 /* No autoescaping here: safe changes nothing. */
-static int f_safe(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_safe(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		  tf_val **out)
 {
 	int rc = jinja_args_check(r, at, "safe", a, 0, NULL);
 	return rc < 0 ? rc : jinja_to_str(r, at, v, out);
@@ -527,7 +573,8 @@ static size_t line_break(const char *s, size_t len, size_t i)
 }
 
 /* indent(width=4, first=False, blank=False) as jinja2 3.1 does it. */
-static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a, tf_val **out)
+static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
+		    tf_val **out)
 {
 	static const char *const names[] = { "width", "first", "blank", NULL };
 	tf_val *width = jinja_arg(a, 0, "width"), *first = jinja_arg(a, 1, "first"),
@@ -558,7 +605,8 @@ static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		size_t j = i, brk = 0;
 		while (j < len && !(brk = line_break(s, len, j)))
 			j++;
-		if (line > 0 && (rc = tf_bytes_append(&b, "\n", 1)) == 0 && (j > i || (blank && tf_val_truthy(blank))))
+		if (line > 0 && (rc = tf_bytes_append(&b, "\n", 1)) == 0 &&
+		    (j > i || (blank && tf_val_truthy(blank))))
 			rc = tf_bytes_append(&b, pad.p, pad.len);
 		if (rc == 0)
 			rc = tf_bytes_append(&b, s + i, j - i);
@@ -571,14 +619,35 @@ static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const str
 	return jinja_give(rc, res, out);
 }
 
-static const struct { const char *name; filter_fn fn; } filters[] = {
-	{ "abs", f_abs }, { "capitalize", f_capitalize }, { "count", f_length },
-	{ "d", f_default }, { "default", f_default }, { "first", f_first }, { "float", f_float },
-	{ "indent", f_indent }, { "int", f_int }, { "items", f_items }, { "join", f_join },
-	{ "last", f_last }, { "length", f_length }, { "list", f_list }, { "lower", f_lower },
-	{ "map", f_map }, { "reject", f_reject }, { "rejectattr", f_rejectattr }, { "replace", f_replace },
-	{ "reverse", f_reverse }, { "safe", f_safe }, { "select", f_select }, { "selectattr", f_selectattr },
-	{ "string", f_string }, { "title", f_title }, { "tojson", f_tojson }, { "trim", f_trim },
+static const struct { const char *name; filter_fn fn;
+} filters[] = {
+	{ "abs", f_abs },
+	{ "capitalize", f_capitalize },
+	{ "count", f_length },
+	{ "d", f_default },
+	{ "default", f_default },
+	{ "first", f_first },
+	{ "float", f_float },
+	{ "indent", f_indent },
+	{ "int", f_int },
+	{ "items", f_items },
+	{ "join", f_join },
+	{ "last", f_last },
+	{ "length", f_length },
+	{ "list", f_list },
+	{ "lower", f_lower },
+	{ "map", f_map },
+	{ "reject", f_reject },
+	{ "rejectattr", f_rejectattr },
+	{ "replace", f_replace },
+	{ "reverse", f_reverse },
+	{ "safe", f_safe },
+	{ "select", f_select },
+	{ "selectattr", f_selectattr },
+	{ "string", f_string },
+	{ "title", f_title },
+	{ "tojson", f_tojson },
+	{ "trim", f_trim },
 	{ "upper", f_upper },
 };
 

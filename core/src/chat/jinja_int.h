@@ -172,7 +172,8 @@ int jinja_give(int rc, tf_val *v, tf_val **out);
 /* Appends the items of the LIST src to the LIST l. */
 int jinja_list_extend(tf_val *l, const tf_val *src);
 /* Python's item in c (a substring, an item, a key); a TypeError otherwise. */
-int jinja_contains(struct jrun *r, const struct jnode *at, const tf_val *item, const tf_val *c, bool *out);
+int jinja_contains(struct jrun *r, const struct jnode *at, const tf_val *item, const tf_val *c,
+		   bool *out);
 /* Python a < b (lt) for numbers, strings and lists; a TypeError otherwise. */
 int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b, bool *out);
 /* Counts bytes a render may still append; fails past the limit. */

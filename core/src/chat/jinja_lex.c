@@ -231,7 +231,8 @@ static int lex_string(struct lexer *lx)
 			for (int k = 0; k < digits; k++) {
 				int h = lx->pos < lx->len ? hexval(lx->s[lx->pos]) : -1;
 				if (h < 0) {
-					rc = lex_fail(lx, lx->pos, "truncated \\x, \\u or \\U escape");
+					rc = lex_fail(lx, lx->pos,
+						      "truncated \\x, \\u or \\U escape");
 					goto cleanup;
 				}
 				cp = cp * 16 + (uint32_t)h;
@@ -265,7 +266,10 @@ cleanup:
 }
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_name(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c); }
+static bool is_name(char c)
+{
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c);
+}
 
 /* Digits with single underscores between them, from i; returns the end. */
 static size_t digits(const char *s, size_t len, size_t i)
@@ -388,7 +392,8 @@ static int lex_tag(struct lexer *lx, size_t open, bool block)
 				stack[depth++] = c == '(' ? ')' : c == '[' ? ']' : '}';
 			} else if (c == ')' || c == ']' || c == '}') {
 				if (!depth || stack[depth - 1] != c)
-					return jinja_error(lx->t, lx->pos, TF_ERR_FORMAT, "unexpected '%c'", c);
+					return jinja_error(lx->t, lx->pos, TF_ERR_FORMAT,
+							   "unexpected '%c'", c);
 				depth--;
 			}
 			rc = lex_op(lx);

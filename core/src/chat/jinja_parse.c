@@ -258,8 +258,10 @@ static int parse_primary(struct parser *p, struct jnode **out)
 	default:
 		break;
 	}
-	return fail_at(p, tok, tok->kind == JT_EOF || tok->kind == JT_VAR_END ||
-			       tok->kind == JT_BLOCK_END ? "expected an expression" : "unexpected token");
+	return fail_at(p, tok,
+		       tok->kind == JT_EOF || tok->kind == JT_VAR_END || tok->kind == JT_BLOCK_END
+			       ? "expected an expression"
+			       : "unexpected token");
 }
 
 static int parse_call_args(struct parser *p, struct jnode *call)
@@ -285,7 +287,9 @@ static int parse_call_args(struct parser *p, struct jnode *call)
 		} else {
 			for (size_t k = 0; k < call->kids.n; k++)
 				if (call->kids.v[k]->kind == JN_KWARG)
-					return fail_at(p, cur(p), "positional argument after keyword argument");
+					return fail_at(
+						p, cur(p),
+						"positional argument after keyword argument");
 			if ((rc = parse_expr(p, &e)) < 0)
 				return rc;
 		}
@@ -371,7 +375,8 @@ static int parse_filters(struct parser *p, struct jnode **n)
 		bool neg = !filter && skip_word(p, "not");
 		const struct jtok *name = cur(p);
 		if (name->kind != JT_NAME)
-			return fail_at(p, name, filter ? "expected a filter name" : "expected a test name");
+			return fail_at(p, name,
+				       filter ? "expected a filter name" : "expected a test name");
 		const char *s = tf_val_as_str(name->val, NULL);
 		int idx = filter ? jinja_filter_find(s) : jinja_test_find(s);
 		if (idx < 0)
@@ -386,15 +391,18 @@ static int parse_filters(struct parser *p, struct jnode **n)
 		if (is_op(p, '(')) {
 			if ((rc = parse_call_args(p, *n)) < 0)
 				return rc;
-		} else if (!filter && (next->kind == JT_NAME || next->kind == JT_STRING ||
-				       next->kind == JT_INT || next->kind == JT_FLOAT ||
-				       is_op(p, '[') || is_op(p, '{')) &&
-			   !is_word(next, "else") && !is_word(next, "or") && !is_word(next, "and")) {
+		} else if (!filter &&
+			   (next->kind == JT_NAME || next->kind == JT_STRING ||
+			    next->kind == JT_INT || next->kind == JT_FLOAT || is_op(p, '[') ||
+			    is_op(p, '{')) &&
+			   !is_word(next, "else") && !is_word(next, "or") &&
+			   !is_word(next, "and")) {
 			/* "x is divisibleby 3": one argument without parentheses */
 			struct jnode *arg;
 			if (is_word(next, "is"))
 				return fail_at(p, next, "tests cannot be chained with 'is'");
-			if ((rc = parse_primary(p, &arg)) < 0 || (rc = parse_postfix(p, &arg)) < 0 ||
+			if ((rc = parse_primary(p, &arg)) < 0 ||
+			    (rc = parse_postfix(p, &arg)) < 0 ||
 			    (rc = list_push(&(*n)->kids, arg)) < 0)
 				return rc;
 		}
@@ -433,7 +441,8 @@ static int parse_level(struct parser *p, int level, struct jnode **out)
 	static const int ops[][5] = {
 		{ '+', '-' }, { '~' }, { '*', '/', JOP_FLOORDIV, '%' }, { JOP_POW },
 	};
-	int depth = p->depth, rc = level == 3 ? parse_unary(p, true, out) : parse_level(p, level + 1, out);
+	int depth = p->depth,
+	    rc = level == 3 ? parse_unary(p, true, out) : parse_level(p, level + 1, out);
 
 	while (rc == 0 && cur(p)->kind == JT_OP) {
 		int op = cur(p)->op;
@@ -445,7 +454,8 @@ static int parse_level(struct parser *p, int level, struct jnode **out)
 		size_t pos = cur(p)->pos;
 		struct jnode *right;
 		advance(p);
-		if ((rc = level == 3 ? parse_unary(p, true, &right) : parse_level(p, level + 1, &right)) < 0)
+		if ((rc = level == 3 ? parse_unary(p, true, &right)
+				     : parse_level(p, level + 1, &right)) < 0)
 			return rc;
 		rc = binop(p, JN_BINOP, op, pos, out, right);
 	}
@@ -600,7 +610,8 @@ static int parse_targets(struct parser *p, struct jlist *l)
 	int rc;
 	do {
 		struct jnode *n;
-		if ((rc = take_name(p, JN_NAME, "expected a variable name", &n)) < 0 || (rc = list_push(l, n)) < 0)
+		if ((rc = take_name(p, JN_NAME, "expected a variable name", &n)) < 0 ||
+		    (rc = list_push(l, n)) < 0)
 			return rc;
 	} while (skip_op(p, ','));
 	return 0;
@@ -632,7 +643,8 @@ static int parse_for(struct parser *p, struct jnode *n)
 	p->loops--;
 	if (rc < 0)
 		return rc;
-	if (skip_word(p, "else") && ((rc = expect_end(p)) < 0 || (rc = parse_body(p, &n->alt, endfor)) < 0))
+	if (skip_word(p, "else") &&
+	    ((rc = expect_end(p)) < 0 || (rc = parse_body(p, &n->alt, endfor)) < 0))
 		return rc;
 	advance(p);   /* endfor */
 	return expect_end(p);
@@ -646,7 +658,8 @@ static int parse_set(struct parser *p, struct jnode *n)
 
 	if (tok->kind == JT_NAME && tok[1].kind == JT_OP && tok[1].op == '.') {
 		/* ns.attr = value */
-		if ((rc = parse_primary(p, &n->a)) < 0 || (rc = binop(p, JN_ATTR, 0, cur(p)->pos, &n->a, NULL)) < 0)
+		if ((rc = parse_primary(p, &n->a)) < 0 ||
+		    (rc = binop(p, JN_ATTR, 0, cur(p)->pos, &n->a, NULL)) < 0)
 			return rc;
 		p->depth--;
 		advance(p);
@@ -655,7 +668,8 @@ static int parse_set(struct parser *p, struct jnode *n)
 		n->a->val = tf_val_ref(cur(p)->val);
 		advance(p);
 	} else {
-		if (!(n->a = node_new(p, JN_TUPLE, tok->pos)) || (rc = parse_targets(p, &n->a->kids)) < 0)
+		if (!(n->a = node_new(p, JN_TUPLE, tok->pos)) ||
+		    (rc = parse_targets(p, &n->a->kids)) < 0)
 			return n->a ? rc : TF_ERR_NOMEM;
 		if (n->a->kids.n == 1)
 			n->a = n->a->kids.v[0];
@@ -730,7 +744,10 @@ static int parse_statement(struct parser *p, struct jlist *body)
 	const char *w = tf_val_as_str(tok->val, NULL);
 	advance(p);
 	if (!strcmp(w, "if") || !strcmp(w, "for") || !strcmp(w, "set") || !strcmp(w, "macro")) {
-		enum jnode_kind kind = w[0] == 'i' ? JN_IF : w[0] == 'f' ? JN_FOR : w[0] == 's' ? JN_SET : JN_MACRO;
+		enum jnode_kind kind = w[0] == 'i'   ? JN_IF
+				       : w[0] == 'f' ? JN_FOR
+				       : w[0] == 's' ? JN_SET
+						     : JN_MACRO;
 		if (!(n = node_new(p, kind, tok->pos)) || (rc = list_push(body, n)) < 0)
 			return TF_ERR_NOMEM;
 		if ((kind == JN_SET || kind == JN_MACRO) && p->loop)
@@ -740,8 +757,11 @@ static int parse_statement(struct parser *p, struct jlist *body)
 	}
 	if (!strcmp(w, "break") || !strcmp(w, "continue")) {
 		if (!p->loops)
-			return fail_at(p, tok, w[0] == 'b' ? "'break' outside a loop" : "'continue' outside a loop");
-		if ((rc = list_push(body, node_new(p, w[0] == 'b' ? JN_BREAK : JN_CONTINUE, tok->pos))) < 0)
+			return fail_at(p, tok,
+				       w[0] == 'b' ? "'break' outside a loop"
+						   : "'continue' outside a loop");
+		if ((rc = list_push(body, node_new(p, w[0] == 'b' ? JN_BREAK : JN_CONTINUE,
+						   tok->pos))) < 0)
 			return rc;
 		return expect_end(p);
 	}
@@ -770,7 +790,8 @@ static int parse_body(struct parser *p, struct jlist *body, const char *const *e
 			break;
 		case JT_VAR_BEGIN:
 			advance(p);
-			if (!(n = node_new(p, JN_OUTPUT, tok->pos)) || (rc = list_push(body, n)) < 0)
+			if (!(n = node_new(p, JN_OUTPUT, tok->pos)) ||
+			    (rc = list_push(body, n)) < 0)
 				return TF_ERR_NOMEM;
 			if ((rc = parse_tuple(p, true, false, &n->a)) < 0)
 				return rc;
@@ -795,7 +816,8 @@ static int parse_body(struct parser *p, struct jlist *body, const char *const *e
 				char what[96];
 				while (ends[k + 1])
 					k++;
-				snprintf(what, sizeof(what), "unexpected end of template: expected '%s'", ends[k]);
+				snprintf(what, sizeof(what),
+					 "unexpected end of template: expected '%s'", ends[k]);
 				return fail_at(p, tok, what);
 			}
 			p->depth--;
@@ -837,7 +859,8 @@ int tf_jinja_parse(const char *src, size_t len, const char *name, tf_jinja **out
 	int rc = TF_ERR_NOMEM;
 
 	*out = NULL;
-	if (!t || !(t->name = strdup(name ? name : "<template>")) || (rc = normalise(t, src, len)) < 0)
+	if (!t || !(t->name = strdup(name ? name : "<template>")) ||
+	    (rc = normalise(t, src, len)) < 0)
 		goto cleanup;
 	p.t = t;
 	if ((rc = jinja_lex(t, &p.toks)) < 0 || (rc = parse_body(&p, &t->body, NULL)) < 0)

@@ -74,16 +74,18 @@ static bool special_upper(uint32_t c)
  * sigma rule looks through them. */
 static bool case_ignorable(uint32_t c)
 {
-	return c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' || c == 0xA8 || c == 0xAD ||
-	       c == 0xAF || c == 0xB4 || c == 0xB7 || c == 0xB8 || (c >= 0x2B0 && c <= 0x36F) ||
-	       (c >= 0x2018 && c <= 0x2019) || c == 0x2024 || c == 0x2027 || (c >= 0x200B && c <= 0x200F);
+	return c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' || c == 0xA8 ||
+	       c == 0xAD || c == 0xAF || c == 0xB4 || c == 0xB7 || c == 0xB8 ||
+	       (c >= 0x2B0 && c <= 0x36F) || (c >= 0x2018 && c <= 0x2019) || c == 0x2024 ||
+	       c == 0x2027 || (c >= 0x200B && c <= 0x200F);
 }
 
 static bool is_cased(uint32_t c)
 {
 	if (c < 0x80)
 		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-	return utf8_locale && (iswupper_l((wint_t)c, utf8_locale) || iswlower_l((wint_t)c, utf8_locale));
+	return utf8_locale &&
+	       (iswupper_l((wint_t)c, utf8_locale) || iswlower_l((wint_t)c, utf8_locale));
 }
 
 /* Appends c upper- (up) or lower-cased, or upper for a title (capitalize's
@@ -103,7 +105,8 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 		return tf_bytes_append(b, title ? "Ss" : "SS", 2);
 	if (!up && c == 0x130)
 		return tf_bytes_append(b, "i\xCC\x87", 3);
-	if ((up && special_upper(c)) || (title && ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3))))
+	if ((up && special_upper(c)) ||
+	    (title && ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3))))
 		return jinja_fail(r, at, "case mapping of U+%04X is not supported", c);
 	pthread_once(&utf8_once, utf8_init);
 	if (!utf8_locale)
@@ -156,7 +159,8 @@ static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int
 		/* title lowers item[1:] as a string of its own (the sigma rule sees only it) */
 		struct cps rest = { item.v + 1, item.n - 1 };
 		bool own = mode == 't' && k > 0;
-		rc = case_one(r, at, own ? &rest : &item, own ? k - 1 : k, mode == 'u' || first, mode == 'c' && first, &b);
+		rc = case_one(r, at, own ? &rest : &item, own ? k - 1 : k, mode == 'u' || first,
+			      mode == 'c' && first, &b);
 	}
 	free(cs.v);
 	if (rc < 0) {
@@ -213,9 +217,11 @@ static int strip(tf_val *self, int mode, const tf_val *chars, tf_val **out)
 	if (use_set && cps_of(chars, &set) < 0)
 		return TF_ERR_NOMEM;
 	hi = len;
-	while (mode != 'r' && lo < hi && (n = cp_at(s, hi, lo, &cp)) && in_set(cp, use_set ? &set : NULL))
+	while (mode != 'r' && lo < hi && (n = cp_at(s, hi, lo, &cp)) &&
+	       in_set(cp, use_set ? &set : NULL))
 		lo += n;
-	while (mode != 'l' && hi > lo && (n = cp_before(s, hi, &cp)) && in_set(cp, use_set ? &set : NULL))
+	while (mode != 'l' && hi > lo && (n = cp_before(s, hi, &cp)) &&
+	       in_set(cp, use_set ? &set : NULL))
 		hi -= n;
 	free(set.v);
 	return jinja_give(0, tf_val_str(s + lo, hi - lo), out);
@@ -423,7 +429,9 @@ static int affix(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 	size_t len;
 	const char *s = tf_val_as_str(self, &len);
 	bool yes = false;
-	size_t n = tf_val_kind_of(arg) == TF_VAL_STR ? 1 : tf_val_is_tuple(arg) ? tf_val_len(arg) : 0;
+	size_t n = tf_val_kind_of(arg) == TF_VAL_STR ? 1
+		   : tf_val_is_tuple(arg)            ? tf_val_len(arg)
+						     : 0;
 
 	if (!n && !tf_val_is_tuple(arg))
 		return jinja_fail(r, at, "%s first arg must be str or a tuple of str, not %s",
@@ -441,8 +449,8 @@ static int affix(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 }
 
 /* find (index in code points or -1) and count of non-overlapping matches. */
-static int search(struct jrun *r, const struct jnode *at, tf_val *self, const tf_val *sub, bool count,
-		  tf_val **out)
+static int search(struct jrun *r, const struct jnode *at, tf_val *self, const tf_val *sub,
+		  bool count, tf_val **out)
 {
 	size_t len, sl;
 	const char *s = tf_val_as_str(self, &len), *p = tf_val_as_str(sub, &sl);
@@ -488,9 +496,10 @@ static int join(struct jrun *r, const struct jnode *at, tf_val *self, tf_val *it
 		size_t il;
 		const char *s = tf_val_as_str(tf_val_at(list, i), &il);
 		if (!s)
-			rc = jinja_fail(r, at, "sequence item %zu: expected str instance, %s found", i,
-					jinja_type_name(tf_val_at(list, i)));
-		else if ((rc = jinja_output_check(r, at, il + sl)) == 0 && (rc = i ? tf_bytes_append(&b, sep, sl) : 0) == 0)
+			rc = jinja_fail(r, at, "sequence item %zu: expected str instance, %s found",
+					i, jinja_type_name(tf_val_at(list, i)));
+		else if ((rc = jinja_output_check(r, at, il + sl)) == 0 &&
+			 (rc = i ? tf_bytes_append(&b, sep, sl) : 0) == 0)
 			rc = tf_bytes_append(&b, s, il);
 	}
 	tf_val_unref(list);
@@ -509,8 +518,9 @@ int jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val
 int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
 		     const struct jargs *args, tf_val **out)
 {
-	static const char *const strip_args[] = { "chars", NULL }, *const split_args[] = { "sep", "maxsplit", NULL },
-		*const replace_args[] = { "old", "new", "count", NULL };
+	static const char *const strip_args[] = { "chars", NULL },
+				 *const split_args[] = { "sep", "maxsplit", NULL },
+				 *const replace_args[] = { "old", "new", "count", NULL };
 	tf_val *a0 = jinja_arg(args, 0, NULL), *a1 = jinja_arg(args, 1, NULL);
 	int rc;
 
@@ -552,7 +562,11 @@ int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const
 	if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize")) {
 		if ((rc = jinja_args_check(r, at, name, args, 0, NULL)) < 0)
 			return rc;
-		return change_case(r, at, self, name[0] == 'c' ? 'c' : name[0] == 'u' ? 'u' : 'l', out);
+		return change_case(r, at, self,
+				   name[0] == 'c'   ? 'c'
+				   : name[0] == 'u' ? 'u'
+						    : 'l',
+				   out);
 	}
 	return 1;
 }

@@ -880,7 +880,8 @@ static int repr_string(const char *s, size_t n, tf_bytes *out)
 		} else if (c == '\n' || c == '\r' || c == '\t') {
 			snprintf(esc, sizeof(esc), "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
 		} else if (py_unprintable(c)) {
-			snprintf(esc, sizeof(esc), c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x", c);
+			const char *f = c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x";
+			snprintf(esc, sizeof(esc), f, c);
 		}
 		rc = esc[0] ? put(out, esc) : tf_bytes_append(out, s + i, (size_t)len);
 		i += (size_t)len;
@@ -899,7 +900,9 @@ int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 	case TF_VAL_FLOAT:
 		return tf_val_dump_float(v->d, out);
 	case TF_VAL_STR:
-		return repr ? repr_string(v->s.p, v->s.len, out) : tf_bytes_append(out, v->s.p, v->s.len);
+		if (repr)
+			return repr_string(v->s.p, v->s.len, out);
+		return tf_bytes_append(out, v->s.p, v->s.len);
 	case TF_VAL_UNDEFINED:
 		return repr ? put(out, "Undefined") : 0;
 	case TF_VAL_LIST: {
@@ -958,15 +961,18 @@ static bool is_number(const tf_val *v)
 	return v && (v->kind == TF_VAL_BOOL || v->kind == TF_VAL_INT || v->kind == TF_VAL_FLOAT);
 }
 
+/* A bool's or an int's value as an int. */
+static int64_t int_of(const tf_val *v) { return v->kind == TF_VAL_BOOL ? v->b : v->i; }
+
 bool tf_val_equal(const tf_val *a, const tf_val *b)
 {
 	if (a == b)
 		return true;
 	if (is_number(a) && is_number(b)) {
 		if (a->kind != TF_VAL_FLOAT && b->kind != TF_VAL_FLOAT)
-			return (a->kind == TF_VAL_BOOL ? a->b : a->i) == (b->kind == TF_VAL_BOOL ? b->b : b->i);
-		double x = a->kind == TF_VAL_FLOAT ? a->d : a->kind == TF_VAL_BOOL ? a->b : (double)a->i;
-		double y = b->kind == TF_VAL_FLOAT ? b->d : b->kind == TF_VAL_BOOL ? b->b : (double)b->i;
+			return int_of(a) == int_of(b);
+		double x = a->kind == TF_VAL_FLOAT ? a->d : (double)int_of(a);
+		double y = b->kind == TF_VAL_FLOAT ? b->d : (double)int_of(b);
 		return x == y;
 	}
 	if (!a || !b || a->kind != b->kind || a->sub != b->sub)
@@ -988,7 +994,7 @@ bool tf_val_equal(const tf_val *a, const tf_val *b)
 		if (a->m.n != b->m.n || a->sub == SUB_NAMESPACE)
 			return false;
 		for (size_t i = 0; i < a->m.n; i++) {
-			const tf_val *bv = tf_val_dict_getn(b, a->m.keys[i]->s.p, a->m.keys[i]->s.len);
+			const tf_val *k = a->m.keys[i], *bv = tf_val_dict_getn(b, k->s.p, k->s.len);
 			if (!bv || !tf_val_equal(a->m.vals[i], bv))
 				return false;
 		}
