@@ -409,6 +409,7 @@ ERRORS = [
     ("{{ n[1:] }}", None, 1, 5),
     ("{{ d[::-1] }}", None, 1, 5),
     ("{{ missing | int }}", None, 1, 12),
+    ("{{ namespace(a=1) | tojson }}", None, 1, 19),
     ("{% macro m() %}{% endmacro %}{{ m(1) }}", None, 1, 34),
 ]
 

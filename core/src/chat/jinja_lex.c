@@ -344,7 +344,7 @@ static int lex_op(struct lexer *lx)
 static int lex_tag(struct lexer *lx, size_t open, bool block)
 {
 	const char *close = block ? "%}" : "}}";
-	char stack[64];
+	char stack[200];
 	size_t depth = 0;
 	int rc;
 

@@ -815,6 +815,8 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 			rc = dump_newline(st, level, out);
 		return rc < 0 ? rc : put(out, "]");
 	case TF_VAL_DICT:
+		if (v->sub == SUB_NAMESPACE)
+			return tf_diag_set(TF_ERR_INVALID, "Object of type Namespace is not JSON serializable");
 		if (!v->m.n)
 			return put(out, "{}");
 		if ((rc = key_order(v, st->sort_keys, &order)) < 0 || (rc = put(out, "{")) < 0)

@@ -110,7 +110,7 @@ typedef struct tf_json_style {
 	const char *item_sep, *key_sep;
 	bool sort_keys;
 } tf_json_style;
-/* tf_val_dump_json with a style; TF_ERR_INVALID for UNDEFINED or FUNC. */
+/* tf_val_dump_json with a style; TF_ERR_INVALID for UNDEFINED, FUNC or a namespace. */
 int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *out);
 
 /*
