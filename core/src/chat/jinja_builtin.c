@@ -36,7 +36,7 @@ static const struct { const char *name; int id; } tests[] = {
 	{ "sameas", T_SAMEAS },
 };
 
-int jinja_test_find(const char *name)
+int tf_jinja_test_find(const char *name)
 {
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
 		if (!strcmp(tests[i].name, name))
@@ -48,9 +48,9 @@ int jinja_test_find(const char *name)
 static int test_arg(struct jrun *r, const struct jnode *at, const char *name, const struct jargs *a,
 		    tf_val **arg)
 {
-	int rc = jinja_args_check(r, at, name, a, 1, NULL);
-	if (rc == 0 && !(*arg = jinja_arg(a, 0, NULL)))
-		rc = jinja_fail(r, at, "test '%s' needs an argument", name);
+	int rc = tf_jinja_args_check(r, at, name, a, 1, NULL);
+	if (rc == 0 && !(*arg = tf_jinja_arg(a, 0, NULL)))
+		rc = tf_jinja_fail(r, at, "test '%s' needs an argument", name);
 	return rc;
 }
 
@@ -58,14 +58,14 @@ static int test_arg(struct jrun *r, const struct jnode *at, const char *name, co
 static int case_test(struct jrun *r, const struct jnode *at, tf_val *v, bool upper, bool *out)
 {
 	tf_val *s, *mapped = NULL;
-	int rc = jinja_to_str(r, at, v, &s);
+	int rc = tf_jinja_to_str(r, at, v, &s);
 	if (rc < 0)
 		return rc;
 	struct jargs none = { 0 };
-	if ((rc = jinja_str_method(r, at, s, upper ? "upper" : "lower", &none, &mapped)) == 0) {
+	if ((rc = tf_jinja_str_method(r, at, s, upper ? "upper" : "lower", &none, &mapped)) == 0) {
 		tf_val *other = NULL;
-		if ((rc = jinja_str_method(r, at, s, upper ? "lower" : "upper", &none, &other)) ==
-		    0)
+		if ((rc = tf_jinja_str_method(r, at, s, upper ? "lower" : "upper", &none,
+					      &other)) == 0)
 			*out = tf_val_equal(s, mapped) && !tf_val_equal(s, other);
 		tf_val_unref(other);
 	}
@@ -74,8 +74,8 @@ static int case_test(struct jrun *r, const struct jnode *at, tf_val *v, bool upp
 	return rc;
 }
 
-int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v,
-		    const struct jargs *args, bool *out)
+int tf_jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v,
+		       const struct jargs *args, bool *out)
 {
 	const char *name = tests[index].name;
 	tf_val_kind k = tf_val_kind_of(v);
@@ -89,7 +89,7 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 			return rc;
 		break;
 	default:
-		if ((rc = jinja_args_check(r, at, name, args, 0, NULL)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 0, NULL)) < 0)
 			return rc;
 	}
 	switch (tests[index].id) {
@@ -116,9 +116,9 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 		int64_t d = tests[index].id == T_DIVISIBLEBY ? tf_val_as_int(arg) : 2;
 		if ((k != TF_VAL_INT && k != TF_VAL_BOOL) ||
 		    (arg && tf_val_kind_of(arg) != TF_VAL_INT) || d == 0)
-			return jinja_fail(r, at,
-					  "test '%s' needs integers (and a divisor other than 0)",
-					  name);
+			return tf_jinja_fail(
+				r, at, "test '%s' needs integers (and a divisor other than 0)",
+				name);
 		int64_t x = k == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v),
 			m = d == -1 ? 0 : x % d;
 		*out = tests[index].id == T_ODD ? m != 0 : m == 0;
@@ -126,16 +126,15 @@ int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *v
 	}
 	case T_EQ: *out = tf_val_equal(v, arg); return 0;
 	case T_NE: *out = !tf_val_equal(v, arg); return 0;
-	case T_LT: return jinja_less(r, at, v, arg, out);
-	case T_GT: return jinja_less(r, at, arg, v, out);
+	case T_LT: return tf_jinja_less(r, at, v, arg, out);
+	case T_GT: return tf_jinja_less(r, at, arg, v, out);
 	case T_LE:
 	case T_GE:
-		rc = tests[index].id == T_LE ? jinja_less(r, at, arg, v, out)
-					     : jinja_less(r, at, v, arg, out);
+		rc = tests[index].id == T_LE ? tf_jinja_less(r, at, arg, v, out)
+					     : tf_jinja_less(r, at, v, arg, out);
 		*out = !*out;
 		return rc;
-	case T_IN:
-		return jinja_contains(r, at, v, arg, out);
+	case T_IN: return tf_jinja_contains(r, at, v, arg, out);
 	case T_LOWER:
 	case T_UPPER:
 		return case_test(r, at, v, tests[index].id == T_UPPER, out);
@@ -158,23 +157,23 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 {
 	int rc;
 	if (!strcmp(name, "get")) {
-		if ((rc = jinja_args_check(r, at, "get", a, 2, NULL)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, "get", a, 2, NULL)) < 0)
 			return rc;
-		tf_val *key = jinja_arg(a, 0, NULL), *def = jinja_arg(a, 1, NULL);
+		tf_val *key = tf_jinja_arg(a, 0, NULL), *def = tf_jinja_arg(a, 1, NULL);
 		size_t len;
 		const char *s = tf_val_as_str(key, &len);
 		if (!key)
-			return jinja_fail(r, at, "get expected at least 1 argument, got 0");
+			return tf_jinja_fail(r, at, "get expected at least 1 argument, got 0");
 		tf_val *v = s ? tf_val_dict_getn(d, s, len) : NULL;
 		if (!v)
 			v = def;
-		return jinja_give(0, v ? tf_val_ref(v) : tf_val_none(), out);
+		return tf_jinja_give(0, v ? tf_val_ref(v) : tf_val_none(), out);
 	}
 	bool items = !strcmp(name, "items"), keys = !strcmp(name, "keys"),
 	     values = !strcmp(name, "values");
 	if (!items && !keys && !values)
 		return 1;
-	if ((rc = jinja_args_check(r, at, name, a, 0, NULL)) < 0)
+	if ((rc = tf_jinja_args_check(r, at, name, a, 0, NULL)) < 0)
 		return rc;
 	tf_val *l = tf_val_list();
 	rc = l ? 0 : TF_ERR_NOMEM;
@@ -192,10 +191,10 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 		}
 		rc = tf_val_list_push(l, pair);
 	}
-	return jinja_give(rc, l, out);
+	return tf_jinja_give(rc, l, out);
 }
 
-bool jinja_has_method(const tf_val *self, const char *name)
+bool tf_jinja_has_method(const tf_val *self, const char *name)
 {
 	static const char *const str[] = { "startswith", "endswith", "split",   "rsplit", "strip",
 					   "lstrip",     "rstrip",   "replace", "upper",  "lower",
@@ -211,12 +210,11 @@ bool jinja_has_method(const tf_val *self, const char *name)
 	return false;
 }
 
-int jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
-		      const struct jargs *args, tf_val **out)
+int tf_jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
+			 const struct jargs *args, tf_val **out)
 {
 	switch (tf_val_kind_of(self)) {
-	case TF_VAL_STR:
-		return jinja_str_method(r, at, self, name, args, out);
+	case TF_VAL_STR: return tf_jinja_str_method(r, at, self, name, args, out);
 	case TF_VAL_DICT:
 		return tf_val_is_namespace(self) ? 1 : dict_method(r, at, self, name, args, out);
 	default:
@@ -226,39 +224,38 @@ int jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, cons
 
 /* ---- globals ---- */
 
-typedef int (*global_fn)(struct jrun *r, const struct jnode *at, tf_val *self,
-			 const struct jargs *a, tf_val **out);
-
 static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
 		   tf_val **out)
 {
 	int64_t v[3] = { 0, 0, 1 };
-	int rc = jinja_args_check(r, at, "range", a, 3, NULL);
+	int rc = tf_jinja_args_check(r, at, "range", a, 3, NULL);
 	(void)self;
 	if (rc < 0)
 		return rc;
 	if (!a->npos)
-		return jinja_fail(r, at, "range expected at least 1 argument, got 0");
+		return tf_jinja_fail(r, at, "range expected at least 1 argument, got 0");
 	for (size_t i = 0; i < a->npos; i++) {
 		tf_val_kind k = tf_val_kind_of(a->pos[i]);
 		if (k != TF_VAL_INT && k != TF_VAL_BOOL)
-			return jinja_fail(r, at, "'%s' object cannot be interpreted as an integer",
-					  jinja_type_name(a->pos[i]));
+			return tf_jinja_fail(r, at,
+					     "'%s' object cannot be interpreted as an integer",
+					     tf_jinja_type_name(a->pos[i]));
 		v[a->npos == 1 ? 1 : i] =
 			k == TF_VAL_BOOL ? tf_val_as_bool(a->pos[i]) : tf_val_as_int(a->pos[i]);
 	}
 	if (v[2] == 0)
-		return jinja_fail(r, at, "range() arg 3 must not be zero");
+		return tf_jinja_fail(r, at, "range() arg 3 must not be zero");
 	double n = v[2] > 0 ? ((double)v[1] - (double)v[0]) / (double)v[2] :
 			      ((double)v[0] - (double)v[1]) / -(double)v[2];
 	if (n > RANGE_MAX)
-		return jinja_fail(r, at, "range too big: the sandbox blocks ranges larger than %d",
-				  RANGE_MAX);
+		return tf_jinja_fail(r, at,
+				     "range too big: the sandbox blocks ranges larger than %d",
+				     RANGE_MAX);
 	tf_val *l = tf_val_list();
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t x = v[0]; rc == 0 && (v[2] > 0 ? x < v[1] : x > v[1]); x += v[2])
 		rc = tf_val_list_push(l, tf_val_int(x));
-	return jinja_give(rc, l, out);
+	return tf_jinja_give(rc, l, out);
 }
 
 /* namespace(...) and dict(...): from a dict argument and keyword arguments. */
@@ -266,13 +263,13 @@ static int make_dict(struct jrun *r, const struct jnode *at, const struct jargs 
 		     tf_val **out)
 {
 	const char *fn = ns ? "namespace" : "dict";
-	tf_val *init = jinja_arg(a, 0, NULL), *d;
+	tf_val *init = tf_jinja_arg(a, 0, NULL), *d;
 	int rc = 0;
 
 	if (a->npos > 1)
-		return jinja_fail(r, at, "%s() takes at most 1 positional argument", fn);
+		return tf_jinja_fail(r, at, "%s() takes at most 1 positional argument", fn);
 	if (init && tf_val_kind_of(init) != TF_VAL_DICT)
-		return jinja_fail(r, at, "%s() takes a dict as its argument", fn);
+		return tf_jinja_fail(r, at, "%s() takes a dict as its argument", fn);
 	if (!(d = ns ? tf_val_namespace() : tf_val_dict()))
 		return TF_ERR_NOMEM;
 	for (size_t i = 0; rc == 0 && init && i < tf_val_len(init); i++) {
@@ -282,7 +279,7 @@ static int make_dict(struct jrun *r, const struct jnode *at, const struct jargs 
 	}
 	for (size_t i = 0; rc == 0 && i < a->nnamed; i++)
 		rc = tf_val_dict_set(d, a->names[i], strlen(a->names[i]), tf_val_ref(a->named[i]));
-	return jinja_give(rc, d, out);
+	return tf_jinja_give(rc, d, out);
 }
 
 static int g_namespace(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
@@ -302,14 +299,14 @@ static int g_dict(struct jrun *r, const struct jnode *at, tf_val *self, const st
 static int g_raise(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
 		   tf_val **out)
 {
-	tf_val *msg = jinja_arg(a, 0, NULL), *s = NULL;
-	int rc = jinja_args_check(r, at, "raise_exception", a, 1, NULL);
+	tf_val *msg = tf_jinja_arg(a, 0, NULL), *s = NULL;
+	int rc = tf_jinja_args_check(r, at, "raise_exception", a, 1, NULL);
 	(void)self;
 	(void)out;
-	if (rc == 0 && msg && (rc = jinja_to_str(r, at, msg, &s)) == 0)
-		rc = jinja_fail(r, at, "raise_exception: %s", tf_val_as_str(s, NULL));
+	if (rc == 0 && msg && (rc = tf_jinja_to_str(r, at, msg, &s)) == 0)
+		rc = tf_jinja_fail(r, at, "raise_exception: %s", tf_val_as_str(s, NULL));
 	else if (rc == 0)
-		rc = jinja_fail(r, at, "raise_exception()");
+		rc = tf_jinja_fail(r, at, "raise_exception()");
 	tf_val_unref(s);
 	return rc;
 }
@@ -317,41 +314,41 @@ static int g_raise(struct jrun *r, const struct jnode *at, tf_val *self, const s
 static int g_strftime_now(struct jrun *r, const struct jnode *at, tf_val *self,
 			  const struct jargs *a, tf_val **out)
 {
-	const char *fmt = tf_val_as_str(jinja_arg(a, 0, NULL), NULL);
+	const char *fmt = tf_val_as_str(tf_jinja_arg(a, 0, NULL), NULL);
 	char buf[256];
-	int rc = jinja_args_check(r, at, "strftime_now", a, 1, NULL);
+	int rc = tf_jinja_args_check(r, at, "strftime_now", a, 1, NULL);
 	(void)self;
 	if (rc < 0)
 		return rc;
 	if (!fmt)
-		return jinja_fail(r, at, "strftime_now() needs a format string");
+		return tf_jinja_fail(r, at, "strftime_now() needs a format string");
 	time_t now = time(NULL);
 	struct tm tm;
 	size_t n = strftime(buf, sizeof(buf), fmt, localtime_r(&now, &tm));
 	if (!n && fmt[0])
-		return jinja_fail(r, at, "strftime_now(): the result is too long");
-	return jinja_give(0, tf_val_str(buf, n), out);
+		return tf_jinja_fail(r, at, "strftime_now(): the result is too long");
+	return tf_jinja_give(0, tf_val_str(buf, n), out);
 }
 
 static int g_cycle(struct jrun *r, const struct jnode *at, tf_val *self, const struct jargs *a,
 		   tf_val **out)
 {
 	tf_val *i = tf_val_dict_get(self, "index0");
-	int rc = jinja_args_check(r, at, "cycle", a, a->npos, NULL);
+	int rc = tf_jinja_args_check(r, at, "cycle", a, a->npos, NULL);
 	if (rc < 0)
 		return rc;
 	if (!a->npos || !i)
-		return jinja_fail(r, at, "no items for cycling given");
-	return jinja_give(0, tf_val_ref(a->pos[tf_val_as_int(i) % (int64_t)a->npos]), out);
+		return tf_jinja_fail(r, at, "no items for cycling given");
+	return tf_jinja_give(0, tf_val_ref(a->pos[tf_val_as_int(i) % (int64_t)a->npos]), out);
 }
 
-static const struct jglobal { const char *name; global_fn fn; } globals[] = {
+static const struct jglobal { const char *name; tf_jinja_fn fn; } globals[] = {
 	{ "range", g_range }, { "namespace", g_namespace }, { "dict", g_dict },
 	{ "raise_exception", g_raise }, { "strftime_now", g_strftime_now },
 	{ "loop.cycle", g_cycle },
 };
 
-tf_val *jinja_global(const char *name)
+tf_val *tf_jinja_global(const char *name)
 {
 	for (size_t i = 0; i < sizeof(globals) / sizeof(globals[0]); i++)
 		if (!strcmp(globals[i].name, name))
@@ -359,8 +356,8 @@ tf_val *jinja_global(const char *name)
 	return NULL;
 }
 
-int jinja_global_call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self,
-		      const struct jargs *args, tf_val **out)
+int tf_jinja_global_call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self,
+			 const struct jargs *args, tf_val **out)
 {
 	const struct jglobal *g = tf_val_func_ptr(fn);
 	return g->fn(r, at, self, args, out);

@@ -37,32 +37,32 @@ struct jrun {
 	size_t steps, written;
 };
 
-int jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
+int tf_jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return jinja_error(r->t, at->pos, TF_ERR_INVALID, "%s", msg);
+	return tf_jinja_error(r->t, at->pos, TF_ERR_INVALID, "%s", msg);
 }
 
-int jinja_fail_diag(struct jrun *r, const struct jnode *at, int status)
+int tf_jinja_fail_diag(struct jrun *r, const struct jnode *at, int status)
 {
 	if (status == TF_ERR_NOMEM)
 		return status;
 	char msg[400];
 	snprintf(msg, sizeof(msg), "%s", tf_diag_msg());
-	return jinja_fail(r, at, "%s", msg);
+	return tf_jinja_fail(r, at, "%s", msg);
 }
 
-int jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v)
+int tf_jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v)
 {
 	const char *why = tf_val_undefined_why(v);
-	return why ? jinja_fail(r, at, "%s", why) : 0;
+	return why ? tf_jinja_fail(r, at, "%s", why) : 0;
 }
 
-const char *jinja_type_name(const tf_val *v)
+const char *tf_jinja_type_name(const tf_val *v)
 {
 	switch (tf_val_kind_of(v)) {
 	case TF_VAL_NONE: return "NoneType";
@@ -78,10 +78,10 @@ const char *jinja_type_name(const tf_val *v)
 	return "object";
 }
 
-int jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
+int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
 {
 	if (more > EVAL_MAX_OUTPUT - r->written)
-		return jinja_fail(r, at, "output beyond %u bytes", EVAL_MAX_OUTPUT);
+		return tf_jinja_fail(r, at, "output beyond %u bytes", EVAL_MAX_OUTPUT);
 	r->written += more;
 	return 0;
 }
@@ -89,7 +89,7 @@ int jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
 static int step(struct jrun *r, const struct jnode *at)
 {
 	if (++r->steps > EVAL_MAX_STEPS)
-		return jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
+		return tf_jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
 	return 0;
 }
 
@@ -97,12 +97,12 @@ static int step(struct jrun *r, const struct jnode *at)
 static int enter(struct jrun *r, const struct jnode *at)
 {
 	if (++r->nest > EVAL_MAX_NEST)
-		return jinja_fail(r, at, "expressions and calls nested deeper than %d",
-				  EVAL_MAX_NEST);
+		return tf_jinja_fail(r, at, "expressions and calls nested deeper than %d",
+				     EVAL_MAX_NEST);
 	return step(r, at);
 }
 
-int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out)
+int tf_jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out)
 {
 	if (tf_val_kind_of(v) == TF_VAL_STR) {
 		*out = tf_val_ref((tf_val *)v);
@@ -112,14 +112,14 @@ int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val
 	int rc = tf_val_dump_py(v, false, &b);
 	if (rc < 0) {
 		tf_bytes_free(&b);
-		return jinja_fail_diag(r, at, rc);
+		return tf_jinja_fail_diag(r, at, rc);
 	}
 	*out = tf_val_str(b.p ? b.p : "", b.len);
 	tf_bytes_free(&b);
 	return *out ? 0 : TF_ERR_NOMEM;
 }
 
-int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)
+int tf_jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)
 {
 	tf_val *l = NULL;
 	int rc = 0;
@@ -156,7 +156,7 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 		break;
 	}
 	if (!l)
-		return jinja_fail(r, at, "'%s' object is not iterable", jinja_type_name(v));
+		return tf_jinja_fail(r, at, "'%s' object is not iterable", tf_jinja_type_name(v));
 	if (rc < 0) {
 		tf_val_unref(l);
 		return rc;
@@ -165,7 +165,7 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 	return 0;
 }
 
-int jinja_give(int rc, tf_val *v, tf_val **out)
+int tf_jinja_give(int rc, tf_val *v, tf_val **out)
 {
 	if (rc == 0 && !v)
 		rc = TF_ERR_NOMEM;
@@ -176,7 +176,7 @@ int jinja_give(int rc, tf_val *v, tf_val **out)
 	return rc;
 }
 
-int jinja_list_extend(tf_val *l, const tf_val *src)
+int tf_jinja_list_extend(tf_val *l, const tf_val *src)
 {
 	int rc = l ? 0 : TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(src) && rc == 0; i++)
@@ -200,10 +200,11 @@ static double as_float(const tf_val *v)
 	return tf_val_kind_of(v) == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_float(v);
 }
 
-int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b, bool *out)
+int tf_jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b,
+		  bool *out)
 {
 	int rc;
-	if ((rc = jinja_defined(r, at, a)) < 0 || (rc = jinja_defined(r, at, b)) < 0)
+	if ((rc = tf_jinja_defined(r, at, a)) < 0 || (rc = tf_jinja_defined(r, at, b)) < 0)
 		return rc;
 	if (is_num(a) && is_num(b)) {
 		if (tf_val_kind_of(a) != TF_VAL_FLOAT && tf_val_kind_of(b) != TF_VAL_FLOAT)
@@ -225,12 +226,12 @@ int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf
 		size_t na = tf_val_len(a), nb = tf_val_len(b);
 		for (size_t i = 0; i < na && i < nb; i++)
 			if (!tf_val_equal(tf_val_at(a, i), tf_val_at(b, i)))
-				return jinja_less(r, at, tf_val_at(a, i), tf_val_at(b, i), out);
+				return tf_jinja_less(r, at, tf_val_at(a, i), tf_val_at(b, i), out);
 		*out = na < nb;
 		return 0;
 	}
-	return jinja_fail(r, at, "'<' not supported between instances of '%s' and '%s'",
-			  jinja_type_name(a), jinja_type_name(b));
+	return tf_jinja_fail(r, at, "'<' not supported between instances of '%s' and '%s'",
+			     tf_jinja_type_name(a), tf_jinja_type_name(b));
 }
 
 /* ---- names ---- */
@@ -243,7 +244,7 @@ static tf_val *lookup(const struct jrun *r, const char *name, size_t len)
 			return tf_val_ref(v);
 	}
 	tf_val *v = tf_val_dict_getn(r->vars, name, len);
-	return v ? tf_val_ref(v) : jinja_global(name);
+	return v ? tf_val_ref(v) : tf_jinja_global(name);
 }
 
 static int assign(struct jrun *r, const char *name, size_t len, tf_val *v)
@@ -264,7 +265,7 @@ static void object_repr(const tf_val *obj, char *buf, size_t size)
 	if (tf_val_kind_of(obj) == TF_VAL_NONE)
 		snprintf(buf, size, "None");
 	else
-		snprintf(buf, size, "%s object", jinja_type_name(obj));
+		snprintf(buf, size, "%s object", tf_jinja_type_name(obj));
 }
 
 static int no_attr(const tf_val *obj, const char *name, tf_val **out)
@@ -348,7 +349,7 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 		rc = undefined("'%s' has no element %s", what, b.p, out);
 	}
 	tf_bytes_free(&b);
-	return rc < 0 ? jinja_fail_diag(r, at, rc) : 0;
+	return rc < 0 ? tf_jinja_fail_diag(r, at, rc) : 0;
 }
 
 /* Python's slice.indices() and the items it picks. */
@@ -366,7 +367,7 @@ static int slice_bound(struct jrun *r, const struct jnode *n, int64_t def, int64
 	else if (k == TF_VAL_NONE)
 		*out = def;
 	else
-		rc = jinja_fail(r, n, "slice indices must be integers or None");
+		rc = tf_jinja_fail(r, n, "slice indices must be integers or None");
 	tf_val_unref(v);
 	return rc;
 }
@@ -379,7 +380,7 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 	if ((rc = slice_bound(r, sl->c, 1, &step)) < 0)
 		return rc;
 	if (step == 0)
-		return jinja_fail(r, sl, "slice step cannot be zero");
+		return tf_jinja_fail(r, sl, "slice step cannot be zero");
 	if (step == INT64_MIN)
 		step = -INT64_MAX;
 	bool is_str = tf_val_kind_of(obj) == TF_VAL_STR;
@@ -394,9 +395,9 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 	} else {
 		/* jinja2 slices with Python's own [a:b:c], which fails on the rest */
 		return tf_val_kind_of(obj) == TF_VAL_DICT
-			       ? jinja_fail(r, sl, "unhashable type: 'slice'")
-			       : jinja_fail(r, sl, "'%s' object is not subscriptable",
-					    jinja_type_name(obj));
+			       ? tf_jinja_fail(r, sl, "unhashable type: 'slice'")
+			       : tf_jinja_fail(r, sl, "'%s' object is not subscriptable",
+					       tf_jinja_type_name(obj));
 	}
 	int64_t N = (int64_t)n;
 	if ((rc = slice_bound(r, sl->a, step < 0 ? N - 1 : 0, &start)) < 0 ||
@@ -444,9 +445,9 @@ static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const c
 	tf_val *v = tf_val_kind_of(obj) == TF_VAL_DICT ? tf_val_dict_get(obj, name) : NULL;
 	if (v)
 		return (*out = tf_val_ref(v)), 0;
-	if (jinja_has_method(obj, name))
-		return jinja_fail(r, at, "method '%s' of %s used without a call: not supported",
-				  name, jinja_type_name(obj));
+	if (tf_jinja_has_method(obj, name))
+		return tf_jinja_fail(r, at, "method '%s' of %s used without a call: not supported",
+				     name, tf_jinja_type_name(obj));
 	return no_attr(obj, name, out);
 }
 
@@ -502,7 +503,7 @@ static int eval_args(struct jrun *r, const struct jlist *kids, struct argbuf *b)
 	return rc;
 }
 
-tf_val *jinja_arg(const struct jargs *args, int i, const char *name)
+tf_val *tf_jinja_arg(const struct jargs *args, int i, const char *name)
 {
 	if (i >= 0 && (size_t)i < args->npos)
 		return args->pos[i];
@@ -512,22 +513,23 @@ tf_val *jinja_arg(const struct jargs *args, int i, const char *name)
 	return NULL;
 }
 
-int jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
-		     const struct jargs *args, size_t max_pos, const char *const *names)
+int tf_jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
+			const struct jargs *args, size_t max_pos, const char *const *names)
 {
 	if (args->npos > max_pos)
-		return jinja_fail(r, at, "%s() takes at most %zu positional argument%s (%zu given)",
-				  fn, max_pos, max_pos == 1 ? "" : "s", args->npos);
+		return tf_jinja_fail(r, at,
+				     "%s() takes at most %zu positional argument%s (%zu given)", fn,
+				     max_pos, max_pos == 1 ? "" : "s", args->npos);
 	for (size_t k = 0; k < args->nnamed; k++) {
 		size_t j = 0;
 		while (names && names[j] && strcmp(names[j], args->names[k]))
 			j++;
 		if (!names || !names[j])
-			return jinja_fail(r, at, "%s() got an unexpected keyword argument '%s'", fn,
-					  args->names[k]);
+			return tf_jinja_fail(r, at, "%s() got an unexpected keyword argument '%s'",
+					     fn, args->names[k]);
 		if (j < args->npos)
-			return jinja_fail(r, at, "%s() got multiple values for argument '%s'", fn,
-					  args->names[k]);
+			return tf_jinja_fail(r, at, "%s() got multiple values for argument '%s'",
+					     fn, args->names[k]);
 	}
 	return 0;
 }
@@ -568,8 +570,8 @@ static int macro_extras(struct jrun *r, const struct jnode *at, const struct jno
 	int rc = varargs && kwargs ? 0 : TF_ERR_NOMEM;
 
 	if (rc == 0 && args->npos > m->kids.n && !(m->op & JMACRO_VARARGS))
-		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name,
-				m->kids.n);
+		rc = tf_jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name,
+				   m->kids.n);
 	for (size_t k = m->kids.n; rc == 0 && k < args->npos; k++)
 		rc = tf_val_list_push(varargs, tf_val_ref(args->pos[k]));
 	for (size_t k = 0; rc == 0 && k < args->nnamed; k++) {
@@ -578,11 +580,12 @@ static int macro_extras(struct jrun *r, const struct jnode *at, const struct jno
 		       strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
 			j++;
 		if (j < m->kids.n && j < args->npos)
-			rc = jinja_fail(r, at, "macro '%s' got multiple values for argument '%s'",
-					name, args->names[k]);
+			rc = tf_jinja_fail(r, at,
+					   "macro '%s' got multiple values for argument '%s'", name,
+					   args->names[k]);
 		else if (j == m->kids.n && !(m->op & JMACRO_KWARGS))
-			rc = jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name,
-					args->names[k]);
+			rc = tf_jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name,
+					   args->names[k]);
 		else if (j == m->kids.n)
 			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]),
 					     tf_val_ref(args->named[k]));
@@ -612,7 +615,7 @@ static int call_macro(struct jrun *r, const struct jnode *at, const tf_val *fn,
 	if (!sc.vars)
 		return TF_ERR_NOMEM;
 	if (r->depth >= EVAL_MAX_DEPTH) {
-		rc = jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
+		rc = tf_jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
 		goto cleanup;
 	}
 	r->scope = &sc;
@@ -646,13 +649,13 @@ static int call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self
 		const struct jargs *args, tf_val **out)
 {
 	int rc;
-	if ((rc = jinja_defined(r, at, fn)) < 0)
+	if ((rc = tf_jinja_defined(r, at, fn)) < 0)
 		return rc;
 	if (tf_val_func_tag(fn) == JFUNC_MACRO)
 		return call_macro(r, at, fn, args, out);
 	if (tf_val_func_tag(fn) == JFUNC_BUILTIN)
-		return jinja_global_call(r, at, fn, self, args, out);
-	return jinja_fail(r, at, "'%s' object is not callable", jinja_type_name(fn));
+		return tf_jinja_global_call(r, at, fn, self, args, out);
+	return tf_jinja_fail(r, at, "'%s' object is not callable", tf_jinja_type_name(fn));
 }
 
 static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
@@ -664,11 +667,11 @@ static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
 	if (n->a->kind == JN_ATTR) {
 		if ((rc = eval(r, n->a->a, &obj)) < 0)
 			return rc;
-		if ((rc = jinja_defined(r, n->a, obj)) < 0 ||
+		if ((rc = tf_jinja_defined(r, n->a, obj)) < 0 ||
 		    (rc = eval_args(r, &n->kids, &args)) < 0)
 			goto cleanup;
 		const char *name = tf_val_as_str(n->a->val, NULL);
-		if ((rc = jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
+		if ((rc = tf_jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
 			goto cleanup;
 		if ((rc = get_attr(r, n->a, obj, name, &fn)) == 0)
 			rc = call(r, n, fn, obj, &args.a, out);
@@ -692,10 +695,10 @@ static int eval_filter(struct jrun *r, const struct jnode *n, tf_val **out)
 		return rc;
 	if ((rc = eval_args(r, &n->kids, &args)) == 0) {
 		if (n->kind == JN_FILTER) {
-			rc = jinja_filter_call(r, n, n->op, v, &args.a, out);
+			rc = tf_jinja_filter_call(r, n, n->op, v, &args.a, out);
 		} else {
 			bool yes;
-			if ((rc = jinja_test_call(r, n, n->op, v, &args.a, &yes)) == 0)
+			if ((rc = tf_jinja_test_call(r, n, n->op, v, &args.a, &yes)) == 0)
 				rc = (*out = tf_val_bool(yes != n->neg)) ? 0 : TF_ERR_NOMEM;
 		}
 		args_free(&args);
@@ -707,8 +710,8 @@ static int eval_filter(struct jrun *r, const struct jnode *n, tf_val **out)
 static int type_error(struct jrun *r, const struct jnode *n, const char *op, const tf_val *a,
 		      const tf_val *b)
 {
-	return jinja_fail(r, n, "unsupported operand type(s) for %s: '%s' and '%s'", op,
-			  jinja_type_name(a), jinja_type_name(b));
+	return tf_jinja_fail(r, n, "unsupported operand type(s) for %s: '%s' and '%s'", op,
+			     tf_jinja_type_name(a), tf_jinja_type_name(b));
 }
 
 static int concat(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b,
@@ -718,9 +721,10 @@ static int concat(struct jrun *r, const struct jnode *n, const tf_val *a, const 
 	size_t la, lb;
 	int rc;
 
-	if ((rc = jinja_to_str(r, n, a, &sa)) == 0 && (rc = jinja_to_str(r, n, b, &sb)) == 0) {
+	if ((rc = tf_jinja_to_str(r, n, a, &sa)) == 0 &&
+	    (rc = tf_jinja_to_str(r, n, b, &sb)) == 0) {
 		const char *pa = tf_val_as_str(sa, &la), *pb = tf_val_as_str(sb, &lb);
-		if ((rc = jinja_output_check(r, n, la + lb)) == 0) {
+		if ((rc = tf_jinja_output_check(r, n, la + lb)) == 0) {
 			char *buf = malloc(la + lb + 1);
 			if (!buf) {
 				rc = TF_ERR_NOMEM;
@@ -750,8 +754,8 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 	if (times < 0 || unit == 0)
 		times = 0;   /* nothing to repeat: no work either */
 	if (unit && (uint64_t)times > EVAL_MAX_OUTPUT / unit)
-		return jinja_fail(r, n, "repetition beyond %u bytes", EVAL_MAX_OUTPUT);
-	if ((rc = jinja_output_check(r, n, unit * (size_t)times)) < 0)
+		return tf_jinja_fail(r, n, "repetition beyond %u bytes", EVAL_MAX_OUTPUT);
+	if ((rc = tf_jinja_output_check(r, n, unit * (size_t)times)) < 0)
 		return rc;
 	if (s) {
 		tf_bytes b = { 0 };
@@ -765,18 +769,18 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 	tf_val *l = tf_val_is_tuple(seq) ? tf_val_tuple() : tf_val_list();
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t k = 0; k < times && rc == 0; k++)
-		rc = jinja_list_extend(l, seq);
-	return jinja_give(rc, l, out);
+		rc = tf_jinja_list_extend(l, seq);
+	return tf_jinja_give(rc, l, out);
 }
 
 /* a + b of two LISTs or two tuples. */
 static int join_lists(const tf_val *a, const tf_val *b, tf_val **out)
 {
 	tf_val *l = tf_val_is_tuple(a) ? tf_val_tuple() : tf_val_list();
-	int rc = jinja_list_extend(l, a);
+	int rc = tf_jinja_list_extend(l, a);
 	if (rc == 0)
-		rc = jinja_list_extend(l, b);
-	return jinja_give(rc, l, out);
+		rc = tf_jinja_list_extend(l, b);
+	return tf_jinja_give(rc, l, out);
 }
 
 static double py_fmod(double a, double b)
@@ -800,8 +804,8 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 	if (n->op == '~')
 		return concat(r, n, a, b, out);
 	if (n->op == '%' && ka == TF_VAL_STR)
-		return jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
-	if ((rc = jinja_defined(r, n, a)) < 0 || (rc = jinja_defined(r, n, b)) < 0)
+		return tf_jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
+	if ((rc = tf_jinja_defined(r, n, a)) < 0 || (rc = tf_jinja_defined(r, n, b)) < 0)
 		return rc;
 	if (n->op == '+' && ka == TF_VAL_STR && kb == TF_VAL_STR)
 		return concat(r, n, a, b, out);
@@ -827,7 +831,7 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 		case JOP_FLOORDIV:
 		case '%':
 			if (y == 0)
-				return jinja_fail(r, n, "integer division or modulo by zero");
+				return tf_jinja_fail(r, n, "integer division or modulo by zero");
 			if (x == INT64_MIN && y == -1) {
 				over = n->op == JOP_FLOORDIV;
 				break;
@@ -845,7 +849,7 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 			break;
 		}
 		if (over)
-			return jinja_fail(r, n, "integer result beyond 64 bits");
+			return tf_jinja_fail(r, n, "integer result beyond 64 bits");
 		return (*out = tf_val_int(z)) ? 0 : TF_ERR_NOMEM;
 	}
 	double x = as_float(a), y = as_float(b), z = 0;
@@ -857,35 +861,36 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 	case JOP_FLOORDIV:
 	case '%':
 		if (y == 0)
-			return jinja_fail(r, n,
-					  n->op == '/' ? "division by zero"
-						       : "float modulo or floor division by zero");
+			return tf_jinja_fail(r, n,
+					     n->op == '/'
+						     ? "division by zero"
+						     : "float modulo or floor division by zero");
 		z = n->op == '/' ? x / y : n->op == '%' ? py_fmod(x, y) : floor(x / y);
 		break;
 	case JOP_POW:
 		if (x == 0 && y < 0)
-			return jinja_fail(r, n, "0.0 cannot be raised to a negative power");
+			return tf_jinja_fail(r, n, "0.0 cannot be raised to a negative power");
 		if (x < 0 && isfinite(y) && y != floor(y))
-			return jinja_fail(r, n, "a complex result is not supported");
+			return tf_jinja_fail(r, n, "a complex result is not supported");
 		z = pow(x, y);
 		if (isinf(z) && isfinite(x) && isfinite(y))
-			return jinja_fail(r, n, "Numerical result out of range");
+			return tf_jinja_fail(r, n, "Numerical result out of range");
 		break;
 	}
 	return (*out = tf_val_float(z)) ? 0 : TF_ERR_NOMEM;
 }
 
-int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c,
-		   bool *out)
+int tf_jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c,
+		      bool *out)
 {
 	size_t ln, hn;
 	switch (tf_val_kind_of(c)) {
 	case TF_VAL_STR: {
 		const char *h = tf_val_as_str(c, &hn), *needle = tf_val_as_str(item, &ln);
 		if (!needle)
-			return jinja_fail(r, n,
-					  "'in <string>' requires string as left operand, not %s",
-					  jinja_type_name(item));
+			return tf_jinja_fail(
+				r, n, "'in <string>' requires string as left operand, not %s",
+				tf_jinja_type_name(item));
 		*out = ln == 0 || (ln <= hn && memmem(h, hn, needle, ln) != NULL);
 		return 0;
 	}
@@ -899,7 +904,8 @@ int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, co
 			break;
 		if ((tf_val_kind_of(item) == TF_VAL_LIST && !tf_val_is_tuple(item)) ||
 		    tf_val_kind_of(item) == TF_VAL_DICT)
-			return jinja_fail(r, n, "unhashable type: '%s'", jinja_type_name(item));
+			return tf_jinja_fail(r, n, "unhashable type: '%s'",
+					     tf_jinja_type_name(item));
 		*out = tf_val_kind_of(item) == TF_VAL_STR &&
 		       tf_val_dict_getn(c, tf_val_as_str(item, NULL),
 					(tf_val_as_str(item, &ln), ln));
@@ -910,7 +916,7 @@ int jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item, co
 	default:
 		break;
 	}
-	return jinja_fail(r, n, "argument of type '%s' is not iterable", jinja_type_name(c));
+	return tf_jinja_fail(r, n, "argument of type '%s' is not iterable", tf_jinja_type_name(c));
 }
 
 static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a, const tf_val *b,
@@ -921,19 +927,18 @@ static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *
 	case JOP_NE:
 		*out = tf_val_equal(a, b) == (op == JOP_EQ);
 		return 0;
-	case '<':
-		return jinja_less(r, n, a, b, out);
-	case '>':
-		return jinja_less(r, n, b, a, out);
+	case '<': return tf_jinja_less(r, n, a, b, out);
+	case '>': return tf_jinja_less(r, n, b, a, out);
 	case JOP_LE:
 	case JOP_GE: {
-		int rc = op == JOP_LE ? jinja_less(r, n, b, a, out) : jinja_less(r, n, a, b, out);
+		int rc = op == JOP_LE ? tf_jinja_less(r, n, b, a, out)
+				      : tf_jinja_less(r, n, a, b, out);
 		*out = !*out;
 		return rc;
 	}
 	case JOP_IN:
 	case JOP_NOTIN: {
-		int rc = jinja_contains(r, n, a, b, out);
+		int rc = tf_jinja_contains(r, n, a, b, out);
 		*out = *out == (op == JOP_IN);
 		return rc;
 	}
@@ -963,7 +968,7 @@ static int eval_compare(struct jrun *r, const struct jnode *n, tf_val **out)
 
 static int eval_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **out)
 {
-	int rc = jinja_defined(r, n, v);
+	int rc = tf_jinja_defined(r, n, v);
 	if (rc < 0)
 		return rc;
 	tf_val_kind k = tf_val_kind_of(v);
@@ -972,11 +977,11 @@ static int eval_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **o
 	else if (k == TF_VAL_INT || k == TF_VAL_BOOL) {
 		int64_t i = as_int(v);
 		if (n->op == '-' && i == INT64_MIN)
-			return jinja_fail(r, n, "integer result beyond 64 bits");
+			return tf_jinja_fail(r, n, "integer result beyond 64 bits");
 		*out = tf_val_int(n->op == '-' ? -i : i);
 	} else
-		return jinja_fail(r, n, "bad operand type for unary %c: '%s'", n->op,
-				  jinja_type_name(v));
+		return tf_jinja_fail(r, n, "bad operand type for unary %c: '%s'", n->op,
+				     tf_jinja_type_name(v));
 	return *out ? 0 : TF_ERR_NOMEM;
 }
 
@@ -1003,13 +1008,14 @@ static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 				rc = tf_val_dict_set(c, s, len, v);
 			else {
 				tf_val_unref(v);
-				rc = jinja_fail(r, n->kids.v[i - 1],
-						"dict keys other than strings are not supported");
+				rc = tf_jinja_fail(
+					r, n->kids.v[i - 1],
+					"dict keys other than strings are not supported");
 			}
 		}
 		tf_val_unref(k);
 	}
-	return jinja_give(rc, c, out);
+	return tf_jinja_give(rc, c, out);
 }
 
 static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
@@ -1033,11 +1039,11 @@ static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 	case JN_DICT:
 		return eval_seq(r, n, out);
 	case JN_ATTR:
-		if ((rc = eval(r, n->a, &a)) == 0 && (rc = jinja_defined(r, n, a)) == 0)
+		if ((rc = eval(r, n->a, &a)) == 0 && (rc = tf_jinja_defined(r, n, a)) == 0)
 			rc = get_attr(r, n, a, tf_val_as_str(n->val, NULL), out);
 		break;
 	case JN_ITEM:
-		if ((rc = eval(r, n->a, &a)) < 0 || (rc = jinja_defined(r, n, a)) < 0)
+		if ((rc = eval(r, n->a, &a)) < 0 || (rc = tf_jinja_defined(r, n, a)) < 0)
 			break;
 		if (n->b->kind == JN_SLICE)
 			rc = get_slice(r, n->b, a, out);
@@ -1084,8 +1090,7 @@ static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 				       "section was defined%s%s",
 				       "", "", out);
 		break;
-	default:
-		return jinja_fail(r, n, "not an expression");
+	default: return tf_jinja_fail(r, n, "not an expression");
 	}
 	tf_val_unref(a);
 	tf_val_unref(b);
@@ -1106,7 +1111,7 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 
 static int emit(struct jrun *r, const struct jnode *at, const char *s, size_t len)
 {
-	int rc = jinja_output_check(r, at, len);
+	int rc = tf_jinja_output_check(r, at, len);
 	return rc < 0 ? rc : tf_bytes_append(r->out, s, len);
 }
 
@@ -1122,13 +1127,15 @@ static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targ
 		return assign(r, name, len, tf_val_ref(v));
 	}
 	tf_val *items;
-	if ((rc = jinja_iterate(r, at, v, &items)) < 0)
+	if ((rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	if (tf_val_len(items) != targets->n) {
-		rc = tf_val_len(items) > targets->n ?
-		     jinja_fail(r, at, "too many values to unpack (expected %zu)", targets->n) :
-		     jinja_fail(r, at, "not enough values to unpack (expected %zu, got %zu)",
-				targets->n, tf_val_len(items));
+		rc = tf_val_len(items) > targets->n
+			     ? tf_jinja_fail(r, at, "too many values to unpack (expected %zu)",
+					     targets->n)
+			     : tf_jinja_fail(r, at,
+					     "not enough values to unpack (expected %zu, got %zu)",
+					     targets->n, tf_val_len(items));
 	}
 	for (size_t i = 0; i < targets->n && rc == 0; i++) {
 		name = tf_val_as_str(targets->v[i]->val, &len);
@@ -1158,7 +1165,7 @@ static int loop_update(tf_val *l, const tf_val *items, size_t i)
 		{ "length", i == 0 ? tf_val_int((int64_t)n) : NULL },
 		{ "depth", i == 0 ? tf_val_int(1) : NULL },
 		{ "depth0", i == 0 ? tf_val_int(0) : NULL },
-		{ "cycle", i == 0 ? jinja_global("loop.cycle") : NULL },
+		{ "cycle", i == 0 ? tf_jinja_global("loop.cycle") : NULL },
 	};
 	int rc = 0;
 	for (size_t k = 0; k < fields; k++)
@@ -1185,7 +1192,7 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	struct scope sc = { NULL, r->scope };
 	int rc;
 
-	if ((rc = eval(r, n->a, &seq)) < 0 || (rc = jinja_iterate(r, n->a, seq, &all)) < 0)
+	if ((rc = eval(r, n->a, &seq)) < 0 || (rc = tf_jinja_iterate(r, n->a, seq, &all)) < 0)
 		goto cleanup;
 	r->scope = &sc;
 	if (!n->b)
@@ -1266,7 +1273,7 @@ static int exec_set(struct jrun *r, const struct jnode *n)
 		size_t len;
 		const char *s = tf_val_as_str(target->val, &len);
 		if (!tf_val_is_namespace(obj))
-			rc = jinja_fail(r, n, "cannot assign attribute on non-namespace object");
+			rc = tf_jinja_fail(r, n, "cannot assign attribute on non-namespace object");
 		else
 			rc = tf_val_dict_set(obj, s, len, tf_val_ref(v));
 	}
@@ -1287,7 +1294,7 @@ static int exec_one(struct jrun *r, const struct jnode *n)
 		return emit(r, n, t, len);
 	}
 	case JN_OUTPUT:
-		if ((rc = eval(r, n->a, &v)) == 0 && (rc = jinja_to_str(r, n->a, v, &s)) == 0) {
+		if ((rc = eval(r, n->a, &v)) == 0 && (rc = tf_jinja_to_str(r, n->a, v, &s)) == 0) {
 			size_t len;
 			const char *t = tf_val_as_str(s, &len);
 			rc = emit(r, n, t, len);
@@ -1312,8 +1319,7 @@ static int exec_one(struct jrun *r, const struct jnode *n)
 	case JN_CONTINUE:
 		r->ctl = n->kind == JN_BREAK ? CTL_BREAK : CTL_CONTINUE;
 		return 0;
-	default:
-		return jinja_fail(r, n, "not a statement");
+	default: return tf_jinja_fail(r, n, "not a statement");
 	}
 	tf_val_unref(v);
 	tf_val_unref(s);

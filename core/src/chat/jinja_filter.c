@@ -37,7 +37,7 @@ static int length(struct jrun *r, const struct jnode *at, const tf_val *v, int64
 	default:
 		break;
 	}
-	return jinja_fail(r, at, "object of type '%s' has no len()", jinja_type_name(v));
+	return tf_jinja_fail(r, at, "object of type '%s' has no len()", tf_jinja_type_name(v));
 }
 
 /* Applies the test called name (with args) to v; used by select and friends. */
@@ -45,11 +45,11 @@ static int test_by_name(struct jrun *r, const struct jnode *at, const tf_val *na
 			tf_val **rest, size_t nrest, bool *yes)
 {
 	const char *s = tf_val_as_str(name, NULL);
-	int idx = s ? jinja_test_find(s) : -1;
+	int idx = s ? tf_jinja_test_find(s) : -1;
 	if (idx < 0)
-		return jinja_fail(r, at, "no test named '%s'", s ? s : "?");
+		return tf_jinja_fail(r, at, "no test named '%s'", s ? s : "?");
 	struct jargs a = { .pos = rest, .npos = nrest };
-	return jinja_test_call(r, at, idx, v, &a, yes);
+	return tf_jinja_test_call(r, at, idx, v, &a, yes);
 }
 
 /* item.attr as join, map and selectattr read it, or NULL. */
@@ -61,16 +61,13 @@ static tf_val *item_attr(const tf_val *item, const tf_val *attr)
 
 /* ---- filters ---- */
 
-typedef int (*filter_fn)(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
-			 tf_val **out);
-
 static int f_length(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		    tf_val **out)
 {
 	int64_t n = 0;
-	int rc = jinja_args_check(r, at, "length", a, 0, NULL);
+	int rc = tf_jinja_args_check(r, at, "length", a, 0, NULL);
 	if (rc == 0 && (rc = length(r, at, v, &n)) == 0)
-		rc = jinja_give(0, tf_val_int(n), out);
+		rc = tf_jinja_give(0, tf_val_int(n), out);
 	return rc;
 }
 
@@ -80,18 +77,18 @@ static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const str
 	static const char *const names[] = { "ensure_ascii", "indent", "separators", "sort_keys",
 					     NULL };
 	tf_json_style st = { -1, ", ", ": ", false };
-	tf_val *ascii = jinja_arg(a, -1, "ensure_ascii"), *indent = jinja_arg(a, 0, "indent"),
-	       *seps = jinja_arg(a, -1, "separators"), *sort = jinja_arg(a, -1, "sort_keys");
+	tf_val *ascii = tf_jinja_arg(a, -1, "ensure_ascii"), *indent = tf_jinja_arg(a, 0, "indent"),
+	       *seps = tf_jinja_arg(a, -1, "separators"), *sort = tf_jinja_arg(a, -1, "sort_keys");
 	tf_bytes b = { 0 };
-	int rc = jinja_args_check(r, at, "tojson", a, 1, names);
+	int rc = tf_jinja_args_check(r, at, "tojson", a, 1, names);
 
 	if (rc < 0)
 		return rc;
 	if (ascii && tf_val_truthy(ascii))
-		return jinja_fail(r, at, "tojson(ensure_ascii=True) is not supported");
+		return tf_jinja_fail(r, at, "tojson(ensure_ascii=True) is not supported");
 	if (indent && tf_val_kind_of(indent) != TF_VAL_NONE) {
 		if (tf_val_kind_of(indent) != TF_VAL_INT || tf_val_as_int(indent) > 64)
-			return jinja_fail(r, at, "tojson indent must be an integer up to 64");
+			return tf_jinja_fail(r, at, "tojson indent must be an integer up to 64");
 		st.indent = tf_val_as_int(indent) < 0 ? 0 : (int)tf_val_as_int(indent);
 		st.item_sep = ",";
 	}
@@ -99,16 +96,16 @@ static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		const char *i = tf_val_as_str(tf_val_at(seps, 0), NULL),
 			   *k = tf_val_as_str(tf_val_at(seps, 1), NULL);
 		if (tf_val_kind_of(seps) != TF_VAL_LIST || tf_val_len(seps) != 2 || !i || !k)
-			return jinja_fail(r, at, "tojson separators must be two strings");
+			return tf_jinja_fail(r, at, "tojson separators must be two strings");
 		st.item_sep = i;
 		st.key_sep = k;
 	}
 	st.sort_keys = sort && tf_val_truthy(sort);
 	if ((rc = tf_val_dump_json_style(v, &st, &b)) < 0) {
 		tf_bytes_free(&b);
-		return jinja_fail_diag(r, at, rc);
+		return tf_jinja_fail_diag(r, at, rc);
 	}
-	rc = jinja_give(0, tf_val_str(b.p ? b.p : "", b.len), out);
+	rc = tf_jinja_give(0, tf_val_str(b.p ? b.p : "", b.len), out);
 	tf_bytes_free(&b);
 	return rc;
 }
@@ -118,10 +115,10 @@ static int str_filter(struct jrun *r, const struct jnode *at, tf_val *v, const s
 		      const char *method, tf_val **out)
 {
 	tf_val *s;
-	int rc = jinja_to_str(r, at, v, &s);
+	int rc = tf_jinja_to_str(r, at, v, &s);
 	if (rc < 0)
 		return rc;
-	rc = jinja_str_method(r, at, s, method, a, out);
+	rc = tf_jinja_str_method(r, at, s, method, a, out);
 	tf_val_unref(s);
 	return rc;
 }
@@ -154,10 +151,10 @@ static int f_title(struct jrun *r, const struct jnode *at, tf_val *v, const stru
 		   tf_val **out)
 {
 	tf_val *s;
-	int rc = jinja_args_check(r, at, "title", a, 0, NULL);
-	if (rc < 0 || (rc = jinja_to_str(r, at, v, &s)) < 0)
+	int rc = tf_jinja_args_check(r, at, "title", a, 0, NULL);
+	if (rc < 0 || (rc = tf_jinja_to_str(r, at, v, &s)) < 0)
 		return rc;
-	rc = jinja_str_title(r, at, s, out);
+	rc = tf_jinja_str_title(r, at, s, out);
 	tf_val_unref(s);
 	return rc;
 }
@@ -167,12 +164,12 @@ static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const st
 {
 	/* jinja2's replace takes str() of its arguments */
 	static const char *const names[] = { "old", "new", "count", NULL };
-	tf_val *strs[2] = { NULL, NULL }, *count = jinja_arg(a, 2, "count");
-	int rc = jinja_args_check(r, at, "replace", a, 3, names);
+	tf_val *strs[2] = { NULL, NULL }, *count = tf_jinja_arg(a, 2, "count");
+	int rc = tf_jinja_args_check(r, at, "replace", a, 3, names);
 	for (int i = 0; i < 2 && rc == 0; i++) {
-		tf_val *x = jinja_arg(a, i, names[i]);
-		rc = x ? jinja_to_str(r, at, x, &strs[i])
-		       : jinja_fail(r, at, "replace() missing argument '%s'", names[i]);
+		tf_val *x = tf_jinja_arg(a, i, names[i]);
+		rc = x ? tf_jinja_to_str(r, at, x, &strs[i])
+		       : tf_jinja_fail(r, at, "replace() missing argument '%s'", names[i]);
 	}
 	if (rc == 0) {
 		tf_val *pos[3] = { strs[0], strs[1], count };
@@ -187,50 +184,50 @@ static int f_replace(struct jrun *r, const struct jnode *at, tf_val *v, const st
 static int f_string(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		    tf_val **out)
 {
-	int rc = jinja_args_check(r, at, "string", a, 0, NULL);
-	return rc < 0 ? rc : jinja_to_str(r, at, v, out);
+	int rc = tf_jinja_args_check(r, at, "string", a, 0, NULL);
+	return rc < 0 ? rc : tf_jinja_to_str(r, at, v, out);
 }
 
 static int f_list(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		  tf_val **out)
 {
 	tf_val *items;
-	int rc = jinja_args_check(r, at, "list", a, 0, NULL);
-	if (rc < 0 || (rc = jinja_iterate(r, at, v, &items)) < 0)
+	int rc = tf_jinja_args_check(r, at, "list", a, 0, NULL);
+	if (rc < 0 || (rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	tf_val *l = tf_val_list();
-	rc = jinja_list_extend(l, items);
+	rc = tf_jinja_list_extend(l, items);
 	tf_val_unref(items);
-	return jinja_give(rc, l, out);
+	return tf_jinja_give(rc, l, out);
 }
 
 static int f_join(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		  tf_val **out)
 {
 	static const char *const names[] = { "d", "attribute", NULL };
-	tf_val *sep = jinja_arg(a, 0, "d"), *attr = jinja_arg(a, 1, "attribute"), *items = NULL,
-	       *strs = NULL;
+	tf_val *sep = tf_jinja_arg(a, 0, "d"), *attr = tf_jinja_arg(a, 1, "attribute"),
+	       *items = NULL, *strs = NULL;
 	tf_val *sep_str = NULL;
-	int rc = jinja_args_check(r, at, "join", a, 2, names);
+	int rc = tf_jinja_args_check(r, at, "join", a, 2, names);
 
-	if (rc == 0 && (rc = jinja_iterate(r, at, v, &items)) == 0 && !(strs = tf_val_list()))
+	if (rc == 0 && (rc = tf_jinja_iterate(r, at, v, &items)) == 0 && !(strs = tf_val_list()))
 		rc = TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		tf_val *item = tf_val_at(items, i), *s;
 		if (attr && !(item = item_attr(item, attr))) {
-			rc = jinja_fail(r, at, "join: item %zu has no such attribute", i);
+			rc = tf_jinja_fail(r, at, "join: item %zu has no such attribute", i);
 			break;
 		}
-		if ((rc = jinja_to_str(r, at, item, &s)) == 0)
+		if ((rc = tf_jinja_to_str(r, at, item, &s)) == 0)
 			rc = tf_val_list_push(strs, s);
 	}
 	if (rc == 0 && sep)
-		rc = jinja_to_str(r, at, sep, &sep_str);
+		rc = tf_jinja_to_str(r, at, sep, &sep_str);
 	else if (rc == 0 && !(sep_str = tf_val_str("", 0)))
 		rc = TF_ERR_NOMEM;
 	if (rc == 0)
-		rc = jinja_str_method(r, at, sep_str, "join",
-				      &(struct jargs){ .pos = &strs, .npos = 1 }, out);
+		rc = tf_jinja_str_method(r, at, sep_str, "join",
+					 &(struct jargs){ .pos = &strs, .npos = 1 }, out);
 	tf_val_unref(sep_str);
 	tf_val_unref(items);
 	tf_val_unref(strs);
@@ -241,27 +238,27 @@ static int f_default(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		     tf_val **out)
 {
 	static const char *const names[] = { "default_value", "boolean", NULL };
-	tf_val *def = jinja_arg(a, 0, "default_value"), *boolean = jinja_arg(a, 1, "boolean");
-	int rc = jinja_args_check(r, at, "default", a, 2, names);
+	tf_val *def = tf_jinja_arg(a, 0, "default_value"), *boolean = tf_jinja_arg(a, 1, "boolean");
+	int rc = tf_jinja_args_check(r, at, "default", a, 2, names);
 	if (rc < 0)
 		return rc;
 	if (tf_val_kind_of(v) == TF_VAL_UNDEFINED ||
 	    (boolean && tf_val_truthy(boolean) && !tf_val_truthy(v)))
-		return jinja_give(0, def ? tf_val_ref(def) : tf_val_str("", 0), out);
-	return jinja_give(0, tf_val_ref(v), out);
+		return tf_jinja_give(0, def ? tf_val_ref(def) : tf_val_str("", 0), out);
+	return tf_jinja_give(0, tf_val_ref(v), out);
 }
 
 static int f_items(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		   tf_val **out)
 {
-	int rc = jinja_args_check(r, at, "items", a, 0, NULL);
+	int rc = tf_jinja_args_check(r, at, "items", a, 0, NULL);
 	if (rc < 0)
 		return rc;
 	if (tf_val_kind_of(v) == TF_VAL_UNDEFINED)
-		return jinja_give(0, tf_val_list(), out);
+		return tf_jinja_give(0, tf_val_list(), out);
 	if (tf_val_kind_of(v) != TF_VAL_DICT || tf_val_is_namespace(v))
-		return jinja_fail(r, at, "Can only get item pairs from a mapping.");
-	return jinja_method_call(r, at, v, "items", a, out);
+		return tf_jinja_fail(r, at, "Can only get item pairs from a mapping.");
+	return tf_jinja_method_call(r, at, v, "items", a, out);
 }
 
 /* first (sign 1) or last (-1) item. */
@@ -269,17 +266,17 @@ static int end_item(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		    int sign, tf_val **out)
 {
 	tf_val *items;
-	int rc = jinja_args_check(r, at, sign > 0 ? "first" : "last", a, 0, NULL);
-	if (rc < 0 || (rc = jinja_iterate(r, at, v, &items)) < 0)
+	int rc = tf_jinja_args_check(r, at, sign > 0 ? "first" : "last", a, 0, NULL);
+	if (rc < 0 || (rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	size_t n = tf_val_len(items);
 	if (!n)
-		rc = jinja_give(0,
-				tf_val_undefined(sign > 0 ? "No first item, sequence was empty."
-							  : "No last item, sequence was empty."),
-				out);
+		rc = tf_jinja_give(0,
+				   tf_val_undefined(sign > 0 ? "No first item, sequence was empty."
+							     : "No last item, sequence was empty."),
+				   out);
 	else
-		rc = jinja_give(0, tf_val_ref(tf_val_at(items, sign > 0 ? 0 : n - 1)), out);
+		rc = tf_jinja_give(0, tf_val_ref(tf_val_at(items, sign > 0 ? 0 : n - 1)), out);
 	tf_val_unref(items);
 	return rc;
 }
@@ -299,22 +296,21 @@ static int f_last(struct jrun *r, const struct jnode *at, tf_val *v, const struc
 static int f_abs(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		 tf_val **out)
 {
-	int rc = jinja_args_check(r, at, "abs", a, 0, NULL);
+	int rc = tf_jinja_args_check(r, at, "abs", a, 0, NULL);
 	if (rc < 0)
 		return rc;
 	switch (tf_val_kind_of(v)) {
 	case TF_VAL_INT:
 		if (tf_val_as_int(v) == INT64_MIN)
-			return jinja_fail(r, at, "integer result beyond 64 bits");
-		return jinja_give(
+			return tf_jinja_fail(r, at, "integer result beyond 64 bits");
+		return tf_jinja_give(
 			0, tf_val_int(tf_val_as_int(v) < 0 ? -tf_val_as_int(v) : tf_val_as_int(v)),
 			out);
-	case TF_VAL_BOOL:
-		return jinja_give(0, tf_val_int(tf_val_as_bool(v)), out);
-	case TF_VAL_FLOAT:
-		return jinja_give(0, tf_val_float(fabs(tf_val_as_float(v))), out);
+	case TF_VAL_BOOL: return tf_jinja_give(0, tf_val_int(tf_val_as_bool(v)), out);
+	case TF_VAL_FLOAT: return tf_jinja_give(0, tf_val_float(fabs(tf_val_as_float(v))), out);
 	default:
-		return jinja_fail(r, at, "bad operand type for abs(): '%s'", jinja_type_name(v));
+		return tf_jinja_fail(r, at, "bad operand type for abs(): '%s'",
+				     tf_jinja_type_name(v));
 	}
 }
 
@@ -325,12 +321,12 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 {
 	tf_val *items, *l = NULL;
 	size_t skip = by_attr ? 1 : 0;
-	int rc = jinja_args_check(r, at, "select", a, a->npos, NULL);
+	int rc = tf_jinja_args_check(r, at, "select", a, a->npos, NULL);
 
-	if (rc < 0 || (rc = jinja_iterate(r, at, v, &items)) < 0)
+	if (rc < 0 || (rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	if (by_attr && !a->npos)
-		rc = jinja_fail(r, at, "selectattr/rejectattr need an attribute name");
+		rc = tf_jinja_fail(r, at, "selectattr/rejectattr need an attribute name");
 	else if (!(l = tf_val_list()))
 		rc = TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
@@ -356,7 +352,7 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 			rc = tf_val_list_push(l, tf_val_ref(item));
 	}
 	tf_val_unref(items);
-	return jinja_give(rc, l, out);
+	return tf_jinja_give(rc, l, out);
 }
 
 static int f_select(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
@@ -388,17 +384,17 @@ static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 		 tf_val **out)
 {
 	static const char *const names[] = { "attribute", "default", NULL };
-	tf_val *attr = jinja_arg(a, -1, "attribute"), *def = jinja_arg(a, -1, "default"), *items,
-	       *l = NULL;
-	int rc = jinja_args_check(r, at, "map", a, attr ? 0 : a->npos, names);
-	const char *fname = attr ? NULL : tf_val_as_str(jinja_arg(a, 0, NULL), NULL);
-	int fidx = fname ? jinja_filter_find(fname) : -1;
+	tf_val *attr = tf_jinja_arg(a, -1, "attribute"), *def = tf_jinja_arg(a, -1, "default"),
+	       *items, *l = NULL;
+	int rc = tf_jinja_args_check(r, at, "map", a, attr ? 0 : a->npos, names);
+	const char *fname = attr ? NULL : tf_val_as_str(tf_jinja_arg(a, 0, NULL), NULL);
+	int fidx = fname ? tf_jinja_filter_find(fname) : -1;
 
 	if (rc < 0)
 		return rc;
 	if (!attr && fidx < 0)
-		return jinja_fail(r, at, "map needs attribute= or the name of a filter");
-	if ((rc = jinja_iterate(r, at, v, &items)) < 0)
+		return tf_jinja_fail(r, at, "map needs attribute= or the name of a filter");
+	if ((rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	if (!(l = tf_val_list()))
 		rc = TF_ERR_NOMEM;
@@ -412,12 +408,12 @@ static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 				rc = tf_val_list_push(l, tf_val_undefined("no such attribute"));
 		} else {
 			struct jargs rest = { .pos = a->pos + 1, .npos = a->npos - 1 };
-			if ((rc = jinja_filter_call(r, at, fidx, item, &rest, &x)) == 0)
+			if ((rc = tf_jinja_filter_call(r, at, fidx, item, &rest, &x)) == 0)
 				rc = tf_val_list_push(l, x);
 		}
 	}
 	tf_val_unref(items);
-	return jinja_give(rc, l, out);
+	return tf_jinja_give(rc, l, out);
 }
 
 /* Python's int(s) (ints) or float(s) of a str: surrounding whitespace,
@@ -431,9 +427,10 @@ static bool py_number(const char *s, size_t len, bool is_int, double *d, int64_t
 	int k;
 
 	while (lo < hi && (k = tf_utf8_next((const uint8_t *)s + lo, hi - lo, &cp)) > 0 &&
-	       jinja_isspace(cp))
+	       tf_jinja_isspace(cp))
 		lo += (size_t)k;
-	while (hi > lo && s[hi - 1] >= 0 && s[hi - 1] <= ' ' && jinja_isspace((uint8_t)s[hi - 1]))
+	while (hi > lo && s[hi - 1] >= 0 && s[hi - 1] <= ' ' &&
+	       tf_jinja_isspace((uint8_t)s[hi - 1]))
 		hi--;
 	if (hi - lo >= sizeof(buf))
 		return false;
@@ -472,14 +469,14 @@ static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		     bool is_int, tf_val **out)
 {
 	static const char *const names[] = { "default", NULL };
-	tf_val *def = jinja_arg(a, 0, "default");
+	tf_val *def = tf_jinja_arg(a, 0, "default");
 	tf_val_kind k = tf_val_kind_of(v);
 	double d = 0;
 	int64_t i = 0;
 	bool ok = true;
-	int rc = jinja_args_check(r, at, is_int ? "int" : "float", a, 1, names);
+	int rc = tf_jinja_args_check(r, at, is_int ? "int" : "float", a, 1, names);
 
-	if (rc < 0 || (rc = jinja_defined(r, at, v)) < 0)   /* Undefined's int() fails */
+	if (rc < 0 || (rc = tf_jinja_defined(r, at, v)) < 0) /* Undefined's int() fails */
 		return rc;
 	if (k == TF_VAL_INT || k == TF_VAL_BOOL) {
 		i = k == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v);
@@ -499,19 +496,19 @@ static int to_number(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		ok = false;
 	}
 	if (!ok || (is_int && isnan(d)))
-		return jinja_give(0,
-				  def      ? tf_val_ref(def)
-				  : is_int ? tf_val_int(0)
-					   : tf_val_float(0),
-				  out);
+		return tf_jinja_give(0,
+				     def      ? tf_val_ref(def)
+				     : is_int ? tf_val_int(0)
+					      : tf_val_float(0),
+				     out);
 	if (!is_int)
-		return jinja_give(0, tf_val_float(d), out);
+		return tf_jinja_give(0, tf_val_float(d), out);
 	if (k == TF_VAL_FLOAT) {
 		if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
-			return jinja_fail(r, at, "int: %g is beyond 64 bits", d);
+			return tf_jinja_fail(r, at, "int: %g is beyond 64 bits", d);
 		i = (int64_t)d;
 	}
-	return jinja_give(0, tf_val_int(i), out);
+	return tf_jinja_give(0, tf_val_int(i), out);
 }
 
 static int f_int(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
@@ -531,8 +528,8 @@ static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		     tf_val **out)
 {
 	tf_val *items, *l = NULL;
-	int rc = jinja_args_check(r, at, "reverse", a, 0, NULL);
-	if (rc < 0 || (rc = jinja_iterate(r, at, v, &items)) < 0)
+	int rc = tf_jinja_args_check(r, at, "reverse", a, 0, NULL);
+	if (rc < 0 || (rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	bool str = tf_val_kind_of(v) == TF_VAL_STR;
 	tf_bytes b = { 0 };
@@ -548,15 +545,15 @@ static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		l = tf_val_str(b.p ? b.p : "", b.len);
 	tf_bytes_free(&b);
 	tf_val_unref(items);
-	return jinja_give(rc, l, out);
+	return tf_jinja_give(rc, l, out);
 }
 
 /* No autoescaping here: safe changes nothing. */
 static int f_safe(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		  tf_val **out)
 {
-	int rc = jinja_args_check(r, at, "safe", a, 0, NULL);
-	return rc < 0 ? rc : jinja_to_str(r, at, v, out);
+	int rc = tf_jinja_args_check(r, at, "safe", a, 0, NULL);
+	return rc < 0 ? rc : tf_jinja_to_str(r, at, v, out);
 }
 
 /* Length of the line break at s[i] as str.splitlines() sees them, or 0. */
@@ -577,10 +574,10 @@ static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		    tf_val **out)
 {
 	static const char *const names[] = { "width", "first", "blank", NULL };
-	tf_val *width = jinja_arg(a, 0, "width"), *first = jinja_arg(a, 1, "first"),
-	       *blank = jinja_arg(a, 2, "blank"), *sv = NULL;
+	tf_val *width = tf_jinja_arg(a, 0, "width"), *first = tf_jinja_arg(a, 1, "first"),
+	       *blank = tf_jinja_arg(a, 2, "blank"), *sv = NULL;
 	tf_bytes pad = { 0 }, b = { 0 };
-	int rc = jinja_args_check(r, at, "indent", a, 3, names);
+	int rc = tf_jinja_args_check(r, at, "indent", a, 3, names);
 
 	if (rc == 0 && width && tf_val_kind_of(width) == TF_VAL_STR) {
 		size_t wl;
@@ -589,12 +586,12 @@ static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const str
 	} else if (rc == 0) {
 		int64_t n = width ? tf_val_as_int(width) : 4;
 		if (width && tf_val_kind_of(width) != TF_VAL_INT)
-			rc = jinja_fail(r, at, "indent width must be an integer or a str");
+			rc = tf_jinja_fail(r, at, "indent width must be an integer or a str");
 		for (int64_t k = 0; k < n && k < 256 && rc == 0; k++)
 			rc = tf_bytes_append(&pad, " ", 1);
 	}
 	if (rc == 0)
-		rc = jinja_to_str(r, at, v, &sv);
+		rc = tf_jinja_to_str(r, at, v, &sv);
 	size_t len = 0;
 	const char *s = rc == 0 ? tf_val_as_str(sv, &len) : NULL;
 	if (rc == 0 && first && tf_val_truthy(first))
@@ -616,42 +613,21 @@ static int f_indent(struct jrun *r, const struct jnode *at, tf_val *v, const str
 	tf_bytes_free(&pad);
 	tf_bytes_free(&b);
 	tf_val_unref(sv);
-	return jinja_give(rc, res, out);
+	return tf_jinja_give(rc, res, out);
 }
 
-static const struct { const char *name; filter_fn fn;
-} filters[] = {
-	{ "abs", f_abs },
-	{ "capitalize", f_capitalize },
-	{ "count", f_length },
-	{ "d", f_default },
-	{ "default", f_default },
-	{ "first", f_first },
-	{ "float", f_float },
-	{ "indent", f_indent },
-	{ "int", f_int },
-	{ "items", f_items },
-	{ "join", f_join },
-	{ "last", f_last },
-	{ "length", f_length },
-	{ "list", f_list },
-	{ "lower", f_lower },
-	{ "map", f_map },
-	{ "reject", f_reject },
-	{ "rejectattr", f_rejectattr },
-	{ "replace", f_replace },
-	{ "reverse", f_reverse },
-	{ "safe", f_safe },
-	{ "select", f_select },
-	{ "selectattr", f_selectattr },
-	{ "string", f_string },
-	{ "title", f_title },
-	{ "tojson", f_tojson },
-	{ "trim", f_trim },
-	{ "upper", f_upper },
+static const struct { const char *name; tf_jinja_fn fn; } filters[] = {
+	{ "abs", f_abs }, { "capitalize", f_capitalize }, { "count", f_length }, { "d", f_default },
+	{ "default", f_default }, { "first", f_first }, { "float", f_float },
+	{ "indent", f_indent }, { "int", f_int }, { "items", f_items }, { "join", f_join },
+	{ "last", f_last }, { "length", f_length }, { "list", f_list }, { "lower", f_lower },
+	{ "map", f_map }, { "reject", f_reject }, { "rejectattr", f_rejectattr },
+	{ "replace", f_replace }, { "reverse", f_reverse }, { "safe", f_safe },
+	{ "select", f_select }, { "selectattr", f_selectattr }, { "string", f_string },
+	{ "title", f_title }, { "tojson", f_tojson }, { "trim", f_trim }, { "upper", f_upper },
 };
 
-int jinja_filter_find(const char *name)
+int tf_jinja_filter_find(const char *name)
 {
 	for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
 		if (!strcmp(filters[i].name, name))
@@ -659,8 +635,8 @@ int jinja_filter_find(const char *name)
 	return -1;
 }
 
-int jinja_filter_call(struct jrun *r, const struct jnode *at, int index, tf_val *self,
-		      const struct jargs *args, tf_val **out)
+int tf_jinja_filter_call(struct jrun *r, const struct jnode *at, int index, tf_val *self,
+			 const struct jargs *args, tf_val **out)
 {
 	return filters[index].fn(r, at, self, args, out);
 }

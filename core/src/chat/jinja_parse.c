@@ -34,7 +34,7 @@ static void advance(struct parser *p)
 
 static int fail_at(const struct parser *p, const struct jtok *tok, const char *what)
 {
-	return jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "%s", what);
+	return tf_jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "%s", what);
 }
 
 static bool is_op(const struct parser *p, int op)
@@ -378,10 +378,10 @@ static int parse_filters(struct parser *p, struct jnode **n)
 			return fail_at(p, name,
 				       filter ? "expected a filter name" : "expected a test name");
 		const char *s = tf_val_as_str(name->val, NULL);
-		int idx = filter ? jinja_filter_find(s) : jinja_test_find(s);
+		int idx = filter ? tf_jinja_filter_find(s) : tf_jinja_test_find(s);
 		if (idx < 0)
-			return jinja_error(p->t, name->pos, TF_ERR_FORMAT, "no %s named '%s'",
-					   filter ? "filter" : "test", s);
+			return tf_jinja_error(p->t, name->pos, TF_ERR_FORMAT, "no %s named '%s'",
+					      filter ? "filter" : "test", s);
 		if ((rc = binop(p, filter ? JN_FILTER : JN_TEST, idx, pos, n, NULL)) < 0)
 			return rc;
 		(*n)->neg = neg;
@@ -765,7 +765,7 @@ static int parse_statement(struct parser *p, struct jlist *body)
 			return rc;
 		return expect_end(p);
 	}
-	return jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "unknown or unsupported tag '%s'", w);
+	return tf_jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "unknown or unsupported tag '%s'", w);
 }
 
 /* Nodes up to a block tag named in ends (left at its name), or EOF when
@@ -863,14 +863,14 @@ int tf_jinja_parse(const char *src, size_t len, const char *name, tf_jinja **out
 	    (rc = normalise(t, src, len)) < 0)
 		goto cleanup;
 	p.t = t;
-	if ((rc = jinja_lex(t, &p.toks)) < 0 || (rc = parse_body(&p, &t->body, NULL)) < 0)
+	if ((rc = tf_jinja_lex(t, &p.toks)) < 0 || (rc = parse_body(&p, &t->body, NULL)) < 0)
 		goto cleanup;
 	*out = t;
 	t = NULL;
 cleanup:
 	if (rc == TF_ERR_NOMEM)
 		tf_diag_set(rc, "%s: out of memory", name ? name : "<template>");
-	jinja_toks_free(&p.toks);
+	tf_jinja_toks_free(&p.toks);
 	tf_jinja_free(t);
 	return rc;
 }

@@ -107,10 +107,10 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 		return tf_bytes_append(b, "i\xCC\x87", 3);
 	if ((up && special_upper(c)) ||
 	    (title && ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3))))
-		return jinja_fail(r, at, "case mapping of U+%04X is not supported", c);
+		return tf_jinja_fail(r, at, "case mapping of U+%04X is not supported", c);
 	pthread_once(&utf8_once, utf8_init);
 	if (!utf8_locale)
-		return jinja_fail(r, at, "no C.UTF-8 locale for the case of U+%04X", c);
+		return tf_jinja_fail(r, at, "no C.UTF-8 locale for the case of U+%04X", c);
 	if (!up && c == 0x3A3) {
 		/* final sigma: after a cased letter and not before one */
 		bool before = false, after = false;
@@ -135,7 +135,7 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 /* What jinja2's title filter splits words at. */
 static bool title_sep(uint32_t c)
 {
-	return jinja_isspace(c) || (c < 0x80 && strchr("-({[<", (int)c) && c);
+	return tf_jinja_isspace(c) || (c < 0x80 && strchr("-({[<", (int)c) && c);
 }
 
 static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int mode, tf_val **out)
@@ -198,7 +198,7 @@ static size_t cp_before(const char *s, size_t end, uint32_t *cp)
 static bool in_set(uint32_t c, const struct cps *set)
 {
 	if (!set)
-		return jinja_isspace(c);
+		return tf_jinja_isspace(c);
 	for (size_t k = 0; k < set->n; k++)
 		if (set->v[k] == c)
 			return true;
@@ -224,7 +224,7 @@ static int strip(tf_val *self, int mode, const tf_val *chars, tf_val **out)
 	       in_set(cp, use_set ? &set : NULL))
 		hi -= n;
 	free(set.v);
-	return jinja_give(0, tf_val_str(s + lo, hi - lo), out);
+	return tf_jinja_give(0, tf_val_str(s + lo, hi - lo), out);
 }
 
 /* A piece [lo, hi) of bytes found by split. */
@@ -247,7 +247,7 @@ static size_t space_before(const char *s, size_t end)
 {
 	uint32_t cp;
 	size_t n = cp_before(s, end, &cp);
-	return jinja_isspace(cp) ? n : 0;
+	return tf_jinja_isspace(cp) ? n : 0;
 }
 
 /* Byte length of the whitespace character at s[i], or 0. */
@@ -255,7 +255,7 @@ static size_t space_after(const char *s, size_t len, size_t i)
 {
 	uint32_t cp;
 	size_t n = cp_at(s, len, i, &cp);
-	return jinja_isspace(cp) ? n : 0;
+	return tf_jinja_isspace(cp) ? n : 0;
 }
 
 /* Pieces of split() (from the left) on runs of whitespace. */
@@ -338,13 +338,13 @@ static int split(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 	if (tf_val_kind_of(sep) == TF_VAL_STR) {
 		sp = tf_val_as_str(sep, &sl);
 		if (!sl)
-			return jinja_fail(r, at, "empty separator");
+			return tf_jinja_fail(r, at, "empty separator");
 	} else if (sep && tf_val_kind_of(sep) != TF_VAL_NONE) {
-		return jinja_fail(r, at, "must be str or None, not %s", jinja_type_name(sep));
+		return tf_jinja_fail(r, at, "must be str or None, not %s", tf_jinja_type_name(sep));
 	}
 	if (maxsplit) {
 		if (tf_val_kind_of(maxsplit) != TF_VAL_INT)
-			return jinja_fail(r, at, "maxsplit must be an integer");
+			return tf_jinja_fail(r, at, "maxsplit must be an integer");
 		max = tf_val_as_int(maxsplit) < 0 ? -1 : tf_val_as_int(maxsplit);
 	}
 	if (!sp)
@@ -379,11 +379,11 @@ static int replace(struct jrun *r, const struct jnode *at, tf_val *self, const t
 	int rc = 0;
 
 	if (!o || !w)
-		return jinja_fail(r, at, "replace() arguments must be str, not %s",
-				  jinja_type_name(o ? new : old));
+		return tf_jinja_fail(r, at, "replace() arguments must be str, not %s",
+				     tf_jinja_type_name(o ? new : old));
 	if (count && tf_val_kind_of(count) != TF_VAL_NONE) {
 		if (tf_val_kind_of(count) != TF_VAL_INT)
-			return jinja_fail(r, at, "replace() count must be an integer");
+			return tf_jinja_fail(r, at, "replace() count must be an integer");
 		max = tf_val_as_int(count);
 	}
 	size_t i = 0;
@@ -403,7 +403,7 @@ static int replace(struct jrun *r, const struct jnode *at, tf_val *self, const t
 		if (!m)
 			break;
 		size_t atb = (size_t)(m - s);
-		if ((rc = jinja_output_check(r, at, atb - i + nl)) == 0 &&
+		if ((rc = tf_jinja_output_check(r, at, atb - i + nl)) == 0 &&
 		    (rc = tf_bytes_append(&b, s + i, atb - i)) == 0)
 			rc = tf_bytes_append(&b, w, nl);
 		if (rc == 0 && !ol)
@@ -434,15 +434,16 @@ static int affix(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 						     : 0;
 
 	if (!n && !tf_val_is_tuple(arg))
-		return jinja_fail(r, at, "%s first arg must be str or a tuple of str, not %s",
-				  end ? "endswith" : "startswith", jinja_type_name(arg));
+		return tf_jinja_fail(r, at, "%s first arg must be str or a tuple of str, not %s",
+				     end ? "endswith" : "startswith", tf_jinja_type_name(arg));
 	for (size_t i = 0; i < n && !yes; i++) {
 		const tf_val *a = tf_val_kind_of(arg) == TF_VAL_STR ? arg : tf_val_at(arg, i);
 		size_t al;
 		const char *p = tf_val_as_str(a, &al);
 		if (!p)
-			return jinja_fail(r, at, "tuple for %s must only contain str, not %s",
-					  end ? "endswith" : "startswith", jinja_type_name(a));
+			return tf_jinja_fail(r, at, "tuple for %s must only contain str, not %s",
+					     end ? "endswith" : "startswith",
+					     tf_jinja_type_name(a));
 		yes = al <= len && memcmp(end ? s + len - al : s, p, al) == 0;
 	}
 	return (*out = tf_val_bool(yes)) ? 0 : TF_ERR_NOMEM;
@@ -457,7 +458,7 @@ static int search(struct jrun *r, const struct jnode *at, tf_val *self, const tf
 	int64_t result = count ? 0 : -1;
 
 	if (!p)
-		return jinja_fail(r, at, "must be str, not %s", jinja_type_name(sub));
+		return tf_jinja_fail(r, at, "must be str, not %s", tf_jinja_type_name(sub));
 	if (count && !sl) {
 		struct cps cs;
 		if (cps_of(self, &cs) < 0)
@@ -490,15 +491,16 @@ static int join(struct jrun *r, const struct jnode *at, tf_val *self, tf_val *it
 	const char *sep = tf_val_as_str(self, &sl);
 	tf_val *list = NULL;
 	tf_bytes b = { 0 };
-	int rc = jinja_iterate(r, at, items, &list);
+	int rc = tf_jinja_iterate(r, at, items, &list);
 
 	for (size_t i = 0; rc == 0 && i < tf_val_len(list); i++) {
 		size_t il;
 		const char *s = tf_val_as_str(tf_val_at(list, i), &il);
 		if (!s)
-			rc = jinja_fail(r, at, "sequence item %zu: expected str instance, %s found",
-					i, jinja_type_name(tf_val_at(list, i)));
-		else if ((rc = jinja_output_check(r, at, il + sl)) == 0 &&
+			rc = tf_jinja_fail(r, at,
+					   "sequence item %zu: expected str instance, %s found", i,
+					   tf_jinja_type_name(tf_val_at(list, i)));
+		else if ((rc = tf_jinja_output_check(r, at, il + sl)) == 0 &&
 			 (rc = i ? tf_bytes_append(&b, sep, sl) : 0) == 0)
 			rc = tf_bytes_append(&b, s, il);
 	}
@@ -510,26 +512,27 @@ static int join(struct jrun *r, const struct jnode *at, tf_val *self, tf_val *it
 	return str_out(&b, out);
 }
 
-int jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val **out)
+int tf_jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val **out)
 {
 	return change_case(r, at, self, 't', out);
 }
 
-int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
-		     const struct jargs *args, tf_val **out)
+int tf_jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
+			const struct jargs *args, tf_val **out)
 {
 	static const char *const strip_args[] = { "chars", NULL },
 				 *const split_args[] = { "sep", "maxsplit", NULL },
 				 *const replace_args[] = { "old", "new", "count", NULL };
-	tf_val *a0 = jinja_arg(args, 0, NULL), *a1 = jinja_arg(args, 1, NULL);
+	tf_val *a0 = tf_jinja_arg(args, 0, NULL), *a1 = tf_jinja_arg(args, 1, NULL);
 	int rc;
 
 	if (!strcmp(name, "startswith") || !strcmp(name, "endswith") || !strcmp(name, "find") ||
 	    !strcmp(name, "count") || !strcmp(name, "join")) {
-		if ((rc = jinja_args_check(r, at, name, args, 1, NULL)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 1, NULL)) < 0)
 			return rc;
 		if (!a0)
-			return jinja_fail(r, at, "%s() takes exactly one argument (0 given)", name);
+			return tf_jinja_fail(r, at, "%s() takes exactly one argument (0 given)",
+					     name);
 		if (name[0] == 's' || name[0] == 'e')
 			return affix(r, at, self, a0, name[0] == 'e', out);
 		if (name[0] == 'j')
@@ -537,30 +540,30 @@ int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const
 		return search(r, at, self, a0, name[0] == 'c', out);
 	}
 	if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) {
-		if ((rc = jinja_args_check(r, at, name, args, 1, strip_args)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 1, strip_args)) < 0)
 			return rc;
-		a0 = jinja_arg(args, 0, "chars");
+		a0 = tf_jinja_arg(args, 0, "chars");
 		if (a0 && tf_val_kind_of(a0) != TF_VAL_STR && tf_val_kind_of(a0) != TF_VAL_NONE)
-			return jinja_fail(r, at, "%s arg must be None or str", name);
+			return tf_jinja_fail(r, at, "%s arg must be None or str", name);
 		return strip(self, name[0] == 's' ? 0 : name[0], a0, out);
 	}
 	if (!strcmp(name, "split") || !strcmp(name, "rsplit")) {
-		if ((rc = jinja_args_check(r, at, name, args, 2, split_args)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 2, split_args)) < 0)
 			return rc;
-		return split(r, at, self, jinja_arg(args, 0, "sep"), jinja_arg(args, 1, "maxsplit"),
-			     name[0] == 'r', out);
+		return split(r, at, self, tf_jinja_arg(args, 0, "sep"),
+			     tf_jinja_arg(args, 1, "maxsplit"), name[0] == 'r', out);
 	}
 	if (!strcmp(name, "replace")) {
-		if ((rc = jinja_args_check(r, at, name, args, 3, replace_args)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 3, replace_args)) < 0)
 			return rc;
-		a0 = jinja_arg(args, 0, "old");
-		a1 = jinja_arg(args, 1, "new");
+		a0 = tf_jinja_arg(args, 0, "old");
+		a1 = tf_jinja_arg(args, 1, "new");
 		if (!a0 || !a1)
-			return jinja_fail(r, at, "replace() takes at least 2 arguments");
-		return replace(r, at, self, a0, a1, jinja_arg(args, 2, "count"), out);
+			return tf_jinja_fail(r, at, "replace() takes at least 2 arguments");
+		return replace(r, at, self, a0, a1, tf_jinja_arg(args, 2, "count"), out);
 	}
 	if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize")) {
-		if ((rc = jinja_args_check(r, at, name, args, 0, NULL)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 0, NULL)) < 0)
 			return rc;
 		return change_case(r, at, self,
 				   name[0] == 'c'   ? 'c'
