@@ -196,6 +196,9 @@ CASES = [
     ("{{ l | reverse | list }}{{ u | reverse }}{{ d | reverse | list }}{{ s | safe }}{{ n | safe }}", None),
     ("[{{ 'a\nb\n\nc' | indent }}][{{ 'a\nb\n' | indent(2, true) }}][{{ 'a\n\nb' | indent('> ', blank=true) }}][{{ '' | indent(first=true) }}][{{ 'x\r\ny\u2028z' | indent(1) }}][{{ d | tojson(indent=2) | indent(4) }}]", None),
     ("{{ \"they're bill's-friends (x) [y] {z} <w> ΑΣ ßa\" | title }}|{{ ' hello\tWORLD ' | title }}|{{ n | title }}|{{ 'ǆ x' | title }}", None),
+    ("{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ {}.items() }}|{{ d.keys() | length }}|{{ d.items()[0] }}|{{ d.keys() == d.keys() }}|{{ d.values() == d.values() }}|{{ {'a': 1, 'b': 2}.keys() == {'b': 0, 'a': 0}.keys() }}", None),
+    ("{% if [] | select %}gen-true{% endif %}{% if [] | list %}x{% endif %}|{{ (l | map('string'))[0] }}|{{ l | map('string') | first }}|{{ l | select | reverse }}|{{ l | reverse | reverse }}|{{ range(5)[1:3] | list }}|{{ range(4)[-1] }}|{{ range(3) | length }}", None),
+    ("{{ d.items() is sequence }}{{ l | map('string') is sequence }}{{ range(2) is sequence }}{{ d.keys() is iterable }}{{ l | select is iterable }}{{ 1 in l | select }}{{ l | select | join('-') }}", None),
     ("{{ neg | abs }}{{ -2.5 | abs }}{{ l | list }}{{ 'ab' | list }}{{ d | list }}", None),
     ("{{ messages | map(attribute='role') | list }}{{ ['a', 'B'] | map('upper') | join }}{{ messages | map(attribute='nope', default='-') | join }}", None),
     # globals
@@ -410,6 +413,12 @@ ERRORS = [
     ("{{ d[::-1] }}", None, 1, 5),
     ("{{ missing | int }}", None, 1, 12),
     ("{{ namespace(a=1) | tojson }}", None, 1, 19),
+    ("{{ d.keys() | tojson }}", None, 1, 13),
+    ("{{ l | select | length }}", None, 1, 15),
+    ("{{ l | select | last }}", None, 1, 15),
+    ("{{ (l | select)[1:] }}", None, 1, 16),
+    ("{{ d.items() + [1] }}", None, 1, 14),
+    ("{{ range(3) + [1] }}", None, 1, 13),
     ("{% macro m() %}{% endmacro %}{{ m(1) }}", None, 1, 34),
 ]
 
@@ -421,6 +430,8 @@ UNSUPPORTED = [
     ("{{ 9223372036854775807 + 1 }}", 1, 24),   # integers beyond 64 bits
     ("{{ 2 ** 64 }}", 1, 6),
     ("{{ (-8) ** 0.5 }}", 1, 9),               # complex numbers
+    ("{{ l | select }}", 1, 6),                 # a generator's repr has an address
+    ("{{ range(3) }}", 1, 9),                   # so has range's, almost
     ("{{ '%s' % n }}", 1, 9),                   # printf-style formatting
     ("{{ l | sum }}", 1, 8),                    # filters outside the subset
     ("{{ s.title() }}", 1, 11),                 # str.title (the title filter is there)

@@ -106,6 +106,10 @@ int tf_jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val
 	case T_SEQUENCE:
 		*out = k == TF_VAL_STR || k == TF_VAL_LIST || k == TF_VAL_UNDEFINED ||
 		       (k == TF_VAL_DICT && !tf_val_is_namespace(v));
+		/* a sequence has len() and an index: not a generator or a dict view */
+		if (tests[index].id == T_SEQUENCE && k == TF_VAL_LIST)
+			*out = tf_val_seq_of(v) <= TF_SEQ_RANGE &&
+			       tf_val_seq_of(v) != TF_SEQ_GENERATOR;
 		return 0;
 	case T_TRUE: *out = k == TF_VAL_BOOL && tf_val_as_bool(v); return 0;
 	case T_FALSE: *out = k == TF_VAL_BOOL && !tf_val_as_bool(v); return 0;
@@ -175,7 +179,8 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 		return 1;
 	if ((rc = tf_jinja_args_check(r, at, name, a, 0, NULL)) < 0)
 		return rc;
-	tf_val *l = tf_val_list();
+	tf_val_seq seq = items ? TF_SEQ_DICT_ITEMS : keys ? TF_SEQ_DICT_KEYS : TF_SEQ_DICT_VALUES;
+	tf_val *l = tf_val_seq_new(seq);
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(d) && rc == 0; i++) {
 		tf_val *k = tf_val_key_at(d, i), *v = tf_val_at(d, i), *pair;
@@ -183,7 +188,8 @@ static int dict_method(struct jrun *r, const struct jnode *at, tf_val *d, const 
 			rc = tf_val_list_push(l, tf_val_ref(keys ? k : v));
 			continue;
 		}
-		if (!(pair = tf_val_tuple()) || tf_val_list_push(pair, tf_val_ref(k)) < 0 ||
+		if (!(pair = tf_val_seq_new(TF_SEQ_TUPLE)) ||
+		    tf_val_list_push(pair, tf_val_ref(k)) < 0 ||
 		    tf_val_list_push(pair, tf_val_ref(v)) < 0) {
 			tf_val_unref(pair);
 			rc = TF_ERR_NOMEM;
@@ -251,7 +257,7 @@ static int g_range(struct jrun *r, const struct jnode *at, tf_val *self, const s
 		return tf_jinja_fail(r, at,
 				     "range too big: the sandbox blocks ranges larger than %d",
 				     RANGE_MAX);
-	tf_val *l = tf_val_list();
+	tf_val *l = tf_val_seq_new(TF_SEQ_RANGE);
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t x = v[0]; rc == 0 && (v[2] > 0 ? x < v[1] : x > v[1]); x += v[2])
 		rc = tf_val_list_push(l, tf_val_int(x));

@@ -70,7 +70,7 @@ const char *tf_jinja_type_name(const tf_val *v)
 	case TF_VAL_INT: return "int";
 	case TF_VAL_FLOAT: return "float";
 	case TF_VAL_STR: return "str";
-	case TF_VAL_LIST: return tf_val_is_tuple(v) ? "tuple" : "list";
+	case TF_VAL_LIST: return tf_val_seq_name(tf_val_seq_of(v));
 	case TF_VAL_DICT: return tf_val_is_namespace(v) ? "Namespace" : "dict";
 	case TF_VAL_UNDEFINED: return "Undefined";
 	case TF_VAL_FUNC: return "function";
@@ -184,6 +184,18 @@ int tf_jinja_list_extend(tf_val *l, const tf_val *src)
 	return rc;
 }
 
+/* A list or a tuple, not a lazy iterable or view. */
+static bool is_seq(const tf_val *v)
+{
+	return tf_val_kind_of(v) == TF_VAL_LIST && tf_val_seq_of(v) <= TF_SEQ_TUPLE;
+}
+
+/* A list, a tuple or a range: what takes an index and a slice. */
+static bool indexable(const tf_val *v)
+{
+	return is_seq(v) || tf_val_seq_of(v) == TF_SEQ_RANGE;
+}
+
 static bool is_num(const tf_val *v)
 {
 	tf_val_kind k = tf_val_kind_of(v);
@@ -221,8 +233,7 @@ int tf_jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const
 		*out = c < 0 || (c == 0 && la < lb);
 		return 0;
 	}
-	if (k == tf_val_kind_of(b) && k == TF_VAL_LIST &&
-	    tf_val_is_tuple(a) == tf_val_is_tuple(b)) {
+	if (is_seq(a) && is_seq(b) && tf_val_seq_of(a) == tf_val_seq_of(b)) {
 		size_t na = tf_val_len(a), nb = tf_val_len(b);
 		for (size_t i = 0; i < na && i < nb; i++)
 			if (!tf_val_equal(tf_val_at(a, i), tf_val_at(b, i)))
@@ -317,7 +328,7 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 			return (*out = tf_val_ref(v)), 0;
 		return no_attr(obj, s, out);
 	}
-	if ((k == TF_VAL_LIST || k == TF_VAL_STR) && (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
+	if ((indexable(obj) || k == TF_VAL_STR) && (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
 		if (k == TF_VAL_LIST) {
 			ptrdiff_t i = seq_index(as_int(key), tf_val_len(obj));
 			if (i >= 0)
@@ -390,7 +401,7 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 		s = tf_val_as_str(obj, &len);
 		if ((rc = char_offsets(s, len, &offs, &n)) < 0)
 			return rc;
-	} else if (tf_val_kind_of(obj) == TF_VAL_LIST) {
+	} else if (indexable(obj)) {
 		n = tf_val_len(obj);
 	} else {
 		/* jinja2 slices with Python's own [a:b:c], which fails on the rest */
@@ -414,7 +425,7 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 	else if (stop > hi)
 		stop = hi;
 	tf_bytes b = { 0 };
-	tf_val *l = is_str ? NULL : tf_val_is_tuple(obj) ? tf_val_tuple() : tf_val_list();
+	tf_val *l = is_str ? NULL : tf_val_seq_new(tf_val_seq_of(obj));
 	if (!is_str && !l) {
 		rc = TF_ERR_NOMEM;
 		goto cleanup;
@@ -566,7 +577,7 @@ static int macro_extras(struct jrun *r, const struct jnode *at, const struct jno
 			const struct jargs *args)
 {
 	const char *name = tf_val_as_str(m->val, NULL);
-	tf_val *varargs = tf_val_tuple(), *kwargs = tf_val_dict();
+	tf_val *varargs = tf_val_seq_new(TF_SEQ_TUPLE), *kwargs = tf_val_dict();
 	int rc = varargs && kwargs ? 0 : TF_ERR_NOMEM;
 
 	if (rc == 0 && args->npos > m->kids.n && !(m->op & JMACRO_VARARGS))
@@ -766,7 +777,7 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 		tf_bytes_free(&b);
 		return rc;
 	}
-	tf_val *l = tf_val_is_tuple(seq) ? tf_val_tuple() : tf_val_list();
+	tf_val *l = tf_val_seq_new(tf_val_seq_of(seq));
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t k = 0; k < times && rc == 0; k++)
 		rc = tf_jinja_list_extend(l, seq);
@@ -776,7 +787,7 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 /* a + b of two LISTs or two tuples. */
 static int join_lists(const tf_val *a, const tf_val *b, tf_val **out)
 {
-	tf_val *l = tf_val_is_tuple(a) ? tf_val_tuple() : tf_val_list();
+	tf_val *l = tf_val_seq_new(tf_val_seq_of(a));
 	int rc = tf_jinja_list_extend(l, a);
 	if (rc == 0)
 		rc = tf_jinja_list_extend(l, b);
@@ -809,13 +820,12 @@ static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const t
 		return rc;
 	if (n->op == '+' && ka == TF_VAL_STR && kb == TF_VAL_STR)
 		return concat(r, n, a, b, out);
-	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST &&
-	    tf_val_is_tuple(a) == tf_val_is_tuple(b))
+	if (n->op == '+' && is_seq(a) && is_seq(b) && tf_val_seq_of(a) == tf_val_seq_of(b))
 		return join_lists(a, b, out);
-	if (n->op == '*' && (ka == TF_VAL_STR || ka == TF_VAL_LIST) &&
+	if (n->op == '*' && (ka == TF_VAL_STR || is_seq(a)) &&
 	    (kb == TF_VAL_INT || kb == TF_VAL_BOOL))
 		return repeat(r, n, a, as_int(b), out);
-	if (n->op == '*' && (kb == TF_VAL_STR || kb == TF_VAL_LIST) &&
+	if (n->op == '*' && (kb == TF_VAL_STR || is_seq(b)) &&
 	    (ka == TF_VAL_INT || ka == TF_VAL_BOOL))
 		return repeat(r, n, b, as_int(a), out);
 	if (!is_num(a) || !is_num(b))
@@ -902,7 +912,7 @@ int tf_jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item,
 	case TF_VAL_DICT:
 		if (tf_val_is_namespace(c))
 			break;
-		if ((tf_val_kind_of(item) == TF_VAL_LIST && !tf_val_is_tuple(item)) ||
+		if ((tf_val_kind_of(item) == TF_VAL_LIST && tf_val_seq_of(item) == TF_SEQ_LIST) ||
 		    tf_val_kind_of(item) == TF_VAL_DICT)
 			return tf_jinja_fail(r, n, "unhashable type: '%s'",
 					     tf_jinja_type_name(item));
@@ -988,7 +998,7 @@ static int eval_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **o
 static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 {
 	tf_val *c = n->kind == JN_DICT    ? tf_val_dict()
-		    : n->kind == JN_TUPLE ? tf_val_tuple()
+		    : n->kind == JN_TUPLE ? tf_val_seq_new(TF_SEQ_TUPLE)
 					  : tf_val_list();
 	int rc = c ? 0 : TF_ERR_NOMEM;
 

@@ -27,7 +27,7 @@ static int length(struct jrun *r, const struct jnode *at, const tf_val *v, int64
 		return 0;
 	case TF_VAL_LIST:
 	case TF_VAL_DICT:
-		if (tf_val_is_namespace(v))
+		if (tf_val_is_namespace(v) || tf_val_seq_of(v) == TF_SEQ_GENERATOR)
 			break;
 		*n = (int64_t)tf_val_len(v);
 		return 0;
@@ -255,10 +255,15 @@ static int f_items(struct jrun *r, const struct jnode *at, tf_val *v, const stru
 	if (rc < 0)
 		return rc;
 	if (tf_val_kind_of(v) == TF_VAL_UNDEFINED)
-		return tf_jinja_give(0, tf_val_list(), out);
+		return tf_jinja_give(0, tf_val_seq_new(TF_SEQ_GENERATOR), out);
 	if (tf_val_kind_of(v) != TF_VAL_DICT || tf_val_is_namespace(v))
 		return tf_jinja_fail(r, at, "Can only get item pairs from a mapping.");
-	return tf_jinja_method_call(r, at, v, "items", a, out);
+	/* jinja2's items filter yields the pairs: a generator, not a view */
+	tf_val *view = NULL, *gen = tf_val_seq_new(TF_SEQ_GENERATOR);
+	if ((rc = tf_jinja_method_call(r, at, v, "items", a, &view)) == 0)
+		rc = tf_jinja_list_extend(gen, view);
+	tf_val_unref(view);
+	return tf_jinja_give(rc, gen, out);
 }
 
 /* first (sign 1) or last (-1) item. */
@@ -267,6 +272,8 @@ static int end_item(struct jrun *r, const struct jnode *at, tf_val *v, const str
 {
 	tf_val *items;
 	int rc = tf_jinja_args_check(r, at, sign > 0 ? "first" : "last", a, 0, NULL);
+	if (rc == 0 && sign < 0 && tf_val_seq_of(v) == TF_SEQ_GENERATOR)
+		rc = tf_jinja_fail(r, at, "'generator' object is not reversible");
 	if (rc < 0 || (rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	size_t n = tf_val_len(items);
@@ -327,7 +334,7 @@ static int select_items(struct jrun *r, const struct jnode *at, tf_val *v, const
 		return rc;
 	if (by_attr && !a->npos)
 		rc = tf_jinja_fail(r, at, "selectattr/rejectattr need an attribute name");
-	else if (!(l = tf_val_list()))
+	else if (!(l = tf_val_seq_new(TF_SEQ_GENERATOR)))
 		rc = TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		tf_val *item = tf_val_at(items, i), *x;
@@ -396,7 +403,7 @@ static int f_map(struct jrun *r, const struct jnode *at, tf_val *v, const struct
 		return tf_jinja_fail(r, at, "map needs attribute= or the name of a filter");
 	if ((rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
-	if (!(l = tf_val_list()))
+	if (!(l = tf_val_seq_new(TF_SEQ_GENERATOR)))
 		rc = TF_ERR_NOMEM;
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		tf_val *item = tf_val_at(items, i), *x;
@@ -523,7 +530,7 @@ static int f_float(struct jrun *r, const struct jnode *at, tf_val *v, const stru
 	return to_number(r, at, v, a, false, out);
 }
 
-/* A str backwards, or a list of the items backwards. */
+/* A str backwards, or the items backwards. */
 static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const struct jargs *a,
 		     tf_val **out)
 {
@@ -533,7 +540,9 @@ static int f_reverse(struct jrun *r, const struct jnode *at, tf_val *v, const st
 		return rc;
 	bool str = tf_val_kind_of(v) == TF_VAL_STR;
 	tf_bytes b = { 0 };
-	if (!str && !(l = tf_val_list()))
+	/* reversed() of a sequence is an iterator; of a generator, a new list */
+	tf_val_seq seq = tf_val_seq_of(v) == TF_SEQ_GENERATOR ? TF_SEQ_LIST : TF_SEQ_GENERATOR;
+	if (!str && !(l = tf_val_seq_new(seq)))
 		rc = TF_ERR_NOMEM;
 	for (size_t i = tf_val_len(items); i-- > 0 && rc == 0;) {
 		size_t len;

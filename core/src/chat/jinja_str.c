@@ -429,11 +429,10 @@ static int affix(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 	size_t len;
 	const char *s = tf_val_as_str(self, &len);
 	bool yes = false;
-	size_t n = tf_val_kind_of(arg) == TF_VAL_STR ? 1
-		   : tf_val_is_tuple(arg)            ? tf_val_len(arg)
-						     : 0;
+	bool tuple = tf_val_seq_of(arg) == TF_SEQ_TUPLE;
+	size_t n = tf_val_kind_of(arg) == TF_VAL_STR ? 1 : tuple ? tf_val_len(arg) : 0;
 
-	if (!n && !tf_val_is_tuple(arg))
+	if (!n && !tuple)
 		return tf_jinja_fail(r, at, "%s first arg must be str or a tuple of str, not %s",
 				     end ? "endswith" : "startswith", tf_jinja_type_name(arg));
 	for (size_t i = 0; i < n && !yes; i++) {

@@ -11,12 +11,12 @@
 #include "diag.h"
 #include "tf/error.h"
 
-enum { SUB_TUPLE = 1, SUB_NAMESPACE = 2 };
+enum { SUB_NAMESPACE = 1 };   /* a DICT's sub; a LIST's is its tf_val_seq */
 
 struct tf_val {
 	tf_val_kind kind;
 	unsigned refs;
-	int sub;  /* SUB_* of a LIST or DICT; a FUNC's tag */
+	int sub;  /* a LIST's tf_val_seq, a DICT's SUB_*, a FUNC's tag */
 	union {
 		bool b;
 		int64_t i;
@@ -96,9 +96,21 @@ static tf_val *val_sub(tf_val *v, int sub)
 	return v;
 }
 
-tf_val *tf_val_tuple(void) { return val_sub(val_new(TF_VAL_LIST), SUB_TUPLE); }
+tf_val *tf_val_seq_new(tf_val_seq seq) { return val_sub(val_new(TF_VAL_LIST), (int)seq); }
+
+tf_val_seq tf_val_seq_of(const tf_val *v)
+{
+	return v && v->kind == TF_VAL_LIST ? (tf_val_seq)v->sub : TF_SEQ_LIST;
+}
+
+const char *tf_val_seq_name(tf_val_seq seq)
+{
+	static const char *const names[] = { "list", "tuple", "generator", "range",
+					     "dict_items", "dict_keys", "dict_values" };
+	return names[seq];
+}
+
 tf_val *tf_val_namespace(void) { return val_sub(val_new(TF_VAL_DICT), SUB_NAMESPACE); }
-bool tf_val_is_tuple(const tf_val *v) { return v && v->kind == TF_VAL_LIST && v->sub == SUB_TUPLE; }
 
 bool tf_val_is_namespace(const tf_val *v)
 {
@@ -804,6 +816,9 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 	case TF_VAL_STR:
 		return dump_string(v->s.p, v->s.len, out);
 	case TF_VAL_LIST:
+		if (v->sub != TF_SEQ_LIST && v->sub != TF_SEQ_TUPLE)
+			return tf_diag_set(TF_ERR_INVALID, "Object of type %s is not JSON serializable",
+					   tf_val_seq_name((tf_val_seq)v->sub));
 		if (!v->l.n)
 			return put(out, "[]");
 		rc = put(out, "[");
@@ -908,14 +923,21 @@ int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 	case TF_VAL_UNDEFINED:
 		return repr ? put(out, "Undefined") : 0;
 	case TF_VAL_LIST: {
-		bool tuple = v->sub == SUB_TUPLE;
+		tf_val_seq seq = (tf_val_seq)v->sub;
+		bool tuple = seq == TF_SEQ_TUPLE, view = seq >= TF_SEQ_DICT_ITEMS;
+		if (seq == TF_SEQ_GENERATOR || seq == TF_SEQ_RANGE)
+			return tf_diag_set(TF_ERR_UNSUPPORTED, "cannot print a %s", tf_val_seq_name(seq));
+		if (view && ((rc = put(out, tf_val_seq_name(seq))) < 0 || (rc = put(out, "(")) < 0))
+			return rc;
 		rc = put(out, tuple ? "(" : "[");
 		for (size_t i = 0; i < v->l.n && rc == 0; i++)
 			if ((rc = i ? put(out, ", ") : 0) == 0)
 				rc = tf_val_dump_py(v->l.items[i], true, out);
 		if (rc == 0 && tuple && v->l.n == 1)
 			rc = put(out, ",");
-		return rc < 0 ? rc : put(out, tuple ? ")" : "]");
+		if (rc == 0)
+			rc = put(out, tuple ? ")" : "]");
+		return rc < 0 || !view ? rc : put(out, ")");
 	}
 	case TF_VAL_DICT:
 		if (v->sub == SUB_NAMESPACE)
@@ -948,7 +970,7 @@ bool tf_val_truthy(const tf_val *v)
 	case TF_VAL_STR:
 		return v->s.len != 0;
 	case TF_VAL_LIST:
-		return v->l.n != 0;
+		return v->sub == TF_SEQ_GENERATOR || v->l.n != 0;
 	case TF_VAL_DICT:
 		return v->sub == SUB_NAMESPACE || v->m.n != 0;
 	case TF_VAL_FUNC:
@@ -986,11 +1008,16 @@ bool tf_val_equal(const tf_val *a, const tf_val *b)
 	case TF_VAL_STR:
 		return a->s.len == b->s.len && memcmp(a->s.p, b->s.p, a->s.len) == 0;
 	case TF_VAL_LIST:
-		if (a->l.n != b->l.n)
+		if (a->l.n != b->l.n || a->sub == TF_SEQ_GENERATOR || a->sub == TF_SEQ_DICT_VALUES)
 			return false;
-		for (size_t i = 0; i < a->l.n; i++)
-			if (!tf_val_equal(a->l.items[i], b->l.items[i]))
+		for (size_t i = 0; i < a->l.n; i++) {
+			bool found = tf_val_equal(a->l.items[i], b->l.items[i]);
+			/* keys and items views compare as sets (their items are unique) */
+			for (size_t j = 0; !found && a->sub >= TF_SEQ_DICT_ITEMS && j < b->l.n; j++)
+				found = tf_val_equal(a->l.items[i], b->l.items[j]);
+			if (!found)
 				return false;
+		}
 		return true;
 	case TF_VAL_DICT:
 		if (a->m.n != b->m.n || a->sub == SUB_NAMESPACE)
