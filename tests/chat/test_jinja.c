@@ -5,6 +5,7 @@
  * conversation.  Jinja semantics are checked against jinja2 itself by
  * jinja_diff.py. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,51 @@ Test(jinja, hostile_templates_stop)
 	expect_fail("{% set s = 'x' * 1000000 %}{% for a in range(100) %}{% set s = s ~ s %}{% "
 		    "endfor %}",
 		    TF_ERR_INVALID, "t.jinja:1:", "beyond");
+}
+
+/* One template and one set of variables rendered by several threads at once,
+ * as a server does: every output must be the same. */
+struct shared {
+	tf_jinja *t;
+	tf_val *vars;
+	tf_bytes want;
+	int bad;
+};
+
+static void *render_many(void *arg)
+{
+	struct shared *sh = arg;
+	for (int k = 0; k < 200; k++) {
+		tf_bytes out = { 0 };
+		if (tf_jinja_render(sh->t, sh->vars, &out) < 0 || out.len != sh->want.len ||
+		    memcmp(out.p, sh->want.p, out.len) != 0)
+			__atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+		tf_bytes_free(&out);
+	}
+	return NULL;
+}
+
+Test(jinja, threads_share_a_template)
+{
+	static const char json[] =
+		"{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\","
+		" \"content\": \"h\u00e9\"}, {\"role\": \"assistant\", \"content\": \"<think>r</think>a\","
+		" \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"x\": [1, 2.5]}}}]}],"
+		" \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
+		" \"add_generation_prompt\": true}";
+	struct shared sh = { .t = ling3() };
+	pthread_t th[4];
+
+	cr_assert_eq(tf_val_parse_json(json, sizeof(json) - 1, &sh.vars), 0, "%s", tf_diag_msg());
+	cr_assert_eq(tf_jinja_render(sh.t, sh.vars, &sh.want), 0, "%s", tf_diag_msg());
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, render_many, &sh), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	cr_expect_eq(sh.bad, 0, "%d renders differed", sh.bad);
+	tf_bytes_free(&sh.want);
+	tf_val_unref(sh.vars);
+	tf_jinja_free(sh.t);
 }
 
 static double now_s(void)

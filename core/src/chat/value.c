@@ -141,16 +141,18 @@ tf_val *tf_val_func(int tag, const void *p)
 int tf_val_func_tag(const tf_val *v) { return v && v->kind == TF_VAL_FUNC ? v->sub : -1; }
 const void *tf_val_func_ptr(const tf_val *v) { return v && v->kind == TF_VAL_FUNC ? v->fn : NULL; }
 
+/* Atomic counts: threads may share a value (a parsed template's constants,
+ * a request) as long as none changes it. */
 tf_val *tf_val_ref(tf_val *v)
 {
 	if (v)
-		v->refs++;
+		__atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
 	return v;
 }
 
 void tf_val_unref(tf_val *v)
 {
-	if (!v || --v->refs)
+	if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	switch (v->kind) {
 	case TF_VAL_STR:

@@ -9,7 +9,8 @@
  *
  * Values are reference counted.  Constructors return a new reference (NULL
  * when out of memory); containers take over the reference they are given,
- * even when they fail; getters return borrowed pointers.
+ * even when they fail; getters return borrowed pointers.  The counts are
+ * atomic: threads may share values that none of them changes.
  *
  *     tf_val *req;
  *     if (tf_val_parse_json(text, len, &req) < 0) ...      diag names line:col
