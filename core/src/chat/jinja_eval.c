@@ -263,11 +263,17 @@ static int assign(struct jrun *r, const char *name, size_t len, tf_val *v)
 	return tf_val_dict_set(r->scope->vars, name, len, v);
 }
 
-static int undefined(const char *fmt, const char *a, const char *b, tf_val **out)
+/* A new UNDEFINED whose message is fmt's. */
+static int undefined(tf_val **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int undefined(tf_val **out, const char *fmt, ...)
 {
 	char msg[300];
-	snprintf(msg, sizeof(msg), fmt, a, b);
-	return (*out = tf_val_undefined(msg)) ? 0 : TF_ERR_NOMEM;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tf_jinja_give(0, tf_val_undefined(msg), out);
 }
 
 /* jinja2's name for an object in "has no attribute" messages. */
@@ -283,7 +289,7 @@ static int no_attr(const tf_val *obj, const char *name, tf_val **out)
 {
 	char what[64];
 	object_repr(obj, what, sizeof(what));
-	return undefined("'%s' has no attribute '%s'", what, name, out);
+	return undefined(out, "'%s' has no attribute '%s'", what, name);
 }
 
 /* ---- expressions ---- */
@@ -349,7 +355,7 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 		char num[32];
 		snprintf(num, sizeof(num), "%" PRId64, as_int(key));
 		object_repr(obj, what, sizeof(what));
-		return undefined("'%s' has no element %s", what, num, out);
+		return undefined(out, "'%s' has no element %s", what, num);
 	}
 	if (kk == TF_VAL_STR)
 		return no_attr(obj, tf_val_as_str(key, NULL), out);
@@ -357,7 +363,7 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 	int rc = tf_val_dump_py(key, true, &b);
 	if (rc == 0 && (rc = tf_bytes_append(&b, "", 1)) == 0) {
 		object_repr(obj, what, sizeof(what));
-		rc = undefined("'%s' has no element %s", what, b.p, out);
+		rc = undefined(out, "'%s' has no element %s", what, b.p);
 	}
 	tf_bytes_free(&b);
 	return rc < 0 ? tf_jinja_fail_diag(r, at, rc) : 0;
@@ -643,7 +649,7 @@ static int call_macro(struct jrun *r, const struct jnode *at, const tf_val *fn,
 		if (!v && p->a)
 			rc = eval(r, p->a, &v);
 		else if (!v)
-			rc = undefined("parameter '%s' was not provided%s", pname, "", &v);
+			rc = undefined(&v, "parameter '%s' was not provided", pname);
 		if (rc == 0)
 			rc = assign(r, pname, len, v);
 	}
@@ -1042,7 +1048,7 @@ static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 		const char *s = tf_val_as_str(n->val, &len);
 		if ((*out = lookup(r, s, len)))
 			return 0;
-		return undefined("'%s' is undefined%s", s, "", out);
+		return undefined(out, "'%s' is undefined", s);
 	}
 	case JN_LIST:
 	case JN_TUPLE:
@@ -1096,9 +1102,8 @@ static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 		else if (n->c)
 			rc = eval(r, n->c, out);
 		else
-			rc = undefined("the inline if-expression evaluated to false and no else "
-				       "section was defined%s%s",
-				       "", "", out);
+			rc = undefined(out, "the inline if-expression evaluated to false and "
+					    "no else section was defined");
 		break;
 	default: return tf_jinja_fail(r, n, "not an expression");
 	}
