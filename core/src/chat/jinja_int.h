@@ -171,13 +171,28 @@ int tf_jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
 int tf_jinja_give(int rc, tf_val *v, tf_val **out);
 /* Appends the items of the LIST src to the LIST l. */
 int tf_jinja_list_extend(tf_val *l, const tf_val *src);
-/* Python's item in c (a substring, an item, a key); a TypeError otherwise. */
-int tf_jinja_contains(struct jrun *r, const struct jnode *at, const tf_val *item, const tf_val *c,
-		      bool *out);
+/* Counts bytes a render may still append; fails past the limit. */
+int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more);
+
+/* ---- operators (jinja_ops.c) ---- */
+
+/* A list, a tuple or a range: what takes an index and a slice. */
+bool tf_jinja_indexable(const tf_val *v);
+/* An INT's or a BOOL's value. */
+int64_t tf_jinja_as_int(const tf_val *v);
+/* a op b for the BINOP at n: + - * / // % ** ~. */
+int tf_jinja_arith(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b,
+		   tf_val **out);
+/* a op b for op == != < > <= >= in, not in. */
+int tf_jinja_compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a,
+		     const tf_val *b, bool *out);
+/* -v or +v (n->op) of a number. */
+int tf_jinja_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **out);
 /* Python a < b (lt) for numbers, strings and lists; a TypeError otherwise. */
 int tf_jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b,
 		  bool *out);
-/* Counts bytes a render may still append; fails past the limit. */
-int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more);
+/* Python's item in c (a substring, an item, a key); a TypeError otherwise. */
+int tf_jinja_contains(struct jrun *r, const struct jnode *at, const tf_val *item, const tf_val *c,
+		      bool *out);
 
 #endif /* TF_CHAT_JINJA_INT_H */
