@@ -273,7 +273,8 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 			return (*out = tf_val_ref(v)), 0;
 		return no_attr(obj, s, out);
 	}
-	if ((tf_jinja_indexable(obj) || k == TF_VAL_STR) && (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
+	if ((tf_jinja_indexable(obj) || k == TF_VAL_STR) &&
+	    (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
 		if (k == TF_VAL_LIST) {
 			ptrdiff_t i = seq_index(tf_jinja_as_int(key), tf_val_len(obj));
 			if (i >= 0)

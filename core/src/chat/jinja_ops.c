@@ -299,8 +299,8 @@ int tf_jinja_contains(struct jrun *r, const struct jnode *n, const tf_val *item,
 	return tf_jinja_fail(r, n, "argument of type '%s' is not iterable", tf_jinja_type_name(c));
 }
 
-int tf_jinja_compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a, const tf_val *b,
-		   bool *out)
+int tf_jinja_compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a,
+		     const tf_val *b, bool *out)
 {
 	switch (op) {
 	case JOP_EQ:
