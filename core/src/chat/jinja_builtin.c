@@ -3,15 +3,12 @@
  * templates use, with jinja2's semantics (its tests.py and defaults.py) and
  * HF transformers' globals.
  */
-#define _GNU_SOURCE
 #include "chat/jinja_int.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "diag.h"
+#include "tf/error.h"
 
 #define RANGE_MAX 100000   /* jinja2's sandbox refuses longer ranges */
 

@@ -4,11 +4,9 @@
  * top level, if blocks share their parent's), Undefined as jinja2's default
  * Undefined, Python's operators, and limits on nesting, work and output.
  */
-#define _GNU_SOURCE
 #include "chat/jinja_int.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

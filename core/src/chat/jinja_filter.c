@@ -2,17 +2,15 @@
  * jinja_filter.c - the filters chat templates use, with jinja2's semantics
  * (its filters.py) and HF transformers' tojson.
  */
-#define _GNU_SOURCE
 #include "chat/jinja_int.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "diag.h"
+#include "tf/error.h"
 
 /* len() as Python counts: code points, items, entries. */
 static int length(struct jrun *r, const struct jnode *at, const tf_val *v, int64_t *n)

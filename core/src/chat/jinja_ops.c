@@ -6,13 +6,12 @@
 #define _GNU_SOURCE
 #include "chat/jinja_int.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/error.h"
 
 /* A list or a tuple, not a lazy iterable or view. */
 static bool is_seq(const tf_val *v)

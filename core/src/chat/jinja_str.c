@@ -15,7 +15,7 @@
 #include <string.h>
 #include <wctype.h>
 
-#include "diag.h"
+#include "tf/error.h"
 
 /* Decoded code points of a STR. */
 struct cps {
