@@ -56,8 +56,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot read %s\n", tsrc ? argv[2] : argv[1]);
 		goto cleanup;
 	}
-	if (tf_val_parse_json(vsrc, vlen, &vars) < 0 || tf_jinja_parse(tsrc, tlen, argv[1], &t) < 0 ||
-	    tf_jinja_render(t, vars, &out) < 0) {
+	if (tf_val_parse_json(vsrc, vlen, &vars) < 0 ||
+	    tf_jinja_parse(tsrc, tlen, argv[1], &t) < 0 || tf_jinja_render(t, vars, &out) < 0) {
 		fprintf(stderr, "%s\n", tf_diag_msg());
 		goto cleanup;
 	}

@@ -4,11 +4,9 @@
  * top level, if blocks share their parent's), Undefined as jinja2's default
  * Undefined, Python's operators, and limits on nesting, work and output.
  */
-#define _GNU_SOURCE
 #include "chat/jinja_int.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +14,7 @@
 #include "diag.h"
 
 #define EVAL_MAX_DEPTH 64             /* macro calls inside macro calls */
+#define EVAL_MAX_NEST 600             /* nodes run inside nodes: bounds the C stack */
 #define EVAL_MAX_STEPS 5000000u       /* statements, expressions and iterations run */
 #define EVAL_MAX_OUTPUT (64u << 20)   /* bytes written, captured ones too */
 
@@ -32,35 +31,36 @@ struct jrun {
 	tf_bytes *out;
 	struct scope *scope, *root;
 	int depth, ctl;
+	int nest;   /* expressions and statements being run, one inside another */
 	size_t steps, written;
 };
 
-int jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
+int tf_jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return jinja_error(r->t, at->pos, TF_ERR_INVALID, "%s", msg);
+	return tf_jinja_error(r->t, at->pos, TF_ERR_INVALID, "%s", msg);
 }
 
-int jinja_fail_diag(struct jrun *r, const struct jnode *at, int status)
+int tf_jinja_fail_diag(struct jrun *r, const struct jnode *at, int status)
 {
 	if (status == TF_ERR_NOMEM)
 		return status;
 	char msg[400];
 	snprintf(msg, sizeof(msg), "%s", tf_diag_msg());
-	return jinja_fail(r, at, "%s", msg);
+	return tf_jinja_fail(r, at, "%s", msg);
 }
 
-int jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v)
+int tf_jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v)
 {
 	const char *why = tf_val_undefined_why(v);
-	return why ? jinja_fail(r, at, "%s", why) : 0;
+	return why ? tf_jinja_fail(r, at, "%s", why) : 0;
 }
 
-const char *jinja_type_name(const tf_val *v)
+const char *tf_jinja_type_name(const tf_val *v)
 {
 	switch (tf_val_kind_of(v)) {
 	case TF_VAL_NONE: return "NoneType";
@@ -68,7 +68,7 @@ const char *jinja_type_name(const tf_val *v)
 	case TF_VAL_INT: return "int";
 	case TF_VAL_FLOAT: return "float";
 	case TF_VAL_STR: return "str";
-	case TF_VAL_LIST: return tf_val_is_tuple(v) ? "tuple" : "list";
+	case TF_VAL_LIST: return tf_val_seq_name(tf_val_seq_of(v));
 	case TF_VAL_DICT: return tf_val_is_namespace(v) ? "Namespace" : "dict";
 	case TF_VAL_UNDEFINED: return "Undefined";
 	case TF_VAL_FUNC: return "function";
@@ -76,10 +76,10 @@ const char *jinja_type_name(const tf_val *v)
 	return "object";
 }
 
-int jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
+int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
 {
 	if (more > EVAL_MAX_OUTPUT - r->written)
-		return jinja_fail(r, at, "output beyond %u bytes", EVAL_MAX_OUTPUT);
+		return tf_jinja_fail(r, at, "output beyond %u bytes", EVAL_MAX_OUTPUT);
 	r->written += more;
 	return 0;
 }
@@ -87,11 +87,20 @@ int jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
 static int step(struct jrun *r, const struct jnode *at)
 {
 	if (++r->steps > EVAL_MAX_STEPS)
-		return jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
+		return tf_jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
 	return 0;
 }
 
-int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out)
+/* One step more, one level deeper (the caller undoes r->nest++ after). */
+static int enter(struct jrun *r, const struct jnode *at)
+{
+	if (++r->nest > EVAL_MAX_NEST)
+		return tf_jinja_fail(r, at, "expressions and calls nested deeper than %d",
+				     EVAL_MAX_NEST);
+	return step(r, at);
+}
+
+int tf_jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out)
 {
 	if (tf_val_kind_of(v) == TF_VAL_STR) {
 		*out = tf_val_ref((tf_val *)v);
@@ -101,14 +110,14 @@ int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val
 	int rc = tf_val_dump_py(v, false, &b);
 	if (rc < 0) {
 		tf_bytes_free(&b);
-		return jinja_fail_diag(r, at, rc);
+		return tf_jinja_fail_diag(r, at, rc);
 	}
 	*out = tf_val_str(b.p ? b.p : "", b.len);
 	tf_bytes_free(&b);
 	return *out ? 0 : TF_ERR_NOMEM;
 }
 
-int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)
+int tf_jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)
 {
 	tf_val *l = NULL;
 	int rc = 0;
@@ -145,7 +154,7 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 		break;
 	}
 	if (!l)
-		return jinja_fail(r, at, "'%s' object is not iterable", jinja_type_name(v));
+		return tf_jinja_fail(r, at, "'%s' object is not iterable", tf_jinja_type_name(v));
 	if (rc < 0) {
 		tf_val_unref(l);
 		return rc;
@@ -154,52 +163,23 @@ int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **ou
 	return 0;
 }
 
-static bool is_num(const tf_val *v)
+int tf_jinja_give(int rc, tf_val *v, tf_val **out)
 {
-	tf_val_kind k = tf_val_kind_of(v);
-	return k == TF_VAL_BOOL || k == TF_VAL_INT || k == TF_VAL_FLOAT;
+	if (rc == 0 && !v)
+		rc = TF_ERR_NOMEM;
+	if (rc < 0)
+		tf_val_unref(v);
+	else
+		*out = v;
+	return rc;
 }
 
-static int64_t as_int(const tf_val *v)
+int tf_jinja_list_extend(tf_val *l, const tf_val *src)
 {
-	return tf_val_kind_of(v) == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_int(v);
-}
-
-static double as_float(const tf_val *v)
-{
-	return tf_val_kind_of(v) == TF_VAL_BOOL ? tf_val_as_bool(v) : tf_val_as_float(v);
-}
-
-int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b, bool *out)
-{
-	int rc;
-	if ((rc = jinja_defined(r, at, a)) < 0 || (rc = jinja_defined(r, at, b)) < 0)
-		return rc;
-	if (is_num(a) && is_num(b)) {
-		if (tf_val_kind_of(a) != TF_VAL_FLOAT && tf_val_kind_of(b) != TF_VAL_FLOAT)
-			*out = as_int(a) < as_int(b);
-		else
-			*out = as_float(a) < as_float(b);
-		return 0;
-	}
-	tf_val_kind k = tf_val_kind_of(a);
-	if (k == tf_val_kind_of(b) && k == TF_VAL_STR) {
-		size_t la, lb;
-		const char *sa = tf_val_as_str(a, &la), *sb = tf_val_as_str(b, &lb);
-		int c = memcmp(sa, sb, la < lb ? la : lb);
-		*out = c < 0 || (c == 0 && la < lb);
-		return 0;
-	}
-	if (k == tf_val_kind_of(b) && k == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b)) {
-		size_t na = tf_val_len(a), nb = tf_val_len(b);
-		for (size_t i = 0; i < na && i < nb; i++)
-			if (!tf_val_equal(tf_val_at(a, i), tf_val_at(b, i)))
-				return jinja_less(r, at, tf_val_at(a, i), tf_val_at(b, i), out);
-		*out = na < nb;
-		return 0;
-	}
-	return jinja_fail(r, at, "'<' not supported between instances of '%s' and '%s'",
-			  jinja_type_name(a), jinja_type_name(b));
+	int rc = l ? 0 : TF_ERR_NOMEM;
+	for (size_t i = 0; i < tf_val_len(src) && rc == 0; i++)
+		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(src, i)));
+	return rc;
 }
 
 /* ---- names ---- */
@@ -212,7 +192,7 @@ static tf_val *lookup(const struct jrun *r, const char *name, size_t len)
 			return tf_val_ref(v);
 	}
 	tf_val *v = tf_val_dict_getn(r->vars, name, len);
-	return v ? tf_val_ref(v) : jinja_global(name);
+	return v ? tf_val_ref(v) : tf_jinja_global(name);
 }
 
 static int assign(struct jrun *r, const char *name, size_t len, tf_val *v)
@@ -220,11 +200,17 @@ static int assign(struct jrun *r, const char *name, size_t len, tf_val *v)
 	return tf_val_dict_set(r->scope->vars, name, len, v);
 }
 
-static int undefined(const char *fmt, const char *a, const char *b, tf_val **out)
+/* A new UNDEFINED whose message is fmt's. */
+static int undefined(tf_val **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int undefined(tf_val **out, const char *fmt, ...)
 {
 	char msg[300];
-	snprintf(msg, sizeof(msg), fmt, a, b);
-	return (*out = tf_val_undefined(msg)) ? 0 : TF_ERR_NOMEM;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tf_jinja_give(0, tf_val_undefined(msg), out);
 }
 
 /* jinja2's name for an object in "has no attribute" messages. */
@@ -233,14 +219,14 @@ static void object_repr(const tf_val *obj, char *buf, size_t size)
 	if (tf_val_kind_of(obj) == TF_VAL_NONE)
 		snprintf(buf, size, "None");
 	else
-		snprintf(buf, size, "%s object", jinja_type_name(obj));
+		snprintf(buf, size, "%s object", tf_jinja_type_name(obj));
 }
 
 static int no_attr(const tf_val *obj, const char *name, tf_val **out)
 {
 	char what[64];
 	object_repr(obj, what, sizeof(what));
-	return undefined("'%s' has no attribute '%s'", what, name, out);
+	return undefined(out, "'%s' has no attribute '%s'", what, name);
 }
 
 /* ---- expressions ---- */
@@ -285,9 +271,10 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 			return (*out = tf_val_ref(v)), 0;
 		return no_attr(obj, s, out);
 	}
-	if ((k == TF_VAL_LIST || k == TF_VAL_STR) && (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
+	if ((tf_jinja_indexable(obj) || k == TF_VAL_STR) &&
+	    (kk == TF_VAL_INT || kk == TF_VAL_BOOL)) {
 		if (k == TF_VAL_LIST) {
-			ptrdiff_t i = seq_index(as_int(key), tf_val_len(obj));
+			ptrdiff_t i = seq_index(tf_jinja_as_int(key), tf_val_len(obj));
 			if (i >= 0)
 				return (*out = tf_val_ref(tf_val_at(obj, (size_t)i))), 0;
 		} else {
@@ -296,7 +283,7 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 			int rc = char_offsets(s, len, &offs, &n);
 			if (rc < 0)
 				return rc;
-			ptrdiff_t i = seq_index(as_int(key), n);
+			ptrdiff_t i = seq_index(tf_jinja_as_int(key), n);
 			if (i >= 0)
 				*out = tf_val_str(s + offs[i], offs[i + 1] - offs[i]);
 			free(offs);
@@ -304,9 +291,9 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 				return *out ? 0 : TF_ERR_NOMEM;
 		}
 		char num[32];
-		snprintf(num, sizeof(num), "%" PRId64, as_int(key));
+		snprintf(num, sizeof(num), "%" PRId64, tf_jinja_as_int(key));
 		object_repr(obj, what, sizeof(what));
-		return undefined("'%s' has no element %s", what, num, out);
+		return undefined(out, "'%s' has no element %s", what, num);
 	}
 	if (kk == TF_VAL_STR)
 		return no_attr(obj, tf_val_as_str(key, NULL), out);
@@ -314,10 +301,10 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 	int rc = tf_val_dump_py(key, true, &b);
 	if (rc == 0 && (rc = tf_bytes_append(&b, "", 1)) == 0) {
 		object_repr(obj, what, sizeof(what));
-		rc = undefined("'%s' has no element %s", what, b.p, out);
+		rc = undefined(out, "'%s' has no element %s", what, b.p);
 	}
 	tf_bytes_free(&b);
-	return rc < 0 ? jinja_fail_diag(r, at, rc) : 0;
+	return rc < 0 ? tf_jinja_fail_diag(r, at, rc) : 0;
 }
 
 /* Python's slice.indices() and the items it picks. */
@@ -331,11 +318,11 @@ static int slice_bound(struct jrun *r, const struct jnode *n, int64_t def, int64
 		return rc;
 	tf_val_kind k = tf_val_kind_of(v);
 	if (k == TF_VAL_INT || k == TF_VAL_BOOL)
-		*out = as_int(v);
+		*out = tf_jinja_as_int(v);
 	else if (k == TF_VAL_NONE)
 		*out = def;
 	else
-		rc = jinja_fail(r, n, "slice indices must be integers or None");
+		rc = tf_jinja_fail(r, n, "slice indices must be integers or None");
 	tf_val_unref(v);
 	return rc;
 }
@@ -348,7 +335,7 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 	if ((rc = slice_bound(r, sl->c, 1, &step)) < 0)
 		return rc;
 	if (step == 0)
-		return jinja_fail(r, sl, "slice step cannot be zero");
+		return tf_jinja_fail(r, sl, "slice step cannot be zero");
 	if (step == INT64_MIN)
 		step = -INT64_MAX;
 	bool is_str = tf_val_kind_of(obj) == TF_VAL_STR;
@@ -358,10 +345,14 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 		s = tf_val_as_str(obj, &len);
 		if ((rc = char_offsets(s, len, &offs, &n)) < 0)
 			return rc;
-	} else if (tf_val_kind_of(obj) == TF_VAL_LIST) {
+	} else if (tf_jinja_indexable(obj)) {
 		n = tf_val_len(obj);
 	} else {
-		return no_attr(obj, "slice", out);
+		/* jinja2 slices with Python's own [a:b:c], which fails on the rest */
+		return tf_val_kind_of(obj) == TF_VAL_DICT
+			       ? tf_jinja_fail(r, sl, "unhashable type: 'slice'")
+			       : tf_jinja_fail(r, sl, "'%s' object is not subscriptable",
+					       tf_jinja_type_name(obj));
 	}
 	int64_t N = (int64_t)n;
 	if ((rc = slice_bound(r, sl->a, step < 0 ? N - 1 : 0, &start)) < 0 ||
@@ -378,7 +369,7 @@ static int get_slice(struct jrun *r, const struct jnode *sl, tf_val *obj, tf_val
 	else if (stop > hi)
 		stop = hi;
 	tf_bytes b = { 0 };
-	tf_val *l = is_str ? NULL : tf_val_is_tuple(obj) ? tf_val_tuple() : tf_val_list();
+	tf_val *l = is_str ? NULL : tf_val_seq_new(tf_val_seq_of(obj));
 	if (!is_str && !l) {
 		rc = TF_ERR_NOMEM;
 		goto cleanup;
@@ -403,14 +394,15 @@ cleanup:
 	return rc;
 }
 
-static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const char *name, tf_val **out)
+static int get_attr(struct jrun *r, const struct jnode *at, tf_val *obj, const char *name,
+		    tf_val **out)
 {
 	tf_val *v = tf_val_kind_of(obj) == TF_VAL_DICT ? tf_val_dict_get(obj, name) : NULL;
 	if (v)
 		return (*out = tf_val_ref(v)), 0;
-	if (jinja_has_method(obj, name))
-		return jinja_fail(r, at, "method '%s' of %s used without a call: not supported", name,
-				  jinja_type_name(obj));
+	if (tf_jinja_has_method(obj, name))
+		return tf_jinja_fail(r, at, "method '%s' of %s used without a call: not supported",
+				     name, tf_jinja_type_name(obj));
 	return no_attr(obj, name, out);
 }
 
@@ -466,7 +458,7 @@ static int eval_args(struct jrun *r, const struct jlist *kids, struct argbuf *b)
 	return rc;
 }
 
-tf_val *jinja_arg(const struct jargs *args, int i, const char *name)
+tf_val *tf_jinja_arg(const struct jargs *args, int i, const char *name)
 {
 	if (i >= 0 && (size_t)i < args->npos)
 		return args->pos[i];
@@ -476,22 +468,23 @@ tf_val *jinja_arg(const struct jargs *args, int i, const char *name)
 	return NULL;
 }
 
-int jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
-		     const struct jargs *args, size_t max_pos, const char *const *names)
+int tf_jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
+			const struct jargs *args, size_t max_pos, const char *const *names)
 {
 	if (args->npos > max_pos)
-		return jinja_fail(r, at, "%s() takes at most %zu positional argument%s (%zu given)",
-				  fn, max_pos, max_pos == 1 ? "" : "s", args->npos);
+		return tf_jinja_fail(r, at,
+				     "%s() takes at most %zu positional argument%s (%zu given)", fn,
+				     max_pos, max_pos == 1 ? "" : "s", args->npos);
 	for (size_t k = 0; k < args->nnamed; k++) {
 		size_t j = 0;
 		while (names && names[j] && strcmp(names[j], args->names[k]))
 			j++;
 		if (!names || !names[j])
-			return jinja_fail(r, at, "%s() got an unexpected keyword argument '%s'", fn,
-					  args->names[k]);
+			return tf_jinja_fail(r, at, "%s() got an unexpected keyword argument '%s'",
+					     fn, args->names[k]);
 		if (j < args->npos)
-			return jinja_fail(r, at, "%s() got multiple values for argument '%s'", fn,
-					  args->names[k]);
+			return tf_jinja_fail(r, at, "%s() got multiple values for argument '%s'",
+					     fn, args->names[k]);
 	}
 	return 0;
 }
@@ -513,7 +506,8 @@ static int capture(struct jrun *r, const struct jlist *body, tf_val **out)
 
 /* The scope a macro was defined in, while it is still running (the macro
  * closes over it, as jinja2's do); else the top level. */
-static struct scope *macro_home(const struct jrun *r, const tf_val *fn, const char *name, size_t len)
+static struct scope *macro_home(const struct jrun *r, const tf_val *fn, const char *name,
+				size_t len)
 {
 	for (struct scope *s = r->scope; s; s = s->parent)
 		if (tf_val_dict_getn(s->vars, name, len) == fn)
@@ -527,23 +521,29 @@ static int macro_extras(struct jrun *r, const struct jnode *at, const struct jno
 			const struct jargs *args)
 {
 	const char *name = tf_val_as_str(m->val, NULL);
-	tf_val *varargs = tf_val_tuple(), *kwargs = tf_val_dict();
+	tf_val *varargs = tf_val_seq_new(TF_SEQ_TUPLE), *kwargs = tf_val_dict();
 	int rc = varargs && kwargs ? 0 : TF_ERR_NOMEM;
 
 	if (rc == 0 && args->npos > m->kids.n && !(m->op & JMACRO_VARARGS))
-		rc = jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name, m->kids.n);
+		rc = tf_jinja_fail(r, at, "macro '%s' takes not more than %zu argument(s)", name,
+				   m->kids.n);
 	for (size_t k = m->kids.n; rc == 0 && k < args->npos; k++)
 		rc = tf_val_list_push(varargs, tf_val_ref(args->pos[k]));
 	for (size_t k = 0; rc == 0 && k < args->nnamed; k++) {
 		size_t j = 0;
-		while (j < m->kids.n && strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
+		while (j < m->kids.n &&
+		       strcmp(tf_val_as_str(m->kids.v[j]->val, NULL), args->names[k]))
 			j++;
 		if (j < m->kids.n && j < args->npos)
-			rc = jinja_fail(r, at, "macro '%s' got multiple values for argument '%s'", name, args->names[k]);
+			rc = tf_jinja_fail(r, at,
+					   "macro '%s' got multiple values for argument '%s'", name,
+					   args->names[k]);
 		else if (j == m->kids.n && !(m->op & JMACRO_KWARGS))
-			rc = jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name, args->names[k]);
+			rc = tf_jinja_fail(r, at, "macro '%s' takes no keyword argument '%s'", name,
+					   args->names[k]);
 		else if (j == m->kids.n)
-			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]), tf_val_ref(args->named[k]));
+			rc = tf_val_dict_set(kwargs, args->names[k], strlen(args->names[k]),
+					     tf_val_ref(args->named[k]));
 	}
 	if (rc == 0 && (m->op & JMACRO_VARARGS)) {
 		rc = assign(r, "varargs", 7, varargs);
@@ -570,7 +570,7 @@ static int call_macro(struct jrun *r, const struct jnode *at, const tf_val *fn,
 	if (!sc.vars)
 		return TF_ERR_NOMEM;
 	if (r->depth >= EVAL_MAX_DEPTH) {
-		rc = jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
+		rc = tf_jinja_fail(r, at, "macro calls nested deeper than %d", EVAL_MAX_DEPTH);
 		goto cleanup;
 	}
 	r->scope = &sc;
@@ -587,7 +587,7 @@ static int call_macro(struct jrun *r, const struct jnode *at, const tf_val *fn,
 		if (!v && p->a)
 			rc = eval(r, p->a, &v);
 		else if (!v)
-			rc = undefined("parameter '%s' was not provided%s", pname, "", &v);
+			rc = undefined(&v, "parameter '%s' was not provided", pname);
 		if (rc == 0)
 			rc = assign(r, pname, len, v);
 	}
@@ -604,13 +604,13 @@ static int call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self
 		const struct jargs *args, tf_val **out)
 {
 	int rc;
-	if ((rc = jinja_defined(r, at, fn)) < 0)
+	if ((rc = tf_jinja_defined(r, at, fn)) < 0)
 		return rc;
 	if (tf_val_func_tag(fn) == JFUNC_MACRO)
 		return call_macro(r, at, fn, args, out);
 	if (tf_val_func_tag(fn) == JFUNC_BUILTIN)
-		return jinja_global_call(r, at, fn, self, args, out);
-	return jinja_fail(r, at, "'%s' object is not callable", jinja_type_name(fn));
+		return tf_jinja_global_call(r, at, fn, self, args, out);
+	return tf_jinja_fail(r, at, "'%s' object is not callable", tf_jinja_type_name(fn));
 }
 
 static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
@@ -622,10 +622,11 @@ static int eval_call(struct jrun *r, const struct jnode *n, tf_val **out)
 	if (n->a->kind == JN_ATTR) {
 		if ((rc = eval(r, n->a->a, &obj)) < 0)
 			return rc;
-		if ((rc = jinja_defined(r, n->a, obj)) < 0 || (rc = eval_args(r, &n->kids, &args)) < 0)
+		if ((rc = tf_jinja_defined(r, n->a, obj)) < 0 ||
+		    (rc = eval_args(r, &n->kids, &args)) < 0)
 			goto cleanup;
 		const char *name = tf_val_as_str(n->a->val, NULL);
-		if ((rc = jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
+		if ((rc = tf_jinja_method_call(r, n, obj, name, &args.a, out)) <= 0)
 			goto cleanup;
 		if ((rc = get_attr(r, n->a, obj, name, &fn)) == 0)
 			rc = call(r, n, fn, obj, &args.a, out);
@@ -649,244 +650,16 @@ static int eval_filter(struct jrun *r, const struct jnode *n, tf_val **out)
 		return rc;
 	if ((rc = eval_args(r, &n->kids, &args)) == 0) {
 		if (n->kind == JN_FILTER) {
-			rc = jinja_filter_call(r, n, n->op, v, &args.a, out);
+			rc = tf_jinja_filter_call(r, n, n->op, v, &args.a, out);
 		} else {
 			bool yes;
-			if ((rc = jinja_test_call(r, n, n->op, v, &args.a, &yes)) == 0)
+			if ((rc = tf_jinja_test_call(r, n, n->op, v, &args.a, &yes)) == 0)
 				rc = (*out = tf_val_bool(yes != n->neg)) ? 0 : TF_ERR_NOMEM;
 		}
 		args_free(&args);
 	}
 	tf_val_unref(v);
 	return rc;
-}
-
-static int type_error(struct jrun *r, const struct jnode *n, const char *op, const tf_val *a,
-		      const tf_val *b)
-{
-	return jinja_fail(r, n, "unsupported operand type(s) for %s: '%s' and '%s'", op,
-			  jinja_type_name(a), jinja_type_name(b));
-}
-
-static int concat(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b,
-		  tf_val **out)
-{
-	tf_val *sa = NULL, *sb = NULL;
-	size_t la, lb;
-	int rc;
-
-	if ((rc = jinja_to_str(r, n, a, &sa)) == 0 && (rc = jinja_to_str(r, n, b, &sb)) == 0) {
-		const char *pa = tf_val_as_str(sa, &la), *pb = tf_val_as_str(sb, &lb);
-		if ((rc = jinja_output_check(r, n, la + lb)) == 0) {
-			char *buf = malloc(la + lb + 1);
-			if (!buf) {
-				rc = TF_ERR_NOMEM;
-			} else {
-				memcpy(buf, pa, la);
-				memcpy(buf + la, pb, lb);
-				*out = tf_val_str(buf, la + lb);
-				free(buf);
-				rc = *out ? 0 : TF_ERR_NOMEM;
-			}
-		}
-	}
-	tf_val_unref(sa);
-	tf_val_unref(sb);
-	return rc;
-}
-
-/* s * n or list * n: n copies, none when n <= 0. */
-static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int64_t times, tf_val **out)
-{
-	size_t len = 0;
-	const char *s = tf_val_as_str(seq, &len);
-	size_t unit = s ? len : tf_val_len(seq) * sizeof(tf_val *);
-	int rc = 0;
-
-	if (times < 0)
-		times = 0;
-	if (unit && (uint64_t)times > EVAL_MAX_OUTPUT / unit)
-		return jinja_fail(r, n, "repetition beyond %u bytes", EVAL_MAX_OUTPUT);
-	if ((rc = jinja_output_check(r, n, unit * (size_t)times)) < 0)
-		return rc;
-	if (s) {
-		tf_bytes b = { 0 };
-		for (int64_t k = 0; k < times && rc == 0; k++)
-			rc = tf_bytes_append(&b, s, len);
-		if (rc == 0 && !(*out = tf_val_str(b.p ? b.p : "", b.len)))
-			rc = TF_ERR_NOMEM;
-		tf_bytes_free(&b);
-		return rc;
-	}
-	tf_val *l = tf_val_is_tuple(seq) ? tf_val_tuple() : tf_val_list();
-	rc = l ? 0 : TF_ERR_NOMEM;
-	for (int64_t k = 0; k < times && rc == 0; k++)
-		for (size_t i = 0; i < tf_val_len(seq) && rc == 0; i++)
-			rc = tf_val_list_push(l, tf_val_ref(tf_val_at(seq, i)));
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
-}
-
-/* a + b of two LISTs or two tuples. */
-static int join_lists(const tf_val *a, const tf_val *b, tf_val **out)
-{
-	tf_val *l = tf_val_is_tuple(a) ? tf_val_tuple() : tf_val_list();
-	int rc = l ? 0 : TF_ERR_NOMEM;
-	for (size_t i = 0; i < tf_val_len(a) && rc == 0; i++)
-		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(a, i)));
-	for (size_t i = 0; i < tf_val_len(b) && rc == 0; i++)
-		rc = tf_val_list_push(l, tf_val_ref(tf_val_at(b, i)));
-	if (rc < 0)
-		tf_val_unref(l);
-	else
-		*out = l;
-	return rc;
-}
-
-static double py_fmod(double a, double b)
-{
-	double m = fmod(a, b);
-	if (m != 0 && ((m < 0) != (b < 0)))
-		m += b;
-	return m;
-}
-
-static int arith(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b, tf_val **out)
-{
-	static const char *const names[] = { [JOP_FLOORDIV - 256] = "//", [JOP_POW - 256] = "** or pow()" };
-	char opname[4] = { (char)n->op, 0 };
-	const char *op = n->op >= 256 ? names[n->op - 256] : opname;
-	int rc;
-
-	if (n->op == '~')
-		return concat(r, n, a, b, out);
-	if ((rc = jinja_defined(r, n, a)) < 0 || (rc = jinja_defined(r, n, b)) < 0)
-		return rc;
-	tf_val_kind ka = tf_val_kind_of(a), kb = tf_val_kind_of(b);
-	if (n->op == '+' && ka == TF_VAL_STR && kb == TF_VAL_STR)
-		return concat(r, n, a, b, out);
-	if (n->op == '+' && ka == TF_VAL_LIST && kb == TF_VAL_LIST && tf_val_is_tuple(a) == tf_val_is_tuple(b))
-		return join_lists(a, b, out);
-	if (n->op == '*' && (ka == TF_VAL_STR || ka == TF_VAL_LIST) && (kb == TF_VAL_INT || kb == TF_VAL_BOOL))
-		return repeat(r, n, a, as_int(b), out);
-	if (n->op == '*' && (kb == TF_VAL_STR || kb == TF_VAL_LIST) && (ka == TF_VAL_INT || ka == TF_VAL_BOOL))
-		return repeat(r, n, b, as_int(a), out);
-	if (n->op == '%' && ka == TF_VAL_STR)
-		return jinja_fail(r, n, "printf-style '%%' string formatting is not supported");
-	if (!is_num(a) || !is_num(b))
-		return type_error(r, n, op, a, b);
-	if (ka != TF_VAL_FLOAT && kb != TF_VAL_FLOAT && n->op != '/') {
-		int64_t x = as_int(a), y = as_int(b), z = 0;
-		bool over = false;
-		switch (n->op) {
-		case '+': over = __builtin_add_overflow(x, y, &z); break;
-		case '-': over = __builtin_sub_overflow(x, y, &z); break;
-		case '*': over = __builtin_mul_overflow(x, y, &z); break;
-		case JOP_FLOORDIV:
-		case '%':
-			if (y == 0)
-				return jinja_fail(r, n, "integer division or modulo by zero");
-			if (x == INT64_MIN && y == -1) {
-				over = n->op == JOP_FLOORDIV;
-				break;
-			}
-			z = n->op == '%' ? x % y : x / y;
-			if (n->op == '%' && z != 0 && ((z < 0) != (y < 0)))
-				z += y;
-			else if (n->op == JOP_FLOORDIV && (x % y != 0) && ((x < 0) != (y < 0)))
-				z--;
-			break;
-		case JOP_POW:
-			if (y < 0)
-				return (*out = tf_val_float(pow((double)x, (double)y))) ? 0 : TF_ERR_NOMEM;
-			z = 1;
-			for (int64_t k = 0; k < y && !over; k++)
-				over = __builtin_mul_overflow(z, x, &z);
-			break;
-		}
-		if (over)
-			return jinja_fail(r, n, "integer result beyond 64 bits");
-		return (*out = tf_val_int(z)) ? 0 : TF_ERR_NOMEM;
-	}
-	double x = as_float(a), y = as_float(b), z = 0;
-	switch (n->op) {
-	case '+': z = x + y; break;
-	case '-': z = x - y; break;
-	case '*': z = x * y; break;
-	case '/':
-	case JOP_FLOORDIV:
-	case '%':
-		if (y == 0)
-			return jinja_fail(r, n, n->op == '/' ? "division by zero" : "float modulo or floor division by zero");
-		z = n->op == '/' ? x / y : n->op == '%' ? py_fmod(x, y) : floor(x / y);
-		break;
-	case JOP_POW:
-		z = pow(x, y);
-		break;
-	}
-	return (*out = tf_val_float(z)) ? 0 : TF_ERR_NOMEM;
-}
-
-static int contains(struct jrun *r, const struct jnode *n, const tf_val *item, const tf_val *c, bool *out)
-{
-	size_t ln, hn;
-	switch (tf_val_kind_of(c)) {
-	case TF_VAL_STR: {
-		const char *h = tf_val_as_str(c, &hn), *needle = tf_val_as_str(item, &ln);
-		if (!needle)
-			return jinja_fail(r, n, "'in <string>' requires string as left operand, not %s",
-					  jinja_type_name(item));
-		*out = ln == 0 || (ln <= hn && memmem(h, hn, needle, ln) != NULL);
-		return 0;
-	}
-	case TF_VAL_LIST:
-		*out = false;
-		for (size_t i = 0; i < tf_val_len(c) && !*out; i++)
-			*out = tf_val_equal(item, tf_val_at(c, i));
-		return 0;
-	case TF_VAL_DICT:
-		if (tf_val_is_namespace(c))
-			break;
-		*out = tf_val_kind_of(item) == TF_VAL_STR &&
-		       tf_val_dict_getn(c, tf_val_as_str(item, NULL), (tf_val_as_str(item, &ln), ln));
-		return 0;
-	case TF_VAL_UNDEFINED:
-		*out = false;
-		return 0;
-	default:
-		break;
-	}
-	return jinja_fail(r, n, "argument of type '%s' is not iterable", jinja_type_name(c));
-}
-
-static int compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a, const tf_val *b, bool *out)
-{
-	switch (op) {
-	case JOP_EQ:
-	case JOP_NE:
-		*out = tf_val_equal(a, b) == (op == JOP_EQ);
-		return 0;
-	case '<':
-		return jinja_less(r, n, a, b, out);
-	case '>':
-		return jinja_less(r, n, b, a, out);
-	case JOP_LE:
-	case JOP_GE: {
-		int rc = op == JOP_LE ? jinja_less(r, n, b, a, out) : jinja_less(r, n, a, b, out);
-		*out = !*out;
-		return rc;
-	}
-	case JOP_IN:
-	case JOP_NOTIN: {
-		int rc = contains(r, n, a, b, out);
-		*out = *out == (op == JOP_IN);
-		return rc;
-	}
-	}
-	return TF_ERR_INTERNAL;
 }
 
 static int eval_compare(struct jrun *r, const struct jnode *n, tf_val **out)
@@ -899,7 +672,7 @@ static int eval_compare(struct jrun *r, const struct jnode *n, tf_val **out)
 		const struct jnode *s = n->kids.v[i];
 		if ((rc = eval(r, s->b, &right)) < 0)
 			break;
-		rc = compare(r, s, s->op, left, right, &yes);
+		rc = tf_jinja_compare(r, s, s->op, left, right, &yes);
 		tf_val_unref(left);
 		left = right;
 	}
@@ -909,27 +682,11 @@ static int eval_compare(struct jrun *r, const struct jnode *n, tf_val **out)
 	return (*out = tf_val_bool(yes)) ? 0 : TF_ERR_NOMEM;
 }
 
-static int eval_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **out)
-{
-	int rc = jinja_defined(r, n, v);
-	if (rc < 0)
-		return rc;
-	tf_val_kind k = tf_val_kind_of(v);
-	if (k == TF_VAL_FLOAT)
-		*out = tf_val_float(n->op == '-' ? -tf_val_as_float(v) : tf_val_as_float(v));
-	else if (k == TF_VAL_INT || k == TF_VAL_BOOL) {
-		int64_t i = as_int(v);
-		if (n->op == '-' && i == INT64_MIN)
-			return jinja_fail(r, n, "integer result beyond 64 bits");
-		*out = tf_val_int(n->op == '-' ? -i : i);
-	} else
-		return jinja_fail(r, n, "bad operand type for unary %c: '%s'", n->op, jinja_type_name(v));
-	return *out ? 0 : TF_ERR_NOMEM;
-}
-
 static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 {
-	tf_val *c = n->kind == JN_DICT ? tf_val_dict() : n->kind == JN_TUPLE ? tf_val_tuple() : tf_val_list();
+	tf_val *c = n->kind == JN_DICT    ? tf_val_dict()
+		    : n->kind == JN_TUPLE ? tf_val_seq_new(TF_SEQ_TUPLE)
+					  : tf_val_list();
 	int rc = c ? 0 : TF_ERR_NOMEM;
 
 	for (size_t i = 0; i < n->kids.n && rc == 0; i++) {
@@ -948,26 +705,21 @@ static int eval_seq(struct jrun *r, const struct jnode *n, tf_val **out)
 				rc = tf_val_dict_set(c, s, len, v);
 			else {
 				tf_val_unref(v);
-				rc = jinja_fail(r, n->kids.v[i - 1], "dict keys other than strings are not supported");
+				rc = tf_jinja_fail(
+					r, n->kids.v[i - 1],
+					"dict keys other than strings are not supported");
 			}
 		}
 		tf_val_unref(k);
 	}
-	if (rc < 0)
-		tf_val_unref(c);
-	else
-		*out = c;
-	return rc;
+	return tf_jinja_give(rc, c, out);
 }
 
-static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
+static int eval_node(struct jrun *r, const struct jnode *n, tf_val **out)
 {
 	tf_val *a = NULL, *b = NULL;
 	int rc;
 
-	*out = NULL;
-	if ((rc = step(r, n)) < 0)
-		return rc;
 	switch (n->kind) {
 	case JN_CONST:
 		*out = tf_val_ref(n->val);
@@ -977,18 +729,18 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 		const char *s = tf_val_as_str(n->val, &len);
 		if ((*out = lookup(r, s, len)))
 			return 0;
-		return undefined("'%s' is undefined%s", s, "", out);
+		return undefined(out, "'%s' is undefined", s);
 	}
 	case JN_LIST:
 	case JN_TUPLE:
 	case JN_DICT:
 		return eval_seq(r, n, out);
 	case JN_ATTR:
-		if ((rc = eval(r, n->a, &a)) == 0 && (rc = jinja_defined(r, n, a)) == 0)
+		if ((rc = eval(r, n->a, &a)) == 0 && (rc = tf_jinja_defined(r, n, a)) == 0)
 			rc = get_attr(r, n, a, tf_val_as_str(n->val, NULL), out);
 		break;
 	case JN_ITEM:
-		if ((rc = eval(r, n->a, &a)) < 0 || (rc = jinja_defined(r, n, a)) < 0)
+		if ((rc = eval(r, n->a, &a)) < 0 || (rc = tf_jinja_defined(r, n, a)) < 0)
 			break;
 		if (n->b->kind == JN_SLICE)
 			rc = get_slice(r, n->b, a, out);
@@ -1002,7 +754,7 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 		return eval_filter(r, n, out);
 	case JN_NEG:
 		if ((rc = eval(r, n->a, &a)) == 0)
-			rc = eval_neg(r, n, a, out);
+			rc = tf_jinja_neg(r, n, a, out);
 		break;
 	case JN_NOT:
 		if ((rc = eval(r, n->a, &a)) == 0)
@@ -1019,7 +771,7 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 		return tf_val_unref(a), eval(r, n->b, out);
 	case JN_BINOP:
 		if ((rc = eval(r, n->a, &a)) == 0 && (rc = eval(r, n->b, &b)) == 0)
-			rc = arith(r, n, a, b, out);
+			rc = tf_jinja_arith(r, n, a, b, out);
 		break;
 	case JN_COMPARE:
 		return eval_compare(r, n, out);
@@ -1031,14 +783,23 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 		else if (n->c)
 			rc = eval(r, n->c, out);
 		else
-			rc = undefined("the inline if-expression evaluated to false and no else section was defined%s%s",
-				       "", "", out);
+			rc = undefined(out, "the inline if-expression evaluated to false and "
+					    "no else section was defined");
 		break;
-	default:
-		return jinja_fail(r, n, "not an expression");
+	default: return tf_jinja_fail(r, n, "not an expression");
 	}
 	tf_val_unref(a);
 	tf_val_unref(b);
+	return rc;
+}
+
+static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	int rc;
+	*out = NULL;
+	if ((rc = enter(r, n)) == 0)
+		rc = eval_node(r, n, out);
+	r->nest--;
 	return rc;
 }
 
@@ -1046,7 +807,7 @@ static int eval(struct jrun *r, const struct jnode *n, tf_val **out)
 
 static int emit(struct jrun *r, const struct jnode *at, const char *s, size_t len)
 {
-	int rc = jinja_output_check(r, at, len);
+	int rc = tf_jinja_output_check(r, at, len);
 	return rc < 0 ? rc : tf_bytes_append(r->out, s, len);
 }
 
@@ -1062,13 +823,15 @@ static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targ
 		return assign(r, name, len, tf_val_ref(v));
 	}
 	tf_val *items;
-	if ((rc = jinja_iterate(r, at, v, &items)) < 0)
+	if ((rc = tf_jinja_iterate(r, at, v, &items)) < 0)
 		return rc;
 	if (tf_val_len(items) != targets->n) {
-		rc = tf_val_len(items) > targets->n ?
-		     jinja_fail(r, at, "too many values to unpack (expected %zu)", targets->n) :
-		     jinja_fail(r, at, "not enough values to unpack (expected %zu, got %zu)",
-				targets->n, tf_val_len(items));
+		rc = tf_val_len(items) > targets->n
+			     ? tf_jinja_fail(r, at, "too many values to unpack (expected %zu)",
+					     targets->n)
+			     : tf_jinja_fail(r, at,
+					     "not enough values to unpack (expected %zu, got %zu)",
+					     targets->n, tf_val_len(items));
 	}
 	for (size_t i = 0; i < targets->n && rc == 0; i++) {
 		name = tf_val_as_str(targets->v[i]->val, &len);
@@ -1083,17 +846,22 @@ static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targ
 static int loop_update(tf_val *l, const tf_val *items, size_t i)
 {
 	size_t n = tf_val_len(items), fields = i == 0 ? 12 : 8;   /* the last 4 never change */
-	const struct { const char *k; tf_val *v; } f[] = {
-		{ "index", tf_val_int((int64_t)i + 1) }, { "index0", tf_val_int((int64_t)i) },
-		{ "revindex", tf_val_int((int64_t)(n - i)) }, { "revindex0", tf_val_int((int64_t)(n - i - 1)) },
-		{ "first", tf_val_bool(i == 0) }, { "last", tf_val_bool(i + 1 == n) },
-		{ "previtem", i > 0 ? tf_val_ref(tf_val_at(items, i - 1)) :
-			      tf_val_undefined("there is no previous item") },
-		{ "nextitem", i + 1 < n ? tf_val_ref(tf_val_at(items, i + 1)) :
-			      tf_val_undefined("there is no next item") },
+	const struct { const char *k; tf_val *v;
+	} f[] = {
+		{ "index", tf_val_int((int64_t)i + 1) },
+		{ "index0", tf_val_int((int64_t)i) },
+		{ "revindex", tf_val_int((int64_t)(n - i)) },
+		{ "revindex0", tf_val_int((int64_t)(n - i - 1)) },
+		{ "first", tf_val_bool(i == 0) },
+		{ "last", tf_val_bool(i + 1 == n) },
+		{ "previtem", i > 0 ? tf_val_ref(tf_val_at(items, i - 1))
+				    : tf_val_undefined("there is no previous item") },
+		{ "nextitem", i + 1 < n ? tf_val_ref(tf_val_at(items, i + 1))
+					: tf_val_undefined("there is no next item") },
 		{ "length", i == 0 ? tf_val_int((int64_t)n) : NULL },
-		{ "depth", i == 0 ? tf_val_int(1) : NULL }, { "depth0", i == 0 ? tf_val_int(0) : NULL },
-		{ "cycle", i == 0 ? jinja_global("loop.cycle") : NULL },
+		{ "depth", i == 0 ? tf_val_int(1) : NULL },
+		{ "depth0", i == 0 ? tf_val_int(0) : NULL },
+		{ "cycle", i == 0 ? tf_jinja_global("loop.cycle") : NULL },
 	};
 	int rc = 0;
 	for (size_t k = 0; k < fields; k++)
@@ -1120,7 +888,7 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	struct scope sc = { NULL, r->scope };
 	int rc;
 
-	if ((rc = eval(r, n->a, &seq)) < 0 || (rc = jinja_iterate(r, n->a, seq, &all)) < 0)
+	if ((rc = eval(r, n->a, &seq)) < 0 || (rc = tf_jinja_iterate(r, n->a, seq, &all)) < 0)
 		goto cleanup;
 	r->scope = &sc;
 	if (!n->b)
@@ -1130,8 +898,8 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	for (size_t i = 0; n->b && i < tf_val_len(all) && rc == 0; i++) {
 		tf_val *keep = NULL;
 		if ((rc = step(r, n)) == 0 && (rc = iteration_scope(n, &sc)) == 0 &&
-		    (rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 && (rc = eval(r, n->b, &keep)) == 0 &&
-		    tf_val_truthy(keep))
+		    (rc = bind(r, n, &n->kids, tf_val_at(all, i))) == 0 &&
+		    (rc = eval(r, n->b, &keep)) == 0 && tf_val_truthy(keep))
 			rc = tf_val_list_push(items, tf_val_ref(tf_val_at(all, i)));
 		tf_val_unref(keep);
 	}
@@ -1140,7 +908,8 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		if ((rc = step(r, n)) < 0 || (rc = iteration_scope(n, &sc)) < 0 ||
 		    (rc = bind(r, n, &n->kids, tf_val_at(items, i))) < 0 ||
-		    (rc = loop_update(loop, items, i)) < 0 || (rc = assign(r, "loop", 4, tf_val_ref(loop))) < 0)
+		    (rc = loop_update(loop, items, i)) < 0 ||
+		    (rc = assign(r, "loop", 4, tf_val_ref(loop))) < 0)
 			break;
 		rc = exec_body(r, &n->body);
 		if (r->ctl == CTL_BREAK) {
@@ -1149,9 +918,12 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 		}
 		r->ctl = CTL_NONE;
 	}
+	if (rc == 0 && tf_val_len(items) == 0) {
+		/* the else body has a fresh scope of its own too */
+		tf_val_unref(sc.vars);
+		rc = (sc.vars = tf_val_dict()) ? exec_body(r, &n->alt) : TF_ERR_NOMEM;
+	}
 	r->scope = sc.parent;
-	if (rc == 0 && tf_val_len(items) == 0)
-		rc = exec_body(r, &n->alt);
 cleanup:
 	tf_val_unref(sc.vars);
 	tf_val_unref(loop);
@@ -1161,11 +933,25 @@ cleanup:
 	return rc;
 }
 
+/* A set block's body, captured in a scope of its own (names it sets stay in it). */
+static int capture_block(struct jrun *r, const struct jnode *n, tf_val **out)
+{
+	struct scope sc = { tf_val_dict(), r->scope };
+	int rc = sc.vars ? 0 : TF_ERR_NOMEM;
+	if (rc == 0) {
+		r->scope = &sc;
+		rc = capture(r, &n->body, out);
+		r->scope = sc.parent;
+	}
+	tf_val_unref(sc.vars);
+	return rc;
+}
+
 static int exec_set(struct jrun *r, const struct jnode *n)
 {
 	const struct jnode *target = n->a;
 	tf_val *v, *obj = NULL;
-	int rc = n->kind == JN_SET_BLOCK ? capture(r, &n->body, &v) : eval(r, n->b, &v);
+	int rc = n->kind == JN_SET_BLOCK ? capture_block(r, n, &v) : eval(r, n->b, &v);
 
 	if (rc < 0)
 		return rc;
@@ -1183,7 +969,7 @@ static int exec_set(struct jrun *r, const struct jnode *n)
 		size_t len;
 		const char *s = tf_val_as_str(target->val, &len);
 		if (!tf_val_is_namespace(obj))
-			rc = jinja_fail(r, n, "cannot assign attribute on non-namespace object");
+			rc = tf_jinja_fail(r, n, "cannot assign attribute on non-namespace object");
 		else
 			rc = tf_val_dict_set(obj, s, len, tf_val_ref(v));
 	}
@@ -1192,13 +978,11 @@ static int exec_set(struct jrun *r, const struct jnode *n)
 	return rc;
 }
 
-static int exec_node(struct jrun *r, const struct jnode *n)
+static int exec_one(struct jrun *r, const struct jnode *n)
 {
 	tf_val *v = NULL, *s = NULL;
 	int rc;
 
-	if ((rc = step(r, n)) < 0)
-		return rc;
 	switch (n->kind) {
 	case JN_TEXT: {
 		size_t len;
@@ -1206,7 +990,7 @@ static int exec_node(struct jrun *r, const struct jnode *n)
 		return emit(r, n, t, len);
 	}
 	case JN_OUTPUT:
-		if ((rc = eval(r, n->a, &v)) == 0 && (rc = jinja_to_str(r, n->a, v, &s)) == 0) {
+		if ((rc = eval(r, n->a, &v)) == 0 && (rc = tf_jinja_to_str(r, n->a, v, &s)) == 0) {
 			size_t len;
 			const char *t = tf_val_as_str(s, &len);
 			rc = emit(r, n, t, len);
@@ -1231,11 +1015,19 @@ static int exec_node(struct jrun *r, const struct jnode *n)
 	case JN_CONTINUE:
 		r->ctl = n->kind == JN_BREAK ? CTL_BREAK : CTL_CONTINUE;
 		return 0;
-	default:
-		return jinja_fail(r, n, "not a statement");
+	default: return tf_jinja_fail(r, n, "not a statement");
 	}
 	tf_val_unref(v);
 	tf_val_unref(s);
+	return rc;
+}
+
+static int exec_node(struct jrun *r, const struct jnode *n)
+{
+	int rc = enter(r, n);
+	if (rc == 0)
+		rc = exec_one(r, n);
+	r->nest--;
 	return rc;
 }
 

@@ -65,7 +65,7 @@ struct jlist {
  *   CALL: a callee, kids arguments (KWARG for name=value)
  *   FILTER, TEST: a operand, val name, op the built-in's index, kids
  *        arguments; a TEST's neg set for "is not"
- *   NEG, NOT: a     BINOP: op, a, b     AND, OR: a, b
+ *   NEG: op '-' or '+', a      NOT: a      BINOP: op, a, b      AND, OR: a, b
  *   COMPARE: a first operand, kids BINOPs with only b, each one step
  *   COND: a cond, b then, c else (NULL: undefined)
  */
@@ -89,19 +89,17 @@ struct tf_jinja {
 };
 
 /* Splits src into tokens; TF_ERR_FORMAT naming NAME:LINE:COLUMN. */
-int jinja_lex(const tf_jinja *t, struct jtoks *out);
-void jinja_toks_free(struct jtoks *toks);
-/* Parses t->src into t->body. */
-int jinja_parse(tf_jinja *t);
+int tf_jinja_lex(const tf_jinja *t, struct jtoks *out);
+void tf_jinja_toks_free(struct jtoks *toks);
 
 /* Sets the diag to "NAME:LINE:COLUMN: what" for the byte at pos; returns status. */
-int jinja_error(const tf_jinja *t, size_t pos, int status, const char *fmt, ...)
+int tf_jinja_error(const tf_jinja *t, size_t pos, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /* Python's str.isspace for one code point. */
-bool jinja_isspace(uint32_t cp);
+bool tf_jinja_isspace(uint32_t cp);
 
-/* ---- built-ins (jinja_builtin.c) ---- */
+/* ---- built-ins (jinja_filter.c, jinja_builtin.c) ---- */
 
 struct jrun;
 
@@ -114,59 +112,87 @@ struct jargs {
 	size_t nnamed;
 };
 
-typedef int (*jinja_fn)(struct jrun *r, const struct jnode *at, tf_val *self,
-			const struct jargs *args, tf_val **out);
+/* A filter (self the value filtered) or a global function (self what it was
+ * read from, or NULL). */
+typedef int (*tf_jinja_fn)(struct jrun *r, const struct jnode *at, tf_val *self,
+			   const struct jargs *args, tf_val **out);
 
 /* Index of the filter or test called name, or -1. */
-int jinja_filter_find(const char *name);
-int jinja_test_find(const char *name);
-int jinja_filter_call(struct jrun *r, const struct jnode *at, int index, tf_val *self,
-		      const struct jargs *args, tf_val **out);
-int jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *self,
-		    const struct jargs *args, bool *out);
+int tf_jinja_filter_find(const char *name);
+int tf_jinja_test_find(const char *name);
+int tf_jinja_filter_call(struct jrun *r, const struct jnode *at, int index, tf_val *self,
+			 const struct jargs *args, tf_val **out);
+int tf_jinja_test_call(struct jrun *r, const struct jnode *at, int index, tf_val *self,
+		       const struct jargs *args, bool *out);
 /* self.name(args) for a method of STR, DICT or LIST, or of the loop object;
  * 1 (and no *out) when self has no such method. */
-int jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
-		      const struct jargs *args, tf_val **out);
+int tf_jinja_method_call(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
+			 const struct jargs *args, tf_val **out);
 /* True when self has a method called name (only a call can use it). */
-bool jinja_has_method(const tf_val *self, const char *name);
+bool tf_jinja_has_method(const tf_val *self, const char *name);
 /* The global function called name (range, namespace, raise_exception, ...),
  * as a FUNC, or NULL. */
-tf_val *jinja_global(const char *name);
+tf_val *tf_jinja_global(const char *name);
 /* Calls a built-in FUNC; self is the object it was read from, or NULL. */
-int jinja_global_call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self,
-		      const struct jargs *args, tf_val **out);
+int tf_jinja_global_call(struct jrun *r, const struct jnode *at, tf_val *fn, tf_val *self,
+			 const struct jargs *args, tf_val **out);
 /* FUNC tags: a macro (p its MACRO node) or a built-in (p its table entry). */
 enum { JFUNC_MACRO, JFUNC_BUILTIN };
 
 /* Python's str methods (jinja_str.c): self.name(args) for a STR self; 1
  * (and no *out) when str has no such method. */
-int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
-		     const struct jargs *args, tf_val **out);
+int tf_jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
+			const struct jargs *args, tf_val **out);
+/* jinja2's title filter (not Python's str.title) of a STR. */
+int tf_jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val **out);
 
 /* ---- evaluator services for the built-ins (jinja_eval.c) ---- */
 
 /* A render failure at node at: "NAME:LINE:COLUMN: what", TF_ERR_INVALID. */
-int jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
+int tf_jinja_fail(struct jrun *r, const struct jnode *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Passes on an error a value function set (the diag gets the place). */
-int jinja_fail_diag(struct jrun *r, const struct jnode *at, int status);
+int tf_jinja_fail_diag(struct jrun *r, const struct jnode *at, int status);
 /* Fails when v is UNDEFINED (its message); else 0. */
-int jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v);
+int tf_jinja_defined(struct jrun *r, const struct jnode *at, const tf_val *v);
 /* Python's str(v) as a new STR. */
-int jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out);
+int tf_jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_val **out);
 /* Python's type name of v, for messages ("str", "dict", "NoneType"). */
-const char *jinja_type_name(const tf_val *v);
+const char *tf_jinja_type_name(const tf_val *v);
 /* A new LIST of what iterating v gives (keys of a DICT, characters of a STR). */
-int jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out);
+int tf_jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out);
 /* The argument called name, or at position i (-1: only by name); NULL if
  * absent.  Fails when more than max positional arguments were given. */
-tf_val *jinja_arg(const struct jargs *args, int i, const char *name);
-int jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
-		     const struct jargs *args, size_t max_pos, const char *const *names);
-/* Python a < b (lt) for numbers, strings and lists; a TypeError otherwise. */
-int jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b, bool *out);
+tf_val *tf_jinja_arg(const struct jargs *args, int i, const char *name);
+int tf_jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
+			const struct jargs *args, size_t max_pos, const char *const *names);
+/* Hands v to *out when rc is 0 (TF_ERR_NOMEM when v is NULL), else drops
+ * it; returns rc. */
+int tf_jinja_give(int rc, tf_val *v, tf_val **out);
+/* Appends the items of the LIST src to the LIST l. */
+int tf_jinja_list_extend(tf_val *l, const tf_val *src);
 /* Counts bytes a render may still append; fails past the limit. */
-int jinja_output_check(struct jrun *r, const struct jnode *at, size_t more);
+int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more);
+
+/* ---- operators (jinja_ops.c) ---- */
+
+/* A list, a tuple or a range: what takes an index and a slice. */
+bool tf_jinja_indexable(const tf_val *v);
+/* An INT's or a BOOL's value. */
+int64_t tf_jinja_as_int(const tf_val *v);
+/* a op b for the BINOP at n: + - * / // % ** ~. */
+int tf_jinja_arith(struct jrun *r, const struct jnode *n, const tf_val *a, const tf_val *b,
+		   tf_val **out);
+/* a op b for op == != < > <= >= in, not in. */
+int tf_jinja_compare(struct jrun *r, const struct jnode *n, int op, const tf_val *a,
+		     const tf_val *b, bool *out);
+/* -v or +v (n->op) of a number. */
+int tf_jinja_neg(struct jrun *r, const struct jnode *n, tf_val *v, tf_val **out);
+/* Python a < b (lt) for numbers, strings and lists; a TypeError otherwise. */
+int tf_jinja_less(struct jrun *r, const struct jnode *at, const tf_val *a, const tf_val *b,
+		  bool *out);
+/* Python's item in c (a substring, an item, a key); a TypeError otherwise. */
+int tf_jinja_contains(struct jrun *r, const struct jnode *at, const tf_val *item, const tf_val *c,
+		      bool *out);
 
 #endif /* TF_CHAT_JINJA_INT_H */

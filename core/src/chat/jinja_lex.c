@@ -1,5 +1,5 @@
 /*
- * jinja_lex.c - template text to tokens, with Jinja's whitespace control as
+ * tf_jinja_lex.c - template text to tokens, with Jinja's whitespace control as
  * HF transformers configures it: trim_blocks (a block or comment tag eats
  * one newline after it), lstrip_blocks (spaces before a block or comment tag
  * on its own line go), "-" strips all whitespace on its side, "+" keeps it.
@@ -13,12 +13,9 @@
 
 #include "diag.h"
 
-bool jinja_isspace(uint32_t cp)
-{
-	return tf_unicode_is_space(cp) || (cp >= 0x1C && cp <= 0x1F);
-}
+bool tf_jinja_isspace(uint32_t cp) { return tf_unicode_is_space(cp) || (cp >= 0x1C && cp <= 0x1F); }
 
-int jinja_error(const tf_jinja *t, size_t pos, int status, const char *fmt, ...)
+int tf_jinja_error(const tf_jinja *t, size_t pos, int status, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -48,7 +45,7 @@ struct lexer {
 
 static int lex_fail(struct lexer *lx, size_t pos, const char *what)
 {
-	return jinja_error(lx->t, pos, TF_ERR_FORMAT, "%s", what);
+	return tf_jinja_error(lx->t, pos, TF_ERR_FORMAT, "%s", what);
 }
 
 static int emit(struct lexer *lx, enum jtok_kind kind, int op, size_t pos, tf_val *val)
@@ -77,7 +74,7 @@ static size_t space_at(const char *s, size_t len, size_t i)
 {
 	uint32_t cp;
 	int n = tf_utf8_next((const uint8_t *)s + i, len - i, &cp);
-	return n > 0 && jinja_isspace(cp) ? (size_t)n : 0;
+	return n > 0 && tf_jinja_isspace(cp) ? (size_t)n : 0;
 }
 
 /* Python's str.rstrip(): the length of s[0..n) without trailing whitespace. */
@@ -231,7 +228,8 @@ static int lex_string(struct lexer *lx)
 			for (int k = 0; k < digits; k++) {
 				int h = lx->pos < lx->len ? hexval(lx->s[lx->pos]) : -1;
 				if (h < 0) {
-					rc = lex_fail(lx, lx->pos, "truncated \\x, \\u or \\U escape");
+					rc = lex_fail(lx, lx->pos,
+						      "truncated \\x, \\u or \\U escape");
 					goto cleanup;
 				}
 				cp = cp * 16 + (uint32_t)h;
@@ -265,7 +263,10 @@ cleanup:
 }
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_name(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c); }
+static bool is_name(char c)
+{
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c);
+}
 
 /* Digits with single underscores between them, from i; returns the end. */
 static size_t digits(const char *s, size_t len, size_t i)
@@ -340,7 +341,7 @@ static int lex_op(struct lexer *lx)
 static int lex_tag(struct lexer *lx, size_t open, bool block)
 {
 	const char *close = block ? "%}" : "}}";
-	char stack[64];
+	char stack[200];
 	size_t depth = 0;
 	int rc;
 
@@ -388,7 +389,8 @@ static int lex_tag(struct lexer *lx, size_t open, bool block)
 				stack[depth++] = c == '(' ? ')' : c == '[' ? ']' : '}';
 			} else if (c == ')' || c == ']' || c == '}') {
 				if (!depth || stack[depth - 1] != c)
-					return jinja_error(lx->t, lx->pos, TF_ERR_FORMAT, "unexpected '%c'", c);
+					return tf_jinja_error(lx->t, lx->pos, TF_ERR_FORMAT,
+							      "unexpected '%c'", c);
 				depth--;
 			}
 			rc = lex_op(lx);
@@ -398,7 +400,7 @@ static int lex_tag(struct lexer *lx, size_t open, bool block)
 	}
 }
 
-int jinja_lex(const tf_jinja *t, struct jtoks *out)
+int tf_jinja_lex(const tf_jinja *t, struct jtoks *out)
 {
 	struct lexer lx = { .t = t, .s = t->src, .len = t->len, .out = out, .line_starting = true };
 	int rc = 0;
@@ -430,7 +432,7 @@ int jinja_lex(const tf_jinja *t, struct jtoks *out)
 	return rc;
 }
 
-void jinja_toks_free(struct jtoks *toks)
+void tf_jinja_toks_free(struct jtoks *toks)
 {
 	for (size_t i = 0; i < toks->n; i++)
 		tf_val_unref(toks->v[i].val);

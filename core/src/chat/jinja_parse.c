@@ -12,7 +12,7 @@
 
 #include "diag.h"
 
-#define PARSE_MAX_DEPTH 100
+#define PARSE_MAX_DEPTH 200
 
 struct parser {
 	tf_jinja *t;
@@ -34,7 +34,7 @@ static void advance(struct parser *p)
 
 static int fail_at(const struct parser *p, const struct jtok *tok, const char *what)
 {
-	return jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "%s", what);
+	return tf_jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "%s", what);
 }
 
 static bool is_op(const struct parser *p, int op)
@@ -121,9 +121,15 @@ static int parse_expr(struct parser *p, struct jnode **out);
 static int parse_or(struct parser *p, struct jnode **out);
 static int parse_unary(struct parser *p, bool with_filter, struct jnode **out);
 
+/* *left becomes a node of kind over it (and right).  A chain of these (a.b.c,
+ * a + b + c, x|f|g) nests as deep as it is long, and evaluating it recurses
+ * as deep, so each counts as a level until its chain's parser returns. */
 static int binop(struct parser *p, enum jnode_kind kind, int op, size_t pos, struct jnode **left,
 		 struct jnode *right)
 {
+	int rc = enter(p);
+	if (rc < 0)
+		return rc;
 	struct jnode *n = node_new(p, kind, pos);
 	if (!n)
 		return TF_ERR_NOMEM;
@@ -252,8 +258,10 @@ static int parse_primary(struct parser *p, struct jnode **out)
 	default:
 		break;
 	}
-	return fail_at(p, tok, tok->kind == JT_EOF || tok->kind == JT_VAR_END ||
-			       tok->kind == JT_BLOCK_END ? "expected an expression" : "unexpected token");
+	return fail_at(p, tok,
+		       tok->kind == JT_EOF || tok->kind == JT_VAR_END || tok->kind == JT_BLOCK_END
+			       ? "expected an expression"
+			       : "unexpected token");
 }
 
 static int parse_call_args(struct parser *p, struct jnode *call)
@@ -279,7 +287,9 @@ static int parse_call_args(struct parser *p, struct jnode *call)
 		} else {
 			for (size_t k = 0; k < call->kids.n; k++)
 				if (call->kids.v[k]->kind == JN_KWARG)
-					return fail_at(p, cur(p), "positional argument after keyword argument");
+					return fail_at(
+						p, cur(p),
+						"positional argument after keyword argument");
 			if ((rc = parse_expr(p, &e)) < 0)
 				return rc;
 		}
@@ -365,12 +375,13 @@ static int parse_filters(struct parser *p, struct jnode **n)
 		bool neg = !filter && skip_word(p, "not");
 		const struct jtok *name = cur(p);
 		if (name->kind != JT_NAME)
-			return fail_at(p, name, filter ? "expected a filter name" : "expected a test name");
+			return fail_at(p, name,
+				       filter ? "expected a filter name" : "expected a test name");
 		const char *s = tf_val_as_str(name->val, NULL);
-		int idx = filter ? jinja_filter_find(s) : jinja_test_find(s);
+		int idx = filter ? tf_jinja_filter_find(s) : tf_jinja_test_find(s);
 		if (idx < 0)
-			return jinja_error(p->t, name->pos, TF_ERR_FORMAT, "no %s named '%s'",
-					   filter ? "filter" : "test", s);
+			return tf_jinja_error(p->t, name->pos, TF_ERR_FORMAT, "no %s named '%s'",
+					      filter ? "filter" : "test", s);
 		if ((rc = binop(p, filter ? JN_FILTER : JN_TEST, idx, pos, n, NULL)) < 0)
 			return rc;
 		(*n)->neg = neg;
@@ -380,15 +391,18 @@ static int parse_filters(struct parser *p, struct jnode **n)
 		if (is_op(p, '(')) {
 			if ((rc = parse_call_args(p, *n)) < 0)
 				return rc;
-		} else if (!filter && (next->kind == JT_NAME || next->kind == JT_STRING ||
-				       next->kind == JT_INT || next->kind == JT_FLOAT ||
-				       is_op(p, '[') || is_op(p, '{')) &&
-			   !is_word(next, "else") && !is_word(next, "or") && !is_word(next, "and")) {
+		} else if (!filter &&
+			   (next->kind == JT_NAME || next->kind == JT_STRING ||
+			    next->kind == JT_INT || next->kind == JT_FLOAT || is_op(p, '[') ||
+			    is_op(p, '{')) &&
+			   !is_word(next, "else") && !is_word(next, "or") &&
+			   !is_word(next, "and")) {
 			/* "x is divisibleby 3": one argument without parentheses */
 			struct jnode *arg;
 			if (is_word(next, "is"))
 				return fail_at(p, next, "tests cannot be chained with 'is'");
-			if ((rc = parse_primary(p, &arg)) < 0 || (rc = parse_postfix(p, &arg)) < 0 ||
+			if ((rc = parse_primary(p, &arg)) < 0 ||
+			    (rc = parse_postfix(p, &arg)) < 0 ||
 			    (rc = list_push(&(*n)->kids, arg)) < 0)
 				return rc;
 		}
@@ -398,7 +412,7 @@ static int parse_filters(struct parser *p, struct jnode **n)
 static int parse_unary(struct parser *p, bool with_filter, struct jnode **out)
 {
 	size_t pos = cur(p)->pos;
-	int rc;
+	int rc, depth = p->depth;
 
 	if ((rc = enter(p)) < 0)
 		return rc;
@@ -417,7 +431,7 @@ static int parse_unary(struct parser *p, bool with_filter, struct jnode **out)
 	}
 	if ((rc = parse_postfix(p, out)) < 0 || (with_filter && (rc = parse_filters(p, out)) < 0))
 		return rc;
-	p->depth--;
+	p->depth = depth;
 	return 0;
 }
 
@@ -427,7 +441,8 @@ static int parse_level(struct parser *p, int level, struct jnode **out)
 	static const int ops[][5] = {
 		{ '+', '-' }, { '~' }, { '*', '/', JOP_FLOORDIV, '%' }, { JOP_POW },
 	};
-	int rc = level == 3 ? parse_unary(p, true, out) : parse_level(p, level + 1, out);
+	int depth = p->depth,
+	    rc = level == 3 ? parse_unary(p, true, out) : parse_level(p, level + 1, out);
 
 	while (rc == 0 && cur(p)->kind == JT_OP) {
 		int op = cur(p)->op;
@@ -439,10 +454,13 @@ static int parse_level(struct parser *p, int level, struct jnode **out)
 		size_t pos = cur(p)->pos;
 		struct jnode *right;
 		advance(p);
-		if ((rc = level == 3 ? parse_unary(p, true, &right) : parse_level(p, level + 1, &right)) < 0)
+		if ((rc = level == 3 ? parse_unary(p, true, &right)
+				     : parse_level(p, level + 1, &right)) < 0)
 			return rc;
 		rc = binop(p, JN_BINOP, op, pos, out, right);
 	}
+	if (rc == 0)
+		p->depth = depth;
 	return rc;
 }
 
@@ -502,42 +520,36 @@ static int parse_not(struct parser *p, struct jnode **out)
 	return 0;
 }
 
-static int parse_and(struct parser *p, struct jnode **out)
+/* a and b and ... over not-expressions, or a or b or ... over those. */
+static int parse_logic(struct parser *p, bool is_or, struct jnode **out)
 {
-	int rc = parse_not(p, out);
-	while (rc == 0 && is_word(cur(p), "and")) {
+	int depth = p->depth, rc = is_or ? parse_logic(p, false, out) : parse_not(p, out);
+	while (rc == 0 && is_word(cur(p), is_or ? "or" : "and")) {
 		size_t pos = cur(p)->pos;
 		struct jnode *right;
 		advance(p);
-		if ((rc = parse_not(p, &right)) == 0)
-			rc = binop(p, JN_AND, 0, pos, out, right);
+		if ((rc = is_or ? parse_logic(p, false, &right) : parse_not(p, &right)) == 0)
+			rc = binop(p, is_or ? JN_OR : JN_AND, 0, pos, out, right);
 	}
+	if (rc == 0)
+		p->depth = depth;
 	return rc;
 }
 
-static int parse_or(struct parser *p, struct jnode **out)
-{
-	int rc = parse_and(p, out);
-	while (rc == 0 && is_word(cur(p), "or")) {
-		size_t pos = cur(p)->pos;
-		struct jnode *right;
-		advance(p);
-		if ((rc = parse_and(p, &right)) == 0)
-			rc = binop(p, JN_OR, 0, pos, out, right);
-	}
-	return rc;
-}
+static int parse_or(struct parser *p, struct jnode **out) { return parse_logic(p, true, out); }
 
 /* a if cond else b, or a plain or-expression. */
 static int parse_expr(struct parser *p, struct jnode **out)
 {
-	int rc;
+	int rc, depth = p->depth;
 	if ((rc = enter(p)) < 0 || (rc = parse_or(p, out)) < 0)
 		return rc;
 	while (is_word(cur(p), "if")) {
 		struct jnode *n = node_new(p, JN_COND, cur(p)->pos);
 		if (!n)
 			return TF_ERR_NOMEM;
+		if ((rc = enter(p)) < 0)   /* a if b else c if d ...: one level more each */
+			return rc;
 		advance(p);
 		n->b = *out;
 		if ((rc = parse_or(p, &n->a)) < 0)
@@ -546,7 +558,7 @@ static int parse_expr(struct parser *p, struct jnode **out)
 			return rc;
 		*out = n;
 	}
-	p->depth--;
+	p->depth = depth;
 	return 0;
 }
 
@@ -578,20 +590,28 @@ static int parse_if(struct parser *p, struct jnode *n)
 	return expect_end(p);
 }
 
+/* A node of kind named by the NAME token here, which it takes; what says
+ * what was expected when the token is not a name. */
+static int take_name(struct parser *p, enum jnode_kind kind, const char *what, struct jnode **out)
+{
+	const struct jtok *tok = cur(p);
+	if (tok->kind != JT_NAME)
+		return fail_at(p, tok, what);
+	if (!(*out = node_new(p, kind, tok->pos)))
+		return TF_ERR_NOMEM;
+	(*out)->val = tf_val_ref(tok->val);
+	advance(p);
+	return 0;
+}
+
 /* name or name, name, ... as assignment targets into l. */
 static int parse_targets(struct parser *p, struct jlist *l)
 {
 	int rc;
 	do {
-		const struct jtok *tok = cur(p);
-		if (tok->kind != JT_NAME)
-			return fail_at(p, tok, "expected a variable name");
-		struct jnode *n = node_new(p, JN_NAME, tok->pos);
-		if (!n)
-			return TF_ERR_NOMEM;
-		n->val = tf_val_ref(tok->val);
-		advance(p);
-		if ((rc = list_push(l, n)) < 0)
+		struct jnode *n;
+		if ((rc = take_name(p, JN_NAME, "expected a variable name", &n)) < 0 ||
+		    (rc = list_push(l, n)) < 0)
 			return rc;
 	} while (skip_op(p, ','));
 	return 0;
@@ -623,7 +643,8 @@ static int parse_for(struct parser *p, struct jnode *n)
 	p->loops--;
 	if (rc < 0)
 		return rc;
-	if (skip_word(p, "else") && ((rc = expect_end(p)) < 0 || (rc = parse_body(p, &n->alt, endfor)) < 0))
+	if (skip_word(p, "else") &&
+	    ((rc = expect_end(p)) < 0 || (rc = parse_body(p, &n->alt, endfor)) < 0))
 		return rc;
 	advance(p);   /* endfor */
 	return expect_end(p);
@@ -637,15 +658,18 @@ static int parse_set(struct parser *p, struct jnode *n)
 
 	if (tok->kind == JT_NAME && tok[1].kind == JT_OP && tok[1].op == '.') {
 		/* ns.attr = value */
-		if ((rc = parse_primary(p, &n->a)) < 0 || (rc = binop(p, JN_ATTR, 0, cur(p)->pos, &n->a, NULL)) < 0)
+		if ((rc = parse_primary(p, &n->a)) < 0 ||
+		    (rc = binop(p, JN_ATTR, 0, cur(p)->pos, &n->a, NULL)) < 0)
 			return rc;
+		p->depth--;
 		advance(p);
 		if (cur(p)->kind != JT_NAME)
 			return fail_at(p, cur(p), "expected an attribute name");
 		n->a->val = tf_val_ref(cur(p)->val);
 		advance(p);
 	} else {
-		if (!(n->a = node_new(p, JN_TUPLE, tok->pos)) || (rc = parse_targets(p, &n->a->kids)) < 0)
+		if (!(n->a = node_new(p, JN_TUPLE, tok->pos)) ||
+		    (rc = parse_targets(p, &n->a->kids)) < 0)
 			return n->a ? rc : TF_ERR_NOMEM;
 		if (n->a->kids.n == 1)
 			n->a = n->a->kids.v[0];
@@ -682,13 +706,9 @@ static int parse_macro(struct parser *p, struct jnode *n)
 		if (n->kids.n && (rc = expect_op(p, ',')) < 0)
 			return rc;
 		const struct jtok *tok = cur(p);
-		if (tok->kind != JT_NAME)
-			return fail_at(p, tok, "expected a parameter name");
-		struct jnode *param = node_new(p, JN_KWARG, tok->pos);
-		if (!param)
-			return TF_ERR_NOMEM;
-		param->val = tf_val_ref(tok->val);
-		advance(p);
+		struct jnode *param;
+		if ((rc = take_name(p, JN_KWARG, "expected a parameter name", &param)) < 0)
+			return rc;
 		if (skip_op(p, '=') && (rc = parse_expr(p, &param->a)) < 0)
 			return rc;
 		if (!param->a && n->kids.n && n->kids.v[n->kids.n - 1]->a)
@@ -724,7 +744,10 @@ static int parse_statement(struct parser *p, struct jlist *body)
 	const char *w = tf_val_as_str(tok->val, NULL);
 	advance(p);
 	if (!strcmp(w, "if") || !strcmp(w, "for") || !strcmp(w, "set") || !strcmp(w, "macro")) {
-		enum jnode_kind kind = w[0] == 'i' ? JN_IF : w[0] == 'f' ? JN_FOR : w[0] == 's' ? JN_SET : JN_MACRO;
+		enum jnode_kind kind = w[0] == 'i'   ? JN_IF
+				       : w[0] == 'f' ? JN_FOR
+				       : w[0] == 's' ? JN_SET
+						     : JN_MACRO;
 		if (!(n = node_new(p, kind, tok->pos)) || (rc = list_push(body, n)) < 0)
 			return TF_ERR_NOMEM;
 		if ((kind == JN_SET || kind == JN_MACRO) && p->loop)
@@ -734,12 +757,15 @@ static int parse_statement(struct parser *p, struct jlist *body)
 	}
 	if (!strcmp(w, "break") || !strcmp(w, "continue")) {
 		if (!p->loops)
-			return fail_at(p, tok, w[0] == 'b' ? "'break' outside a loop" : "'continue' outside a loop");
-		if ((rc = list_push(body, node_new(p, w[0] == 'b' ? JN_BREAK : JN_CONTINUE, tok->pos))) < 0)
+			return fail_at(p, tok,
+				       w[0] == 'b' ? "'break' outside a loop"
+						   : "'continue' outside a loop");
+		if ((rc = list_push(body, node_new(p, w[0] == 'b' ? JN_BREAK : JN_CONTINUE,
+						   tok->pos))) < 0)
 			return rc;
 		return expect_end(p);
 	}
-	return jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "unknown or unsupported tag '%s'", w);
+	return tf_jinja_error(p->t, tok->pos, TF_ERR_FORMAT, "unknown or unsupported tag '%s'", w);
 }
 
 /* Nodes up to a block tag named in ends (left at its name), or EOF when
@@ -764,7 +790,8 @@ static int parse_body(struct parser *p, struct jlist *body, const char *const *e
 			break;
 		case JT_VAR_BEGIN:
 			advance(p);
-			if (!(n = node_new(p, JN_OUTPUT, tok->pos)) || (rc = list_push(body, n)) < 0)
+			if (!(n = node_new(p, JN_OUTPUT, tok->pos)) ||
+			    (rc = list_push(body, n)) < 0)
 				return TF_ERR_NOMEM;
 			if ((rc = parse_tuple(p, true, false, &n->a)) < 0)
 				return rc;
@@ -789,7 +816,8 @@ static int parse_body(struct parser *p, struct jlist *body, const char *const *e
 				char what[96];
 				while (ends[k + 1])
 					k++;
-				snprintf(what, sizeof(what), "unexpected end of template: expected '%s'", ends[k]);
+				snprintf(what, sizeof(what),
+					 "unexpected end of template: expected '%s'", ends[k]);
 				return fail_at(p, tok, what);
 			}
 			p->depth--;
@@ -831,17 +859,18 @@ int tf_jinja_parse(const char *src, size_t len, const char *name, tf_jinja **out
 	int rc = TF_ERR_NOMEM;
 
 	*out = NULL;
-	if (!t || !(t->name = strdup(name ? name : "<template>")) || (rc = normalise(t, src, len)) < 0)
+	if (!t || !(t->name = strdup(name ? name : "<template>")) ||
+	    (rc = normalise(t, src, len)) < 0)
 		goto cleanup;
 	p.t = t;
-	if ((rc = jinja_lex(t, &p.toks)) < 0 || (rc = parse_body(&p, &t->body, NULL)) < 0)
+	if ((rc = tf_jinja_lex(t, &p.toks)) < 0 || (rc = parse_body(&p, &t->body, NULL)) < 0)
 		goto cleanup;
 	*out = t;
 	t = NULL;
 cleanup:
 	if (rc == TF_ERR_NOMEM)
 		tf_diag_set(rc, "%s: out of memory", name ? name : "<template>");
-	jinja_toks_free(&p.toks);
+	tf_jinja_toks_free(&p.toks);
 	tf_jinja_free(t);
 	return rc;
 }

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <wctype.h>
 
-#include "diag.h"
+#include "tf/error.h"
 
 /* Decoded code points of a STR. */
 struct cps {
@@ -74,16 +74,18 @@ static bool special_upper(uint32_t c)
  * sigma rule looks through them. */
 static bool case_ignorable(uint32_t c)
 {
-	return c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' || c == 0xA8 || c == 0xAD ||
-	       c == 0xAF || c == 0xB4 || c == 0xB7 || c == 0xB8 || (c >= 0x2B0 && c <= 0x36F) ||
-	       (c >= 0x2018 && c <= 0x2019) || c == 0x2024 || c == 0x2027 || (c >= 0x200B && c <= 0x200F);
+	return c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' || c == 0xA8 ||
+	       c == 0xAD || c == 0xAF || c == 0xB4 || c == 0xB7 || c == 0xB8 ||
+	       (c >= 0x2B0 && c <= 0x36F) || (c >= 0x2018 && c <= 0x2019) || c == 0x2024 ||
+	       c == 0x2027 || (c >= 0x200B && c <= 0x200F);
 }
 
 static bool is_cased(uint32_t c)
 {
 	if (c < 0x80)
 		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-	return utf8_locale && (iswupper_l((wint_t)c, utf8_locale) || iswlower_l((wint_t)c, utf8_locale));
+	return utf8_locale &&
+	       (iswupper_l((wint_t)c, utf8_locale) || iswlower_l((wint_t)c, utf8_locale));
 }
 
 /* Appends c upper- (up) or lower-cased, or upper for a title (capitalize's
@@ -103,11 +105,12 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 		return tf_bytes_append(b, title ? "Ss" : "SS", 2);
 	if (!up && c == 0x130)
 		return tf_bytes_append(b, "i\xCC\x87", 3);
-	if ((up && special_upper(c)) || (title && ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3))))
-		return jinja_fail(r, at, "case mapping of U+%04X is not supported", c);
+	if ((up && special_upper(c)) ||
+	    (title && ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3))))
+		return tf_jinja_fail(r, at, "case mapping of U+%04X is not supported", c);
 	pthread_once(&utf8_once, utf8_init);
 	if (!utf8_locale)
-		return jinja_fail(r, at, "no C.UTF-8 locale for the case of U+%04X", c);
+		return tf_jinja_fail(r, at, "no C.UTF-8 locale for the case of U+%04X", c);
 	if (!up && c == 0x3A3) {
 		/* final sigma: after a cased letter and not before one */
 		bool before = false, after = false;
@@ -127,15 +130,38 @@ static int case_one(struct jrun *r, const struct jnode *at, const struct cps *cs
 	return put_cp(b, (uint32_t)m);
 }
 
-/* upper(), lower(), and capitalize() (first upper, the rest lower). */
+/* upper(), lower(), capitalize() (first upper, the rest lower) and
+ * jinja2's title filter (mode 't'). */
+/* What jinja2's title filter splits words at. */
+static bool title_sep(uint32_t c)
+{
+	return tf_jinja_isspace(c) || (c < 0x80 && strchr("-({[<", (int)c) && c);
+}
+
 static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int mode, tf_val **out)
 {
-	struct cps cs;
+	struct cps cs, item;
 	tf_bytes b = { 0 };
 	int rc = cps_of(self, &cs);
 
-	for (size_t i = 0; i < cs.n && rc == 0; i++)
-		rc = case_one(r, at, &cs, i, mode == 'u' || (mode == 'c' && i == 0), mode == 'c' && i == 0, &b);
+	/* title: each run of separators or of other characters is an item,
+	 * upper-cased at its first character and lower-cased after it */
+	item = cs;
+	for (size_t i = 0; i < cs.n && rc == 0; i++) {
+		if (mode == 't' && (i == 0 || title_sep(cs.v[i]) != title_sep(cs.v[i - 1]))) {
+			size_t end = i + 1;
+			while (end < cs.n && title_sep(cs.v[end]) == title_sep(cs.v[i]))
+				end++;
+			item = (struct cps){ cs.v + i, end - i };
+		}
+		size_t k = (size_t)(cs.v + i - item.v);
+		bool first = mode == 't' ? k == 0 : mode == 'c' && i == 0;
+		/* title lowers item[1:] as a string of its own (the sigma rule sees only it) */
+		struct cps rest = { item.v + 1, item.n - 1 };
+		bool own = mode == 't' && k > 0;
+		rc = case_one(r, at, own ? &rest : &item, own ? k - 1 : k, mode == 'u' || first,
+			      mode == 'c' && first, &b);
+	}
 	free(cs.v);
 	if (rc < 0) {
 		tf_bytes_free(&b);
@@ -146,10 +172,33 @@ static int change_case(struct jrun *r, const struct jnode *at, tf_val *self, int
 
 /* ---- strip and split ---- */
 
+/* The code point at s[i] and its length in bytes; a byte that is not UTF-8
+ * is one unit that matches nothing (UINT32_MAX). */
+static size_t cp_at(const char *s, size_t len, size_t i, uint32_t *cp)
+{
+	int k = tf_utf8_next((const uint8_t *)s + i, len - i, cp);
+	if (k > 0)
+		return (size_t)k;
+	*cp = UINT32_MAX;
+	return 1;
+}
+
+/* The code point ending at s[end] and its length, as cp_at reads it. */
+static size_t cp_before(const char *s, size_t end, uint32_t *cp)
+{
+	size_t start = end - 1;
+	while (start > 0 && end - start < 4 && ((uint8_t)s[start] & 0xC0) == 0x80)
+		start--;
+	if (cp_at(s, end, start, cp) == end - start)
+		return end - start;
+	*cp = UINT32_MAX;
+	return 1;
+}
+
 static bool in_set(uint32_t c, const struct cps *set)
 {
 	if (!set)
-		return jinja_isspace(c);
+		return tf_jinja_isspace(c);
 	for (size_t k = 0; k < set->n; k++)
 		if (set->v[k] == c)
 			return true;
@@ -159,29 +208,23 @@ static bool in_set(uint32_t c, const struct cps *set)
 /* strip (mode 0), lstrip ('l'), rstrip ('r') of chars (NULL or None: whitespace). */
 static int strip(tf_val *self, int mode, const tf_val *chars, tf_val **out)
 {
-	struct cps cs, set = { 0 };
-	tf_bytes b = { 0 };
-	int rc = cps_of(self, &cs);
+	struct cps set = { 0 };
 	bool use_set = tf_val_kind_of(chars) == TF_VAL_STR;
+	size_t len, lo = 0, hi, n;
+	const char *s = tf_val_as_str(self, &len);
+	uint32_t cp;
 
-	if (rc == 0 && use_set)
-		rc = cps_of(chars, &set);
-	if (rc == 0) {
-		size_t lo = 0, hi = cs.n;
-		while (mode != 'r' && lo < hi && in_set(cs.v[lo], use_set ? &set : NULL))
-			lo++;
-		while (mode != 'l' && hi > lo && in_set(cs.v[hi - 1], use_set ? &set : NULL))
-			hi--;
-		for (size_t i = lo; i < hi && rc == 0; i++)
-			rc = put_cp(&b, cs.v[i]);
-	}
-	free(cs.v);
+	if (use_set && cps_of(chars, &set) < 0)
+		return TF_ERR_NOMEM;
+	hi = len;
+	while (mode != 'r' && lo < hi && (n = cp_at(s, hi, lo, &cp)) &&
+	       in_set(cp, use_set ? &set : NULL))
+		lo += n;
+	while (mode != 'l' && hi > lo && (n = cp_before(s, hi, &cp)) &&
+	       in_set(cp, use_set ? &set : NULL))
+		hi -= n;
 	free(set.v);
-	if (rc < 0) {
-		tf_bytes_free(&b);
-		return rc;
-	}
-	return str_out(&b, out);
+	return tf_jinja_give(0, tf_val_str(s + lo, hi - lo), out);
 }
 
 /* A piece [lo, hi) of bytes found by split. */
@@ -199,23 +242,20 @@ static int piece_add(struct piece **v, size_t *n, size_t lo, size_t hi)
 	return 0;
 }
 
-/* Byte length of the whitespace character ending at end (right) or starting
- * at i, or 0. */
+/* Byte length of the whitespace character ending at end, or 0. */
 static size_t space_before(const char *s, size_t end)
 {
-	size_t start = end;
-	while (start > 0 && ((uint8_t)s[--start] & 0xC0) == 0x80)
-		;
 	uint32_t cp;
-	int k = tf_utf8_next((const uint8_t *)s + start, end - start, &cp);
-	return k > 0 && (size_t)k == end - start && jinja_isspace(cp) ? end - start : 0;
+	size_t n = cp_before(s, end, &cp);
+	return tf_jinja_isspace(cp) ? n : 0;
 }
 
+/* Byte length of the whitespace character at s[i], or 0. */
 static size_t space_after(const char *s, size_t len, size_t i)
 {
 	uint32_t cp;
-	int k = tf_utf8_next((const uint8_t *)s + i, len - i, &cp);
-	return k > 0 && jinja_isspace(cp) ? (size_t)k : 0;
+	size_t n = cp_at(s, len, i, &cp);
+	return tf_jinja_isspace(cp) ? n : 0;
 }
 
 /* Pieces of split() (from the left) on runs of whitespace. */
@@ -298,13 +338,13 @@ static int split(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 	if (tf_val_kind_of(sep) == TF_VAL_STR) {
 		sp = tf_val_as_str(sep, &sl);
 		if (!sl)
-			return jinja_fail(r, at, "empty separator");
+			return tf_jinja_fail(r, at, "empty separator");
 	} else if (sep && tf_val_kind_of(sep) != TF_VAL_NONE) {
-		return jinja_fail(r, at, "must be str or None, not %s", jinja_type_name(sep));
+		return tf_jinja_fail(r, at, "must be str or None, not %s", tf_jinja_type_name(sep));
 	}
 	if (maxsplit) {
 		if (tf_val_kind_of(maxsplit) != TF_VAL_INT)
-			return jinja_fail(r, at, "maxsplit must be an integer");
+			return tf_jinja_fail(r, at, "maxsplit must be an integer");
 		max = tf_val_as_int(maxsplit) < 0 ? -1 : tf_val_as_int(maxsplit);
 	}
 	if (!sp)
@@ -339,11 +379,11 @@ static int replace(struct jrun *r, const struct jnode *at, tf_val *self, const t
 	int rc = 0;
 
 	if (!o || !w)
-		return jinja_fail(r, at, "replace() arguments must be str, not %s",
-				  jinja_type_name(o ? new : old));
+		return tf_jinja_fail(r, at, "replace() arguments must be str, not %s",
+				     tf_jinja_type_name(o ? new : old));
 	if (count && tf_val_kind_of(count) != TF_VAL_NONE) {
 		if (tf_val_kind_of(count) != TF_VAL_INT)
-			return jinja_fail(r, at, "replace() count must be an integer");
+			return tf_jinja_fail(r, at, "replace() count must be an integer");
 		max = tf_val_as_int(count);
 	}
 	size_t i = 0;
@@ -363,7 +403,7 @@ static int replace(struct jrun *r, const struct jnode *at, tf_val *self, const t
 		if (!m)
 			break;
 		size_t atb = (size_t)(m - s);
-		if ((rc = jinja_output_check(r, at, atb - i + nl)) == 0 &&
+		if ((rc = tf_jinja_output_check(r, at, atb - i + nl)) == 0 &&
 		    (rc = tf_bytes_append(&b, s + i, atb - i)) == 0)
 			rc = tf_bytes_append(&b, w, nl);
 		if (rc == 0 && !ol)
@@ -389,33 +429,35 @@ static int affix(struct jrun *r, const struct jnode *at, tf_val *self, const tf_
 	size_t len;
 	const char *s = tf_val_as_str(self, &len);
 	bool yes = false;
-	size_t n = tf_val_kind_of(arg) == TF_VAL_STR ? 1 : tf_val_is_tuple(arg) ? tf_val_len(arg) : 0;
+	bool tuple = tf_val_seq_of(arg) == TF_SEQ_TUPLE;
+	size_t n = tf_val_kind_of(arg) == TF_VAL_STR ? 1 : tuple ? tf_val_len(arg) : 0;
 
-	if (!n && !tf_val_is_tuple(arg))
-		return jinja_fail(r, at, "%s first arg must be str or a tuple of str, not %s",
-				  end ? "endswith" : "startswith", jinja_type_name(arg));
+	if (!n && !tuple)
+		return tf_jinja_fail(r, at, "%s first arg must be str or a tuple of str, not %s",
+				     end ? "endswith" : "startswith", tf_jinja_type_name(arg));
 	for (size_t i = 0; i < n && !yes; i++) {
 		const tf_val *a = tf_val_kind_of(arg) == TF_VAL_STR ? arg : tf_val_at(arg, i);
 		size_t al;
 		const char *p = tf_val_as_str(a, &al);
 		if (!p)
-			return jinja_fail(r, at, "tuple for %s must only contain str, not %s",
-					  end ? "endswith" : "startswith", jinja_type_name(a));
+			return tf_jinja_fail(r, at, "tuple for %s must only contain str, not %s",
+					     end ? "endswith" : "startswith",
+					     tf_jinja_type_name(a));
 		yes = al <= len && memcmp(end ? s + len - al : s, p, al) == 0;
 	}
 	return (*out = tf_val_bool(yes)) ? 0 : TF_ERR_NOMEM;
 }
 
 /* find (index in code points or -1) and count of non-overlapping matches. */
-static int search(struct jrun *r, const struct jnode *at, tf_val *self, const tf_val *sub, bool count,
-		  tf_val **out)
+static int search(struct jrun *r, const struct jnode *at, tf_val *self, const tf_val *sub,
+		  bool count, tf_val **out)
 {
 	size_t len, sl;
 	const char *s = tf_val_as_str(self, &len), *p = tf_val_as_str(sub, &sl);
 	int64_t result = count ? 0 : -1;
 
 	if (!p)
-		return jinja_fail(r, at, "must be str, not %s", jinja_type_name(sub));
+		return tf_jinja_fail(r, at, "must be str, not %s", tf_jinja_type_name(sub));
 	if (count && !sl) {
 		struct cps cs;
 		if (cps_of(self, &cs) < 0)
@@ -448,15 +490,17 @@ static int join(struct jrun *r, const struct jnode *at, tf_val *self, tf_val *it
 	const char *sep = tf_val_as_str(self, &sl);
 	tf_val *list = NULL;
 	tf_bytes b = { 0 };
-	int rc = jinja_iterate(r, at, items, &list);
+	int rc = tf_jinja_iterate(r, at, items, &list);
 
 	for (size_t i = 0; rc == 0 && i < tf_val_len(list); i++) {
 		size_t il;
 		const char *s = tf_val_as_str(tf_val_at(list, i), &il);
 		if (!s)
-			rc = jinja_fail(r, at, "sequence item %zu: expected str instance, %s found", i,
-					jinja_type_name(tf_val_at(list, i)));
-		else if ((rc = jinja_output_check(r, at, il + sl)) == 0 && (rc = i ? tf_bytes_append(&b, sep, sl) : 0) == 0)
+			rc = tf_jinja_fail(r, at,
+					   "sequence item %zu: expected str instance, %s found", i,
+					   tf_jinja_type_name(tf_val_at(list, i)));
+		else if ((rc = tf_jinja_output_check(r, at, il + sl)) == 0 &&
+			 (rc = i ? tf_bytes_append(&b, sep, sl) : 0) == 0)
 			rc = tf_bytes_append(&b, s, il);
 	}
 	tf_val_unref(list);
@@ -467,20 +511,27 @@ static int join(struct jrun *r, const struct jnode *at, tf_val *self, tf_val *it
 	return str_out(&b, out);
 }
 
-int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
-		     const struct jargs *args, tf_val **out)
+int tf_jinja_str_title(struct jrun *r, const struct jnode *at, tf_val *self, tf_val **out)
 {
-	static const char *const strip_args[] = { "chars", NULL }, *const split_args[] = { "sep", "maxsplit", NULL },
-		*const replace_args[] = { "old", "new", "count", NULL };
-	tf_val *a0 = jinja_arg(args, 0, NULL), *a1 = jinja_arg(args, 1, NULL);
+	return change_case(r, at, self, 't', out);
+}
+
+int tf_jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const char *name,
+			const struct jargs *args, tf_val **out)
+{
+	static const char *const strip_args[] = { "chars", NULL },
+				 *const split_args[] = { "sep", "maxsplit", NULL },
+				 *const replace_args[] = { "old", "new", "count", NULL };
+	tf_val *a0 = tf_jinja_arg(args, 0, NULL), *a1 = tf_jinja_arg(args, 1, NULL);
 	int rc;
 
 	if (!strcmp(name, "startswith") || !strcmp(name, "endswith") || !strcmp(name, "find") ||
 	    !strcmp(name, "count") || !strcmp(name, "join")) {
-		if ((rc = jinja_args_check(r, at, name, args, 1, NULL)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 1, NULL)) < 0)
 			return rc;
 		if (!a0)
-			return jinja_fail(r, at, "%s() takes exactly one argument (0 given)", name);
+			return tf_jinja_fail(r, at, "%s() takes exactly one argument (0 given)",
+					     name);
 		if (name[0] == 's' || name[0] == 'e')
 			return affix(r, at, self, a0, name[0] == 'e', out);
 		if (name[0] == 'j')
@@ -488,32 +539,36 @@ int jinja_str_method(struct jrun *r, const struct jnode *at, tf_val *self, const
 		return search(r, at, self, a0, name[0] == 'c', out);
 	}
 	if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) {
-		if ((rc = jinja_args_check(r, at, name, args, 1, strip_args)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 1, strip_args)) < 0)
 			return rc;
-		a0 = jinja_arg(args, 0, "chars");
+		a0 = tf_jinja_arg(args, 0, "chars");
 		if (a0 && tf_val_kind_of(a0) != TF_VAL_STR && tf_val_kind_of(a0) != TF_VAL_NONE)
-			return jinja_fail(r, at, "%s arg must be None or str", name);
+			return tf_jinja_fail(r, at, "%s arg must be None or str", name);
 		return strip(self, name[0] == 's' ? 0 : name[0], a0, out);
 	}
 	if (!strcmp(name, "split") || !strcmp(name, "rsplit")) {
-		if ((rc = jinja_args_check(r, at, name, args, 2, split_args)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 2, split_args)) < 0)
 			return rc;
-		return split(r, at, self, jinja_arg(args, 0, "sep"), jinja_arg(args, 1, "maxsplit"),
-			     name[0] == 'r', out);
+		return split(r, at, self, tf_jinja_arg(args, 0, "sep"),
+			     tf_jinja_arg(args, 1, "maxsplit"), name[0] == 'r', out);
 	}
 	if (!strcmp(name, "replace")) {
-		if ((rc = jinja_args_check(r, at, name, args, 3, replace_args)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 3, replace_args)) < 0)
 			return rc;
-		a0 = jinja_arg(args, 0, "old");
-		a1 = jinja_arg(args, 1, "new");
+		a0 = tf_jinja_arg(args, 0, "old");
+		a1 = tf_jinja_arg(args, 1, "new");
 		if (!a0 || !a1)
-			return jinja_fail(r, at, "replace() takes at least 2 arguments");
-		return replace(r, at, self, a0, a1, jinja_arg(args, 2, "count"), out);
+			return tf_jinja_fail(r, at, "replace() takes at least 2 arguments");
+		return replace(r, at, self, a0, a1, tf_jinja_arg(args, 2, "count"), out);
 	}
 	if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize")) {
-		if ((rc = jinja_args_check(r, at, name, args, 0, NULL)) < 0)
+		if ((rc = tf_jinja_args_check(r, at, name, args, 0, NULL)) < 0)
 			return rc;
-		return change_case(r, at, self, name[0] == 'c' ? 'c' : name[0] == 'u' ? 'u' : 'l', out);
+		return change_case(r, at, self,
+				   name[0] == 'c'   ? 'c'
+				   : name[0] == 'u' ? 'u'
+						    : 'l',
+				   out);
 	}
 	return 1;
 }

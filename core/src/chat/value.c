@@ -11,12 +11,12 @@
 #include "diag.h"
 #include "tf/error.h"
 
-enum { SUB_TUPLE = 1, SUB_NAMESPACE = 2 };
+enum { SUB_NAMESPACE = 1 };   /* a DICT's sub; a LIST's is its tf_val_seq */
 
 struct tf_val {
 	tf_val_kind kind;
 	unsigned refs;
-	int sub;  /* SUB_* of a LIST or DICT; a FUNC's tag */
+	int sub;  /* a LIST's tf_val_seq, a DICT's SUB_*, a FUNC's tag */
 	union {
 		bool b;
 		int64_t i;
@@ -96,9 +96,21 @@ static tf_val *val_sub(tf_val *v, int sub)
 	return v;
 }
 
-tf_val *tf_val_tuple(void) { return val_sub(val_new(TF_VAL_LIST), SUB_TUPLE); }
+tf_val *tf_val_seq_new(tf_val_seq seq) { return val_sub(val_new(TF_VAL_LIST), (int)seq); }
+
+tf_val_seq tf_val_seq_of(const tf_val *v)
+{
+	return v && v->kind == TF_VAL_LIST ? (tf_val_seq)v->sub : TF_SEQ_LIST;
+}
+
+const char *tf_val_seq_name(tf_val_seq seq)
+{
+	static const char *const names[] = { "list", "tuple", "generator", "range",
+					     "dict_items", "dict_keys", "dict_values" };
+	return names[seq];
+}
+
 tf_val *tf_val_namespace(void) { return val_sub(val_new(TF_VAL_DICT), SUB_NAMESPACE); }
-bool tf_val_is_tuple(const tf_val *v) { return v && v->kind == TF_VAL_LIST && v->sub == SUB_TUPLE; }
 
 bool tf_val_is_namespace(const tf_val *v)
 {
@@ -129,16 +141,18 @@ tf_val *tf_val_func(int tag, const void *p)
 int tf_val_func_tag(const tf_val *v) { return v && v->kind == TF_VAL_FUNC ? v->sub : -1; }
 const void *tf_val_func_ptr(const tf_val *v) { return v && v->kind == TF_VAL_FUNC ? v->fn : NULL; }
 
+/* Atomic counts: threads may share a value (a parsed template's constants,
+ * a request) as long as none changes it. */
 tf_val *tf_val_ref(tf_val *v)
 {
 	if (v)
-		v->refs++;
+		__atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
 	return v;
 }
 
 void tf_val_unref(tf_val *v)
 {
-	if (!v || --v->refs)
+	if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	switch (v->kind) {
 	case TF_VAL_STR:
@@ -767,20 +781,34 @@ static int key_order(const tf_val *v, bool sort, size_t **order)
 	return 0;
 }
 
-static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_bytes *out)
+static bool is_scalar(const tf_val *v)
+{
+	tf_val_kind k = tf_val_kind_of(v);
+	return k == TF_VAL_NONE || k == TF_VAL_BOOL || k == TF_VAL_INT;
+}
+
+/* None, a bool or an int spelled with words (null/true/false or Python's). */
+static int dump_scalar(const tf_val *v, const char *const words[3], tf_bytes *out)
 {
 	char num[32];
+	if (!v)
+		return put(out, words[0]);
+	if (v->kind == TF_VAL_INT) {
+		snprintf(num, sizeof(num), "%" PRId64, v->i);
+		return put(out, num);
+	}
+	return put(out, v->kind == TF_VAL_NONE ? words[0] : v->b ? words[1] : words[2]);
+}
+
+static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_bytes *out)
+{
+	static const char *const words[3] = { "null", "true", "false" };
 	size_t *order = NULL;
 	int rc = 0;
 
-	switch (tf_val_kind_of(v)) {
-	case TF_VAL_NONE:
-		return put(out, "null");
-	case TF_VAL_BOOL:
-		return put(out, v->b ? "true" : "false");
-	case TF_VAL_INT:
-		snprintf(num, sizeof(num), "%" PRId64, v->i);
-		return put(out, num);
+	if (is_scalar(v))
+		return dump_scalar(v, words, out);
+	switch (v->kind) {
 	case TF_VAL_FLOAT:
 		if (isnan(v->d))
 			return put(out, "NaN");
@@ -790,6 +818,9 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 	case TF_VAL_STR:
 		return dump_string(v->s.p, v->s.len, out);
 	case TF_VAL_LIST:
+		if (v->sub != TF_SEQ_LIST && v->sub != TF_SEQ_TUPLE)
+			return tf_diag_set(TF_ERR_INVALID, "Object of type %s is not JSON serializable",
+					   tf_val_seq_name((tf_val_seq)v->sub));
 		if (!v->l.n)
 			return put(out, "[]");
 		rc = put(out, "[");
@@ -801,6 +832,8 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 			rc = dump_newline(st, level, out);
 		return rc < 0 ? rc : put(out, "]");
 	case TF_VAL_DICT:
+		if (v->sub == SUB_NAMESPACE)
+			return tf_diag_set(TF_ERR_INVALID, "Object of type Namespace is not JSON serializable");
 		if (!v->m.n)
 			return put(out, "{}");
 		if ((rc = key_order(v, st->sort_keys, &order)) < 0 || (rc = put(out, "{")) < 0)
@@ -817,8 +850,7 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 		if (rc == 0 && (rc = dump_newline(st, level, out)) == 0)
 			rc = put(out, "}");
 		break;
-	case TF_VAL_UNDEFINED:
-	case TF_VAL_FUNC:
+	default:   /* UNDEFINED or FUNC */
 		return tf_diag_set(TF_ERR_INVALID, "Object of type %s is not JSON serializable",
 				   v->kind == TF_VAL_FUNC ? "function" : "Undefined");
 	}
@@ -867,7 +899,8 @@ static int repr_string(const char *s, size_t n, tf_bytes *out)
 		} else if (c == '\n' || c == '\r' || c == '\t') {
 			snprintf(esc, sizeof(esc), "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
 		} else if (py_unprintable(c)) {
-			snprintf(esc, sizeof(esc), c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x", c);
+			const char *f = c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x";
+			snprintf(esc, sizeof(esc), f, c);
 		}
 		rc = esc[0] ? put(out, esc) : tf_bytes_append(out, s + i, (size_t)len);
 		i += (size_t)len;
@@ -877,32 +910,36 @@ static int repr_string(const char *s, size_t n, tf_bytes *out)
 
 int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 {
-	char num[32];
+	static const char *const words[3] = { "None", "True", "False" };
 	int rc = 0;
 
-	switch (tf_val_kind_of(v)) {
-	case TF_VAL_NONE:
-		return put(out, "None");
-	case TF_VAL_BOOL:
-		return put(out, v->b ? "True" : "False");
-	case TF_VAL_INT:
-		snprintf(num, sizeof(num), "%" PRId64, v->i);
-		return put(out, num);
+	if (is_scalar(v))
+		return dump_scalar(v, words, out);
+	switch (v->kind) {
 	case TF_VAL_FLOAT:
 		return tf_val_dump_float(v->d, out);
 	case TF_VAL_STR:
-		return repr ? repr_string(v->s.p, v->s.len, out) : tf_bytes_append(out, v->s.p, v->s.len);
+		if (repr)
+			return repr_string(v->s.p, v->s.len, out);
+		return tf_bytes_append(out, v->s.p, v->s.len);
 	case TF_VAL_UNDEFINED:
 		return repr ? put(out, "Undefined") : 0;
 	case TF_VAL_LIST: {
-		bool tuple = v->sub == SUB_TUPLE;
+		tf_val_seq seq = (tf_val_seq)v->sub;
+		bool tuple = seq == TF_SEQ_TUPLE, view = seq >= TF_SEQ_DICT_ITEMS;
+		if (seq == TF_SEQ_GENERATOR || seq == TF_SEQ_RANGE)
+			return tf_diag_set(TF_ERR_UNSUPPORTED, "cannot print a %s", tf_val_seq_name(seq));
+		if (view && ((rc = put(out, tf_val_seq_name(seq))) < 0 || (rc = put(out, "(")) < 0))
+			return rc;
 		rc = put(out, tuple ? "(" : "[");
 		for (size_t i = 0; i < v->l.n && rc == 0; i++)
 			if ((rc = i ? put(out, ", ") : 0) == 0)
 				rc = tf_val_dump_py(v->l.items[i], true, out);
 		if (rc == 0 && tuple && v->l.n == 1)
 			rc = put(out, ",");
-		return rc < 0 ? rc : put(out, tuple ? ")" : "]");
+		if (rc == 0)
+			rc = put(out, tuple ? ")" : "]");
+		return rc < 0 || !view ? rc : put(out, ")");
 	}
 	case TF_VAL_DICT:
 		if (v->sub == SUB_NAMESPACE)
@@ -916,7 +953,7 @@ int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 			rc = tf_val_dump_py(v->m.vals[i], true, out);
 		}
 		return rc < 0 ? rc : put(out, "}");
-	case TF_VAL_FUNC:
+	default:   /* a FUNC */
 		break;
 	}
 	return tf_diag_set(TF_ERR_UNSUPPORTED, "cannot print a %s",
@@ -935,7 +972,7 @@ bool tf_val_truthy(const tf_val *v)
 	case TF_VAL_STR:
 		return v->s.len != 0;
 	case TF_VAL_LIST:
-		return v->l.n != 0;
+		return v->sub == TF_SEQ_GENERATOR || v->l.n != 0;
 	case TF_VAL_DICT:
 		return v->sub == SUB_NAMESPACE || v->m.n != 0;
 	case TF_VAL_FUNC:
@@ -950,15 +987,18 @@ static bool is_number(const tf_val *v)
 	return v && (v->kind == TF_VAL_BOOL || v->kind == TF_VAL_INT || v->kind == TF_VAL_FLOAT);
 }
 
+/* A bool's or an int's value as an int. */
+static int64_t int_of(const tf_val *v) { return v->kind == TF_VAL_BOOL ? v->b : v->i; }
+
 bool tf_val_equal(const tf_val *a, const tf_val *b)
 {
 	if (a == b)
 		return true;
 	if (is_number(a) && is_number(b)) {
 		if (a->kind != TF_VAL_FLOAT && b->kind != TF_VAL_FLOAT)
-			return (a->kind == TF_VAL_BOOL ? a->b : a->i) == (b->kind == TF_VAL_BOOL ? b->b : b->i);
-		double x = a->kind == TF_VAL_FLOAT ? a->d : a->kind == TF_VAL_BOOL ? a->b : (double)a->i;
-		double y = b->kind == TF_VAL_FLOAT ? b->d : b->kind == TF_VAL_BOOL ? b->b : (double)b->i;
+			return int_of(a) == int_of(b);
+		double x = a->kind == TF_VAL_FLOAT ? a->d : (double)int_of(a);
+		double y = b->kind == TF_VAL_FLOAT ? b->d : (double)int_of(b);
 		return x == y;
 	}
 	if (!a || !b || a->kind != b->kind || a->sub != b->sub)
@@ -970,17 +1010,22 @@ bool tf_val_equal(const tf_val *a, const tf_val *b)
 	case TF_VAL_STR:
 		return a->s.len == b->s.len && memcmp(a->s.p, b->s.p, a->s.len) == 0;
 	case TF_VAL_LIST:
-		if (a->l.n != b->l.n)
+		if (a->l.n != b->l.n || a->sub == TF_SEQ_GENERATOR || a->sub == TF_SEQ_DICT_VALUES)
 			return false;
-		for (size_t i = 0; i < a->l.n; i++)
-			if (!tf_val_equal(a->l.items[i], b->l.items[i]))
+		for (size_t i = 0; i < a->l.n; i++) {
+			bool found = tf_val_equal(a->l.items[i], b->l.items[i]);
+			/* keys and items views compare as sets (their items are unique) */
+			for (size_t j = 0; !found && a->sub >= TF_SEQ_DICT_ITEMS && j < b->l.n; j++)
+				found = tf_val_equal(a->l.items[i], b->l.items[j]);
+			if (!found)
 				return false;
+		}
 		return true;
 	case TF_VAL_DICT:
 		if (a->m.n != b->m.n || a->sub == SUB_NAMESPACE)
 			return false;
 		for (size_t i = 0; i < a->m.n; i++) {
-			const tf_val *bv = tf_val_dict_getn(b, a->m.keys[i]->s.p, a->m.keys[i]->s.len);
+			const tf_val *k = a->m.keys[i], *bv = tf_val_dict_getn(b, k->s.p, k->s.len);
 			if (!bv || !tf_val_equal(a->m.vals[i], bv))
 				return false;
 		}

@@ -9,7 +9,8 @@
  *
  * Values are reference counted.  Constructors return a new reference (NULL
  * when out of memory); containers take over the reference they are given,
- * even when they fail; getters return borrowed pointers.
+ * even when they fail; getters return borrowed pointers.  The counts are
+ * atomic: threads may share values that none of them changes.
  *
  *     tf_val *req;
  *     if (tf_val_parse_json(text, len, &req) < 0) ...      diag names line:col
@@ -49,10 +50,25 @@ tf_val *tf_val_cstr(const char *s);
 tf_val *tf_val_list(void);
 tf_val *tf_val_dict(void);
 
-/* A LIST that Python spells as a tuple; a DICT read as attributes. */
-tf_val *tf_val_tuple(void);
+/* What a LIST stands for in Python: a list, a tuple, or one of the lazy
+ * iterables and views that Jinja's filters and dict methods give. */
+typedef enum tf_val_seq {
+	TF_SEQ_LIST,
+	TF_SEQ_TUPLE,
+	TF_SEQ_GENERATOR,   /* map(), select(), ...: no len(), no index, always true */
+	TF_SEQ_RANGE,
+	TF_SEQ_DICT_ITEMS,  /* dict.items(), .keys(), .values(): no index */
+	TF_SEQ_DICT_KEYS,
+	TF_SEQ_DICT_VALUES,
+} tf_val_seq;
+
+/* An empty LIST standing for seq. */
+tf_val *tf_val_seq_new(tf_val_seq seq);
+/* What a LIST stands for (TF_SEQ_LIST for other kinds too), and its Python type name. */
+tf_val_seq tf_val_seq_of(const tf_val *v);
+const char *tf_val_seq_name(tf_val_seq seq);
+/* A DICT read as attributes (Jinja's namespace()). */
 tf_val *tf_val_namespace(void);
-bool tf_val_is_tuple(const tf_val *v);
 bool tf_val_is_namespace(const tf_val *v);
 /* An UNDEFINED; why is the message for using it ("'x' is undefined"). */
 tf_val *tf_val_undefined(const char *why);
@@ -110,18 +126,21 @@ typedef struct tf_json_style {
 	const char *item_sep, *key_sep;
 	bool sort_keys;
 } tf_json_style;
-/* tf_val_dump_json with a style; TF_ERR_INVALID for UNDEFINED or FUNC. */
+/* tf_val_dump_json with a style; TF_ERR_INVALID for what json.dumps refuses:
+ * UNDEFINED, FUNC, a namespace, a LIST that is neither a list nor a tuple. */
 int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *out);
 
 /*
  * Appends str(v), or repr(v) when repr is set, as Python spells them:
- * True, None, 1.5, [1, 'a'], {'k': (1,)}.  An UNDEFINED is "" alone and
- * Undefined inside a container; a FUNC or namespace is TF_ERR_UNSUPPORTED.
+ * True, None, 1.5, [1, 'a'], {'k': (1,)}, dict_keys(['k']).  An UNDEFINED is
+ * "" alone and Undefined inside a container; what Python spells with an
+ * address (a FUNC, a namespace, a generator, a range) is TF_ERR_UNSUPPORTED.
  */
 int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out);
-/* Python's bool(v); an UNDEFINED is false, a FUNC true. */
+/* Python's bool(v); an UNDEFINED is false, a FUNC and a generator true. */
 bool tf_val_truthy(const tf_val *v);
-/* Python's a == b: 1 == 1.0 == True, dicts in any order, tuple != list. */
+/* Python's a == b: 1 == 1.0 == True, dicts in any order, tuple != list,
+ * dict keys and items views as sets, generators and values views by identity. */
 bool tf_val_equal(const tf_val *a, const tf_val *b);
 
 #endif /* TF_CHAT_VALUE_H */
