@@ -3,7 +3,8 @@
  * CPU reference (plugins/exl3/matmul.c) on random layers for every K and
  * codebook and for GEMV and GEMM row counts, then timed.
  *
- *     gpu_check            exit status 1 when a check fails
+ *     gpu_check [--check]  exit status 1 when a check fails; --check: no
+ *                          benchmark (the SIMT harness runs it so, tests/simt)
  *
  * The table: one-row GEMV, weights/s, GB/s of trellis read, share of the
  * device-to-device copy bandwidth measured in the same run, and the ratio
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "cuda_kernels.h"
+#include "tf_launch.h"
 extern "C" {
 #include "hadamard.h"
 #include "matmul.h"
@@ -50,7 +52,7 @@ struct layer {
 static void layer_init(struct layer *l, int64_t k, int64_t n, int K, int cb, uint64_t *s)
 {
 	size_t words = (size_t)(k * n * K / 16);
-	*l = (struct layer){ k, n, k - 5, n - 7, K, cb };
+	*l = layer{ k, n, k - 5, n - 7, K, cb, NULL, NULL, NULL, NULL };
 	l->tr = (uint16_t *)malloc(words * 2);
 	l->suh = (float *)malloc(k * 4);
 	l->svh = (float *)malloc(n * 4);
@@ -82,6 +84,7 @@ static void cpu_forward(const struct layer *l, const float *x, int64_t rows, flo
 		for (int64_t o = 0; o < l->out; o++)
 			y[r * l->out + o] = yh[r * l->n + o] * l->svh[o] + l->bias[o];
 	}
+	tf_exl3_mat_free(&m);
 	free(xh);
 	free(yh);
 }
@@ -216,10 +219,10 @@ static void bench(void)
 		CHECK(cudaMalloc(&w, k * n * 2));
 		CHECK(cudaMemset(x, 0, k * 4));
 		CHECK(cudaMemset(w, 0, k * n * 2));
-		f16_gemv<<<(unsigned)((n + 255) / 256), 256>>>(w, x, k, n, y);
+		TF_LAUNCH((unsigned)((n + 255) / 256), 256, 0, 0, f16_gemv)(w, x, k, n, y);
 		CHECK(cudaEventRecord(a));
 		for (int i = 0; i < reps; i++)
-			f16_gemv<<<(unsigned)((n + 255) / 256), 256>>>(w, x, k, n, y);
+			TF_LAUNCH((unsigned)((n + 255) / 256), 256, 0, 0, f16_gemv)(w, x, k, n, y);
 		CHECK(cudaEventRecord(b));
 		double f16 = (double)reps * k * n / (time_ms(a, b) * 1e-3);
 		printf("| %lldx%lld | fp16 | %.1f | %.0f | %.0f%% | 1.00 |\n", (long long)k, (long long)n,
@@ -249,8 +252,9 @@ static void bench(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const bool check_only = argc > 1 && !strcmp(argv[1], "--check");
 	cudaDeviceProp prop;
 	int dev = 0;
 	if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
@@ -260,6 +264,7 @@ int main(void)
 	CHECK(cudaGetDeviceProperties(&prop, 0));
 	printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 	int failed = check_all();
-	bench();
+	if (!check_only)
+		bench();
 	return failed ? 1 : 0;
 }

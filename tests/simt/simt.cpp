@@ -38,7 +38,9 @@ namespace {
 enum schedule { FORWARD, REVERSE, RANDOM };
 const char *const schedule_names[] = { "forward", "reverse", "random" };
 
-enum fiber_state { RUNNING, WAITING, AT_BARRIER, EXITED };
+/* IN_EXCHANGE: arrived at a warp exchange, resumed once it completes;
+ * JOINING: waiting for another group's exchange in its warp to finish. */
+enum fiber_state { RUNNING, JOINING, IN_EXCHANGE, AT_BARRIER, EXITED };
 
 struct fiber {
 	ucontext_t ctx;
@@ -47,14 +49,14 @@ struct fiber {
 	fiber_state state;
 	const char *barrier_file;
 	int barrier_line;
-	uint64_t exchanged[32];         /* this lane's copy of its last warp exchange */
+	uint64_t exchanged[32];         /* the values of its last warp exchange */
 	void *fake_stack;               /* AddressSanitizer's fiber bookkeeping */
 };
 
-/* One warp's exchange in progress: lanes of `mask` deposit, then read. */
+/* One warp's exchange in progress: lanes of `mask` deposit values; the
+ * last to arrive hands every lane all of them. */
 struct warp {
-	unsigned mask, arrived, read;
-	bool reading;
+	unsigned mask, arrived;
 	const char *what;
 	uint64_t value[32];
 };
@@ -174,7 +176,7 @@ std::string describe_deadlock()
 	char line[256];
 	for (size_t w = 0; w < run->warps.size(); w++) {
 		const warp &wp = run->warps[w];
-		if (wp.arrived && !wp.reading) {
+		if (wp.arrived) {
 			snprintf(line, sizeof(line), " %s (mask 0x%08x) in warp %zu waits for lanes 0x%08x;",
 				 wp.what, wp.mask, w, wp.mask & ~wp.arrived);
 			d += line;
@@ -195,6 +197,16 @@ std::string describe_deadlock()
 void at_rest()
 {
 	const fiber *first = nullptr, *gone = nullptr;
+	for (size_t w = 0; w < run->warps.size(); w++)
+		for (int l = 0; l < 32 && run->warps[w].arrived; l++) {
+			const warp &wp = run->warps[w];
+			const size_t t = 32 * w + (size_t)l;
+			if (wp.mask >> l & 1 && !(wp.arrived >> l & 1) &&
+			    (t >= run->fibers.size() || run->fibers[t].state == EXITED))
+				return fault("%s with mask 0x%08x: lane %d of warp %zu %s", wp.what,
+					     wp.mask, l, w, t >= run->fibers.size() ? "does not exist"
+										  : "has exited");
+		}
 	for (const fiber &f : run->fibers) {
 		if (f.state == EXITED)
 			gone = gone ? gone : &f;
@@ -247,7 +259,7 @@ void run_block(block_run &r, dim3 grid, dim3 block, uint3 b, schedule s, std::mt
 		bool live = false;
 		for (unsigned i : order(s, n, rng)) {
 			fiber &f = r.fibers[i];
-			if (f.state == RUNNING || f.state == WAITING)
+			if (f.state == RUNNING || f.state == JOINING)
 				resume(&f, stacks + i * stack_bytes);
 			if (r.faulted)
 				return;
@@ -329,16 +341,6 @@ void syncthreads(const char *file, int line)
 	yield();
 }
 
-/* A lane of `mask` that has exited can never arrive. */
-static void check_lanes(const warp &w, unsigned mask, const char *what, int base)
-{
-	for (int l = 0; l < 32; l++)
-		if (mask >> l & 1 && !(w.arrived >> l & 1) &&
-		    (base + l >= (int)run->fibers.size() || run->fibers[base + l].state == EXITED))
-			fault("%s with mask 0x%08x: lane %d of warp %d %s", what, mask, l, base / 32,
-			      base + l >= (int)run->fibers.size() ? "does not exist" : "has exited");
-}
-
 const uint64_t *warp_exchange(unsigned mask, uint64_t v, const char *what)
 {
 	fiber *f = run->current;
@@ -347,9 +349,8 @@ const uint64_t *warp_exchange(unsigned mask, uint64_t v, const char *what)
 	if (!(mask >> l & 1))
 		fault("%s: lane %d of warp %d is not in its mask 0x%08x", what, l, base / 32, mask);
 	/* Join when no other group is in progress in this warp. */
-	f->state = WAITING;
-	while (w.reading || (w.arrived && (w.mask != mask || strcmp(w.what, what)))) {
-		check_lanes(w, mask, what, base);
+	while (w.arrived && (w.mask != mask || strcmp(w.what, what))) {
+		f->state = JOINING;
 		yield();
 	}
 	if (!w.arrived) {
@@ -358,19 +359,21 @@ const uint64_t *warp_exchange(unsigned mask, uint64_t v, const char *what)
 	}
 	w.value[l] = v;
 	w.arrived |= 1u << l;
-	w.reading = w.arrived == mask;
 	run->progress = true;
-	while (!w.reading) {
-		check_lanes(w, mask, what, base);
+	if (w.arrived != mask) {
+		f->state = IN_EXCHANGE;
 		yield();
+		return f->exchanged;
 	}
-	f->state = RUNNING;
-	run->progress = true;
-	for (int i = 0; i < 32; i++)
-		f->exchanged[i] = mask >> i & 1 ? w.value[i] : 0;
-	w.read |= 1u << l;
-	if (w.read == w.mask)
-		w = warp{};
+	for (int i = 0; i < 32; i++) {
+		if (!(mask >> i & 1))
+			continue;
+		fiber &g = run->fibers[base + i];
+		for (int j = 0; j < 32; j++)
+			g.exchanged[j] = mask >> j & 1 ? w.value[j] : 0;
+		g.state = RUNNING;
+	}
+	w = warp{};
 	return f->exchanged;
 }
 

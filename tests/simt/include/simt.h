@@ -30,6 +30,8 @@
 #ifndef TF_SIMT_H
 #define TF_SIMT_H
 
+#include <math.h>        /* nvcc declares the math library in device code */
+
 #include <cstdint>
 #include <cstring>
 #include <functional>
