@@ -3,8 +3,12 @@
  * CPU reference (plugins/exl3/matmul.c) on random layers for every K and
  * codebook and for GEMV and GEMM row counts, then timed.
  *
- *     gpu_check [--check]  exit status 1 when a check fails; --check: no
- *                          benchmark (the SIMT harness runs it so, tests/simt)
+ *     gpu_check [--check [--quick]]
+ *
+ * Exit status 1 when a check fails.  --check: no benchmark; --quick: one
+ * GEMV row count (3 or 8, alternating) and one GEMM row count (33) per K
+ * and codebook, on 128x256 layers (the SIMT harness, tests/simt, runs it
+ * so: every kernel and template, in CI time on a CPU).
  *
  * The table: one-row GEMV, weights/s, GB/s of trellis read, share of the
  * device-to-device copy bandwidth measured in the same run, and the ratio
@@ -126,17 +130,19 @@ static void gpu_forward(const struct layer *l, const float *x, int64_t rows, flo
 	cudaFree(dy); cudaFree(xh); cudaFree(yh); cudaFree(xh16); cudaFree(w16);
 }
 
-static int check_all(void)
+static int check_all(bool quick)
 {
-	static const int64_t rows_list[] = { 1, 3, 8, 33 };
+	static const int64_t rows_all[] = { 1, 3, 8, 33 };
+	const size_t nrows = quick ? 2 : 4;
+	const int64_t k = quick ? 128 : 256, n = quick ? 256 : 384;
 	uint64_t s = 1;
 	int failed = 0, passed = 0;
 	for (int K = 1; K <= 8; K++)
 		for (int cb = 0; cb < 3; cb++)
-			for (size_t ri = 0; ri < 4; ri++) {
+			for (size_t ri = 0; ri < nrows; ri++) {
 				struct layer l;
-				int64_t rows = rows_list[ri];
-				layer_init(&l, 256, 384, K, cb, &s);
+				int64_t rows = !quick ? rows_all[ri] : ri ? 33 : (K + cb) % 2 ? 3 : 8;
+				layer_init(&l, k, n, K, cb, &s);
 				float *x = (float *)malloc(rows * l.in * 4);
 				float *yc = (float *)malloc(rows * l.out * 4), *yg = (float *)malloc(rows * l.out * 4);
 				for (int64_t i = 0; i < rows * l.in; i++)
@@ -255,6 +261,7 @@ static void bench(void)
 int main(int argc, char **argv)
 {
 	const bool check_only = argc > 1 && !strcmp(argv[1], "--check");
+	const bool quick = check_only && argc > 2 && !strcmp(argv[2], "--quick");
 	cudaDeviceProp prop;
 	int dev = 0;
 	if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
@@ -263,7 +270,7 @@ int main(int argc, char **argv)
 	}
 	CHECK(cudaGetDeviceProperties(&prop, 0));
 	printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-	int failed = check_all();
+	int failed = check_all(quick);
 	if (!check_only)
 		bench();
 	return failed ? 1 : 0;
