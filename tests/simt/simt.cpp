@@ -1,6 +1,6 @@
 /*
  * simt.cpp - the harness's launcher: blocks run one after another, the
- * threads of a block as fibers (ucontext) on the calling thread, each
+ * threads of a block as fibers (context.h) on the calling thread, each
  * running until it must wait (simt.h says where); the scheduler resumes
  * them in the order of the current schedule, releases a barrier once
  * every thread has reached it, and reports a block that can go no
@@ -8,7 +8,6 @@
  * memory and the results must agree byte for byte.
  */
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "context.h"
 #include "harness.h"
 #include "simt.h"
 
 #ifdef __SANITIZE_ADDRESS__
-#include <dlfcn.h>
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define TF_SIMT_ASAN 1
@@ -45,7 +44,7 @@ const char *const schedule_names[] = { "forward", "reverse", "random" };
 enum fiber_state { RUNNING, JOINING, IN_EXCHANGE, AT_BARRIER, EXITED };
 
 struct fiber {
-	ucontext_t ctx;
+	context ctx;
 	place where;
 	int index;                      /* linear thread index in the block */
 	fiber_state state;
@@ -69,7 +68,7 @@ struct block_run {
 	std::vector<fiber> fibers;
 	std::vector<warp> warps;
 	fiber *current;
-	ucontext_t scheduler;
+	context scheduler;
 	const void *scheduler_stack;    /* for AddressSanitizer */
 	size_t scheduler_stack_size;
 	void *scheduler_fake_stack;
@@ -80,26 +79,6 @@ thread_local block_run *run;
 bool abort_on_fault = true;
 std::string last_fault;
 const size_t stack_bytes = 64 << 10;
-
-/* AddressSanitizer's swapcontext clears the shadow of the whole target
- * stack at every switch, which would dominate the run time; the fiber
- * annotations here tell it what it needs, so call libc's own. */
-int switch_context(ucontext_t *from, const ucontext_t *to)
-{
-#if TF_SIMT_ASAN
-	static int (*libc_swap)(ucontext_t *, const ucontext_t *);
-	if (!libc_swap) {
-		void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-		if (libc)
-			libc_swap = (int (*)(ucontext_t *, const ucontext_t *))dlsym(libc, "swapcontext");
-		if (!libc_swap)
-			libc_swap = swapcontext;
-	}
-	return libc_swap(from, to);
-#else
-	return swapcontext(from, to);
-#endif
-}
 
 /* Record (or print and abort on) a fault; inside a fiber, never returns:
  * the block is abandoned (so nothing on the heap may be live there). */
@@ -117,7 +96,7 @@ void report(const char *msg)
 #if TF_SIMT_ASAN
 		__sanitizer_start_switch_fiber(nullptr, run->scheduler_stack, run->scheduler_stack_size);
 #endif
-		switch_context(&f->ctx, &run->scheduler);
+		context_switch(f->ctx, run->scheduler);
 		abort();        /* an abandoned fiber is never resumed */
 	}
 }
@@ -143,7 +122,7 @@ void yield()
 #if TF_SIMT_ASAN
 	__sanitizer_start_switch_fiber(&f->fake_stack, run->scheduler_stack, run->scheduler_stack_size);
 #endif
-	switch_context(&f->ctx, &run->scheduler);
+	context_switch(f->ctx, run->scheduler);
 #if TF_SIMT_ASAN
 	__sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
 #endif
@@ -161,7 +140,7 @@ void fiber_main()
 #if TF_SIMT_ASAN
 	__sanitizer_start_switch_fiber(nullptr, run->scheduler_stack, run->scheduler_stack_size);
 #endif
-	switch_context(&f->ctx, &run->scheduler);
+	context_switch(f->ctx, run->scheduler);
 	abort();
 }
 
@@ -174,7 +153,7 @@ void resume(fiber *f, char *stack)
 #if TF_SIMT_ASAN
 	__sanitizer_start_switch_fiber(&run->scheduler_fake_stack, stack, stack_bytes);
 #endif
-	switch_context(&run->scheduler, &f->ctx);
+	context_switch(run->scheduler, f->ctx);
 #if TF_SIMT_ASAN
 	__sanitizer_finish_switch_fiber(run->scheduler_fake_stack, nullptr, nullptr);
 #endif
@@ -250,16 +229,6 @@ void at_rest()
 	run->progress = true;
 }
 
-/* The fiber starts in fiber_main on `stack` when first resumed. */
-void start(fiber &f, char *stack)
-{
-	getcontext(&f.ctx);
-	f.ctx.uc_stack.ss_sp = stack;
-	f.ctx.uc_stack.ss_size = stack_bytes;
-	f.ctx.uc_link = nullptr;
-	makecontext(&f.ctx, fiber_main, 0);
-}
-
 void run_block(block_run &r, dim3 grid, dim3 block, uint3 b, schedule s, std::mt19937_64 &rng,
 	       char *stacks)
 {
@@ -272,7 +241,7 @@ void run_block(block_run &r, dim3 grid, dim3 block, uint3 b, schedule s, std::mt
 				 block, grid };
 		f.index = (int)i;
 		f.state = RUNNING;
-		start(f, stacks + i * stack_bytes);
+		context_start(f.ctx, stacks + i * stack_bytes, stack_bytes, fiber_main);
 	}
 	for (warp &w : r.warps)
 		w = warp{};
