@@ -309,6 +309,23 @@ static void test_out_of_bounds()
 	cudaFree(y);
 }
 
+/* ---- launches a GPU refuses ---- */
+
+static void test_bad_launch()
+{
+	float *y;
+	cudaMalloc(&y, 32 * 4);
+	bool ok = true;
+	const dim3 grids[] = { 1, 0, dim3(1, 65536) }, blocks[] = { 1025, 32, 32 };
+	for (int i = 0; i < 3; i++) {
+		cudaGetLastError();
+		TF_LAUNCH(grids[i], blocks[i], 0, 0, early_exit)(y, -1);
+		ok &= cudaGetLastError() == cudaErrorInvalidConfiguration;
+	}
+	check(ok, "too many threads, an empty grid or too tall a grid is refused");
+	cudaFree(y);
+}
+
 /* ---- fp16 ---- */
 
 static void test_fp16()
@@ -336,6 +353,7 @@ int main()
 	test_divergent_barrier();
 	test_shuffle_lanes();
 	test_out_of_bounds();
+	test_bad_launch();
 	test_fp16();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
