@@ -1,8 +1,9 @@
 /*
  * tf/drafter.h - the drafter kind: speculative token proposals.
  *
- * ABI 1.0 fixes the lifecycle only; the proposal slots are appended by the
- * MTP work (DESIGN.md §3) under the usual append-only rule.
+ * ABI 1.0 fixes the lifecycle only; the proposal slots will be appended by
+ * the MTP work under the usual append-only rule.  No drafter plugin exists
+ * yet: [mtp] enabled fails until one is on the plugin path.
  */
 #ifndef TF_DRAFTER_H
 #define TF_DRAFTER_H

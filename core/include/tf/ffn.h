@@ -23,7 +23,7 @@ typedef struct tf_plugin_ffn {
 			  void **inst);
 	void (*layer_fini)(void *inst);
 	/* x: post-attention-normed hidden [n, hidden_size]; y: [n, hidden_size]
-	 * block output before the residual add. */
+	 * block output before the residual add; both in backend memory. */
 	int (*forward)(void *inst, const float *x, int64_t n, float *y);
 } tf_plugin_ffn;
 

@@ -1,8 +1,9 @@
 /*
  * tf/model.h - the model description read from a checkpoint's config.json.
  *
- * Every Ling-3 value that the spec marks "to confirm from config.json" is a
- * field here, filled by the core's config reader; no plugin hard-codes one.
+ * Every Ling-3 value that varies between checkpoints is a field here, filled
+ * by the core's config reader from config.json; no plugin hard-codes one.
+ * The struct and its arrays live in host memory and are read-only.
  * Fields are only ever appended; struct_size tells a plugin which exist.
  */
 #ifndef TF_MODEL_H

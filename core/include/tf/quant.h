@@ -6,7 +6,10 @@
  * from them: EXL3 trellises, or plain fp16/bf16/fp32 `.weight` tensors.
  * Layer plugins never talk to a quant plugin directly; they call
  * host->lin_open(), which asks every loaded quant plugin's match() and opens
- * the prefix with the best one, then use tf_lin_forward().
+ * the prefix with the best one, then use the tf_lin_* calls below.
+ *
+ * x and y of forward live in backend memory (tf/backend.h alloc); the
+ * slice products' vectors and dequant's matrix live in host memory.
  */
 #ifndef TF_QUANT_H
 #define TF_QUANT_H
@@ -39,7 +42,7 @@ typedef struct tf_plugin_quant {
 	void (*close)(void *lin);
 	/* y[rows, out] = x[rows, in] · Wᵀ (+ bias), backend memory. */
 	int (*forward)(void *lin, const float *x, int64_t rows, float *y);
-	/* Optional: the dense weight as float32 [out, in] (tests, references). */
+	/* Optional: the dense weight as float32 [out, in], host memory. */
 	int (*dequant)(void *lin, float *w);
 
 	/*
@@ -69,12 +72,32 @@ static inline int tf_lin_forward(const tf_lin *l, const float *x, int64_t rows,
 	return l->ops->forward(l->impl, x, rows, y);
 }
 
+/* The dense weight as float32 [out, in] (host memory), or
+ * TF_ERR_UNSUPPORTED when l's format cannot give it. */
+static inline int tf_lin_dequant(const tf_lin *l, float *w)
+{
+	return l->ops->dequant ? l->ops->dequant(l->impl, w) : TF_ERR_UNSUPPORTED;
+}
+
 /* Whether l has the slice products, on slices of `width` features. */
 static inline int tf_lin_has_slices(const tf_lin *l, int64_t width)
 {
 	const tf_plugin_quant *q = l->ops;
 	return q->hdr.struct_size >= offsetof(tf_plugin_quant, backward_slice) + sizeof(void *) &&
 	       q->slice > 0 && width % q->slice == 0 && q->forward_slice && q->backward_slice;
+}
+
+/* The slice products of tf_plugin_quant; only after tf_lin_has_slices. */
+static inline int tf_lin_forward_slice(const tf_lin *l, const float *x, int64_t c0,
+				       int64_t c1, float *y)
+{
+	return l->ops->forward_slice(l->impl, x, c0, c1, y);
+}
+
+static inline int tf_lin_backward_slice(const tf_lin *l, const float *u, int64_t c0,
+					int64_t c1, float *z)
+{
+	return l->ops->backward_slice(l->impl, u, c0, c1, z);
 }
 
 const tf_plugin_quant *tf_plugin_quant_v1(unsigned index);
