@@ -63,6 +63,8 @@ static const struct conf_key conf_schema[] = {
 	KEY("plugins", "ffn.dense", T_NAME),
 	KEY("plugins", "layer.#.attention", T_NAME),
 	KEY("plugins", "layer.#.ffn", T_NAME),
+	KEY("plugins", "router", T_NAME),
+	KEY("plugins", "layer.#.router", T_NAME),
 	KEY("plugins", "drafter", T_NAME),
 	KEY("plugins", "transport", T_NAME),
 

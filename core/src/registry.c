@@ -18,6 +18,7 @@
 #include "tf/drafter.h"
 #include "tf/ffn.h"
 #include "tf/quant.h"
+#include "tf/router.h"
 #include "tf/transport.h"
 
 /* A plugin's entry function returns descriptors up to its first NULL; a
@@ -60,6 +61,10 @@ static const struct slot drafter_slots[] = {
 static const struct slot transport_slots[] = {
 	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini), { NULL, 0 }
 };
+static const struct slot router_slots[] = {
+	SLOT(tf_plugin_router, layer_init), SLOT(tf_plugin_router, layer_fini),
+	SLOT(tf_plugin_router, route), { NULL, 0 }
+};
 
 static const struct kind_info {
 	const char *name;
@@ -71,6 +76,7 @@ static const struct kind_info {
 	[TF_KIND_FFN]       = { "ffn",       ffn_slots },
 	[TF_KIND_DRAFTER]   = { "drafter",   drafter_slots },
 	[TF_KIND_TRANSPORT] = { "transport", transport_slots },
+	[TF_KIND_ROUTER]    = { "router",    router_slots },
 };
 
 typedef const tf_plugin_header *(*entry_fn)(unsigned index);
@@ -571,7 +577,7 @@ int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 	const char *kn = tf_registry_kind_name(kind);
 	char key[64] = "";
 	const char *pin = NULL;
-	if (layer_type && layer >= 0) {
+	if (layer >= 0) {
 		snprintf(key, sizeof(key), "layer.%d.%s", layer, kn);
 		pin = tf_conf_get(conf, "plugins", key);
 	}

@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "tf/backend.h"
 #include "tf/quant.h"
+#include "tf/router.h"
 
 #define PATH_MAX_LEN 4096
 #define MAX_QUANT_COUNTS 16
@@ -35,6 +36,7 @@ struct tf_runtime {
 
 	const tf_plugin_attention **attn;       /* per layer */
 	const tf_plugin_ffn **ffn;
+	const tf_plugin_router **router;        /* per layer, once opened */
 	const tf_plugin_drafter *drafter;
 	const tf_plugin_transport *transport;
 	int64_t context, prefill_chunk;
@@ -154,6 +156,53 @@ static void host_lin_close(const tf_host *h, struct tf_lin *lin)
 	lin->impl = NULL;
 }
 
+/* The router [plugins] layer.<layer>.router or router pins, else the
+ * best-scoring usable one. */
+static int host_router_open(const tf_host *h, int layer, const char *prefix,
+			    struct tf_router *r)
+{
+	tf_runtime *rt = h->ctx;
+	const tf_candidate *c;
+	int rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_ROUTER, NULL, layer, &c);
+	if (rc)
+		return rc;
+	const tf_plugin_router *ops = (const tf_plugin_router *)c->desc;
+	*r = (tf_router){ .ops = ops, .layer = layer, .n_experts = rt->model.num_experts,
+			  .top_k = rt->model.num_experts_per_tok };
+	if ((rc = ops->layer_init(h, layer, prefix, &r->impl))) {
+		r->impl = NULL;
+		return tf_diag_prefix(rc, "router %s", ops->hdr.name);
+	}
+	if (rt->router && layer >= 0 && layer < rt->model.n_layers_total)
+		rt->router[layer] = ops;
+	return TF_OK;
+}
+
+static int host_router_route(const tf_host *h, const struct tf_router *r,
+			     const float *x, int64_t n, int32_t *idx, float *w)
+{
+	int64_t t;
+	int j;
+	int rc = r->ops->route(r->impl, x, n, idx, w);
+	if (rc)
+		return tf_diag_prefix(rc, "router %s", r->ops->hdr.name);
+	if (tf_router_check(r, idx, w, n, &t, &j)) {
+		int64_t at = t * r->top_k + j;
+		return tf_diag_set(TF_ERR_INTERNAL, "router %s gave token %lld expert %d "
+				   "with weight %g in slot %d: expert ids must be distinct "
+				   "in 0..%d and weights finite", r->ops->hdr.name,
+				   (long long)t, idx[at], (double)w[at], j, r->n_experts - 1);
+	}
+	return TF_OK;
+}
+
+static void host_router_close(const tf_host *h, struct tf_router *r)
+{
+	if (r->ops && r->impl)
+		r->ops->layer_fini(r->impl);
+	r->impl = NULL;
+}
+
 /* ---- opening, step by step ---- */
 
 static int rt_load_conf(tf_runtime *rt, const char *ini,
@@ -262,6 +311,9 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.model = &rt->model;
 	rt->host.lin_open = host_lin_open;
 	rt->host.lin_close = host_lin_close;
+	rt->host.router_open = host_router_open;
+	rt->host.router_route = host_router_route;
+	rt->host.router_close = host_router_close;
 }
 
 static int rt_start_backend(tf_runtime *rt)
@@ -313,7 +365,8 @@ static int rt_choose_plugins(tf_runtime *rt)
 
 	rt->attn = calloc((size_t)m->n_layers_total, sizeof(*rt->attn));
 	rt->ffn = calloc((size_t)m->n_layers_total, sizeof(*rt->ffn));
-	if (!rt->attn || !rt->ffn)
+	rt->router = calloc((size_t)m->n_layers_total, sizeof(*rt->router));
+	if (!rt->attn || !rt->ffn || !rt->router)
 		return tf_diag_set(TF_ERR_NOMEM, "plugins of %d layers: out of memory",
 				   m->n_layers_total);
 	for (int i = 0; i < m->n_layers_total; i++) {
@@ -430,6 +483,7 @@ void tf_runtime_close(tf_runtime *rt)
 	tf_conf_free(rt->conf);
 	free(rt->attn);
 	free(rt->ffn);
+	free(rt->router);
 	free(rt);
 }
 
@@ -473,6 +527,7 @@ static int layer_run_end(const tf_runtime *rt, int i)
 	const tf_model_config *m = &rt->model;
 	int j = i + 1;
 	while (j < m->n_layers_total && rt->attn[j] == rt->attn[i] && rt->ffn[j] == rt->ffn[i] &&
+	       rt->router[j] == rt->router[i] &&
 	       m->layer_attn[j] == m->layer_attn[i] && m->layer_ffn[j] == m->layer_ffn[i] &&
 	       (j < m->num_hidden_layers) == (i < m->num_hidden_layers))
 		j++;
@@ -507,9 +562,11 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 		j = layer_run_end(rt, i);
 		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
 		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
-		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s)%s\n", i, j - 1,
+		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s%s%s)%s\n", i, j - 1,
 			at ? at : "?", rt->attn[i]->hdr.name,
 			ft ? ft : "?", rt->ffn[i]->hdr.name,
+			rt->router[i] ? ", router " : "",
+			rt->router[i] ? rt->router[i]->hdr.name : "",
 			i >= m->num_hidden_layers ? "  [MTP]" : "");
 	}
 	if (rt->drafter)
@@ -537,6 +594,8 @@ static int json_layers(const tf_runtime *rt, cJSON *root)
 		    !cJSON_AddStringToObject(o, "attention_plugin", rt->attn[i]->hdr.name) ||
 		    !cJSON_AddStringToObject(o, "ffn", ft ? ft : "?") ||
 		    !cJSON_AddStringToObject(o, "ffn_plugin", rt->ffn[i]->hdr.name) ||
+		    (rt->router[i] &&
+		     !cJSON_AddStringToObject(o, "router_plugin", rt->router[i]->hdr.name)) ||
 		    !cJSON_AddBoolToObject(o, "mtp", i >= m->num_hidden_layers))
 			return TF_ERR_NOMEM;
 	}

@@ -138,6 +138,25 @@ Test(registry, wrong_kind_from_an_entry)
 			"tf_plugin_ffn_v1 returned a descriptor of kind 2");
 }
 
+Test(registry, older_abi_minors_load)
+{
+	/* Plugins built against ABI 1.2 and 1.3 load and probe under 1.4. */
+	tf_registry *r = reg_new();
+	cr_assert_eq(tf_registry_add(r, TF_TEST_PLUGINS "/old", "test"), TF_OK, "%s",
+		     tf_diag_msg());
+	tf_registry_probe(r, TF_KIND_FFN, &bare_host);
+	for (int minor = 2; minor <= 3; minor++) {
+		char name[16];
+		snprintf(name, sizeof(name), "toy-1-%d", minor);
+		const tf_candidate *c = find(r, name);
+		cr_assert_eq(c->desc->abi_minor, minor);
+		cr_assert_lt(c->desc->abi_minor, TF_ABI_MINOR);
+		cr_assert_eq(c->status, TF_OK, "%s: %s", name, c->why);
+		cr_assert(c->probed);
+	}
+	tf_registry_free(r);
+}
+
 Test(registry, probe_failure_keeps_the_reason)
 {
 	tf_registry *r = reg_new();

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 3
+#define TF_ABI_MINOR 4
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))
@@ -49,6 +49,7 @@ typedef enum tf_plugin_kind {
 	TF_KIND_FFN,
 	TF_KIND_DRAFTER,
 	TF_KIND_TRANSPORT,
+	TF_KIND_ROUTER,                 /* since ABI 1.4 */
 	TF_KIND_COUNT
 } tf_plugin_kind;
 
@@ -84,6 +85,7 @@ typedef enum tf_log_level {
 
 struct tf_backend;
 struct tf_lin;
+struct tf_router;
 
 /*
  * Services the host gives every plugin.  Pointers stay valid until the
@@ -143,6 +145,18 @@ typedef struct tf_host {
 	 * message, such as the config.json keys behind a linear's shape. */
 	int (*error_note)(const struct tf_host *h, int status, const char *fmt, ...)
 		__attribute__((format(printf, 3, 4)));
+
+	/* Since ABI 1.4, optional.  Open the router of MoE layer `layer`,
+	 * stored under `prefix` ("model.layers.<layer>.mlp"), through the
+	 * router plugin the INI pins for the layer or the best-scoring one
+	 * (tf/router.h).  Release with router_close. */
+	int (*router_open)(const struct tf_host *h, int layer, const char *prefix,
+			   struct tf_router *r);
+	/* Route n tokens through r (tf_plugin_router.route) and check the
+	 * answer: a faulty one fails naming the router plugin. */
+	int (*router_route)(const struct tf_host *h, const struct tf_router *r,
+			    const float *x, int64_t n, int32_t *idx, float *w);
+	void (*router_close)(const struct tf_host *h, struct tf_router *r);
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */
