@@ -46,6 +46,8 @@ struct conf_key {
 
 static const struct conf_key conf_schema[] = {
 	KEY("model", "path", T_PATH),
+	KEY("model", "layer.#.attention", T_NAME),
+	KEY("model", "layer.#.ffn", T_NAME),
 
 	RANGE("runtime", "context", T_INT, 1, 1 << 30),
 	RANGE("runtime", "threads", T_INT, 0, 4096),
@@ -57,10 +59,8 @@ static const struct conf_key conf_schema[] = {
 	KEY("plugins", "backend", T_NAME),
 	KEY("plugins", "quant", T_NAME),
 	KEY("plugins", "exclude", T_NAMES),
-	KEY("plugins", "attention.kda", T_NAME),
-	KEY("plugins", "attention.mla", T_NAME),
-	KEY("plugins", "ffn.moe", T_NAME),
-	KEY("plugins", "ffn.dense", T_NAME),
+	KEY("plugins", "attention.*", T_NAME),
+	KEY("plugins", "ffn.*", T_NAME),
 	KEY("plugins", "layer.#.attention", T_NAME),
 	KEY("plugins", "layer.#.ffn", T_NAME),
 	KEY("plugins", "router", T_NAME),
@@ -109,10 +109,24 @@ struct tf_conf {
 
 /* ---- the schema ---- */
 
-/* "layer.#.ffn" matches "layer.12.ffn": '#' stands for 1-6 digits. */
+/* A layer type's name: what '*' stands for in a key. */
+static bool type_char(char c)
+{
+	return islower((unsigned char)c) || isdigit((unsigned char)c) || c == '_' || c == '-';
+}
+
+/* "layer.#.ffn" matches "layer.12.ffn": '#' stands for 1-6 digits; '*' (last
+ * in a pattern) for a layer type, 1-31 of [a-z0-9_-], so "ffn.*" matches
+ * "ffn.moe" and the type a plugin adds. */
 static bool key_matches(const char *pattern, const char *key)
 {
 	for (; *pattern; pattern++) {
+		if (*pattern == '*') {
+			size_t n = 0;
+			while (type_char(key[n]))
+				n++;
+			return n >= 1 && n <= 31 && key[n] == 0;
+		}
 		if (*pattern != '#') {
 			if (*key++ != *pattern)
 				return false;

@@ -280,19 +280,25 @@ static int rt_plan(tf_runtime *rt)
 	return rc;
 }
 
-/* Every layer.<N> key must name a layer the model has. */
-static int rt_check_layer_keys(const tf_runtime *rt)
+/* Every layer.<N> key must name a layer the model has; [model]
+ * layer.<N>.attention and .ffn rename that layer's type. */
+static int rt_layer_keys(tf_runtime *rt)
 {
 	for (size_t i = 0; i < tf_conf_count(rt->conf); i++) {
 		const char *section, *key, *value;
 		tf_conf_at(rt->conf, i, &section, &key, &value);
 		long n;
-		if (strcmp(section, "plugins") || sscanf(key, "layer.%ld.", &n) != 1)
+		int end = 0;
+		if ((strcmp(section, "plugins") && strcmp(section, "model")) ||
+		    sscanf(key, "layer.%ld.%n", &n, &end) != 1)
 			continue;
 		if (n >= rt->model.n_layers_total)
-			return tf_conf_fail(rt->conf, TF_ERR_RANGE, "plugins", key,
+			return tf_conf_fail(rt->conf, TF_ERR_RANGE, section, key,
 					    "the model has layers 0..%d",
 					    rt->model.n_layers_total - 1);
+		if (!strcmp(section, "model"))
+			tf_config_set_layer_type(&rt->model, (int)n, !strcmp(key + end, "ffn"),
+						 value);
 	}
 	return TF_OK;
 }
@@ -340,14 +346,6 @@ static void rt_probe_rest(tf_runtime *rt)
 		tf_registry_probe(rt->reg, (tf_plugin_kind)k, &rt->host);
 }
 
-static const char *const attn_types[] = { [TF_ATTN_KDA] = "kda", [TF_ATTN_MLA] = "mla" };
-static const char *const ffn_types[] = { [TF_FFN_DENSE] = "dense", [TF_FFN_MOE] = "moe" };
-
-static const char *layer_type(const char *const *names, size_t n, unsigned v)
-{
-	return v < n && names[v] ? names[v] : NULL;
-}
-
 /* The attention and ffn plugin of every layer, the quant pin, and the
  * drafter and transport when they will be used. */
 static int rt_choose_plugins(tf_runtime *rt)
@@ -370,11 +368,7 @@ static int rt_choose_plugins(tf_runtime *rt)
 		return tf_diag_set(TF_ERR_NOMEM, "plugins of %d layers: out of memory",
 				   m->n_layers_total);
 	for (int i = 0; i < m->n_layers_total; i++) {
-		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
-		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
-		if (!at || !ft)
-			return tf_diag_set(TF_ERR_INTERNAL, "layer %d: no layer type "
-					   "in the schedule", i);
+		const char *at = m->attn_type[i], *ft = m->ffn_type[i];
 		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_ATTENTION, at,
 					     i, &c)))
 			return rc;
@@ -425,7 +419,7 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = rt_load_model(rt, ini_path, true);
 	if (!rc)
-		rc = rt_check_layer_keys(rt);
+		rc = rt_layer_keys(rt);
 	if (!rc)
 		rc = rt_plan(rt);
 	if (!rc)
@@ -528,7 +522,7 @@ static int layer_run_end(const tf_runtime *rt, int i)
 	int j = i + 1;
 	while (j < m->n_layers_total && rt->attn[j] == rt->attn[i] && rt->ffn[j] == rt->ffn[i] &&
 	       rt->router[j] == rt->router[i] &&
-	       m->layer_attn[j] == m->layer_attn[i] && m->layer_ffn[j] == m->layer_ffn[i] &&
+	       !strcmp(m->attn_type[j], m->attn_type[i]) && !strcmp(m->ffn_type[j], m->ffn_type[i]) &&
 	       (j < m->num_hidden_layers) == (i < m->num_hidden_layers))
 		j++;
 	return j;
@@ -560,11 +554,9 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 	/* One line per run of layers sharing types and plugins. */
 	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
 		j = layer_run_end(rt, i);
-		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
-		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
+		const char *at = m->attn_type[i], *ft = m->ffn_type[i];
 		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s%s%s)%s\n", i, j - 1,
-			at ? at : "?", rt->attn[i]->hdr.name,
-			ft ? ft : "?", rt->ffn[i]->hdr.name,
+			at, rt->attn[i]->hdr.name, ft, rt->ffn[i]->hdr.name,
 			rt->router[i] ? ", router " : "",
 			rt->router[i] ? rt->router[i]->hdr.name : "",
 			i >= m->num_hidden_layers ? "  [MTP]" : "");
@@ -584,15 +576,14 @@ static int json_layers(const tf_runtime *rt, cJSON *root)
 		return TF_ERR_NOMEM;
 	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
 		j = layer_run_end(rt, i);
-		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
-		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
+		const char *at = m->attn_type[i], *ft = m->ffn_type[i];
 		cJSON *o = cJSON_CreateObject();
 		if (!o || !cJSON_AddItemToArray(runs, o) ||
 		    !cJSON_AddNumberToObject(o, "first", i) ||
 		    !cJSON_AddNumberToObject(o, "last", j - 1) ||
-		    !cJSON_AddStringToObject(o, "attention", at ? at : "?") ||
+		    !cJSON_AddStringToObject(o, "attention", at) ||
 		    !cJSON_AddStringToObject(o, "attention_plugin", rt->attn[i]->hdr.name) ||
-		    !cJSON_AddStringToObject(o, "ffn", ft ? ft : "?") ||
+		    !cJSON_AddStringToObject(o, "ffn", ft) ||
 		    !cJSON_AddStringToObject(o, "ffn_plugin", rt->ffn[i]->hdr.name) ||
 		    (rt->router[i] &&
 		     !cJSON_AddStringToObject(o, "router_plugin", rt->router[i]->hdr.name)) ||

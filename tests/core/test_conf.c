@@ -205,6 +205,24 @@ Test(conf, set_overrides_and_validates)
 	tf_conf_free(c);
 }
 
+Test(conf, layer_types_are_open_names)
+{
+	/* A type a plugin adds is a key like the core's own. */
+	cr_assert_eq(tf_conf_check_set("plugins.attention.toy=toy-mean"), TF_OK, "%s",
+		     tf_diag_msg());
+	cr_assert_eq(tf_conf_check_set("plugins.ffn.my_ffn-2=x"), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_check_set("model.layer.3.attention=toy"), TF_OK, "%s",
+		     tf_diag_msg());
+	static const char *const bad[] = {
+		"plugins.attention.=x", "plugins.attention.Toy=x", "plugins.attention.a.b=x",
+		"plugins.attention.a_very_long_layer_type_name_of_32=x", "model.layer.3.toy=x",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(tf_conf_check_set(bad[i]), TF_ERR_INVALID, "%s", bad[i]);
+		cr_assert(strstr(tf_diag_msg(), "unknown key"), "%s: %s", bad[i], tf_diag_msg());
+	}
+}
+
 Test(conf, load_from_disk_and_missing_file)
 {
 	char path[] = "/tmp/tf-conf-XXXXXX.ini";
@@ -237,11 +255,14 @@ Test(conf, docs_cover_every_key)
 	const char *section, *key;
 	for (size_t i = 0; (key = tf_conf_schema_at(i, &section)); i++) {
 		char want[96], head[48];
-		/* "layer.#.ffn" is written `layer.<N>.ffn` */
-		const char *hash = strchr(key, '#');
+		/* "layer.#.ffn" is written `layer.<N>.ffn`, "ffn.*" `ffn.<type>` */
+		const char *hash = strchr(key, '#'), *star = strchr(key, '*');
 		if (hash)
 			snprintf(want, sizeof(want), "`%.*s<N>%s`", (int)(hash - key), key,
 				 hash + 1);
+		else if (star)
+			snprintf(want, sizeof(want), "`%.*s<type>%s`", (int)(star - key), key,
+				 star + 1);
 		else
 			snprintf(want, sizeof(want), "`%s`", key);
 		snprintf(head, sizeof(head), "## [%s]", section);

@@ -107,6 +107,10 @@ class BadInput(unittest.TestCase):
         self.expect_error(self.good, [1, 2, 3], ["router bad-nan", "weight nan", "layer "],
                           "--set", path, "--set", "plugins.router=bad-nan")
 
+    def test_layer_type_nobody_serves(self):
+        self.expect_error(self.good, None, ["layer 2", "layer type warp"],
+                          "--set", "model.layer.2.attention=warp")
+
     def test_router_unknown(self):
         self.expect_error(self.good, None, ["plugins", "router", "no router plugin named 'nope'"],
                           "--set", "plugins.router=nope")

@@ -9,6 +9,8 @@
                must be the quantization error and nothing else
     QuantPaths which quant path opens the EXL3 linears by default (float),
                and that the INI pins each of the others
+    NewLayerType  a layer type only a test plugin serves, given to two
+               layers by the INI, vs the reference with the same layers
 
 Run by ctest (tests/model/CMakeLists.txt); `-k Bf16` picks one class.
 """
@@ -16,6 +18,8 @@ import json
 import subprocess
 import tempfile
 import unittest
+
+import numpy as np
 
 import tfmodel as tm
 
@@ -33,6 +37,52 @@ class Bf16(unittest.TestCase):
             toks = tm.prompt(n, seed, rt.vocab)
             tm.check(self, f"bf16 {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
                      ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
+
+class NewLayerType(unittest.TestCase):
+    """A layer type the core has never heard of, added by a plugin alone:
+    tests/registry/toy_mean.c serves "toy" (the running mean of the layer
+    input), and the INI gives it a KDA and an MLA layer.  The reference is
+    ling_ref.py with those two layers' attention replaced by the same mean."""
+
+    LAYERS = (1, 3)
+
+    def sets(self):
+        return [f"plugins.path={tm.env('TF_TOY_PLUGINS')}", "plugins.attention.toy=toy-mean"] + \
+               [f"model.layer.{i}.attention=toy" for i in self.LAYERS]
+
+    def test_toy_layers_match_reference(self):
+        model = tm.model_dir("ling-tiny")
+        rt, ref = tm.Runtime(model, sets=self.sets()), tm.Reference(model)
+        self.addCleanup(rt.close)
+        toy = {f"model.layers.{i}.attention" for i in self.LAYERS}
+        mla, kda = ref.m.mla, ref.m.kda
+        mean = lambda x: np.cumsum(x, axis=0) / np.arange(1, len(x) + 1)[:, None]
+        ref.m.mla = lambda x, p, pos: mean(x) if p in toy else mla(x, p, pos)
+        ref.m.kda = lambda x, p: mean(x) if p in toy else kda(x, p)
+        plain = tm.Reference(model)
+        for n, seed, chunk in PROMPTS[1:]:
+            toks = tm.prompt(n, seed, rt.vocab)
+            got = rt.logits(toks, chunk)
+            tm.check(self, f"toy layers {n} tokens, chunk {chunk or 64}", got,
+                     ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+            # The toy layers ran: the model without them is far off.
+            rel, _, _ = tm.check(self, "  (vs the model without toy layers)", got,
+                                 plain.logits(toks))
+            self.assertGreater(rel, 100 * tm.REF_MAX_REL)
+
+    def test_check_names_the_type_and_plugin(self):
+        with tempfile.TemporaryDirectory() as d:
+            ini = tm.write_ini(d, tm.model_dir("ling-tiny"))
+            cmd = [tm.env("TF_TFRUN"), ini, "--check", "--json"]
+            for kv in self.sets():
+                cmd += ["--set", kv]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            runs = json.loads(p.stdout)["layers"]
+            for i in self.LAYERS:
+                run = [r for r in runs if r["first"] <= i <= r["last"]][0]
+                self.assertEqual((run["attention"], run["attention_plugin"]), ("toy", "toy-mean"))
 
 
 class Exl3(unittest.TestCase):

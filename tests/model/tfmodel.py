@@ -9,6 +9,7 @@ sets it):
                 (ling-tiny-q; ling-tiny when the full conversion was made)
   TF_ROUTER     the router plugin every INI pins (unset: the best-scoring)
   TF_BAD_ROUTERS  a folder of routers that break their contract
+  TF_TOY_PLUGINS  a folder with a plugin of a new attention type ("toy")
 """
 import os
 import subprocess
