@@ -261,6 +261,23 @@ static bool in_choices(const char *choices, const char *v)
 	return false;
 }
 
+/* The index of v among the '|'-separated choices of k. */
+static int parse_enum(const struct conf_key *k, const char *v, int *out)
+{
+	size_t n = strlen(v);
+	int i = 0;
+	for (const char *c = k->choices; c; i++) {
+		const char *bar = strchr(c, '|');
+		size_t len = bar ? (size_t)(bar - c) : strlen(c);
+		if (len == n && !strncmp(c, v, n)) {
+			*out = i;
+			return TF_OK;
+		}
+		c = bar ? bar + 1 : NULL;
+	}
+	return bad_value(k, v, "is not one of its choices");
+}
+
 /* Every item of a `sep`-separated list is non-empty (after trimming
  * blanks) and, for names, a name. */
 static int check_list(const struct conf_key *k, const char *v, char sep, bool names)
@@ -659,6 +676,7 @@ CONF_GETTER(tf_conf_get_int, int64_t, T_INT, parse_int)
 CONF_GETTER(tf_conf_get_float, double, T_FLOAT, parse_float)
 CONF_GETTER(tf_conf_get_bool, bool, T_BOOL, parse_bool)
 CONF_GETTER(tf_conf_get_size, uint64_t, T_SIZE, parse_size)
+CONF_GETTER(tf_conf_get_enum, int, T_ENUM, parse_enum)
 
 int tf_conf_resolve(const tf_conf *c, const char *path, char *buf, size_t size)
 {

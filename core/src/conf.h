@@ -51,6 +51,9 @@ int tf_conf_get_bool(const tf_conf *c, const char *section, const char *key,
 /* Bytes, with an optional K, M, G or T suffix (powers of 1024). */
 int tf_conf_get_size(const tf_conf *c, const char *section, const char *key,
 		     uint64_t def, uint64_t *out);
+/* The index of the value among the key's '|'-separated choices. */
+int tf_conf_get_enum(const tf_conf *c, const char *section, const char *key,
+		     int def, int *out);
 /* A path resolved against the INI file's folder into buf; *out is NULL
  * when unset, else buf. */
 int tf_conf_get_path(const tf_conf *c, const char *section, const char *key,

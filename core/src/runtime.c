@@ -89,6 +89,20 @@ static const char *host_conf_get(const tf_host *h, const char *section,
 	return tf_conf_get(rt->conf, section, key);
 }
 
+/* The typed reads of tf_host: conf.h's getters, which fail naming the key. */
+#define HOST_CONF_GETTER(name, ctype, getter)                                    \
+	static int name(const tf_host *h, const char *section, const char *key,  \
+			ctype def, ctype *out)                                   \
+	{                                                                        \
+		const tf_runtime *rt = h->ctx;                                   \
+		return getter(rt->conf, section, key, def, out);                 \
+	}
+
+HOST_CONF_GETTER(host_conf_int, int64_t, tf_conf_get_int)
+HOST_CONF_GETTER(host_conf_size, uint64_t, tf_conf_get_size)
+HOST_CONF_GETTER(host_conf_bool, bool, tf_conf_get_bool)
+HOST_CONF_GETTER(host_conf_enum, int, tf_conf_get_enum)
+
 static int host_weight_get(const tf_host *h, const char *name, tf_tensor *out)
 {
 	const tf_runtime *rt = h->ctx;
@@ -312,6 +326,10 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.error = host_error;
 	rt->host.error_note = host_error_note;
 	rt->host.conf_get = host_conf_get;
+	rt->host.conf_int = host_conf_int;
+	rt->host.conf_size = host_conf_size;
+	rt->host.conf_bool = host_conf_bool;
+	rt->host.conf_enum = host_conf_enum;
 	rt->host.weight_get = host_weight_get;
 	rt->host.weight_release = host_weight_release;
 	rt->host.model = &rt->model;

@@ -116,6 +116,10 @@ Test(conf, bad_values_name_line_and_key)
 		    "cfg/model.ini:4: [runtime] memory_limit: '3X' is not a size");
 	parse_fails("[runtime]\nmemory_limit = 99999999999T\n", TF_ERR_INVALID,
 		    "is too large");
+	parse_fails("[runtime]\nthreads = 5000\n", TF_ERR_INVALID,
+		    "[runtime] threads: 5000 is outside 0..4096");
+	parse_fails("[runtime]\nthreads = -1\n", TF_ERR_INVALID,
+		    "[runtime] threads: -1 is outside 0..4096");
 	parse_fails("[sampling]\ntop_p = 1.5\n", TF_ERR_INVALID,
 		    "[sampling] top_p: 1.5 is outside 0..1");
 	parse_fails("[sampling]\ntemperature = nan\n", TF_ERR_INVALID,

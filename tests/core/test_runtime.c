@@ -84,6 +84,24 @@ Test(runtime, host_services)
 	cr_assert_str_eq(h->conf_get(h, "runtime", "threads"), "1");
 	cr_assert_null(h->conf_get(h, "sampling", "seed"));
 
+	/* typed reads: the value as the schema types it, or the default */
+	int64_t v;
+	uint64_t u;
+	bool b;
+	int e;
+	cr_assert_eq(h->conf_int(h, "runtime", "threads", 7, &v), TF_OK);
+	cr_assert_eq(v, 1);
+	cr_assert_eq(h->conf_int(h, "sampling", "seed", -5, &v), TF_OK);
+	cr_assert_eq(v, -5);
+	cr_assert_eq(h->conf_size(h, "runtime", "memory_limit", 9, &u), TF_OK);
+	cr_assert_eq(u, 9);
+	cr_assert_eq(h->conf_bool(h, "mtp", "enabled", true, &b), TF_OK);
+	cr_assert_eq(b, true);
+	cr_assert_eq(h->conf_enum(h, "runtime", "log_level", 3, &e), TF_OK);
+	cr_assert_eq(e, 3);
+	cr_assert_neq(h->conf_int(h, "runtime", "log_level", 0, &v), TF_OK);
+	cr_assert(strstr(tf_diag_msg(), "[runtime] log_level"), "%s", tf_diag_msg());
+
 	tf_tensor t;
 	cr_assert_eq(h->weight_get(h, "lm_head.weight", &t), TF_OK);
 	cr_assert_eq(t.shape[1], h->model->hidden_size);
@@ -118,6 +136,24 @@ Test(runtime, host_services)
 			 "recognises its tensors"), "%s", tf_diag_msg());
 	cr_assert_eq(h->error(h, TF_ERR_FORMAT, "tensor %s", "w"), TF_ERR_FORMAT);
 	cr_assert_str_eq(tf_diag_msg(), "tensor w");
+	tf_runtime_close(rt);
+}
+
+Test(runtime, typed_conf_reads_of_set_values)
+{
+	const char *ov[] = { "runtime.log_level=info", "runtime.memory_limit=2G",
+			     "mtp.enabled=no" };
+	tf_runtime *rt = open_ok(ov, 3);
+	const tf_host *h = tf_runtime_host(rt);
+	int e;
+	uint64_t u;
+	bool b;
+	cr_assert_eq(h->conf_enum(h, "runtime", "log_level", 0, &e), TF_OK);
+	cr_assert_eq(e, 2);
+	cr_assert_eq(h->conf_size(h, "runtime", "memory_limit", 0, &u), TF_OK);
+	cr_assert_eq(u, (uint64_t)2 << 30);
+	cr_assert_eq(h->conf_bool(h, "mtp", "enabled", true, &b), TF_OK);
+	cr_assert_eq(b, false);
 	tf_runtime_close(rt);
 }
 

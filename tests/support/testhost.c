@@ -2,6 +2,7 @@
 #include "testhost.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,49 @@ static const char *th_conf_get(const tf_host *h, const char *section,
 		    !strcmp(th->conf[i].key, key))
 			return th->conf[i].value;
 	return NULL;
+}
+
+/* The typed reads of tf_host over the strings tf_testhost_set_conf stored:
+ * the whole value must parse, or the read fails naming the key.  There is
+ * no schema here (no ranges, no enums): the runtime's reads are tested in
+ * tests/core. */
+static int th_conf_int(const tf_host *h, const char *section, const char *key,
+		       int64_t def, int64_t *out)
+{
+	const char *v = th_conf_get(h, section, key);
+	char *end;
+	*out = def;
+	if (!v)
+		return TF_OK;
+	errno = 0;
+	*out = strtoll(v, &end, 10);
+	if (errno || end == v || *end)
+		return th_error(h, TF_ERR_INVALID, "[%s] %s: '%s' is not an integer",
+				section, key, v);
+	return TF_OK;
+}
+
+static int th_conf_size(const tf_host *h, const char *section, const char *key,
+			uint64_t def, uint64_t *out)
+{
+	int64_t v;
+	int rc = th_conf_int(h, section, key, (int64_t)def, &v);
+	if (!rc && v < 0)
+		rc = th_error(h, TF_ERR_INVALID, "[%s] %s: %lld is not a size", section, key,
+			      (long long)v);
+	*out = (uint64_t)v;
+	return rc;
+}
+
+static int th_conf_bool(const tf_host *h, const char *section, const char *key,
+			bool def, bool *out)
+{
+	const char *v = th_conf_get(h, section, key);
+	*out = v ? !strcmp(v, "true") : def;
+	if (v && !*out && strcmp(v, "false"))
+		return th_error(h, TF_ERR_INVALID, "[%s] %s: '%s' is not true or false",
+				section, key, v);
+	return TF_OK;
 }
 
 /* A new reader of a released tensor gets its bytes back, as the
@@ -223,6 +267,9 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 		.log = th_log,
 		.error = th_error,
 		.conf_get = th_conf_get,
+		.conf_int = th_conf_int,
+		.conf_size = th_conf_size,
+		.conf_bool = th_conf_bool,
 		.weight_get = th_weight_get,
 		.weight_release = th_weight_release,
 		.model = &th->cfg,

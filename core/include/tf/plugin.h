@@ -105,8 +105,9 @@ typedef struct tf_host {
 	int (*error)(const struct tf_host *h, int status, const char *fmt, ...)
 		__attribute__((format(printf, 3, 4)));
 
-	/* INI access: the value of [section] key, or NULL when unset.  Keys a
-	 * plugin reads must be declared in docs/ini.md. */
+	/* INI access: the value of [section] key as written, or NULL when
+	 * unset.  Keys a plugin reads must be declared in docs/ini.md; the
+	 * typed reads (conf_int ... below) spare a plugin parsing them. */
 	const char *(*conf_get)(const struct tf_host *h, const char *section,
 				const char *key);
 
@@ -157,6 +158,21 @@ typedef struct tf_host {
 	int (*router_route)(const struct tf_host *h, const struct tf_router *r,
 			    const float *x, int64_t n, int32_t *idx, float *w);
 	void (*router_close)(const struct tf_host *h, struct tf_router *r);
+
+	/* Since ABI 1.4, optional.  Typed INI reads, beside conf_get's text:
+	 * the value of [section] key as docs/ini.md types it, already checked
+	 * against its type and range when the INI was loaded, or `def` when
+	 * unset.  Reading a key as a type the INI schema does not give it
+	 * fails, naming the key.  conf_enum gives the value's index among the
+	 * key's choices ("error|warn|info|debug": "info" is 2). */
+	int (*conf_int)(const struct tf_host *h, const char *section, const char *key,
+			int64_t def, int64_t *out);
+	int (*conf_size)(const struct tf_host *h, const char *section, const char *key,
+			 uint64_t def, uint64_t *out);
+	int (*conf_bool)(const struct tf_host *h, const char *section, const char *key,
+			 bool def, bool *out);
+	int (*conf_enum)(const struct tf_host *h, const char *section, const char *key,
+			 int def, int *out);
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */
