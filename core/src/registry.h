@@ -94,6 +94,13 @@ const tf_candidate *tf_registry_at(const tf_registry *r, size_t i);
 /* "backend", "quant", ... ("-" for anything else). */
 const char *tf_registry_kind_name(tf_plugin_kind kind);
 
+/* The INI keys a candidate declares (its `keys` slot), or NULL. */
+const tf_plugin_key *tf_registry_keys(const tf_candidate *c);
+
+/* `tfrun --plugins --keys`: every key the usable and probed-out candidates
+ * declare, as the Markdown table docs/ini.md's plugin keys section holds. */
+int tf_registry_print_keys(const tf_registry *r, FILE *f);
+
 /* The listing of `tfrun --plugins`: one line per candidate, or JSON. */
 int tf_registry_print(const tf_registry *r, FILE *f, bool json);
 

@@ -222,7 +222,7 @@ static void host_router_close(const tf_host *h, struct tf_router *r)
 static int rt_load_conf(tf_runtime *rt, const char *ini,
 			const char *const *overrides, int n)
 {
-	int rc = ini ? tf_conf_load(ini, &rt->conf) : tf_conf_init(NULL, &rt->conf);
+	int rc = ini ? tf_conf_load_open(ini, &rt->conf) : tf_conf_init(NULL, &rt->conf);
 	for (int i = 0; !rc && i < n; i++)
 		rc = tf_conf_set(rt->conf, overrides[i]);
 	if (rc)
@@ -310,9 +310,9 @@ static int rt_layer_keys(tf_runtime *rt)
 			return tf_conf_fail(rt->conf, TF_ERR_RANGE, section, key,
 					    "the model has layers 0..%d",
 					    rt->model.n_layers_total - 1);
-		if (!strcmp(section, "model"))
-			tf_config_set_layer_type(&rt->model, (int)n, !strcmp(key + end, "ffn"),
-						 value);
+		bool ffn = !strcmp(key + end, "ffn");
+		if (!strcmp(section, "model") && (ffn || !strcmp(key + end, "attention")))
+			tf_config_set_layer_type(&rt->model, (int)n, ffn, value);
 	}
 	return TF_OK;
 }
@@ -338,6 +338,22 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.router_open = host_router_open;
 	rt->host.router_route = host_router_route;
 	rt->host.router_close = host_router_close;
+}
+
+/* The keys every sound plugin on the path declares join the INI's schema;
+ * then no key may be left that nobody declares. */
+static int rt_declare_keys(tf_runtime *rt)
+{
+	for (size_t i = 0; i < tf_registry_count(rt->reg); i++) {
+		const tf_candidate *c = tf_registry_at(rt->reg, i);
+		const tf_plugin_key *k = c->status ? NULL : tf_registry_keys(c);
+		for (; k && k->section; k++) {
+			int rc = tf_conf_declare(rt->conf, c->name, k);
+			if (rc)
+				return tf_diag_prefix(rc, "%s", c->file);
+		}
+	}
+	return tf_conf_check_pending(rt->conf);
 }
 
 static int rt_start_backend(tf_runtime *rt)
@@ -443,6 +459,8 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
+		rc = rt_declare_keys(rt);
+	if (!rc)
 		rc = rt_start_backend(rt);
 	if (!rc) {
 		rt_probe_rest(rt);
@@ -467,6 +485,8 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 		rc = rt_load_model(rt, ini_path, false);
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = rt_declare_keys(rt);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;

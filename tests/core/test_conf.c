@@ -221,10 +221,54 @@ Test(conf, layer_types_are_open_names)
 		"plugins.attention.=x", "plugins.attention.Toy=x", "plugins.attention.a.b=x",
 		"plugins.attention.a_very_long_layer_type_name_of_32=x", "model.layer.3.toy=x",
 	};
+	tf_conf *c = parse_ok(good);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cr_assert_eq(tf_conf_check_set(bad[i]), TF_ERR_INVALID, "%s", bad[i]);
+		cr_assert_eq(tf_conf_set(c, bad[i]), TF_ERR_INVALID, "%s", bad[i]);
 		cr_assert(strstr(tf_diag_msg(), "unknown key"), "%s: %s", bad[i], tf_diag_msg());
 	}
+	tf_conf_free(c);
+}
+
+Test(conf, open_description_waits_for_declared_keys)
+{
+	static const tf_plugin_key keys[] = {
+		{ .section = "toy", .name = "depth", .type = TF_KEY_INT, .min = 1, .max = 9,
+		  .def = "3" },
+		{ .section = "runtime", .name = "spin", .type = TF_KEY_BOOL },
+	};
+	tf_conf *c;
+	int64_t v;
+	bool b;
+	cr_assert_eq(tf_conf_init(NULL, &c), TF_OK);
+	cr_assert_eq(tf_conf_set(c, "toy.depth=12"), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_set(c, "runtime.spin=yes"), TF_OK);
+	cr_assert_eq(tf_conf_declare(c, "toy-x", &keys[0]), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_declare(c, "toy-x", &keys[1]), TF_OK);
+	cr_assert_eq(tf_conf_declare(c, "toy-y", &keys[0]), TF_OK, "one list, two descriptors");
+	cr_assert_eq(tf_conf_check_pending(c), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "--set: [toy] depth: 12 is outside 1..9"), "%s",
+		  tf_diag_msg());
+	cr_assert_eq(tf_conf_set(c, "toy.depth=4"), TF_OK);
+	cr_assert_eq(tf_conf_check_pending(c), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_get_int(c, "toy", "depth", 0, &v), TF_OK);
+	cr_assert_eq(v, 4);
+	cr_assert_eq(tf_conf_get_bool(c, "runtime", "spin", false, &b), TF_OK);
+	cr_assert(b);
+	tf_conf_free(c);
+
+	/* unset: the declared default; an undeclared key stays unknown */
+	cr_assert_eq(tf_conf_init(NULL, &c), TF_OK);
+	cr_assert_eq(tf_conf_declare(c, "toy-x", &keys[0]), TF_OK);
+	cr_assert_eq(tf_conf_get_int(c, "toy", "depth", 0, &v), TF_OK);
+	cr_assert_eq(v, 3);
+	cr_assert_eq(tf_conf_set(c, "toy.width=1"), TF_OK);
+	cr_assert_eq(tf_conf_check_pending(c), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "[toy] width: unknown key"), "%s", tf_diag_msg());
+	tf_conf_free(c);
+
+	/* a strict description still refuses what nobody declared */
+	cr_assert_eq(tf_conf_parse("[toy]\ndepth = 2\n", 16, "x.ini", &c), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "unknown section [toy]"), "%s", tf_diag_msg());
 }
 
 Test(conf, load_from_disk_and_missing_file)

@@ -157,6 +157,45 @@ Test(runtime, typed_conf_reads_of_set_values)
 	tf_runtime_close(rt);
 }
 
+Test(runtime, plugin_keys_are_declared_checked_and_read)
+{
+	/* toy-mean declares [toy] mode (mean|sum, default mean) */
+	const char *path = "plugins.path=" TF_TEST_PLUGINS "/toy";
+	const char *unset[] = { path };
+	tf_runtime *rt = open_ok(unset, 1);
+	const tf_host *h = tf_runtime_host(rt);
+	int e = -1;
+	cr_assert_eq(h->conf_enum(h, "toy", "mode", 7, &e), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(e, 0, "the declared default, not the caller's");
+	tf_runtime_close(rt);
+
+	const char *set[] = { path, "toy.mode=sum" };
+	rt = open_ok(set, 2);
+	h = tf_runtime_host(rt);
+	cr_assert_eq(h->conf_enum(h, "toy", "mode", 0, &e), TF_OK);
+	cr_assert_eq(e, 1);
+	tf_runtime_close(rt);
+
+	const char *bad_value[] = { path, "toy.mode=median" };
+	open_fails(bad_value, 2, TF_ERR_INVALID, "--set: [toy] mode: 'median' is not one of mean|sum");
+	const char *unknown[] = { path, "toy.moed=sum" };
+	open_fails(unknown, 2, TF_ERR_INVALID, "--set [toy] moed: unknown key");
+	/* without the plugin on the path nobody declares it */
+	const char *absent[] = { "toy.mode=sum" };
+	open_fails(absent, 1, TF_ERR_INVALID, "[toy] mode: unknown key");
+}
+
+Test(runtime, bad_key_declarations_name_plugin_and_key)
+{
+	const char *core[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-core" };
+	open_fails(core, 1, TF_ERR_INVALID,
+		   "plugin keys-core declares [runtime] threads, which is a core key");
+	const char *twin[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-twin" };
+	open_fails(twin, 1, TF_ERR_INVALID, "plugins twin-a and twin-b both declare [twin] depth");
+	const char *enumk[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-enum" };
+	open_fails(enumk, 1, TF_ERR_INVALID, "plugin keys-enum: [bad] flavour: bad declaration");
+}
+
 Test(runtime, overrides_pick_plugins)
 {
 	const char *ov[] = { "plugins.backend=cpu-ref", "plugins.layer.3.attention=mla",

@@ -71,6 +71,20 @@ class NewLayerType(unittest.TestCase):
                                  plain.logits(toks))
             self.assertGreater(rel, 100 * tm.REF_MAX_REL)
 
+    def test_declared_key_switches_the_toy(self):
+        """[toy] mode, a key only the toy plugin declares, makes it sum."""
+        model = tm.model_dir("ling-tiny")
+        rt = tm.Runtime(model, sets=self.sets() + ["toy.mode=sum"])
+        ref = tm.Reference(model)
+        self.addCleanup(rt.close)
+        toy = {f"model.layers.{i}.attention" for i in self.LAYERS}
+        mla, kda = ref.m.mla, ref.m.kda
+        ref.m.mla = lambda x, p, pos: np.cumsum(x, axis=0) if p in toy else mla(x, p, pos)
+        ref.m.kda = lambda x, p: np.cumsum(x, axis=0) if p in toy else kda(x, p)
+        toks = tm.prompt(40, 15, rt.vocab)
+        tm.check(self, "toy layers summing, 40 tokens", rt.logits(toks), ref.logits(toks),
+                 tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
     def test_check_names_the_type_and_plugin(self):
         with tempfile.TemporaryDirectory() as d:
             ini = tm.write_ini(d, tm.model_dir("ling-tiny"))

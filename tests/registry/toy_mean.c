@@ -5,10 +5,12 @@
  *
  *     y[t] = (x[0] + ... + x[t]) / (t + 1)
  *
+ * or with [toy] mode = sum (a key the plugin declares) the sum itself,
  * with no weights.  It proves that a new attention type drops in by INI
  * alone ([model] layer.<N>.attention = toy); docs/plugins.md walks
  * through it.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +22,8 @@ struct toy {
 	int layer;
 	int64_t hidden, max_ctx;
 	int64_t len;                    /* tokens so far */
-	double *sum;                    /* [hidden]: their inputs, summed */
+	bool sum;                       /* [toy] mode = sum */
+	double *acc;                    /* [hidden]: their inputs, summed */
 };
 
 /* x and y are in backend memory; the plugin reads them directly. */
@@ -38,18 +41,30 @@ static int64_t toy_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
 	return h->model->hidden_size * (int64_t)sizeof(double);
 }
 
+static const tf_plugin_key toy_keys[] = {
+	{ .section = "toy", .name = "mode", .type = TF_KEY_ENUM, .choices = "mean|sum",
+	  .def = "mean", .help = "what a toy layer outputs: the running mean or sum of its input" },
+	{ .section = NULL },
+};
+
 static int toy_layer_init(const tf_host *h, int layer, const char *prefix,
 			  int64_t max_ctx, void **inst)
 {
+	int mode = 0;
+	if (!TF_HAS_SLOT(h, tf_host, conf_enum) || !h->conf_enum)
+		return h->error(h, TF_ERR_UNSUPPORTED, "%s: toy needs a host with conf_enum", prefix);
+	int rc = h->conf_enum(h, "toy", "mode", 0, &mode);
+	if (rc)
+		return rc;
 	struct toy *t = malloc(sizeof(*t));
-	double *sum = calloc((size_t)h->model->hidden_size, sizeof(double));
-	if (!t || !sum) {
+	double *acc = calloc((size_t)h->model->hidden_size, sizeof(double));
+	if (!t || !acc) {
 		free(t);
-		free(sum);
+		free(acc);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
 	}
 	*t = (struct toy){ .h = h, .layer = layer, .hidden = h->model->hidden_size,
-			   .max_ctx = max_ctx, .sum = sum };
+			   .max_ctx = max_ctx, .sum = mode == 1, .acc = acc };
 	*inst = t;
 	return TF_OK;
 }
@@ -59,7 +74,7 @@ static void toy_layer_fini(void *inst)
 	struct toy *t = inst;
 	if (!t)
 		return;
-	free(t->sum);
+	free(t->acc);
 	free(t);
 }
 
@@ -73,8 +88,8 @@ static int toy_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 	for (int64_t i = 0; i < n; i++) {
 		t->len++;
 		for (int64_t c = 0; c < t->hidden; c++) {
-			t->sum[c] += x[i * t->hidden + c];
-			y[i * t->hidden + c] = (float)(t->sum[c] / (double)t->len);
+			t->acc[c] += x[i * t->hidden + c];
+			y[i * t->hidden + c] = (float)(t->sum ? t->acc[c] : t->acc[c] / (double)t->len);
 		}
 	}
 	return TF_OK;
@@ -84,7 +99,7 @@ static void toy_reset(void *inst)
 {
 	struct toy *t = inst;
 	t->len = 0;
-	memset(t->sum, 0, (size_t)t->hidden * sizeof(double));
+	memset(t->acc, 0, (size_t)t->hidden * sizeof(double));
 }
 
 static int64_t toy_seq_len(void *inst)
@@ -92,7 +107,7 @@ static int64_t toy_seq_len(void *inst)
 	return ((struct toy *)inst)->len;
 }
 
-/* A snapshot: len, then sum. */
+/* A snapshot: len, then acc. */
 static size_t toy_snapshot_size(void *inst)
 {
 	return sizeof(int64_t) + (size_t)((struct toy *)inst)->hidden * sizeof(double);
@@ -102,7 +117,7 @@ static int toy_snapshot(void *inst, void *buf)
 {
 	struct toy *t = inst;
 	memcpy(buf, &t->len, sizeof(int64_t));
-	memcpy((char *)buf + sizeof(int64_t), t->sum, (size_t)t->hidden * sizeof(double));
+	memcpy((char *)buf + sizeof(int64_t), t->acc, (size_t)t->hidden * sizeof(double));
 	return TF_OK;
 }
 
@@ -110,7 +125,7 @@ static int toy_rollback(void *inst, const void *buf)
 {
 	struct toy *t = inst;
 	memcpy(&t->len, buf, sizeof(int64_t));
-	memcpy(t->sum, (const char *)buf + sizeof(int64_t), (size_t)t->hidden * sizeof(double));
+	memcpy(t->acc, (const char *)buf + sizeof(int64_t), (size_t)t->hidden * sizeof(double));
 	return TF_OK;
 }
 
@@ -127,6 +142,7 @@ static const tf_plugin_attention toy = {
 	.snapshot_size = toy_snapshot_size,
 	.snapshot = toy_snapshot,
 	.rollback = toy_rollback,
+	.keys = toy_keys,
 };
 
 TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)

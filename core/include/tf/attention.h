@@ -47,6 +47,9 @@ typedef struct tf_plugin_attention {
 	size_t (*snapshot_size)(void *inst);
 	int (*snapshot)(void *inst, void *buf);
 	int (*rollback)(void *inst, const void *buf);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
 } tf_plugin_attention;
 
 const tf_plugin_attention *tf_plugin_attention_v1(unsigned index);

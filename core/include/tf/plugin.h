@@ -79,6 +79,33 @@ typedef struct tf_plugin_header {
 	  .struct_size = sizeof(type), .kind = (kind_), .name = (name_),  \
 	  .version = (version_), .description = (desc_), .probe = (probe_) }
 
+/*
+ * An INI key a plugin reads (since ABI 1.4).  A descriptor lists its keys
+ * in its `keys` slot, ended by an entry whose section is NULL.  The core
+ * refuses a key that collides with one of its own or another plugin's,
+ * checks the INI's value against the declared type and range, documents
+ * the key (`tfrun --plugins --keys`) and serves it through the typed reads
+ * of tf_host, which return `def` when the INI leaves it unset.  A key no
+ * one declares stays an error in the INI.
+ */
+typedef enum tf_key_type {
+	TF_KEY_INT = 1,                 /* decimal, within [min, max] */
+	TF_KEY_SIZE,                    /* bytes, optional K/M/G/T suffix */
+	TF_KEY_BOOL,                    /* true/false, yes/no, on/off, 1/0 */
+	TF_KEY_ENUM,                    /* one of `choices` */
+	TF_KEY_STRING,                  /* any text (read with conf_get) */
+} tf_key_type;
+
+typedef struct tf_plugin_key {
+	const char *section;            /* "[toy]" is "toy"; NULL ends a list */
+	const char *name;
+	tf_key_type type;
+	int64_t min, max;               /* TF_KEY_INT */
+	const char *choices;            /* TF_KEY_ENUM: "mean|sum" */
+	const char *def;                /* the default as an INI value; NULL: none */
+	const char *help;               /* one line: what it does */
+} tf_plugin_key;
+
 typedef enum tf_log_level {
 	TF_LOG_ERROR = 0, TF_LOG_WARN, TF_LOG_INFO, TF_LOG_DEBUG
 } tf_log_level;
@@ -164,7 +191,9 @@ typedef struct tf_host {
 	 * against its type and range when the INI was loaded, or `def` when
 	 * unset.  Reading a key as a type the INI schema does not give it
 	 * fails, naming the key.  conf_enum gives the value's index among the
-	 * key's choices ("error|warn|info|debug": "info" is 2). */
+	 * key's choices ("error|warn|info|debug": "info" is 2).  A plugin's
+	 * declared key (tf_plugin_key) reads the same way; its declared
+	 * default, when it has one, comes before `def`. */
 	int (*conf_int)(const struct tf_host *h, const char *section, const char *key,
 			int64_t def, int64_t *out);
 	int (*conf_size)(const struct tf_host *h, const char *section, const char *key,

@@ -57,6 +57,9 @@ typedef struct tf_plugin_quant {
 	int64_t slice;
 	int (*forward_slice)(void *lin, const float *x, int64_t c0, int64_t c1, float *y);
 	int (*backward_slice)(void *lin, const float *u, int64_t c0, int64_t c1, float *z);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
 } tf_plugin_quant;
 
 /* An opened linear layer, as layer plugins hold it. */

@@ -43,6 +43,9 @@ typedef struct tf_plugin_router {
 	 * weights, finite) in host memory, top_k = num_experts_per_tok.
 	 * Deterministic: the same x gives the same bits. */
 	int (*route)(void *inst, const float *x, int64_t n, int32_t *idx, float *w);
+
+	/* Optional: the INI keys this router reads (tf/plugin.h). */
+	const tf_plugin_key *keys;
 } tf_plugin_router;
 
 /* An opened router, as ffn plugins hold it (tf_host.router_open). */

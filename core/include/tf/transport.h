@@ -18,6 +18,9 @@ typedef struct tf_plugin_transport {
 	tf_plugin_header hdr;
 	int (*init)(const tf_host *h, void **inst);
 	void (*fini)(void *inst);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
 } tf_plugin_transport;
 
 const tf_plugin_transport *tf_plugin_transport_v1(unsigned index);
