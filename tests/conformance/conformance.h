@@ -7,8 +7,9 @@
  * probe declines here (a CUDA backend without a GPU) is listed as skipped
  * with its reason.
  *
- * Kinds covered: backend (every op, against cpu-ref) and router (against
- * ling-ref).
+ * Kinds covered: backend (every op, against cpu-ref), router (against
+ * ling-ref) and attention (the kind's contract on the tiny test model;
+ * attention_cases.c).
  */
 #ifndef TF_CONFORMANCE_H
 #define TF_CONFORMANCE_H
@@ -38,8 +39,9 @@ typedef void (*cf_check_fn)(const tf_candidate *impl, const tf_candidate *ref,
 			    const tf_host *h, cf_tally *t);
 
 /* Probe every plugin of `kind`, then check each usable one but the
- * reference (named `ref`), printing one line per implementation; totals
- * are added to *all.  A missing reference is a failure. */
+ * reference (named `ref`; NULL: the kind has none), printing one line per
+ * implementation; totals are added to *all.  A missing reference is a
+ * failure. */
 void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn check,
 	     cf_tally *all);
 
@@ -47,5 +49,7 @@ void cf_check_backend(const tf_candidate *impl, const tf_candidate *ref, const t
 		      cf_tally *t);
 void cf_check_router(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
 		     cf_tally *t);
+void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
+			cf_tally *t);
 
 #endif /* TF_CONFORMANCE_H */

@@ -42,11 +42,11 @@ void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn c
 	const char *kn = tf_registry_kind_name(kind);
 	tf_testhost *th = tf_testhost_new(NULL, 2);
 	const tf_host *h = tf_testhost_host(th);
-	const tf_candidate *refc;
+	const tf_candidate *refc = NULL;
 
 	tf_registry_probe(r, kind, h);
-	if (tf_registry_select(r, kind, NULL, ref, &refc)) {
-		printf("%-7s no usable reference: %s\n", kn, tf_diag_msg());
+	if (ref && tf_registry_select(r, kind, NULL, ref, &refc)) {
+		printf("%-9s no usable reference: %s\n", kn, tf_diag_msg());
 		all->fail++;
 		tf_testhost_free(th);
 		return;
@@ -57,13 +57,13 @@ void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn c
 		if (c->kind != kind || c == refc)
 			continue;
 		if (c->status) {
-			printf("%-7s %-10s skipped: %s\n", kn, c->name, c->why);
+			printf("%-9s %-10s skipped: %s\n", kn, c->name, c->why);
 			all->skip++;
 			continue;
 		}
 		check(c, refc, h, &t);
-		printf("%-7s %-10s %d passed, %d failed, %d skipped (against %s)\n", kn, c->name,
-		       t.pass, t.fail, t.skip, ref);
+		printf("%-9s %-10s %d passed, %d failed, %d skipped (against %s)\n", kn, c->name,
+		       t.pass, t.fail, t.skip, ref ? ref : "the kind's contract");
 		all->pass += t.pass;
 		all->fail += t.fail;
 		all->skip += t.skip;
@@ -82,6 +82,7 @@ int main(void)
 	}
 	cf_kind(r, TF_KIND_BACKEND, "cpu-ref", cf_check_backend, &all);
 	cf_kind(r, TF_KIND_ROUTER, "ling-ref", cf_check_router, &all);
+	cf_kind(r, TF_KIND_ATTENTION, NULL, cf_check_attention, &all);
 	tf_registry_free(r);
 	printf("conformance: %d passed, %d failed, %d skipped\n", all.pass, all.fail, all.skip);
 	return all.fail || !all.pass;
