@@ -8,8 +8,9 @@
  * with its reason.
  *
  * Kinds covered: backend (every op, against cpu-ref), router (against
- * ling-ref) and attention (the kind's contract on the tiny test model;
- * attention_cases.c).
+ * ling-ref), quant (every bit width its quantizer offers, against float64
+ * arithmetic on its own weight; quant_cases.c) and attention (the kind's
+ * contract on the tiny test model; attention_cases.c).
  */
 #ifndef TF_CONFORMANCE_H
 #define TF_CONFORMANCE_H
@@ -49,6 +50,8 @@ void cf_check_backend(const tf_candidate *impl, const tf_candidate *ref, const t
 		      cf_tally *t);
 void cf_check_router(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
 		     cf_tally *t);
+void cf_check_quant(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
+		    cf_tally *t);
 void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
 			cf_tally *t);
 

@@ -1,8 +1,13 @@
-/* main.c - the conformance runner; see conformance.h.  Exits non-zero
- * when a case fails or when a kind has no reference to compare with. */
+/* main.c - the conformance runner; see conformance.h.
+ *
+ *     test_conformance [KIND...]      (default: every kind)
+ *
+ * Exits non-zero when a case fails, when a kind's reference is missing,
+ * or when no case ran. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "conformance.h"
 #include "diag.h"
@@ -63,7 +68,7 @@ void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn c
 		}
 		check(c, refc, h, &t);
 		printf("%-9s %-10s %d passed, %d failed, %d skipped (against %s)\n", kn, c->name,
-		       t.pass, t.fail, t.skip, ref ? ref : "the kind's contract");
+		       t.pass, t.fail, t.skip, ref ? ref : "no reference plugin");
 		all->pass += t.pass;
 		all->fail += t.fail;
 		all->skip += t.skip;
@@ -71,7 +76,27 @@ void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn c
 	tf_testhost_free(th);
 }
 
-int main(void)
+/* Each kind with cases: its reference (NULL: none) and its case list. */
+static const struct {
+	tf_plugin_kind kind;
+	const char *ref;
+	cf_check_fn check;
+} suites[] = {
+	{ TF_KIND_BACKEND, "cpu-ref", cf_check_backend },
+	{ TF_KIND_ROUTER, "ling-ref", cf_check_router },
+	{ TF_KIND_QUANT, NULL, cf_check_quant },
+	{ TF_KIND_ATTENTION, NULL, cf_check_attention },
+};
+
+static bool wanted(int argc, char **argv, tf_plugin_kind kind)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], tf_registry_kind_name(kind)))
+			return true;
+	return argc < 2;
+}
+
+int main(int argc, char **argv)
 {
 	tf_registry *r;
 	cf_tally all = { 0 };
@@ -80,9 +105,9 @@ int main(void)
 		fprintf(stderr, "conformance: %s\n", tf_diag_msg());
 		return 1;
 	}
-	cf_kind(r, TF_KIND_BACKEND, "cpu-ref", cf_check_backend, &all);
-	cf_kind(r, TF_KIND_ROUTER, "ling-ref", cf_check_router, &all);
-	cf_kind(r, TF_KIND_ATTENTION, NULL, cf_check_attention, &all);
+	for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)
+		if (wanted(argc, argv, suites[i].kind))
+			cf_kind(r, suites[i].kind, suites[i].ref, suites[i].check, &all);
 	tf_registry_free(r);
 	printf("conformance: %d passed, %d failed, %d skipped\n", all.pass, all.fail, all.skip);
 	return all.fail || !all.pass;

@@ -23,7 +23,7 @@
 #include "config.h"
 #include "diag.h"
 #include "outdir.h"
-#include "quantize.h"
+#include "emit.h"
 #include "recipe.h"
 #include "st_writer.h"
 #include "weights.h"
@@ -96,16 +96,27 @@ static void weight_prefix(const char *name, char *prefix, size_t size)
 	snprintf(prefix, size, "%.*s", (int)n, name);
 }
 
-static int add_named(tf_st_writer *w, tfq_store *st, const char *prefix, const char *suffix,
-		     tf_dtype dt, int ndim, const int64_t *shape, const void *data)
+/* A tf_tensor_sink into the writer: each tensor is copied into the store,
+ * which keeps it until the save. */
+struct tfq_sink {
+	tf_st_writer *w;
+	tfq_store *st;
+};
+
+static int sink_add(void *ctx, const char *name, tf_dtype dt, int ndim, const int64_t *shape,
+		    const void *data)
 {
+	struct tfq_sink *s = ctx;
 	int64_t n = 1;
 	for (int i = 0; i < ndim; i++)
 		n *= shape[i];
-	st->bytes += (uint64_t)n * tf_dtype_size(dt);
-	char name[512];
-	snprintf(name, sizeof(name), "%s.%s", prefix, suffix);
-	return tf_st_writer_add(w, name, dt, ndim, shape, data);
+	size_t bytes = (size_t)n * tf_dtype_size(dt);
+	void *copy = store_keep(s->st, malloc(bytes ? bytes : 1));
+	if (!copy)
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
+	memcpy(copy, data, bytes);
+	s->st->bytes += bytes;
+	return tf_st_writer_add(s->w, name, dt, ndim, shape, copy);
 }
 
 /* Overall progress: weights quantized of all to quantize, wall time. */
@@ -150,39 +161,25 @@ static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writ
 	free(f);
 	if (rc)
 		return tf_diag_set(rc, "%s: quantization failed", t->name);
-	store_keep(st, q.trellis);
-	store_keep(st, q.suh);
-	store_keep(st, q.svh);
 
-	weight_prefix(t->name, prefix, sizeof(prefix));
-	int64_t ts[3] = { q.k / 16, q.n / 16, 16 * q.K };
-	rc = add_named(w, st, prefix, "trellis", TF_DTYPE_I16, 3, ts, q.trellis);
-	if (!rc)
-		rc = add_named(w, st, prefix, "suh", TF_DTYPE_F16, 1, &q.k, q.suh);
-	if (!rc)
-		rc = add_named(w, st, prefix, "svh", TF_DTYPE_F16, 1, &q.n, q.svh);
-	if (!rc && q.cb != TF_EXL3_CB_3INST) {
-		static const int32_t mcg = TF_EXL3_MCG_MARKER, mul1 = TF_EXL3_MUL1_MARKER;
-		rc = add_named(w, st, prefix, q.cb == TF_EXL3_CB_MCG ? "mcg" : "mul1", TF_DTYPE_I32,
-			       0, NULL, q.cb == TF_EXL3_CB_MCG ? &mcg : &mul1);
-	}
-
-	/* A bias moves with its weight: fp16, padded to n. */
+	/* A bias moves with its weight (emit.h stores it as fp16). */
 	char bname[512];
 	tf_tensor b;
+	float *bf = NULL;
+	weight_prefix(t->name, prefix, sizeof(prefix));
 	snprintf(bname, sizeof(bname), "%s.bias", prefix);
-	if (!rc && tf_weights_get(src, bname, &b) == TF_OK) {
-		uint16_t *bh = store_keep(st, calloc((size_t)q.n, 2));
-		float *bf = widen(&b);
-		if (!bh || !bf || b.ndim != 1 || b.shape[0] != t->shape[0])
-			rc = tf_diag_set(bh && bf ? TF_ERR_FORMAT : TF_ERR_NOMEM,
+	if (tf_weights_get(src, bname, &b) == TF_OK) {
+		bf = widen(&b);
+		if (!bf || b.ndim != 1 || b.shape[0] != t->shape[0])
+			rc = tf_diag_set(bf ? TF_ERR_FORMAT : TF_ERR_NOMEM,
 					 "%s: expected a vector of %lld", bname, (long long)t->shape[0]);
-		for (int64_t i = 0; !rc && i < b.shape[0]; i++)
-			bh[i] = tf_f32_to_f16(bf[i]);
-		free(bf);
-		if (!rc)
-			rc = add_named(w, st, prefix, "bias", TF_DTYPE_F16, 1, &q.n, bh);
 	}
+	struct tfq_sink ts = { .w = w, .st = st };
+	if (!rc)
+		rc = tf_exl3_emit(&q, prefix, bf, t->shape[0],
+				  &(tf_tensor_sink){ .ctx = &ts, .add = sink_add });
+	free(bf);
+	tf_exl3_qtensor_free(&q);
 	if (rc)
 		return rc;
 	double numel = (double)(t->shape[0] * t->shape[1]);

@@ -29,6 +29,33 @@ typedef struct tf_lin_info {
 	const char *format;             /* "exl3-mul1", "bf16", ... */
 } tf_lin_info;
 
+/* Where a quantizer writes its tensors (host memory); add() copies them
+ * and returns a tf_status. */
+typedef struct tf_tensor_sink {
+	void *ctx;
+	int (*add)(void *ctx, const char *name, tf_dtype dtype, int ndim,
+		   const int64_t *shape, const void *data);
+} tf_tensor_sink;
+
+typedef struct tf_quantize_opts {
+	int bits;                       /* bits per weight; 0: the format's default */
+	uint64_t seed;                  /* randomised formats: same seed, same bits */
+	int threads;                    /* worker threads it may start (>= 1) */
+	const char *variant;            /* format-specific; NULL: the default */
+} tf_quantize_opts;
+
+/*
+ * A quantizer (tf_plugin_quant.quantize, optional, ABI 1.4): write
+ * w[out, in] and bias[out] (or NULL), float32 host memory, in the plugin's
+ * format under `prefix` through `sink`, so that its open() accepts the
+ * prefix; *rel_mse is ||W - Wq||² / ||W||².  A bit width or variant the
+ * format does not offer fails with TF_ERR_UNSUPPORTED, naming it.
+ */
+typedef int (*tf_quantize_fn)(const tf_host *h, const char *prefix, const float *w,
+			      int64_t out, int64_t in, const float *bias,
+			      const tf_quantize_opts *o, const tf_tensor_sink *sink,
+			      double *rel_mse);
+
 typedef struct tf_plugin_quant {
 	tf_plugin_header hdr;
 
@@ -60,6 +87,10 @@ typedef struct tf_plugin_quant {
 
 	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
 	const tf_plugin_key *keys;
+
+	/* Optional, ABI 1.4: the format's quantizer (above); tools reach it
+	 * through tf_quant_quantizer. */
+	tf_quantize_fn quantize;
 } tf_plugin_quant;
 
 /* An opened linear layer, as layer plugins hold it. */
@@ -80,6 +111,13 @@ static inline int tf_lin_forward(const tf_lin *l, const float *x, int64_t rows,
 static inline int tf_lin_dequant(const tf_lin *l, float *w)
 {
 	return l->ops->dequant ? l->ops->dequant(l->impl, w) : TF_ERR_UNSUPPORTED;
+}
+
+/* The quantizer of q, or NULL when it has none. */
+static inline tf_quantize_fn tf_quant_quantizer(const tf_plugin_quant *q)
+{
+	return q->hdr.struct_size >= offsetof(tf_plugin_quant, quantize) + sizeof(void *) ?
+	       q->quantize : NULL;
 }
 
 /* Whether l has the slice products, on slices of `width` features. */
