@@ -10,6 +10,7 @@ sets it):
   TF_ROUTER     the router plugin every INI pins (unset: the best-scoring)
   TF_BAD_ROUTERS  a folder of routers that break their contract
   TF_TOY_PLUGINS  a folder with a plugin of a new attention type ("toy")
+  TF_TFQUANT    the tfquant binary (the int8 test converts with it)
 """
 import os
 import subprocess
