@@ -46,6 +46,7 @@ typedef struct tf_options {
 	 * Otherwise tfrun answers the one prompt and exits. */
 	bool interactive;
 	bool json;                      /* machine-readable output */
+	bool keys;                      /* --plugins --keys */
 	const char *dump_logits;        /* write each step's logits here */
 	const char *render_request;     /* TF_RUN_RENDER_CHAT: the request file */
 	const char **stops;             /* --stop strings (core/src/stopstr.h) */

@@ -24,7 +24,7 @@
 static const char usage[] =
 "usage: tfrun MODEL.ini [options] [-p TEXT | -f FILE | --tokens IDS]\n"
 "       tfrun MODEL.ini --check\n"
-"       tfrun [MODEL.ini] --plugins [--json]\n"
+"       tfrun [MODEL.ini] --plugins [--json | --keys]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun --version | --help\n"
 "\n"
@@ -39,7 +39,9 @@ static const char usage[] =
 "                      the linears each quant plugin opened and the memory\n"
 "                      plan (--json: one JSON object); exit 0 if fine\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
-"                      kind, file, probe score and why it was rejected\n"
+"                      kind, file, probe score and why it was rejected;\n"
+"                      --keys: the INI keys the plugins declare instead, as\n"
+"                      a Markdown table (docs/ini.md)\n"
 "  --render-chat FILE  print the prompt the chat template makes of an OpenAI\n"
 "                      chat request body (FILE; - for stdin), nothing else;\n"
 "                      --json: {\"prompt\", \"tokens\"}.  Without MODEL.ini the\n"
@@ -81,7 +83,7 @@ static const char usage[] =
 enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
-	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT,
+	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS,
 };
 
 static const struct option long_opts[] = {
@@ -90,6 +92,7 @@ static const struct option long_opts[] = {
 	{ "check",       no_argument,       NULL, OPT_CHECK },
 	{ "plugins",     no_argument,       NULL, OPT_PLUGINS },
 	{ "json",        no_argument,       NULL, OPT_JSON },
+	{ "keys",        no_argument,       NULL, OPT_KEYS },
 	{ "prompt",      required_argument, NULL, 'p' },
 	{ "file",        required_argument, NULL, 'f' },
 	{ "tokens",      required_argument, NULL, OPT_TOKENS },
@@ -232,6 +235,7 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case OPT_CHECK: o->mode = TF_RUN_CHECK; break;
 		case OPT_PLUGINS: o->mode = TF_RUN_PLUGINS; break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_KEYS: o->keys = true; break;
 		case 'i': o->interactive = true; break;
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
 		case OPT_SET: rc = add_override(o, "--set", strdup(optarg)); break;
@@ -286,7 +290,8 @@ static int run_plugins(const tf_options *o)
 	if (tf_runtime_open_plugins(o->ini, (const char *const *)o->overrides,
 				    o->n_overrides, &rt))
 		return tf_cli_fail(NULL);
-	int rc = tf_registry_print(tf_runtime_registry(rt), stdout, o->json);
+	const tf_registry *r = tf_runtime_registry(rt);
+	int rc = o->keys ? tf_registry_print_keys(r, stdout) : tf_registry_print(r, stdout, o->json);
 	tf_runtime_close(rt);
 	return rc ? tf_cli_fail(NULL) : 0;
 }

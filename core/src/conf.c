@@ -13,6 +13,7 @@
 #include "diag.h"
 #include "textfile.h"
 #include "tf/error.h"
+#include "tf/plugin.h"
 
 /* An INI description is a page of text; refuse anything far bigger. */
 #define CONF_MAX_BYTES (1u << 20)
@@ -36,6 +37,9 @@ struct conf_key {
 	enum conf_type type;
 	double min, max;        /* T_INT, T_FLOAT */
 	const char *choices;    /* T_ENUM */
+	/* A plugin's key (tf_conf_declare): its declaration and owner. */
+	const tf_plugin_key *decl;
+	const char *owner;
 };
 
 /* Every key anyone reads.  Keep docs/ini.md in step: a test checks that it
@@ -46,6 +50,8 @@ struct conf_key {
 
 static const struct conf_key conf_schema[] = {
 	KEY("model", "path", T_PATH),
+	KEY("model", "layer.#.attention", T_NAME),
+	KEY("model", "layer.#.ffn", T_NAME),
 
 	RANGE("runtime", "context", T_INT, 1, 1 << 30),
 	RANGE("runtime", "threads", T_INT, 0, 4096),
@@ -57,12 +63,12 @@ static const struct conf_key conf_schema[] = {
 	KEY("plugins", "backend", T_NAME),
 	KEY("plugins", "quant", T_NAME),
 	KEY("plugins", "exclude", T_NAMES),
-	KEY("plugins", "attention.kda", T_NAME),
-	KEY("plugins", "attention.mla", T_NAME),
-	KEY("plugins", "ffn.moe", T_NAME),
-	KEY("plugins", "ffn.dense", T_NAME),
+	KEY("plugins", "attention.*", T_NAME),
+	KEY("plugins", "ffn.*", T_NAME),
 	KEY("plugins", "layer.#.attention", T_NAME),
 	KEY("plugins", "layer.#.ffn", T_NAME),
+	KEY("plugins", "router", T_NAME),
+	KEY("plugins", "layer.#.router", T_NAME),
 	KEY("plugins", "drafter", T_NAME),
 	KEY("plugins", "transport", T_NAME),
 
@@ -96,6 +102,7 @@ static const struct conf_key conf_schema[] = {
 struct conf_entry {
 	char *section, *key, *value;
 	int line;               /* 0: set by an override */
+	bool pending;           /* no key known yet: tf_conf_check_pending */
 };
 
 struct tf_conf {
@@ -103,14 +110,31 @@ struct tf_conf {
 	char *dir;              /* relative paths resolve here; NULL: cwd */
 	struct conf_entry *e;
 	size_t n, cap;
+	bool open;              /* unknown keys wait for plugins' declarations */
+	struct conf_key *decl;  /* the keys plugins declared */
+	size_t n_decl, cap_decl;
 };
 
 /* ---- the schema ---- */
 
-/* "layer.#.ffn" matches "layer.12.ffn": '#' stands for 1-6 digits. */
+/* A layer type's name: what '*' stands for in a key. */
+static bool type_char(char c)
+{
+	return islower((unsigned char)c) || isdigit((unsigned char)c) || c == '_' || c == '-';
+}
+
+/* "layer.#.ffn" matches "layer.12.ffn": '#' stands for 1-6 digits; '*' (last
+ * in a pattern) for a layer type, 1-31 of [a-z0-9_-], so "ffn.*" matches
+ * "ffn.moe" and the type a plugin adds. */
 static bool key_matches(const char *pattern, const char *key)
 {
 	for (; *pattern; pattern++) {
+		if (*pattern == '*') {
+			size_t n = 0;
+			while (type_char(key[n]))
+				n++;
+			return n >= 1 && n <= 31 && key[n] == 0;
+		}
 		if (*pattern != '#') {
 			if (*key++ != *pattern)
 				return false;
@@ -136,10 +160,24 @@ static const struct conf_key *schema_find(const char *section, const char *key)
 	return NULL;
 }
 
-static bool section_known(const char *section)
+/* The core's key, else one a plugin declared in c (c may be NULL). */
+static const struct conf_key *key_find(const tf_conf *c, const char *section,
+				       const char *key)
+{
+	const struct conf_key *k = schema_find(section, key);
+	for (size_t i = 0; !k && c && i < c->n_decl; i++)
+		if (!strcmp(c->decl[i].section, section) && !strcmp(c->decl[i].key, key))
+			k = &c->decl[i];
+	return k;
+}
+
+static bool section_known(const tf_conf *c, const char *section)
 {
 	for (size_t i = 0; i < N_SCHEMA; i++)
 		if (!strcmp(conf_schema[i].section, section))
+			return true;
+	for (size_t i = 0; c && i < c->n_decl; i++)
+		if (!strcmp(c->decl[i].section, section))
 			return true;
 	return false;
 }
@@ -245,6 +283,23 @@ static bool in_choices(const char *choices, const char *v)
 	return false;
 }
 
+/* The index of v among the '|'-separated choices of k. */
+static int parse_enum(const struct conf_key *k, const char *v, int *out)
+{
+	size_t n = strlen(v);
+	int i = 0;
+	for (const char *c = k->choices; c; i++) {
+		const char *bar = strchr(c, '|');
+		size_t len = bar ? (size_t)(bar - c) : strlen(c);
+		if (len == n && !strncmp(c, v, n)) {
+			*out = i;
+			return TF_OK;
+		}
+		c = bar ? bar + 1 : NULL;
+	}
+	return bad_value(k, v, "is not one of its choices");
+}
+
 /* Every item of a `sep`-separated list is non-empty (after trimming
  * blanks) and, for names, a name. */
 static int check_list(const struct conf_key *k, const char *v, char sep, bool names)
@@ -301,14 +356,21 @@ static int check_value(const struct conf_key *k, const char *v)
 	return tf_diag_set(TF_ERR_INTERNAL, "[%s] %s: bad schema type", k->section, k->key);
 }
 
-static int conf_check(const char *section, const char *key, const char *value)
+/* Check a value against its key.  A key nobody declares is an error,
+ * unless `pending` is given (c is open): then *pending says it waits. */
+static int conf_check(const tf_conf *c, const char *section, const char *key,
+		      const char *value, bool *pending)
 {
-	if (!section_known(section))
+	const struct conf_key *k = key_find(c, section, key);
+	if (pending)
+		*pending = !k;
+	if (k)
+		return check_value(k, value);
+	if (pending)
+		return TF_OK;
+	if (!section_known(c, section))
 		return tf_diag_set(TF_ERR_INVALID, "unknown section [%s]", section);
-	const struct conf_key *k = schema_find(section, key);
-	if (!k)
-		return tf_diag_set(TF_ERR_INVALID, "[%s] %s: unknown key", section, key);
-	return check_value(k, value);
+	return tf_diag_set(TF_ERR_INVALID, "[%s] %s: unknown key", section, key);
 }
 
 /* ---- storage ---- */
@@ -324,7 +386,7 @@ static struct conf_entry *entry_find(const tf_conf *c, const char *section,
 
 /* Store or replace; the value has been validated. */
 static int entry_put(tf_conf *c, const char *section, const char *key,
-		     const char *value, int line)
+		     const char *value, int line, bool pending)
 {
 	struct conf_entry *e = entry_find(c, section, key);
 	char *v = strdup(value);
@@ -334,6 +396,7 @@ static int entry_put(tf_conf *c, const char *section, const char *key,
 		free(e->value);
 		e->value = v;
 		e->line = line;
+		e->pending = pending;
 		return TF_OK;
 	}
 	if (c->n == c->cap) {
@@ -354,6 +417,7 @@ static int entry_put(tf_conf *c, const char *section, const char *key,
 	}
 	e->value = v;
 	e->line = line;
+	e->pending = pending;
 	c->n++;
 	return TF_OK;
 nomem:
@@ -368,6 +432,7 @@ int tf_conf_init(const char *dir, tf_conf **out)
 		return tf_diag_set(TF_ERR_NOMEM, "INI: out of memory");
 	c->name = strdup("<none>");
 	c->dir = dir ? strdup(dir) : NULL;
+	c->open = true;
 	if (!c->name || (dir && !c->dir)) {
 		tf_conf_free(c);
 		return tf_diag_set(TF_ERR_NOMEM, "INI: out of memory");
@@ -386,9 +451,88 @@ void tf_conf_free(tf_conf *c)
 		free(c->e[i].value);
 	}
 	free(c->e);
+	free(c->decl);
 	free(c->name);
 	free(c->dir);
 	free(c);
+}
+
+/* ---- keys plugins declare ---- */
+
+static const enum conf_type key_types[] = {
+	[TF_KEY_INT] = T_INT, [TF_KEY_SIZE] = T_SIZE, [TF_KEY_BOOL] = T_BOOL,
+	[TF_KEY_ENUM] = T_ENUM, [TF_KEY_STRING] = T_STR,
+};
+
+/* A section or key name a plugin may declare: [a-z0-9_.-], 1..63. */
+static bool decl_name(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	for (size_t i = 0; i < n; i++)
+		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) &&
+		    !strchr("_.-", s[i]))
+			return false;
+	return n >= 1 && n <= 63;
+}
+
+int tf_conf_declare(tf_conf *c, const char *owner, const tf_plugin_key *pk)
+{
+	if (!decl_name(pk->section) || !decl_name(pk->name))
+		return tf_diag_set(TF_ERR_INVALID, "plugin %s declares a key [%s] %s: section "
+				   "and key must be 1-63 of [a-z0-9_.-]", owner,
+				   pk->section ? pk->section : "(null)", pk->name ? pk->name : "(null)");
+	const struct conf_key *k = key_find(c, pk->section, pk->name);
+	if (k && k->decl == pk)
+		return TF_OK;   /* the same declaration, from another descriptor */
+	if (k && !k->owner)
+		return tf_diag_set(TF_ERR_INVALID, "plugin %s declares [%s] %s, which is a "
+				   "core key (docs/ini.md)", owner, pk->section, pk->name);
+	if (k)
+		return tf_diag_set(TF_ERR_INVALID, "plugins %s and %s both declare [%s] %s",
+				   k->owner, owner, pk->section, pk->name);
+	if (pk->type < TF_KEY_INT || pk->type > TF_KEY_STRING ||
+	    (pk->type == TF_KEY_ENUM && (!pk->choices || !*pk->choices)) ||
+	    (pk->type == TF_KEY_INT && pk->min > pk->max))
+		return tf_diag_set(TF_ERR_INVALID, "plugin %s: [%s] %s: bad declaration (type %d, "
+				   "an enum needs choices, an int min <= max)", owner,
+				   pk->section, pk->name, (int)pk->type);
+	if (c->n_decl == c->cap_decl) {
+		size_t cap = c->cap_decl ? 2 * c->cap_decl : 16;
+		struct conf_key *d = realloc(c->decl, cap * sizeof(*d));
+		if (!d)
+			return tf_diag_set(TF_ERR_NOMEM, "plugin %s: out of memory", owner);
+		c->decl = d;
+		c->cap_decl = cap;
+	}
+	struct conf_key *d = &c->decl[c->n_decl];
+	*d = (struct conf_key){ .section = pk->section, .key = pk->name,
+				.type = key_types[pk->type], .min = (double)pk->min,
+				.max = (double)pk->max, .choices = pk->choices, .decl = pk,
+				.owner = owner };
+	int rc = pk->def ? check_value(d, pk->def) : TF_OK;
+	if (rc)
+		return tf_diag_prefix(rc, "plugin %s: its default", owner);
+	c->n_decl++;
+	return TF_OK;
+}
+
+int tf_conf_check_pending(tf_conf *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		struct conf_entry *e = &c->e[i];
+		const struct conf_key *k = e->pending ? key_find(c, e->section, e->key) : NULL;
+		if (!e->pending)
+			continue;
+		if (!k)
+			return tf_conf_fail(c, TF_ERR_INVALID, e->section, e->key, "unknown key (no "
+					    "core key, and no plugin on the plugin path declares it)");
+		int rc = check_value(k, e->value);
+		if (rc)
+			return e->line ? tf_diag_prefix(rc, "%s:%d", c->name, e->line) :
+					 tf_diag_prefix(rc, "--set");
+		e->pending = false;
+	}
+	return TF_OK;
 }
 
 /* ---- parsing through libinih ----
@@ -448,7 +592,8 @@ static char *conf_read_line(char *str, int num, void *stream)
 		char name[64];
 		size_t n = (size_t)(close - s - 1);
 		snprintf(name, sizeof(name), "%.*s", (int)(n < 63 ? n : 63), s + 1);
-		if (!section_known(name)) {
+		/* an open description waits for plugins to declare sections */
+		if (!p->c->open && !section_known(p->c, name)) {
 			parse_fail(p, tf_diag_set(TF_ERR_INVALID, "unknown section [%s]",
 						  name));
 			return NULL;
@@ -468,7 +613,8 @@ static int conf_handler(void *user, const char *section, const char *key,
 	if (!*section)
 		return parse_fail(p, tf_diag_set(TF_ERR_FORMAT, "'%s' comes before "
 						 "any [section]", key));
-	int rc = conf_check(section, key, value);
+	bool pending;
+	int rc = conf_check(p->c, section, key, value, p->c->open ? &pending : NULL);
 	if (rc)
 		return parse_fail(p, rc);
 	const struct conf_entry *e = entry_find(p->c, section, key);
@@ -476,7 +622,7 @@ static int conf_handler(void *user, const char *section, const char *key,
 		return parse_fail(p, tf_diag_set(TF_ERR_INVALID, "[%s] %s: set "
 						 "twice (first on line %d)",
 						 section, key, e->line));
-	rc = entry_put(p->c, section, key, value, p->line);
+	rc = entry_put(p->c, section, key, value, p->line, p->c->open && pending);
 	return rc ? parse_fail(p, rc) : 1;
 }
 
@@ -490,7 +636,8 @@ static char *dir_of(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
-int tf_conf_parse(const char *text, size_t len, const char *name, tf_conf **out)
+static int conf_parse(const char *text, size_t len, const char *name, bool open,
+		      tf_conf **out)
 {
 	tf_conf *c = NULL;
 	char *dir = dir_of(name);
@@ -498,6 +645,7 @@ int tf_conf_parse(const char *text, size_t len, const char *name, tf_conf **out)
 	free(dir);
 	if (rc)
 		return rc;
+	c->open = open;
 	free(c->name);
 	c->name = strdup(name);
 	if (!c->name) {
@@ -528,16 +676,31 @@ fail:
 	return rc;
 }
 
-int tf_conf_load(const char *path, tf_conf **out)
+int tf_conf_parse(const char *text, size_t len, const char *name, tf_conf **out)
+{
+	return conf_parse(text, len, name, false, out);
+}
+
+static int conf_load(const char *path, bool open, tf_conf **out)
 {
 	char *text;
 	size_t len;
 	int rc = tf_text_read(path, CONF_MAX_BYTES, &text, &len);
 	if (rc)
 		return rc;
-	rc = tf_conf_parse(text, len, path, out);
+	rc = conf_parse(text, len, path, open, out);
 	free(text);
 	return rc;
+}
+
+int tf_conf_load(const char *path, tf_conf **out)
+{
+	return conf_load(path, false, out);
+}
+
+int tf_conf_load_open(const char *path, tf_conf **out)
+{
+	return conf_load(path, true, out);
 }
 
 /* "section.key=value" split in place of the caller's buffers. */
@@ -562,20 +725,22 @@ int tf_conf_check_set(const char *assignment)
 {
 	char section[64], key[128];
 	const char *value = NULL;       /* set on success; quiets -O3's flow analysis */
+	bool pending;
 	int rc = split_assignment(assignment, section, key, &value);
-	return rc ? rc : conf_check(section, key, value);
+	return rc ? rc : conf_check(NULL, section, key, value, &pending);
 }
 
 int tf_conf_set(tf_conf *c, const char *assignment)
 {
 	char section[64], key[128];
 	const char *value = NULL;       /* set on success; quiets -O3's flow analysis */
+	bool pending = false;
 	int rc = split_assignment(assignment, section, key, &value);
 	if (!rc)
-		rc = conf_check(section, key, value);
+		rc = conf_check(c, section, key, value, c->open ? &pending : NULL);
 	if (rc)
 		return tf_diag_prefix(rc, "--set");
-	return entry_put(c, section, key, value, 0);
+	return entry_put(c, section, key, value, 0, pending);
 }
 
 /* ---- reading ---- */
@@ -607,11 +772,13 @@ static int typed_value(const tf_conf *c, const char *section, const char *key,
 		       enum conf_type type, const struct conf_key **k,
 		       const char **v)
 {
-	*k = schema_find(section, key);
+	*k = key_find(c, section, key);
 	if (!*k || (*k)->type != type)
 		return tf_diag_set(TF_ERR_INTERNAL, "[%s] %s: read as a type the "
 				   "schema does not give it", section, key);
 	*v = tf_conf_get(c, section, key);
+	if (!*v && (*k)->decl)
+		*v = (*k)->decl->def;
 	return TF_OK;
 }
 
@@ -643,6 +810,7 @@ CONF_GETTER(tf_conf_get_int, int64_t, T_INT, parse_int)
 CONF_GETTER(tf_conf_get_float, double, T_FLOAT, parse_float)
 CONF_GETTER(tf_conf_get_bool, bool, T_BOOL, parse_bool)
 CONF_GETTER(tf_conf_get_size, uint64_t, T_SIZE, parse_size)
+CONF_GETTER(tf_conf_get_enum, int, T_ENUM, parse_enum)
 
 int tf_conf_resolve(const tf_conf *c, const char *path, char *buf, size_t size)
 {

@@ -378,16 +378,23 @@ static int cfg_schedule(const char *path, tf_model_config *c)
 	int L = c->num_hidden_layers, g = c->layer_group_size;
 	int n = L + c->num_nextn_predict_layers;
 	uint8_t *attn = malloc((size_t)n), *ffn = malloc((size_t)n);
+	const char **attn_type = malloc((size_t)n * sizeof(char *));
+	const char **ffn_type = malloc((size_t)n * sizeof(char *));
 	c->layer_attn = attn;
 	c->layer_ffn = ffn;
+	c->attn_type = attn_type;
+	c->ffn_type = ffn_type;
 	c->n_layers_total = n;
-	if (!attn || !ffn)
+	if (!attn || !ffn || !attn_type || !ffn_type)
 		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", path);
 	for (int i = 0; i < n; i++) {
 		bool mtp = i >= L;
 		bool mla = mtp || (i + 1) % g == 0 || i >= (L / g) * g;
+		bool dense = !mtp && i < c->first_k_dense_replace;
 		attn[i] = mla ? TF_ATTN_MLA : TF_ATTN_KDA;
-		ffn[i] = !mtp && i < c->first_k_dense_replace ? TF_FFN_DENSE : TF_FFN_MOE;
+		ffn[i] = dense ? TF_FFN_DENSE : TF_FFN_MOE;
+		attn_type[i] = mla ? "mla" : "kda";
+		ffn_type[i] = dense ? "dense" : "moe";
 	}
 	return TF_OK;
 }
@@ -451,13 +458,29 @@ int tf_config_load(const char *path, tf_model_config *cfg)
 	return rc;
 }
 
+void tf_config_set_layer_type(tf_model_config *c, int layer, bool ffn, const char *type)
+{
+	if (ffn) {
+		((const char **)c->ffn_type)[layer] = type;
+		((uint8_t *)c->layer_ffn)[layer] = !strcmp(type, "dense") ? TF_FFN_DENSE :
+						  !strcmp(type, "moe") ? TF_FFN_MOE : 0;
+	} else {
+		((const char **)c->attn_type)[layer] = type;
+		((uint8_t *)c->layer_attn)[layer] = !strcmp(type, "kda") ? TF_ATTN_KDA :
+						   !strcmp(type, "mla") ? TF_ATTN_MLA : 0;
+	}
+}
+
 void tf_config_free(tf_model_config *cfg)
 {
 	free((void *)cfg->expert_swiglu_limit);
 	free((void *)cfg->shared_swiglu_limit);
 	free((void *)cfg->layer_attn);
 	free((void *)cfg->layer_ffn);
+	free((void *)cfg->attn_type);
+	free((void *)cfg->ffn_type);
 	cfg->expert_swiglu_limit = cfg->shared_swiglu_limit = NULL;
 	cfg->layer_attn = cfg->layer_ffn = NULL;
+	cfg->attn_type = cfg->ffn_type = NULL;
 	cfg->n_layers_total = 0;
 }

@@ -82,4 +82,9 @@ int tf_config_parse(const char *json, size_t len, const char *path_for_errors,
 		    tf_model_config *cfg);
 void tf_config_free(tf_model_config *cfg);
 
+/* Give layer `layer` (0 .. n_layers_total-1) the attention type (ffn false)
+ * or FFN type `type`, which must outlive cfg; a type the core has no enum
+ * for leaves layer_attn or layer_ffn 0 there. */
+void tf_config_set_layer_type(tf_model_config *cfg, int layer, bool ffn, const char *type);
+
 #endif /* TF_CONFIG_H */

@@ -56,9 +56,20 @@ const char *tf_stage_name(tf_stage s)
 		[TF_STAGE_EMBED] = "embed", [TF_STAGE_KDA] = "kda",
 		[TF_STAGE_MLA] = "mla", [TF_STAGE_DENSE] = "dense",
 		[TF_STAGE_MOE] = "moe", [TF_STAGE_NORM] = "norm+residual",
-		[TF_STAGE_HEAD] = "lm_head",
+		[TF_STAGE_HEAD] = "lm_head", [TF_STAGE_OTHER] = "other",
 	};
 	return (unsigned)s < TF_STAGE_COUNT ? name[s] : "?";
+}
+
+/* The stage a layer type's time counts under. */
+static tf_stage stage_of(const char *type)
+{
+	static const tf_stage typed[] = { TF_STAGE_KDA, TF_STAGE_MLA, TF_STAGE_DENSE,
+					  TF_STAGE_MOE };
+	for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); i++)
+		if (!strcmp(type, tf_stage_name(typed[i])))
+			return typed[i];
+	return TF_STAGE_OTHER;
 }
 
 /* A norm weight [hidden] as float32, whatever its stored type. */
@@ -91,8 +102,8 @@ static int init_layer(tf_pipeline *p, int i)
 	if (!l->attn || !l->ffn)
 		return tf_diag_set(TF_ERR_NOT_FOUND, "layer %d: no %s plugin chosen", i,
 				   l->attn ? "ffn" : "attention");
-	l->attn_stage = p->cfg->layer_attn[i] == TF_ATTN_KDA ? TF_STAGE_KDA : TF_STAGE_MLA;
-	l->ffn_stage = p->cfg->layer_ffn[i] == TF_FFN_DENSE ? TF_STAGE_DENSE : TF_STAGE_MOE;
+	l->attn_stage = stage_of(l->attn->layer_type);
+	l->ffn_stage = stage_of(l->ffn->layer_type);
 
 	snprintf(name, sizeof(name), "model.layers.%d.input_layernorm.weight", i);
 	if ((rc = load_norm(p, name, &l->in_norm)) != TF_OK)

@@ -20,10 +20,11 @@
 
 typedef struct tf_pipeline tf_pipeline;
 
-/* Where forward time went, by plugin slot (seconds, since init/reset). */
+/* Where forward time went, by plugin slot (seconds, since init/reset);
+ * layers of a type a plugin adds count under TF_STAGE_OTHER. */
 typedef enum tf_stage {
 	TF_STAGE_EMBED, TF_STAGE_KDA, TF_STAGE_MLA, TF_STAGE_DENSE, TF_STAGE_MOE,
-	TF_STAGE_NORM, TF_STAGE_HEAD, TF_STAGE_COUNT
+	TF_STAGE_NORM, TF_STAGE_HEAD, TF_STAGE_OTHER, TF_STAGE_COUNT
 } tf_stage;
 
 int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out);

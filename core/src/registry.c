@@ -18,6 +18,7 @@
 #include "tf/drafter.h"
 #include "tf/ffn.h"
 #include "tf/quant.h"
+#include "tf/router.h"
 #include "tf/transport.h"
 
 /* A plugin's entry function returns descriptors up to its first NULL; a
@@ -60,17 +61,26 @@ static const struct slot drafter_slots[] = {
 static const struct slot transport_slots[] = {
 	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini), { NULL, 0 }
 };
+static const struct slot router_slots[] = {
+	SLOT(tf_plugin_router, layer_init), SLOT(tf_plugin_router, layer_fini),
+	SLOT(tf_plugin_router, route), { NULL, 0 }
+};
 
+/* Per kind: its name, required slots and where its `keys` slot sits. */
 static const struct kind_info {
 	const char *name;
 	const struct slot *slots;
+	size_t keys;
 } kinds[TF_KIND_COUNT] = {
-	[TF_KIND_BACKEND]   = { "backend",   backend_slots },
-	[TF_KIND_QUANT]     = { "quant",     quant_slots },
-	[TF_KIND_ATTENTION] = { "attention", attention_slots },
-	[TF_KIND_FFN]       = { "ffn",       ffn_slots },
-	[TF_KIND_DRAFTER]   = { "drafter",   drafter_slots },
-	[TF_KIND_TRANSPORT] = { "transport", transport_slots },
+	[TF_KIND_BACKEND]   = { "backend",   backend_slots,   offsetof(tf_backend, keys) },
+	[TF_KIND_QUANT]     = { "quant",     quant_slots,     offsetof(tf_plugin_quant, keys) },
+	[TF_KIND_ATTENTION] = { "attention", attention_slots,
+				offsetof(tf_plugin_attention, keys) },
+	[TF_KIND_FFN]       = { "ffn",       ffn_slots,       offsetof(tf_plugin_ffn, keys) },
+	[TF_KIND_DRAFTER]   = { "drafter",   drafter_slots,   offsetof(tf_plugin_drafter, keys) },
+	[TF_KIND_TRANSPORT] = { "transport", transport_slots,
+				offsetof(tf_plugin_transport, keys) },
+	[TF_KIND_ROUTER]    = { "router",    router_slots,    offsetof(tf_plugin_router, keys) },
 };
 
 typedef const tf_plugin_header *(*entry_fn)(unsigned index);
@@ -174,6 +184,15 @@ static bool slot_filled(const tf_plugin_header *d, size_t offset)
 	void *p;
 	memcpy(&p, (const char *)d + offset, sizeof(p));
 	return p != NULL;
+}
+
+const tf_plugin_key *tf_registry_keys(const tf_candidate *c)
+{
+	const tf_plugin_key *k = NULL;
+	size_t off = c->kind > 0 && c->kind < TF_KIND_COUNT ? kinds[c->kind].keys : 0;
+	if (c->desc && off && c->desc->struct_size >= off + sizeof(k))
+		memcpy(&k, (const char *)c->desc + off, sizeof(k));
+	return k;
 }
 
 /* The ABI checks of registry.h.  A descriptor failing the header checks
@@ -571,7 +590,7 @@ int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 	const char *kn = tf_registry_kind_name(kind);
 	char key[64] = "";
 	const char *pin = NULL;
-	if (layer_type && layer >= 0) {
+	if (layer >= 0) {
 		snprintf(key, sizeof(key), "layer.%d.%s", layer, kn);
 		pin = tf_conf_get(conf, "plugins", key);
 	}
@@ -627,6 +646,50 @@ static int print_json(const tf_registry *r, FILE *f)
 nomem:
 	cJSON_Delete(root);
 	return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
+}
+
+/* A key's type as docs/ini.md writes it. */
+static void print_key_type(FILE *f, const tf_plugin_key *k)
+{
+	switch (k->type) {
+	case TF_KEY_INT:
+		fprintf(f, "integer %lld..%lld", (long long)k->min, (long long)k->max);
+		break;
+	case TF_KEY_SIZE:
+		fputs("size", f);
+		break;
+	case TF_KEY_BOOL:
+		fputs("bool", f);
+		break;
+	case TF_KEY_ENUM:
+		/* "a|b" as `a`, `b`: a '|' would end the table cell */
+		for (const char *c = k->choices ? k->choices : ""; *c;) {
+			size_t n = strcspn(c, "|");
+			fprintf(f, "%s`%.*s`", c == k->choices ? "" : ", ", (int)n, c);
+			c += n + (c[n] == '|');
+		}
+		break;
+	default:
+		fputs("text", f);
+	}
+}
+
+int tf_registry_print_keys(const tf_registry *r, FILE *f)
+{
+	fprintf(f, "| key | type | default | plugin | meaning |\n|---|---|---|---|---|\n");
+	for (size_t i = 0; i < r->n; i++) {
+		const tf_candidate *c = &r->c[i];
+		/* sound plugins, whether or not their probe accepted this machine */
+		const tf_plugin_key *k = !c->status || c->probed ? tf_registry_keys(c) : NULL;
+		for (; k && k->section; k++) {
+			fprintf(f, "| `[%s] %s` | ", k->section, k->name ? k->name : "");
+			print_key_type(f, k);
+			fprintf(f, " | %s%s%s | %s %s | %s |\n", k->def ? "`" : "",
+				k->def ? k->def : "-", k->def ? "`" : "",
+				tf_registry_kind_name(c->kind), c->name, k->help ? k->help : "");
+		}
+	}
+	return TF_OK;
 }
 
 int tf_registry_print(const tf_registry *r, FILE *f, bool json)

@@ -79,9 +79,9 @@ int tf_registry_select(const tf_registry *r, tf_plugin_kind kind,
 		       const char *layer_type, const char *pin,
 		       const tf_candidate **out);
 
-/* tf_registry_select with the pin the INI sets for it: [plugins] <kind>
- * (backend, quant, drafter, transport); for attention and ffn, [plugins]
- * layer.<layer>.<kind> when layer >= 0 and set, else <kind>.<layer_type>.
+/* tf_registry_select with the pin the INI sets for it: [plugins]
+ * layer.<layer>.<kind> when layer >= 0 and set (attention, ffn, router);
+ * else <kind>.<layer_type> for attention and ffn, <kind> for the others.
  * A failure names the INI key that pinned it. */
 int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 		       tf_plugin_kind kind, const char *layer_type, int layer,
@@ -93,6 +93,13 @@ const tf_candidate *tf_registry_at(const tf_registry *r, size_t i);
 
 /* "backend", "quant", ... ("-" for anything else). */
 const char *tf_registry_kind_name(tf_plugin_kind kind);
+
+/* The INI keys a candidate declares (its `keys` slot), or NULL. */
+const tf_plugin_key *tf_registry_keys(const tf_candidate *c);
+
+/* `tfrun --plugins --keys`: every key the usable and probed-out candidates
+ * declare, as the Markdown table docs/ini.md's plugin keys section holds. */
+int tf_registry_print_keys(const tf_registry *r, FILE *f);
 
 /* The listing of `tfrun --plugins`: one line per candidate, or JSON. */
 int tf_registry_print(const tf_registry *r, FILE *f, bool json);

@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "tf/backend.h"
 #include "tf/quant.h"
+#include "tf/router.h"
 
 #define PATH_MAX_LEN 4096
 #define MAX_QUANT_COUNTS 16
@@ -35,6 +36,7 @@ struct tf_runtime {
 
 	const tf_plugin_attention **attn;       /* per layer */
 	const tf_plugin_ffn **ffn;
+	const tf_plugin_router **router;        /* per layer, once opened */
 	const tf_plugin_drafter *drafter;
 	const tf_plugin_transport *transport;
 	int64_t context, prefill_chunk;
@@ -86,6 +88,20 @@ static const char *host_conf_get(const tf_host *h, const char *section,
 	const tf_runtime *rt = h->ctx;
 	return tf_conf_get(rt->conf, section, key);
 }
+
+/* The typed reads of tf_host: conf.h's getters, which fail naming the key. */
+#define HOST_CONF_GETTER(name, ctype, getter)                                    \
+	static int name(const tf_host *h, const char *section, const char *key,  \
+			ctype def, ctype *out)                                   \
+	{                                                                        \
+		const tf_runtime *rt = h->ctx;                                   \
+		return getter(rt->conf, section, key, def, out);                 \
+	}
+
+HOST_CONF_GETTER(host_conf_int, int64_t, tf_conf_get_int)
+HOST_CONF_GETTER(host_conf_size, uint64_t, tf_conf_get_size)
+HOST_CONF_GETTER(host_conf_bool, bool, tf_conf_get_bool)
+HOST_CONF_GETTER(host_conf_enum, int, tf_conf_get_enum)
 
 static int host_weight_get(const tf_host *h, const char *name, tf_tensor *out)
 {
@@ -154,12 +170,59 @@ static void host_lin_close(const tf_host *h, struct tf_lin *lin)
 	lin->impl = NULL;
 }
 
+/* The router [plugins] layer.<layer>.router or router pins, else the
+ * best-scoring usable one. */
+static int host_router_open(const tf_host *h, int layer, const char *prefix,
+			    struct tf_router *r)
+{
+	tf_runtime *rt = h->ctx;
+	const tf_candidate *c;
+	int rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_ROUTER, NULL, layer, &c);
+	if (rc)
+		return rc;
+	const tf_plugin_router *ops = (const tf_plugin_router *)c->desc;
+	*r = (tf_router){ .ops = ops, .layer = layer, .n_experts = rt->model.num_experts,
+			  .top_k = rt->model.num_experts_per_tok };
+	if ((rc = ops->layer_init(h, layer, prefix, &r->impl))) {
+		r->impl = NULL;
+		return tf_diag_prefix(rc, "router %s", ops->hdr.name);
+	}
+	if (rt->router && layer >= 0 && layer < rt->model.n_layers_total)
+		rt->router[layer] = ops;
+	return TF_OK;
+}
+
+static int host_router_route(const tf_host *h, const struct tf_router *r,
+			     const float *x, int64_t n, int32_t *idx, float *w)
+{
+	int64_t t;
+	int j;
+	int rc = r->ops->route(r->impl, x, n, idx, w);
+	if (rc)
+		return tf_diag_prefix(rc, "router %s", r->ops->hdr.name);
+	if (tf_router_check(r, idx, w, n, &t, &j)) {
+		int64_t at = t * r->top_k + j;
+		return tf_diag_set(TF_ERR_INTERNAL, "router %s gave token %lld expert %d "
+				   "with weight %g in slot %d: expert ids must be distinct "
+				   "in 0..%d and weights finite", r->ops->hdr.name,
+				   (long long)t, idx[at], (double)w[at], j, r->n_experts - 1);
+	}
+	return TF_OK;
+}
+
+static void host_router_close(const tf_host *h, struct tf_router *r)
+{
+	if (r->ops && r->impl)
+		r->ops->layer_fini(r->impl);
+	r->impl = NULL;
+}
+
 /* ---- opening, step by step ---- */
 
 static int rt_load_conf(tf_runtime *rt, const char *ini,
 			const char *const *overrides, int n)
 {
-	int rc = ini ? tf_conf_load(ini, &rt->conf) : tf_conf_init(NULL, &rt->conf);
+	int rc = ini ? tf_conf_load_open(ini, &rt->conf) : tf_conf_init(NULL, &rt->conf);
 	for (int i = 0; !rc && i < n; i++)
 		rc = tf_conf_set(rt->conf, overrides[i]);
 	if (rc)
@@ -231,19 +294,25 @@ static int rt_plan(tf_runtime *rt)
 	return rc;
 }
 
-/* Every layer.<N> key must name a layer the model has. */
-static int rt_check_layer_keys(const tf_runtime *rt)
+/* Every layer.<N> key must name a layer the model has; [model]
+ * layer.<N>.attention and .ffn rename that layer's type. */
+static int rt_layer_keys(tf_runtime *rt)
 {
 	for (size_t i = 0; i < tf_conf_count(rt->conf); i++) {
 		const char *section, *key, *value;
 		tf_conf_at(rt->conf, i, &section, &key, &value);
 		long n;
-		if (strcmp(section, "plugins") || sscanf(key, "layer.%ld.", &n) != 1)
+		int end = 0;
+		if ((strcmp(section, "plugins") && strcmp(section, "model")) ||
+		    sscanf(key, "layer.%ld.%n", &n, &end) != 1)
 			continue;
 		if (n >= rt->model.n_layers_total)
-			return tf_conf_fail(rt->conf, TF_ERR_RANGE, "plugins", key,
+			return tf_conf_fail(rt->conf, TF_ERR_RANGE, section, key,
 					    "the model has layers 0..%d",
 					    rt->model.n_layers_total - 1);
+		bool ffn = !strcmp(key + end, "ffn");
+		if (!strcmp(section, "model") && (ffn || !strcmp(key + end, "attention")))
+			tf_config_set_layer_type(&rt->model, (int)n, ffn, value);
 	}
 	return TF_OK;
 }
@@ -257,11 +326,34 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.error = host_error;
 	rt->host.error_note = host_error_note;
 	rt->host.conf_get = host_conf_get;
+	rt->host.conf_int = host_conf_int;
+	rt->host.conf_size = host_conf_size;
+	rt->host.conf_bool = host_conf_bool;
+	rt->host.conf_enum = host_conf_enum;
 	rt->host.weight_get = host_weight_get;
 	rt->host.weight_release = host_weight_release;
 	rt->host.model = &rt->model;
 	rt->host.lin_open = host_lin_open;
 	rt->host.lin_close = host_lin_close;
+	rt->host.router_open = host_router_open;
+	rt->host.router_route = host_router_route;
+	rt->host.router_close = host_router_close;
+}
+
+/* The keys every sound plugin on the path declares join the INI's schema;
+ * then no key may be left that nobody declares. */
+static int rt_declare_keys(tf_runtime *rt)
+{
+	for (size_t i = 0; i < tf_registry_count(rt->reg); i++) {
+		const tf_candidate *c = tf_registry_at(rt->reg, i);
+		const tf_plugin_key *k = c->status ? NULL : tf_registry_keys(c);
+		for (; k && k->section; k++) {
+			int rc = tf_conf_declare(rt->conf, c->name, k);
+			if (rc)
+				return tf_diag_prefix(rc, "%s", c->file);
+		}
+	}
+	return tf_conf_check_pending(rt->conf);
 }
 
 static int rt_start_backend(tf_runtime *rt)
@@ -288,14 +380,6 @@ static void rt_probe_rest(tf_runtime *rt)
 		tf_registry_probe(rt->reg, (tf_plugin_kind)k, &rt->host);
 }
 
-static const char *const attn_types[] = { [TF_ATTN_KDA] = "kda", [TF_ATTN_MLA] = "mla" };
-static const char *const ffn_types[] = { [TF_FFN_DENSE] = "dense", [TF_FFN_MOE] = "moe" };
-
-static const char *layer_type(const char *const *names, size_t n, unsigned v)
-{
-	return v < n && names[v] ? names[v] : NULL;
-}
-
 /* The attention and ffn plugin of every layer, the quant pin, and the
  * drafter and transport when they will be used. */
 static int rt_choose_plugins(tf_runtime *rt)
@@ -313,15 +397,12 @@ static int rt_choose_plugins(tf_runtime *rt)
 
 	rt->attn = calloc((size_t)m->n_layers_total, sizeof(*rt->attn));
 	rt->ffn = calloc((size_t)m->n_layers_total, sizeof(*rt->ffn));
-	if (!rt->attn || !rt->ffn)
+	rt->router = calloc((size_t)m->n_layers_total, sizeof(*rt->router));
+	if (!rt->attn || !rt->ffn || !rt->router)
 		return tf_diag_set(TF_ERR_NOMEM, "plugins of %d layers: out of memory",
 				   m->n_layers_total);
 	for (int i = 0; i < m->n_layers_total; i++) {
-		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
-		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
-		if (!at || !ft)
-			return tf_diag_set(TF_ERR_INTERNAL, "layer %d: no layer type "
-					   "in the schedule", i);
+		const char *at = m->attn_type[i], *ft = m->ffn_type[i];
 		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_ATTENTION, at,
 					     i, &c)))
 			return rc;
@@ -372,11 +453,13 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = rt_load_model(rt, ini_path, true);
 	if (!rc)
-		rc = rt_check_layer_keys(rt);
+		rc = rt_layer_keys(rt);
 	if (!rc)
 		rc = rt_plan(rt);
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = rt_declare_keys(rt);
 	if (!rc)
 		rc = rt_start_backend(rt);
 	if (!rc) {
@@ -402,6 +485,8 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 		rc = rt_load_model(rt, ini_path, false);
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = rt_declare_keys(rt);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;
@@ -430,6 +515,7 @@ void tf_runtime_close(tf_runtime *rt)
 	tf_conf_free(rt->conf);
 	free(rt->attn);
 	free(rt->ffn);
+	free(rt->router);
 	free(rt);
 }
 
@@ -473,7 +559,8 @@ static int layer_run_end(const tf_runtime *rt, int i)
 	const tf_model_config *m = &rt->model;
 	int j = i + 1;
 	while (j < m->n_layers_total && rt->attn[j] == rt->attn[i] && rt->ffn[j] == rt->ffn[i] &&
-	       m->layer_attn[j] == m->layer_attn[i] && m->layer_ffn[j] == m->layer_ffn[i] &&
+	       rt->router[j] == rt->router[i] &&
+	       !strcmp(m->attn_type[j], m->attn_type[i]) && !strcmp(m->ffn_type[j], m->ffn_type[i]) &&
 	       (j < m->num_hidden_layers) == (i < m->num_hidden_layers))
 		j++;
 	return j;
@@ -505,11 +592,11 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 	/* One line per run of layers sharing types and plugins. */
 	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
 		j = layer_run_end(rt, i);
-		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
-		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
-		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s)%s\n", i, j - 1,
-			at ? at : "?", rt->attn[i]->hdr.name,
-			ft ? ft : "?", rt->ffn[i]->hdr.name,
+		const char *at = m->attn_type[i], *ft = m->ffn_type[i];
+		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s%s%s)%s\n", i, j - 1,
+			at, rt->attn[i]->hdr.name, ft, rt->ffn[i]->hdr.name,
+			rt->router[i] ? ", router " : "",
+			rt->router[i] ? rt->router[i]->hdr.name : "",
 			i >= m->num_hidden_layers ? "  [MTP]" : "");
 	}
 	if (rt->drafter)
@@ -527,16 +614,17 @@ static int json_layers(const tf_runtime *rt, cJSON *root)
 		return TF_ERR_NOMEM;
 	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
 		j = layer_run_end(rt, i);
-		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
-		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
+		const char *at = m->attn_type[i], *ft = m->ffn_type[i];
 		cJSON *o = cJSON_CreateObject();
 		if (!o || !cJSON_AddItemToArray(runs, o) ||
 		    !cJSON_AddNumberToObject(o, "first", i) ||
 		    !cJSON_AddNumberToObject(o, "last", j - 1) ||
-		    !cJSON_AddStringToObject(o, "attention", at ? at : "?") ||
+		    !cJSON_AddStringToObject(o, "attention", at) ||
 		    !cJSON_AddStringToObject(o, "attention_plugin", rt->attn[i]->hdr.name) ||
-		    !cJSON_AddStringToObject(o, "ffn", ft ? ft : "?") ||
+		    !cJSON_AddStringToObject(o, "ffn", ft) ||
 		    !cJSON_AddStringToObject(o, "ffn_plugin", rt->ffn[i]->hdr.name) ||
+		    (rt->router[i] &&
+		     !cJSON_AddStringToObject(o, "router_plugin", rt->router[i]->hdr.name)) ||
 		    !cJSON_AddBoolToObject(o, "mtp", i >= m->num_hidden_layers))
 			return TF_ERR_NOMEM;
 	}

@@ -13,8 +13,11 @@
  * tests load it through the registry like any other plugin.
  *
  * The kernel is the plain loop (one dot product per output feature), split
- * over output features with the backend's parallel_for.
+ * over output features with the backend's parallel_for.  Its quantizer
+ * (the quantize slot) writes the same tensors from float weights: each
+ * row scaled so its largest |w| is 127.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +179,56 @@ static int int8_dequant(void *lin, float *w)
 	return TF_OK;
 }
 
+/* Emit `name` = prefix + "." + leaf through the sink. */
+static int emit(const tf_tensor_sink *sink, const char *prefix, const char *leaf,
+		tf_dtype dtype, int ndim, const int64_t *shape, const void *data)
+{
+	char name[INT8_NAME_MAX];
+	snprintf(name, sizeof(name), "%s.%s", prefix, leaf);
+	return sink->add(sink->ctx, name, dtype, ndim, shape, data);
+}
+
+/* Each row scaled so its largest |w| is 127, rounded to nearest. */
+static int int8_quantize(const tf_host *h, const char *prefix, const float *w,
+			 int64_t out, int64_t in, const float *bias,
+			 const tf_quantize_opts *o, const tf_tensor_sink *sink, double *rel_mse)
+{
+	if (o->bits != 0 && o->bits != 8)
+		return h->error(h, TF_ERR_UNSUPPORTED, "%s: example-int8 stores 8 bits per "
+				"weight, not %d", prefix, o->bits);
+	if (o->variant)
+		return h->error(h, TF_ERR_UNSUPPORTED, "%s: example-int8 has no variant '%s'",
+				prefix, o->variant);
+	int8_t *q = malloc((size_t)(out * in));
+	float *scale = malloc((size_t)out * sizeof(float));
+	double err = 0, norm = 0;
+	int rc = q && scale ? TF_OK : h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+
+	for (int64_t r = 0; !rc && r < out; r++) {
+		const float *row = w + r * in;
+		float m = 0;
+		for (int64_t i = 0; i < in; i++)
+			m = fabsf(row[i]) > m ? fabsf(row[i]) : m;
+		scale[r] = m > 0 ? m / 127.0f : 1.0f;
+		for (int64_t i = 0; i < in; i++) {
+			q[r * in + i] = (int8_t)lrintf(row[i] / scale[r]);
+			double d = (double)row[i] - (double)q[r * in + i] * scale[r];
+			err += d * d;
+			norm += (double)row[i] * row[i];
+		}
+	}
+	if (!rc)
+		rc = emit(sink, prefix, "qweight", TF_DTYPE_I8, 2, (int64_t[]){ out, in }, q);
+	if (!rc)
+		rc = emit(sink, prefix, "scale", TF_DTYPE_F32, 1, &out, scale);
+	if (!rc && bias)
+		rc = emit(sink, prefix, "bias", TF_DTYPE_F32, 1, &out, bias);
+	*rel_mse = norm > 0 ? err / norm : 0;
+	free(q);
+	free(scale);
+	return rc;
+}
+
 static const tf_plugin_quant int8_quant = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "example-int8",
 				"1.0", "example: int8 weights, one float scale per row",
@@ -185,6 +238,7 @@ static const tf_plugin_quant int8_quant = {
 	.close = int8_close,
 	.forward = int8_forward,
 	.dequant = int8_dequant,
+	.quantize = int8_quantize,
 };
 
 TF_EXPORT const tf_plugin_quant *tf_plugin_quant_v1(unsigned index)

@@ -21,6 +21,12 @@ extern const tf_plugin_quant tf_exl3_q8_lin_ops;
 extern const tf_plugin_quant tf_plain_lin_ops;
 extern const tf_plugin_quant tf_exl3_cuda_lin_ops;       /* exl3-cuda.so */
 
+/* The quantizer the exl3 descriptors share (tf_quantize_fn, tf/quant.h):
+ * bits 1..8 (0: 4), variant "mul1" (default), "mcg" or "3inst". */
+int tf_exl3_quantize_slot(const tf_host *h, const char *prefix, const float *w, int64_t out,
+			  int64_t in, const float *bias, const tf_quantize_opts *o,
+			  const tf_tensor_sink *sink, double *rel_mse);
+
 /* Highest match() score of each descriptor: a `.trellis` beats a `.weight`
  * stored under the same prefix. */
 #define TF_LIN_SCORE_EXL3  100

@@ -89,8 +89,8 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
 			tf_vec_axpy_rows(ql, qn, kvb->w + (int64_t)h * dkv * d->r, d->r, d->dn,
 					 d->r);
 		} else {
-			int rc = kvb->lin->ops->backward_slice(kvb->lin->impl, qn, (int64_t)h * dkv,
-							       (int64_t)h * dkv + d->dn, ql);
+			int rc = tf_lin_backward_slice(kvb->lin, qn, (int64_t)h * dkv,
+						       (int64_t)h * dkv + d->dn, ql);
 			if (rc)
 				return rc;
 		}
@@ -156,8 +156,8 @@ int mla_absorbed_out(const mla_dims *d, const mla_kvb *kvb, const mla_run *run,
 				oh[e] = tf_vec_dot(wuv + (int64_t)e * d->r, lat, d->r) / l;
 			continue;
 		}
-		int rc = kvb->lin->ops->forward_slice(kvb->lin->impl, lat, (int64_t)h * dkv + d->dn,
-						      (int64_t)(h + 1) * dkv, oh);
+		int rc = tf_lin_forward_slice(kvb->lin, lat, (int64_t)h * dkv + d->dn,
+					      (int64_t)(h + 1) * dkv, oh);
 		if (rc)
 			return rc;
 		for (int e = 0; e < d->dv; e++)

@@ -194,14 +194,15 @@ static int mla_load(struct mla_layer *L, const char *prefix)
 	L->kvb.lin = &L->kv_b_proj;
 	if (tf_lin_has_slices(&L->kv_b_proj, d->dn) && tf_lin_has_slices(&L->kv_b_proj, d->dv))
 		return TF_OK;
-	if (!L->kv_b_proj.ops->dequant)
-		return h->error(h, TF_ERR_UNSUPPORTED,
-				"%s.kv_b_proj: its format (%s) cannot be dequantised for the absorbed form",
-				prefix, L->kv_b_proj.info.format ? L->kv_b_proj.info.format : "?");
 	L->wkvb = malloc((size_t)d->heads * dkv * d->r * sizeof(float));
 	if (!L->wkvb)
 		return h->error(h, TF_ERR_NOMEM, "%s.kv_b_proj: out of memory", prefix);
-	if ((rc = L->kv_b_proj.ops->dequant(L->kv_b_proj.impl, L->wkvb)))
+	rc = tf_lin_dequant(&L->kv_b_proj, L->wkvb);
+	if (rc == TF_ERR_UNSUPPORTED)
+		return h->error(h, rc,
+				"%s.kv_b_proj: its format (%s) cannot be dequantised for the absorbed form",
+				prefix, L->kv_b_proj.info.format ? L->kv_b_proj.info.format : "?");
+	if (rc)
 		return rc;
 	L->kvb.w = L->wkvb;
 	return TF_OK;

@@ -17,8 +17,8 @@
 
 #include "layers.h"
 #include "mlp.h"
-#include "router.h"
 #include "tf/backend.h"
+#include "tf/router.h"
 
 struct moe_layer {
 	const tf_host *host;
@@ -62,7 +62,7 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 	L->hidden = c->hidden_size;
 	snprintf(L->prefix, sizeof(L->prefix), "%s", prefix);
 
-	rc = tf_router_init(&L->router, h, prefix);
+	rc = h->router_open(h, layer, prefix, &L->router);
 	if (rc)
 		goto fail;
 	if (c->moe_intermediate_size <= 0) {
@@ -126,7 +126,7 @@ void tf_moe_layer_fini(void *inst)
 		for (int e = 0; e < L->router.n_experts; e++)
 			tf_mlp_free(&L->experts[e], L->host);
 	tf_mlp_free(&L->shared, L->host);
-	tf_router_free(&L->router);
+	L->host->router_close(L->host, &L->router);
 	free(L->experts);
 	free(L);
 }
@@ -183,7 +183,7 @@ static int plan_build(struct moe_plan *p, const struct moe_layer *L,
 	if (!p->idx || !p->w || !p->off || !p->tok || !p->tok_w || !p->active)
 		return L->host->error(L->host, TF_ERR_NOMEM, "%s: no memory to route %lld tokens",
 				      L->prefix, (long long)n);
-	rc = tf_router_route(r, x, n, p->idx, p->w);
+	rc = L->host->router_route(L->host, r, x, n, p->idx, p->w);
 	if (rc)
 		return rc;
 

@@ -116,6 +116,10 @@ Test(conf, bad_values_name_line_and_key)
 		    "cfg/model.ini:4: [runtime] memory_limit: '3X' is not a size");
 	parse_fails("[runtime]\nmemory_limit = 99999999999T\n", TF_ERR_INVALID,
 		    "is too large");
+	parse_fails("[runtime]\nthreads = 5000\n", TF_ERR_INVALID,
+		    "[runtime] threads: 5000 is outside 0..4096");
+	parse_fails("[runtime]\nthreads = -1\n", TF_ERR_INVALID,
+		    "[runtime] threads: -1 is outside 0..4096");
 	parse_fails("[sampling]\ntop_p = 1.5\n", TF_ERR_INVALID,
 		    "[sampling] top_p: 1.5 is outside 0..1");
 	parse_fails("[sampling]\ntemperature = nan\n", TF_ERR_INVALID,
@@ -205,6 +209,68 @@ Test(conf, set_overrides_and_validates)
 	tf_conf_free(c);
 }
 
+Test(conf, layer_types_are_open_names)
+{
+	/* A type a plugin adds is a key like the core's own. */
+	cr_assert_eq(tf_conf_check_set("plugins.attention.toy=toy-mean"), TF_OK, "%s",
+		     tf_diag_msg());
+	cr_assert_eq(tf_conf_check_set("plugins.ffn.my_ffn-2=x"), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_check_set("model.layer.3.attention=toy"), TF_OK, "%s",
+		     tf_diag_msg());
+	static const char *const bad[] = {
+		"plugins.attention.=x", "plugins.attention.Toy=x", "plugins.attention.a.b=x",
+		"plugins.attention.a_very_long_layer_type_name_of_32=x", "model.layer.3.toy=x",
+	};
+	tf_conf *c = parse_ok(good);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(tf_conf_set(c, bad[i]), TF_ERR_INVALID, "%s", bad[i]);
+		cr_assert(strstr(tf_diag_msg(), "unknown key"), "%s: %s", bad[i], tf_diag_msg());
+	}
+	tf_conf_free(c);
+}
+
+Test(conf, open_description_waits_for_declared_keys)
+{
+	static const tf_plugin_key keys[] = {
+		{ .section = "toy", .name = "depth", .type = TF_KEY_INT, .min = 1, .max = 9,
+		  .def = "3" },
+		{ .section = "runtime", .name = "spin", .type = TF_KEY_BOOL },
+	};
+	tf_conf *c;
+	int64_t v;
+	bool b;
+	cr_assert_eq(tf_conf_init(NULL, &c), TF_OK);
+	cr_assert_eq(tf_conf_set(c, "toy.depth=12"), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_set(c, "runtime.spin=yes"), TF_OK);
+	cr_assert_eq(tf_conf_declare(c, "toy-x", &keys[0]), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_declare(c, "toy-x", &keys[1]), TF_OK);
+	cr_assert_eq(tf_conf_declare(c, "toy-y", &keys[0]), TF_OK, "one list, two descriptors");
+	cr_assert_eq(tf_conf_check_pending(c), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "--set: [toy] depth: 12 is outside 1..9"), "%s",
+		  tf_diag_msg());
+	cr_assert_eq(tf_conf_set(c, "toy.depth=4"), TF_OK);
+	cr_assert_eq(tf_conf_check_pending(c), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_get_int(c, "toy", "depth", 0, &v), TF_OK);
+	cr_assert_eq(v, 4);
+	cr_assert_eq(tf_conf_get_bool(c, "runtime", "spin", false, &b), TF_OK);
+	cr_assert(b);
+	tf_conf_free(c);
+
+	/* unset: the declared default; an undeclared key stays unknown */
+	cr_assert_eq(tf_conf_init(NULL, &c), TF_OK);
+	cr_assert_eq(tf_conf_declare(c, "toy-x", &keys[0]), TF_OK);
+	cr_assert_eq(tf_conf_get_int(c, "toy", "depth", 0, &v), TF_OK);
+	cr_assert_eq(v, 3);
+	cr_assert_eq(tf_conf_set(c, "toy.width=1"), TF_OK);
+	cr_assert_eq(tf_conf_check_pending(c), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "[toy] width: unknown key"), "%s", tf_diag_msg());
+	tf_conf_free(c);
+
+	/* a strict description still refuses what nobody declared */
+	cr_assert_eq(tf_conf_parse("[toy]\ndepth = 2\n", 16, "x.ini", &c), TF_ERR_INVALID);
+	cr_assert(strstr(tf_diag_msg(), "unknown section [toy]"), "%s", tf_diag_msg());
+}
+
 Test(conf, load_from_disk_and_missing_file)
 {
 	char path[] = "/tmp/tf-conf-XXXXXX.ini";
@@ -237,11 +303,14 @@ Test(conf, docs_cover_every_key)
 	const char *section, *key;
 	for (size_t i = 0; (key = tf_conf_schema_at(i, &section)); i++) {
 		char want[96], head[48];
-		/* "layer.#.ffn" is written `layer.<N>.ffn` */
-		const char *hash = strchr(key, '#');
+		/* "layer.#.ffn" is written `layer.<N>.ffn`, "ffn.*" `ffn.<type>` */
+		const char *hash = strchr(key, '#'), *star = strchr(key, '*');
 		if (hash)
 			snprintf(want, sizeof(want), "`%.*s<N>%s`", (int)(hash - key), key,
 				 hash + 1);
+		else if (star)
+			snprintf(want, sizeof(want), "`%.*s<type>%s`", (int)(star - key), key,
+				 star + 1);
 		else
 			snprintf(want, sizeof(want), "`%s`", key);
 		snprintf(head, sizeof(head), "## [%s]", section);

@@ -84,6 +84,24 @@ Test(runtime, host_services)
 	cr_assert_str_eq(h->conf_get(h, "runtime", "threads"), "1");
 	cr_assert_null(h->conf_get(h, "sampling", "seed"));
 
+	/* typed reads: the value as the schema types it, or the default */
+	int64_t v;
+	uint64_t u;
+	bool b;
+	int e;
+	cr_assert_eq(h->conf_int(h, "runtime", "threads", 7, &v), TF_OK);
+	cr_assert_eq(v, 1);
+	cr_assert_eq(h->conf_int(h, "sampling", "seed", -5, &v), TF_OK);
+	cr_assert_eq(v, -5);
+	cr_assert_eq(h->conf_size(h, "runtime", "memory_limit", 9, &u), TF_OK);
+	cr_assert_eq(u, 9);
+	cr_assert_eq(h->conf_bool(h, "mtp", "enabled", true, &b), TF_OK);
+	cr_assert_eq(b, true);
+	cr_assert_eq(h->conf_enum(h, "runtime", "log_level", 3, &e), TF_OK);
+	cr_assert_eq(e, 3);
+	cr_assert_neq(h->conf_int(h, "runtime", "log_level", 0, &v), TF_OK);
+	cr_assert(strstr(tf_diag_msg(), "[runtime] log_level"), "%s", tf_diag_msg());
+
 	tf_tensor t;
 	cr_assert_eq(h->weight_get(h, "lm_head.weight", &t), TF_OK);
 	cr_assert_eq(t.shape[1], h->model->hidden_size);
@@ -119,6 +137,63 @@ Test(runtime, host_services)
 	cr_assert_eq(h->error(h, TF_ERR_FORMAT, "tensor %s", "w"), TF_ERR_FORMAT);
 	cr_assert_str_eq(tf_diag_msg(), "tensor w");
 	tf_runtime_close(rt);
+}
+
+Test(runtime, typed_conf_reads_of_set_values)
+{
+	const char *ov[] = { "runtime.log_level=info", "runtime.memory_limit=2G",
+			     "mtp.enabled=no" };
+	tf_runtime *rt = open_ok(ov, 3);
+	const tf_host *h = tf_runtime_host(rt);
+	int e;
+	uint64_t u;
+	bool b;
+	cr_assert_eq(h->conf_enum(h, "runtime", "log_level", 0, &e), TF_OK);
+	cr_assert_eq(e, 2);
+	cr_assert_eq(h->conf_size(h, "runtime", "memory_limit", 0, &u), TF_OK);
+	cr_assert_eq(u, (uint64_t)2 << 30);
+	cr_assert_eq(h->conf_bool(h, "mtp", "enabled", true, &b), TF_OK);
+	cr_assert_eq(b, false);
+	tf_runtime_close(rt);
+}
+
+Test(runtime, plugin_keys_are_declared_checked_and_read)
+{
+	/* toy-mean declares [toy] mode (mean|sum, default mean) */
+	const char *path = "plugins.path=" TF_TEST_PLUGINS "/toy";
+	const char *unset[] = { path };
+	tf_runtime *rt = open_ok(unset, 1);
+	const tf_host *h = tf_runtime_host(rt);
+	int e = -1;
+	cr_assert_eq(h->conf_enum(h, "toy", "mode", 7, &e), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(e, 0, "the declared default, not the caller's");
+	tf_runtime_close(rt);
+
+	const char *set[] = { path, "toy.mode=sum" };
+	rt = open_ok(set, 2);
+	h = tf_runtime_host(rt);
+	cr_assert_eq(h->conf_enum(h, "toy", "mode", 0, &e), TF_OK);
+	cr_assert_eq(e, 1);
+	tf_runtime_close(rt);
+
+	const char *bad_value[] = { path, "toy.mode=median" };
+	open_fails(bad_value, 2, TF_ERR_INVALID, "--set: [toy] mode: 'median' is not one of mean|sum");
+	const char *unknown[] = { path, "toy.moed=sum" };
+	open_fails(unknown, 2, TF_ERR_INVALID, "--set [toy] moed: unknown key");
+	/* without the plugin on the path nobody declares it */
+	const char *absent[] = { "toy.mode=sum" };
+	open_fails(absent, 1, TF_ERR_INVALID, "[toy] mode: unknown key");
+}
+
+Test(runtime, bad_key_declarations_name_plugin_and_key)
+{
+	const char *core[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-core" };
+	open_fails(core, 1, TF_ERR_INVALID,
+		   "plugin keys-core declares [runtime] threads, which is a core key");
+	const char *twin[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-twin" };
+	open_fails(twin, 1, TF_ERR_INVALID, "plugins twin-a and twin-b both declare [twin] depth");
+	const char *enumk[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-enum" };
+	open_fails(enumk, 1, TF_ERR_INVALID, "plugin keys-enum: [bad] flavour: bad declaration");
 }
 
 Test(runtime, overrides_pick_plugins)

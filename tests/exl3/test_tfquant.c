@@ -106,7 +106,8 @@ Test(tfquant, refuses_bad_bits)
 Test(tfquant, writes_quantization_config)
 {
 	char src[] = "/tmp/tfquant-src-XXXXXX", dst[] = "/tmp/tfquant-dst-XXXXXX", path[256];
-	tfq_meta meta = { .bits = 3.4149, .head_bits = 6, .mtp_bits = 4, .cb = TF_EXL3_CB_MUL1 };
+	tfq_meta meta = { .bits = 3.4149, .head_bits = 6, .mtp_bits = 4, .format = "exl3",
+			  .variant = "mul1" };
 	cr_assert(mkdtemp(src) && mkdtemp(dst));
 	snprintf(path, sizeof(path), "%s/config.json", src);
 	FILE *f = fopen(path, "w");

@@ -97,6 +97,24 @@ class BadInput(unittest.TestCase):
         for w in wants:
             self.assertIn(w, p.stderr + p.stdout)
 
+    def test_router_out_of_range_expert(self):
+        path = f"plugins.path={tm.env('TF_BAD_ROUTERS')}"
+        self.expect_error(self.good, [1, 2, 3], ["router bad-range", "expert ids must be distinct", "layer "],
+                          "--set", path, "--set", "plugins.router=bad-range")
+
+    def test_router_non_finite_weight(self):
+        path = f"plugins.path={tm.env('TF_BAD_ROUTERS')}"
+        self.expect_error(self.good, [1, 2, 3], ["router bad-nan", "weight nan", "layer "],
+                          "--set", path, "--set", "plugins.router=bad-nan")
+
+    def test_layer_type_nobody_serves(self):
+        self.expect_error(self.good, None, ["layer 2", "layer type warp"],
+                          "--set", "model.layer.2.attention=warp")
+
+    def test_router_unknown(self):
+        self.expect_error(self.good, None, ["plugins", "router", "no router plugin named 'nope'"],
+                          "--set", "plugins.router=nope")
+
     def test_config_missing_key(self):
         d = self.folder()
         edit_config(self.good, d, lambda c: c.pop("num_experts"))

@@ -9,13 +9,19 @@
                must be the quantization error and nothing else
     QuantPaths which quant path opens the EXL3 linears by default (float),
                and that the INI pins each of the others
+    Int8       tfquant --format example-int8, run through the example plugin
+    NewLayerType  a layer type only a test plugin serves, given to two
+               layers by the INI, vs the reference with the same layers
 
 Run by ctest (tests/model/CMakeLists.txt); `-k Bf16` picks one class.
 """
 import json
+import os
 import subprocess
 import tempfile
 import unittest
+
+import numpy as np
 
 import tfmodel as tm
 
@@ -33,6 +39,122 @@ class Bf16(unittest.TestCase):
             toks = tm.prompt(n, seed, rt.vocab)
             tm.check(self, f"bf16 {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
                      ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
+
+class NewLayerType(unittest.TestCase):
+    """A layer type the core has never heard of, added by a plugin alone:
+    tests/registry/toy_mean.c serves "toy" (the running mean of the layer
+    input), and the INI gives it a KDA and an MLA layer.  The reference is
+    ling_ref.py with those two layers' attention replaced by the same mean."""
+
+    LAYERS = (1, 3)
+
+    def sets(self):
+        return [f"plugins.path={tm.env('TF_TOY_PLUGINS')}", "plugins.attention.toy=toy-mean"] + \
+               [f"model.layer.{i}.attention=toy" for i in self.LAYERS]
+
+    def test_toy_layers_match_reference(self):
+        model = tm.model_dir("ling-tiny")
+        rt, ref = tm.Runtime(model, sets=self.sets()), tm.Reference(model)
+        self.addCleanup(rt.close)
+        toy = {f"model.layers.{i}.attention" for i in self.LAYERS}
+        mla, kda = ref.m.mla, ref.m.kda
+        mean = lambda x: np.cumsum(x, axis=0) / np.arange(1, len(x) + 1)[:, None]
+        ref.m.mla = lambda x, p, pos: mean(x) if p in toy else mla(x, p, pos)
+        ref.m.kda = lambda x, p: mean(x) if p in toy else kda(x, p)
+        plain = tm.Reference(model)
+        for n, seed, chunk in PROMPTS[1:]:
+            toks = tm.prompt(n, seed, rt.vocab)
+            got = rt.logits(toks, chunk)
+            tm.check(self, f"toy layers {n} tokens, chunk {chunk or 64}", got,
+                     ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+            # The toy layers ran: the model without them is far off.
+            rel, _, _ = tm.check(self, "  (vs the model without toy layers)", got,
+                                 plain.logits(toks))
+            self.assertGreater(rel, 100 * tm.REF_MAX_REL)
+
+    def test_declared_key_switches_the_toy(self):
+        """[toy] mode, a key only the toy plugin declares, makes it sum."""
+        model = tm.model_dir("ling-tiny")
+        rt = tm.Runtime(model, sets=self.sets() + ["toy.mode=sum"])
+        ref = tm.Reference(model)
+        self.addCleanup(rt.close)
+        toy = {f"model.layers.{i}.attention" for i in self.LAYERS}
+        mla, kda = ref.m.mla, ref.m.kda
+        ref.m.mla = lambda x, p, pos: np.cumsum(x, axis=0) if p in toy else mla(x, p, pos)
+        ref.m.kda = lambda x, p: np.cumsum(x, axis=0) if p in toy else kda(x, p)
+        toks = tm.prompt(40, 15, rt.vocab)
+        tm.check(self, "toy layers summing, 40 tokens", rt.logits(toks), ref.logits(toks),
+                 tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
+    def test_check_names_the_type_and_plugin(self):
+        with tempfile.TemporaryDirectory() as d:
+            ini = tm.write_ini(d, tm.model_dir("ling-tiny"))
+            cmd = [tm.env("TF_TFRUN"), ini, "--check", "--json"]
+            for kv in self.sets():
+                cmd += ["--set", kv]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            runs = json.loads(p.stdout)["layers"]
+            for i in self.LAYERS:
+                run = [r for r in runs if r["first"] <= i <= r["last"]][0]
+                self.assertEqual((run["attention"], run["attention_plugin"]), ("toy", "toy-mean"))
+
+
+class ReferenceInt8(tm.Reference):
+    """The reference reading example-int8 linears (qweight x scale per row),
+    written from the format's description, not the plugin's code."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        m, plain = self.m, self.m.lin
+
+        def lin(prefix, out, inp):
+            if not m.ckpt.has(prefix + ".qweight"):
+                return plain(prefix, out, inp)
+            w = m.ckpt.get(prefix + ".qweight").astype(np.float64) * \
+                m.ckpt.f64(prefix + ".scale")[:, None]
+            if w.shape != (out, inp):
+                raise ValueError(f"{prefix}: int8 shape {w.shape}, expected [{out}, {inp}]")
+            return w
+        m.lin = lin
+
+
+class Int8(unittest.TestCase):
+    """tfquant --format example-int8 drives the example plugin's quantizer
+    (every linear at 8 bits), and tfrun runs the result through the same
+    plugin: against the float64 reference reading the int8 weights, to the
+    usual fp32 tolerance; against its bf16 source, the int8 rounding (row
+    scaled, rel mse ~5e-5 a weight) moves the random tiny model's logits by
+    a KL of 3e-3 to 2e-2 and top-1 0.90 to 1 (measured)."""
+
+    SRC_MAX_KL = 0.1
+    SRC_MIN_TOP1 = 0.8
+
+    def test_int8_model_matches_its_source(self):
+        src = tm.model_dir("ling-tiny")
+        with tempfile.TemporaryDirectory() as d:
+            dst = os.path.join(d, "ling-tiny-int8")
+            bits = ",".join(f"{c}=8" for c in
+                            ("routed", "shared", "kda", "mla", "dense", "head", "mtp"))
+            p = subprocess.run([tm.env("TF_TFQUANT"), "--format", "example-int8", "--bits",
+                                bits, src, dst], capture_output=True, text=True,
+                               timeout=tm.TIMEOUT_S)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            rt, ref, src_ref = tm.Runtime(dst), ReferenceInt8(dst), tm.Reference(src)
+            self.addCleanup(rt.close)
+            ini = tm.write_ini(d, dst)
+            c = subprocess.run([tm.env("TF_TFRUN"), ini, "--check", "--json"],
+                               capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+            self.assertEqual(c.returncode, 0, c.stderr)
+            self.assertGreater(json.loads(c.stdout)["linears"].get("example-int8", 0), 100)
+            for n, seed, chunk in PROMPTS[1:]:
+                toks = tm.prompt(n, seed, rt.vocab)
+                got = rt.logits(toks, chunk)
+                tm.check(self, f"int8 {n} tokens vs int8 reference", got, ref.logits(toks),
+                         tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+                tm.check(self, f"int8 {n} tokens vs its bf16 source", got,
+                         src_ref.logits(toks), None, self.SRC_MAX_KL, self.SRC_MIN_TOP1)
 
 
 class Exl3(unittest.TestCase):

@@ -7,6 +7,10 @@ sets it):
   TF_MODELS     the folder make_models.py filled
   TF_EXL3_BASE  the bf16 model whose "-exl3" conversion the EXL3 tests run
                 (ling-tiny-q; ling-tiny when the full conversion was made)
+  TF_ROUTER     the router plugin every INI pins (unset: the best-scoring)
+  TF_BAD_ROUTERS  a folder of routers that break their contract
+  TF_TOY_PLUGINS  a folder with a plugin of a new attention type ("toy")
+  TF_TFQUANT    the tfquant binary (the int8 test converts with it)
 """
 import os
 import subprocess
@@ -80,13 +84,17 @@ def prompt(n, seed, vocab):
 def write_ini(folder, model, context=4096, chunk=64):
     """A model INI for `model` in `folder`.  No [plugins] quant pin: an EXL3
     checkpoint also holds the fp16 projections tfquant leaves unquantized,
-    and each linear takes the quant plugin that recognises it."""
+    and each linear takes the quant plugin that recognises it.  $TF_ROUTER,
+    when set, pins the router plugin."""
     path = os.path.join(folder, os.path.basename(model) + ".ini")
+    router = os.environ.get("TF_ROUTER")
     with open(path, "w") as f:
         f.write(f"[model]\npath = {model}\n\n"
                 f"[runtime]\ncontext = {context}\nthreads = 2\nmemory_limit = 1G\n"
                 f"prefill_chunk = {chunk}\n\n"
                 "[sampling]\ntemperature = 0\n\n[mtp]\nenabled = false\n")
+        if router:
+            f.write(f"\n[plugins]\nrouter = {router}\n")
     return path
 
 

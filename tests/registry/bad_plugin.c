@@ -6,7 +6,8 @@
  *   BAD_ABI_SYMBOL  only the entry function of another ABI major
  *   BAD_SMALL       a descriptor too small to hold its required slots
  *   BAD_NO_SLOT     a required slot left NULL
- *   BAD_PROBE_FAIL  a probe that declines, with a reason
+ *   BAD_PROBE_FAIL  a probe that declines, with a reason from tf_strerror
+ *                   (which a plugin must be able to call: it loads RTLD_NOW)
  *   BAD_WRONG_KIND  a quant descriptor from the ffn entry
  */
 #include <stddef.h>
@@ -21,7 +22,7 @@ TF_EXPORT int bad_plugin_hello(void) { return 42; }
 static int bad_probe(const tf_host *h, const char **reason)
 {
 #ifdef BAD_PROBE_FAIL
-	*reason = "needs a frobnicator";
+	*reason = tf_strerror(TF_ERR_UNSUPPORTED);
 	return 0;
 #else
 	return 1;

@@ -2,12 +2,14 @@
 #include "testhost.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TH_MAX_QUANT 8
+#define TH_MAX_ROUTER 8
 
 struct th_tensor {
 	char *name;
@@ -32,6 +34,9 @@ struct tf_testhost {
 	void *quant_so;
 	const tf_plugin_quant *quant[TH_MAX_QUANT];
 	int n_quant;
+	void *router_so;
+	const tf_plugin_router *router[TH_MAX_ROUTER];
+	int n_router;
 	char err[2048];
 };
 
@@ -83,6 +88,49 @@ static const char *th_conf_get(const tf_host *h, const char *section,
 		    !strcmp(th->conf[i].key, key))
 			return th->conf[i].value;
 	return NULL;
+}
+
+/* The typed reads of tf_host over the strings tf_testhost_set_conf stored:
+ * the whole value must parse, or the read fails naming the key.  There is
+ * no schema here (no ranges, no enums): the runtime's reads are tested in
+ * tests/core. */
+static int th_conf_int(const tf_host *h, const char *section, const char *key,
+		       int64_t def, int64_t *out)
+{
+	const char *v = th_conf_get(h, section, key);
+	char *end;
+	*out = def;
+	if (!v)
+		return TF_OK;
+	errno = 0;
+	*out = strtoll(v, &end, 10);
+	if (errno || end == v || *end)
+		return th_error(h, TF_ERR_INVALID, "[%s] %s: '%s' is not an integer",
+				section, key, v);
+	return TF_OK;
+}
+
+static int th_conf_size(const tf_host *h, const char *section, const char *key,
+			uint64_t def, uint64_t *out)
+{
+	int64_t v;
+	int rc = th_conf_int(h, section, key, (int64_t)def, &v);
+	if (!rc && v < 0)
+		rc = th_error(h, TF_ERR_INVALID, "[%s] %s: %lld is not a size", section, key,
+			      (long long)v);
+	*out = (uint64_t)v;
+	return rc;
+}
+
+static int th_conf_bool(const tf_host *h, const char *section, const char *key,
+			bool def, bool *out)
+{
+	const char *v = th_conf_get(h, section, key);
+	*out = v ? !strcmp(v, "true") : def;
+	if (v && !*out && strcmp(v, "false"))
+		return th_error(h, TF_ERR_INVALID, "[%s] %s: '%s' is not true or false",
+				section, key, v);
+	return TF_OK;
 }
 
 /* A new reader of a released tensor gets its bytes back, as the
@@ -156,6 +204,45 @@ static void th_lin_close(const tf_host *h, tf_lin *lin)
 	lin->impl = NULL;
 }
 
+/* [plugins] router when set, else router.so's first (fastest) router. */
+static int th_router_open(const tf_host *h, int layer, const char *prefix, tf_router *r)
+{
+	tf_testhost *th = h->ctx;
+	const char *pin = th_conf_get(h, "plugins", "router");
+	const tf_plugin_router *ops = NULL;
+	for (int i = 0; i < th->n_router && !ops; i++)
+		if (!pin || !strcmp(th->router[i]->hdr.name, pin))
+			ops = th->router[i];
+	if (!ops)
+		return th_error(h, TF_ERR_NOT_FOUND, "no router plugin named '%s'",
+				pin ? pin : "(any)");
+	*r = (tf_router){ .ops = ops, .layer = layer, .n_experts = th->cfg.num_experts,
+			  .top_k = th->cfg.num_experts_per_tok };
+	int rc = ops->layer_init(h, layer, prefix, &r->impl);
+	if (rc)
+		r->impl = NULL;
+	return rc;
+}
+
+static int th_router_route(const tf_host *h, const tf_router *r, const float *x,
+			   int64_t n, int32_t *idx, float *w)
+{
+	int64_t t;
+	int j;
+	int rc = r->ops->route(r->impl, x, n, idx, w);
+	if (!rc && tf_router_check(r, idx, w, n, &t, &j))
+		rc = th_error(h, TF_ERR_INTERNAL, "router %s: token %lld slot %d is unsound",
+			      r->ops->hdr.name, (long long)t, j);
+	return rc;
+}
+
+static void th_router_close(const tf_host *h, tf_router *r)
+{
+	if (r->ops && r->impl)
+		r->ops->layer_fini(r->impl);
+	r->impl = NULL;
+}
+
 static void *load_so(const char *file, int required)
 {
 	char path[4096];
@@ -180,11 +267,17 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 		.log = th_log,
 		.error = th_error,
 		.conf_get = th_conf_get,
+		.conf_int = th_conf_int,
+		.conf_size = th_conf_size,
+		.conf_bool = th_conf_bool,
 		.weight_get = th_weight_get,
 		.weight_release = th_weight_release,
 		.model = &th->cfg,
 		.lin_open = th_lin_open,
 		.lin_close = th_lin_close,
+		.router_open = th_router_open,
+		.router_route = th_router_route,
+		.router_close = th_router_close,
 		.tp_rank = 0,
 		.tp_size = 1,
 	};
@@ -209,6 +302,15 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 			(const tf_plugin_quant *(*)(unsigned))dlsym(th->quant_so, "tf_plugin_quant_v1");
 		for (unsigned i = 0; q_entry && i < TH_MAX_QUANT && q_entry(i); i++)
 			th->quant[th->n_quant++] = q_entry(i);
+	}
+
+	th->router_so = load_so("router.so", 0);
+	if (th->router_so) {
+		const tf_plugin_router *(*r_entry)(unsigned) =
+			(const tf_plugin_router *(*)(unsigned))dlsym(th->router_so,
+								     "tf_plugin_router_v1");
+		for (unsigned i = 0; r_entry && i < TH_MAX_ROUTER && r_entry(i); i++)
+			th->router[th->n_router++] = r_entry(i);
 	}
 	return th;
 }

@@ -2,15 +2,19 @@
  * testhost.h - a self-contained tf_host for plugin unit tests.
  *
  * Tests build a model config and tensors in memory, then hand the host to
- * the plugin under test.  The host loads the real backend-cpu.so and every
- * quant plugin (exl3.so) from the build's plugin folder, so layer plugins
- * are tested with the same linear layers and ops the runtime uses.
+ * the plugin under test.  The host loads the real backend-cpu.so, every
+ * quant plugin (exl3.so) and the routers (router.so) from the build's plugin
+ * folder, so layer plugins are tested with the same linear layers, routers
+ * and ops the runtime uses.  [plugins] router (tf_testhost_set_conf) pins a
+ * router by name.  The typed INI reads parse strictly but know no ranges;
+ * conf_enum is absent.
  */
 #ifndef TF_TESTHOST_H
 #define TF_TESTHOST_H
 
 #include "tf/backend.h"
 #include "tf/quant.h"
+#include "tf/router.h"
 
 typedef struct tf_testhost tf_testhost;
 

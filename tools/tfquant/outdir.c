@@ -62,17 +62,22 @@ int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m)
 		return tf_diag_set(TF_ERR_FORMAT, "%s: not a JSON object", path);
 	}
 	cJSON *q = cJSON_CreateObject(), *cal = cJSON_CreateObject();
-	cJSON_AddStringToObject(q, "quant_method", "exl3");
+	cJSON_AddStringToObject(q, "quant_method", m->format);
 	cJSON_AddStringToObject(q, "version", "tensorfold-" TF_VERSION_STRING);
 	cJSON_AddNumberToObject(q, "bits", round(m->bits * 100) / 100);
+	if (strcmp(m->format, "exl3")) {
+		cJSON_Delete(cal);
+		goto save;
+	}
 	cJSON_AddNumberToObject(q, "head_bits", m->head_bits ? m->head_bits : 16);
 	cJSON_AddNumberToObject(q, "mtp_bits", m->mtp_bits);
-	cJSON_AddStringToObject(q, "codebook", tf_exl3_cb_name(m->cb));
+	cJSON_AddStringToObject(q, "codebook", m->variant ? m->variant : "mul1");
 	cJSON_AddStringToObject(q, "out_scales", "always");
 	/* No calibration: the identity-Hessian recipe. */
 	cJSON_AddNumberToObject(cal, "rows", 0);
 	cJSON_AddNumberToObject(cal, "cols", 0);
 	cJSON_AddItemToObject(q, "calibration", cal);
+save:
 	cJSON_DeleteItemFromObject(root, "quantization_config");
 	cJSON_AddItemToObject(root, "quantization_config", q);
 

@@ -5,17 +5,16 @@
 #ifndef TFQ_OUTDIR_H
 #define TFQ_OUTDIR_H
 
-#include "codebook.h"
-
 typedef struct tfq_meta {
+	const char *format;     /* the quant plugin: "exl3", "example-int8" */
+	const char *variant;    /* its variant ("mul1"); NULL: the default */
 	double bits;            /* average K over the budgeted layers */
 	int head_bits, mtp_bits;
-	tf_exl3_cb cb;
 } tfq_meta;
 
-/* dst/config.json = src/config.json + "quantization_config" (exllamav3's
- * keys: quant_method, version, bits, head_bits, mtp_bits, codebook,
- * out_scales, calibration). */
+/* dst/config.json = src/config.json + "quantization_config": quant_method
+ * (the format), version and bits; for exl3 also exllamav3's head_bits,
+ * mtp_bits, codebook, out_scales and calibration. */
 int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m);
 
 /* Copy every regular file of src except config.json and the safetensors

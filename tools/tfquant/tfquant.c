@@ -1,18 +1,22 @@
 /*
- * tfquant - convert a bf16/fp16/fp32 Hugging Face checkpoint to EXL3.
+ * tfquant - convert a bf16/fp16/fp32 Hugging Face checkpoint to a quantized
+ * format: EXL3 by default, or that of any quant plugin with a quantizer.
  *
- *     tfquant [--bits class=K,...] [--conf recipe.ini] [--codebook mul1|mcg|3inst]
- *             [--threads N] [--seed N] <source dir> <output dir>
+ *     tfquant [--format NAME] [--bits class=K,...] [--conf recipe.ini]
+ *             [--codebook VARIANT] [--threads N] [--seed N] <source dir> <output dir>
  *
- * Every budgeted linear (recipe.h) is quantized with the identity-Hessian
- * recipe (plugins/exl3/quantize.h) and stored under exllamav3's names:
- * <prefix>.trellis/.suh/.svh[/.bias][/.mul1|.mcg]; everything else is
- * copied (fp32 narrowed to fp16).  The output folder gets model.safetensors
+ * Every budgeted linear (recipe.h) goes through the quantizer of the quant
+ * plugin named by --format (tf/quant.h's quantize slot), found on the
+ * plugin path like tfrun finds it: for exl3, the identity-Hessian recipe
+ * stored under exllamav3's names <prefix>.trellis/.suh/.svh[/.bias]
+ * [/.mul1|.mcg]; for example-int8, <prefix>.qweight/.scale[/.bias].
+ * Everything else is copied (fp32 narrowed to fp16).  The output folder gets model.safetensors
  * (shards past 8 GiB), config.json with quantization_config, and every
  * other file of the source folder (tokenizer etc.).  One line per
  * quantized tensor reports its bits and relative error.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +27,23 @@
 #include "config.h"
 #include "diag.h"
 #include "outdir.h"
-#include "quantize.h"
 #include "recipe.h"
+#include "registry.h"
 #include "st_writer.h"
+#include "tf/quant.h"
 #include "weights.h"
 
 #define SHARD_BYTES (8ull << 30)
 
 typedef struct tfq_opts {
 	tfq_recipe recipe;
-	tf_exl3_cb cb;
+	const char *format;             /* the quant plugin that quantizes */
+	const char *variant;            /* its variant (--codebook); NULL: default */
 	int threads;
 	uint64_t seed;
 	const char *src, *dst;
+	tf_quantize_fn quantize;        /* the plugin's quantizer */
+	tf_host host;                   /* what it is given: errors */
 } tfq_opts;
 
 /* Everything the writer points at until the save. */
@@ -96,16 +104,27 @@ static void weight_prefix(const char *name, char *prefix, size_t size)
 	snprintf(prefix, size, "%.*s", (int)n, name);
 }
 
-static int add_named(tf_st_writer *w, tfq_store *st, const char *prefix, const char *suffix,
-		     tf_dtype dt, int ndim, const int64_t *shape, const void *data)
+/* A tf_tensor_sink into the writer: each tensor is copied into the store,
+ * which keeps it until the save. */
+struct tfq_sink {
+	tf_st_writer *w;
+	tfq_store *st;
+};
+
+static int sink_add(void *ctx, const char *name, tf_dtype dt, int ndim, const int64_t *shape,
+		    const void *data)
 {
+	struct tfq_sink *s = ctx;
 	int64_t n = 1;
 	for (int i = 0; i < ndim; i++)
 		n *= shape[i];
-	st->bytes += (uint64_t)n * tf_dtype_size(dt);
-	char name[512];
-	snprintf(name, sizeof(name), "%s.%s", prefix, suffix);
-	return tf_st_writer_add(w, name, dt, ndim, shape, data);
+	size_t bytes = (size_t)n * tf_dtype_size(dt);
+	void *copy = store_keep(s->st, malloc(bytes ? bytes : 1));
+	if (!copy)
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
+	memcpy(copy, data, bytes);
+	s->st->bytes += bytes;
+	return tf_st_writer_add(s->w, name, dt, ndim, shape, copy);
 }
 
 /* Overall progress: weights quantized of all to quantize, wall time. */
@@ -137,58 +156,37 @@ static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writ
 {
 	char pbuf[48];
 	char prefix[480];
-	tf_exl3_qtensor q;
-	tf_exl3_qopts qo = { .K = K, .cb = o->cb, .seed = name_seed(t->name, o->seed),
-			     .threads = o->threads };
-	float *f = widen(t);
-	int rc;
+	tf_quantize_opts qo = { .bits = K, .seed = name_seed(t->name, o->seed),
+				.threads = o->threads, .variant = o->variant };
+	float *f = widen(t), *bf = NULL;
+	double rel_mse = 0;
+	int rc = f ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", t->name);
 
-	if (!f)
-		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", t->name);
-	double t0 = (double)clock() / CLOCKS_PER_SEC;
-	rc = tf_exl3_quantize(f, t->shape[0], t->shape[1], &qo, &q);
-	free(f);
-	if (rc)
-		return tf_diag_set(rc, "%s: quantization failed", t->name);
-	store_keep(st, q.trellis);
-	store_keep(st, q.suh);
-	store_keep(st, q.svh);
-
-	weight_prefix(t->name, prefix, sizeof(prefix));
-	int64_t ts[3] = { q.k / 16, q.n / 16, 16 * q.K };
-	rc = add_named(w, st, prefix, "trellis", TF_DTYPE_I16, 3, ts, q.trellis);
-	if (!rc)
-		rc = add_named(w, st, prefix, "suh", TF_DTYPE_F16, 1, &q.k, q.suh);
-	if (!rc)
-		rc = add_named(w, st, prefix, "svh", TF_DTYPE_F16, 1, &q.n, q.svh);
-	if (!rc && q.cb != TF_EXL3_CB_3INST) {
-		static const int32_t mcg = TF_EXL3_MCG_MARKER, mul1 = TF_EXL3_MUL1_MARKER;
-		rc = add_named(w, st, prefix, q.cb == TF_EXL3_CB_MCG ? "mcg" : "mul1", TF_DTYPE_I32,
-			       0, NULL, q.cb == TF_EXL3_CB_MCG ? &mcg : &mul1);
-	}
-
-	/* A bias moves with its weight: fp16, padded to n. */
+	/* A bias moves with its weight. */
 	char bname[512];
 	tf_tensor b;
+	weight_prefix(t->name, prefix, sizeof(prefix));
 	snprintf(bname, sizeof(bname), "%s.bias", prefix);
 	if (!rc && tf_weights_get(src, bname, &b) == TF_OK) {
-		uint16_t *bh = store_keep(st, calloc((size_t)q.n, 2));
-		float *bf = widen(&b);
-		if (!bh || !bf || b.ndim != 1 || b.shape[0] != t->shape[0])
-			rc = tf_diag_set(bh && bf ? TF_ERR_FORMAT : TF_ERR_NOMEM,
+		bf = widen(&b);
+		if (!bf || b.ndim != 1 || b.shape[0] != t->shape[0])
+			rc = tf_diag_set(bf ? TF_ERR_FORMAT : TF_ERR_NOMEM,
 					 "%s: expected a vector of %lld", bname, (long long)t->shape[0]);
-		for (int64_t i = 0; !rc && i < b.shape[0]; i++)
-			bh[i] = tf_f32_to_f16(bf[i]);
-		free(bf);
-		if (!rc)
-			rc = add_named(w, st, prefix, "bias", TF_DTYPE_F16, 1, &q.n, bh);
 	}
+	double t0 = (double)clock() / CLOCKS_PER_SEC;
+	struct tfq_sink ts = { .w = w, .st = st };
+	if (!rc)
+		rc = o->quantize(&o->host, prefix, f, t->shape[0], t->shape[1], bf, &qo,
+				 &(tf_tensor_sink){ .ctx = &ts, .add = sink_add }, &rel_mse);
+	free(f);
+	free(bf);
 	if (rc)
 		return rc;
 	double numel = (double)(t->shape[0] * t->shape[1]);
 	printf("%s %-56s K=%d %-5s [%lld, %lld] rel mse %.5f (%.1f s cpu)\n",
-	       progress_step(pg, numel, pbuf, sizeof(pbuf)), t->name, K, tf_exl3_cb_name(q.cb),
-	       (long long)t->shape[0], (long long)t->shape[1], q.rel_mse,
+	       progress_step(pg, numel, pbuf, sizeof(pbuf)), t->name, K,
+	       o->variant ? o->variant : o->format,
+	       (long long)t->shape[0], (long long)t->shape[1], rel_mse,
 	       (double)clock() / CLOCKS_PER_SEC - t0);
 	fflush(stdout);
 	if (strcmp(t->name, "lm_head.weight")) {        /* "bits" leaves the head out */
@@ -219,7 +217,8 @@ static int convert(const tfq_opts *o)
 	tf_weights *src = NULL;
 	tf_st_writer *w = NULL;
 	tfq_store st = { 0 };
-	tfq_meta meta = { .cb = o->cb, .head_bits = o->recipe.bits[TF_WCLASS_HEAD],
+	tfq_meta meta = { .format = o->format, .variant = o->variant,
+			  .head_bits = o->recipe.bits[TF_WCLASS_HEAD],
 			  .mtp_bits = o->recipe.bits[TF_WCLASS_MTP] };
 	double bits_sum = 0, numel_sum = 0;
 	tfq_progress pg = { .t0 = wall_s() };
@@ -277,15 +276,62 @@ static int convert(const tfq_opts *o)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tfquant [--bits class=K,...] [--conf recipe.ini] "
-		   "[--codebook mul1|mcg|3inst] [--threads N] [--seed N] <source dir> <output dir>\n"
+	fprintf(f, "usage: tfquant [--format NAME] [--bits class=K,...] [--conf recipe.ini] "
+		   "[--codebook VARIANT] [--threads N] [--seed N] <source dir> <output dir>\n"
+		   "  format: a quant plugin with a quantizer on the plugin path (default exl3;\n"
+		   "          example-int8 takes 8 bits only); --codebook: its variant\n"
+		   "          (exl3: mul1, the default, mcg or 3inst)\n"
 		   "  classes: routed shared kda mla dense head mtp "
 		   "(default routed=3,shared=5,kda=4,dense=4,mla=6,head=6,mtp=4)\n");
 }
 
+/* The host a quantizer is given: it reports failures, nothing more. */
+static void tfq_log(const tf_host *h, tf_log_level lvl, const char *who, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "[%s] ", who);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int tfq_error(const tf_host *h, int status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tf_diag_set(status, "%s", msg);
+}
+
+/* The quantizer of the quant plugin named o->format on the plugin path
+ * (the build's folder and $TF_PLUGIN_PATH); r keeps it loaded. */
+static int find_format(tf_registry *r, tfq_opts *o)
+{
+	int rc = tf_registry_scan(r, NULL);
+	for (size_t i = 0; !rc && i < tf_registry_count(r); i++) {
+		const tf_candidate *c = tf_registry_at(r, i);
+		if (c->kind != TF_KIND_QUANT || c->status || strcmp(c->name, o->format))
+			continue;
+		o->quantize = tf_quant_quantizer((const tf_plugin_quant *)c->desc);
+		if (!o->quantize)
+			return tf_diag_set(TF_ERR_UNSUPPORTED, "--format %s: %s has no quantizer",
+					   o->format, c->file);
+		return TF_OK;
+	}
+	return rc ? rc : tf_diag_set(TF_ERR_NOT_FOUND, "--format %s: no usable quant plugin "
+				     "of that name on the plugin path (see tfrun --plugins)",
+				     o->format);
+}
+
 int main(int argc, char **argv)
 {
-	tfq_opts o = { .cb = TF_EXL3_CB_MUL1, .seed = 1 };
+	tfq_opts o = { .format = "exl3", .seed = 1,
+		       .host = { .struct_size = sizeof(tf_host), .log = tfq_log,
+				 .error = tfq_error } };
+	tf_registry *reg = NULL;
 	int rc = TF_OK;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -312,23 +358,27 @@ int main(int argc, char **argv)
 			   : tf_diag_set(TF_ERR_INVALID, "--threads %s: expected >= 1", v);
 		else if (!strcmp(a, "--seed"))
 			o.seed = strtoull(v, NULL, 0);
-		else if (!strcmp(a, "--codebook")) {
-			o.cb = !strcmp(v, "mul1") ? TF_EXL3_CB_MUL1 : !strcmp(v, "mcg") ? TF_EXL3_CB_MCG
-			     : !strcmp(v, "3inst") ? TF_EXL3_CB_3INST : TF_EXL3_CB_COUNT;
-			if (o.cb == TF_EXL3_CB_COUNT)
-				rc = tf_diag_set(TF_ERR_INVALID, "--codebook %s: expected mul1, mcg or 3inst", v);
-		} else
+		else if (!strcmp(a, "--codebook"))
+			o.variant = v;
+		else if (!strcmp(a, "--format"))
+			o.format = v;
+		else
 			rc = tf_diag_set(TF_ERR_INVALID, "%s: unknown option", a);
 	}
 	if (!rc && argc - i != 2) {
 		usage(stderr);
 		return 2;
 	}
+	if (!rc)
+		rc = tf_registry_init(&reg);
+	if (!rc)
+		rc = find_format(reg, &o);
 	if (!rc) {
 		o.src = argv[i];
 		o.dst = argv[i + 1];
 		rc = convert(&o);
 	}
+	tf_registry_free(reg);
 	if (rc) {
 		fprintf(stderr, "tfquant: %s\n", *tf_diag_msg() ? tf_diag_msg() : tf_strerror(rc));
 		return 1;

@@ -78,8 +78,9 @@ int tf_synth_exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const char
 			numel += (double)t.shape[0] * t.shape[1];
 		}
 	}
-	*meta = (tfq_meta){ .bits = numel > 0 ? bits / numel : 0, .cb = TF_EXL3_CB_MUL1,
-			    .head_bits = r->bits[TF_WCLASS_HEAD], .mtp_bits = r->bits[TF_WCLASS_MTP] };
+	*meta = (tfq_meta){ .bits = numel > 0 ? bits / numel : 0, .format = "exl3",
+			    .variant = "mul1", .head_bits = r->bits[TF_WCLASS_HEAD],
+			    .mtp_bits = r->bits[TF_WCLASS_MTP] };
 	tf_config_free(&cfg);
 	if (rc)
 		tf_synth_plan_free(out);

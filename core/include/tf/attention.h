@@ -7,11 +7,12 @@
  *
  * forward() consumes n consecutive tokens that continue the sequence: x is
  * the input-normed hidden [n, hidden_size], pos their absolute positions,
- * y the block output [n, hidden_size] (before the residual add).
+ * y the block output [n, hidden_size] (before the residual add).  x and y
+ * live in backend memory (tf/backend.h alloc), pos in host memory.
  *
  * Snapshot/rollback let the speculative drafter discard rejected tokens:
  * KDA state is not append-only.  The caller owns snapshot buffers of
- * snapshot_size() bytes.
+ * snapshot_size() bytes, in host memory.
  */
 #ifndef TF_ATTENTION_H
 #define TF_ATTENTION_H
@@ -46,6 +47,9 @@ typedef struct tf_plugin_attention {
 	size_t (*snapshot_size)(void *inst);
 	int (*snapshot)(void *inst, void *buf);
 	int (*rollback)(void *inst, const void *buf);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
 } tf_plugin_attention;
 
 const tf_plugin_attention *tf_plugin_attention_v1(unsigned index);

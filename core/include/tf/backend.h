@@ -75,6 +75,9 @@ typedef struct tf_backend {
 	/* out[r] = index of the largest of row r (the first on ties). */
 	void (*argmax)(void *ctx, int32_t *out, const float *x, int64_t rows,
 		       int64_t n);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
 } tf_backend;
 
 /* Entry symbol. */

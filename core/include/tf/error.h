@@ -3,8 +3,10 @@
  *
  * Functions return a tf_status: TF_OK (0) on success, a negative code on
  * failure.  The code says what kind of failure it was; the human-readable
- * detail (file, line, key, tensor name) travels separately through the host's
- * error service (tf_host.error) or, inside the core, tf_error_set().
+ * detail (file, line, key, tensor name) travels separately: a plugin records
+ * it through the host's error service (tf_host.error in tf/plugin.h).
+ *
+ * Everything here is inline, so a plugin links against nothing to use it.
  */
 #ifndef TF_ERROR_H
 #define TF_ERROR_H
@@ -29,7 +31,24 @@ typedef enum tf_status {
 } tf_status;
 
 /* Short constant description of a status code ("out of memory", ...). */
-const char *tf_strerror(int status);
+static inline const char *tf_strerror(int status)
+{
+	switch ((tf_status)status) {
+	case TF_OK:              return "success";
+	case TF_ERR_NOMEM:       return "out of memory";
+	case TF_ERR_IO:          return "input/output error";
+	case TF_ERR_FORMAT:      return "malformed file";
+	case TF_ERR_INVALID:     return "invalid argument";
+	case TF_ERR_NOT_FOUND:   return "not found";
+	case TF_ERR_ABI:         return "plugin ABI mismatch";
+	case TF_ERR_UNSUPPORTED: return "not supported";
+	case TF_ERR_RANGE:       return "limit exceeded";
+	case TF_ERR_DEVICE:      return "device error";
+	case TF_ERR_PEER:        return "peer failure";
+	case TF_ERR_INTERNAL:    return "internal error";
+	}
+	return "unknown error";
+}
 
 #ifdef __cplusplus
 }

@@ -23,8 +23,11 @@ typedef struct tf_plugin_ffn {
 			  void **inst);
 	void (*layer_fini)(void *inst);
 	/* x: post-attention-normed hidden [n, hidden_size]; y: [n, hidden_size]
-	 * block output before the residual add. */
+	 * block output before the residual add; both in backend memory. */
 	int (*forward)(void *inst, const float *x, int64_t n, float *y);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
 } tf_plugin_ffn;
 
 const tf_plugin_ffn *tf_plugin_ffn_v1(unsigned index);

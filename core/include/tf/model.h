@@ -1,8 +1,9 @@
 /*
  * tf/model.h - the model description read from a checkpoint's config.json.
  *
- * Every Ling-3 value that the spec marks "to confirm from config.json" is a
- * field here, filled by the core's config reader; no plugin hard-codes one.
+ * Every Ling-3 value that varies between checkpoints is a field here, filled
+ * by the core's config reader from config.json; no plugin hard-codes one.
+ * The struct and its arrays live in host memory and are read-only.
  * Fields are only ever appended; struct_size tells a plugin which exist.
  */
 #ifndef TF_MODEL_H
@@ -15,7 +16,9 @@
 extern "C" {
 #endif
 
-/* What sits in a layer's attention slot and its FFN slot. */
+/* What sits in a layer's attention slot and its FFN slot, as config.json's
+ * schedule says; since ABI 1.4 read the names (attn_type, ffn_type), which
+ * a plugin may extend with types the core never heard of. */
 typedef enum tf_layer_attn { TF_ATTN_KDA = 1, TF_ATTN_MLA = 2 } tf_layer_attn;
 typedef enum tf_layer_ffn { TF_FFN_DENSE = 1, TF_FFN_MOE = 2 } tf_layer_ffn;
 
@@ -90,6 +93,13 @@ typedef struct tf_model_config {
 	int n_layers_total;
 	const uint8_t *layer_attn;      /* tf_layer_attn per layer */
 	const uint8_t *layer_ffn;       /* tf_layer_ffn per layer */
+
+	/* Since ABI 1.4: the schedule by name, one per layer: "kda" or "mla",
+	 * "dense" or "moe", or a type a plugin adds, which the INI gives a
+	 * layer ([model] layer.<i>.attention); layer_attn and layer_ffn hold 0
+	 * for such a layer. */
+	const char *const *attn_type;
+	const char *const *ffn_type;
 } tf_model_config;
 
 #ifdef __cplusplus

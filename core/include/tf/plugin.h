@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 3
+#define TF_ABI_MINOR 4
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))
@@ -49,6 +49,7 @@ typedef enum tf_plugin_kind {
 	TF_KIND_FFN,
 	TF_KIND_DRAFTER,
 	TF_KIND_TRANSPORT,
+	TF_KIND_ROUTER,                 /* since ABI 1.4 */
 	TF_KIND_COUNT
 } tf_plugin_kind;
 
@@ -78,12 +79,40 @@ typedef struct tf_plugin_header {
 	  .struct_size = sizeof(type), .kind = (kind_), .name = (name_),  \
 	  .version = (version_), .description = (desc_), .probe = (probe_) }
 
+/*
+ * An INI key a plugin reads (since ABI 1.4).  A descriptor lists its keys
+ * in its `keys` slot, ended by an entry whose section is NULL.  The core
+ * refuses a key that collides with one of its own or another plugin's,
+ * checks the INI's value against the declared type and range, documents
+ * the key (`tfrun --plugins --keys`) and serves it through the typed reads
+ * of tf_host, which return `def` when the INI leaves it unset.  A key no
+ * one declares stays an error in the INI.
+ */
+typedef enum tf_key_type {
+	TF_KEY_INT = 1,                 /* decimal, within [min, max] */
+	TF_KEY_SIZE,                    /* bytes, optional K/M/G/T suffix */
+	TF_KEY_BOOL,                    /* true/false, yes/no, on/off, 1/0 */
+	TF_KEY_ENUM,                    /* one of `choices` */
+	TF_KEY_STRING,                  /* any text (read with conf_get) */
+} tf_key_type;
+
+typedef struct tf_plugin_key {
+	const char *section;            /* "[toy]" is "toy"; NULL ends a list */
+	const char *name;
+	tf_key_type type;
+	int64_t min, max;               /* TF_KEY_INT */
+	const char *choices;            /* TF_KEY_ENUM: "mean|sum" */
+	const char *def;                /* the default as an INI value; NULL: none */
+	const char *help;               /* one line: what it does */
+} tf_plugin_key;
+
 typedef enum tf_log_level {
 	TF_LOG_ERROR = 0, TF_LOG_WARN, TF_LOG_INFO, TF_LOG_DEBUG
 } tf_log_level;
 
 struct tf_backend;
 struct tf_lin;
+struct tf_router;
 
 /*
  * Services the host gives every plugin.  Pointers stay valid until the
@@ -103,8 +132,9 @@ typedef struct tf_host {
 	int (*error)(const struct tf_host *h, int status, const char *fmt, ...)
 		__attribute__((format(printf, 3, 4)));
 
-	/* INI access: the value of [section] key, or NULL when unset.  Keys a
-	 * plugin reads must be declared in docs/ini.md. */
+	/* INI access: the value of [section] key as written, or NULL when
+	 * unset.  Keys a plugin reads must be declared in docs/ini.md; the
+	 * typed reads (conf_int ... below) spare a plugin parsing them. */
 	const char *(*conf_get)(const struct tf_host *h, const char *section,
 				const char *key);
 
@@ -143,6 +173,35 @@ typedef struct tf_host {
 	 * message, such as the config.json keys behind a linear's shape. */
 	int (*error_note)(const struct tf_host *h, int status, const char *fmt, ...)
 		__attribute__((format(printf, 3, 4)));
+
+	/* Since ABI 1.4, optional.  Open the router of MoE layer `layer`,
+	 * stored under `prefix` ("model.layers.<layer>.mlp"), through the
+	 * router plugin the INI pins for the layer or the best-scoring one
+	 * (tf/router.h).  Release with router_close. */
+	int (*router_open)(const struct tf_host *h, int layer, const char *prefix,
+			   struct tf_router *r);
+	/* Route n tokens through r (tf_plugin_router.route) and check the
+	 * answer: a faulty one fails naming the router plugin. */
+	int (*router_route)(const struct tf_host *h, const struct tf_router *r,
+			    const float *x, int64_t n, int32_t *idx, float *w);
+	void (*router_close)(const struct tf_host *h, struct tf_router *r);
+
+	/* Since ABI 1.4, optional.  Typed INI reads, beside conf_get's text:
+	 * the value of [section] key as docs/ini.md types it, already checked
+	 * against its type and range when the INI was loaded, or `def` when
+	 * unset.  Reading a key as a type the INI schema does not give it
+	 * fails, naming the key.  conf_enum gives the value's index among the
+	 * key's choices ("error|warn|info|debug": "info" is 2).  A plugin's
+	 * declared key (tf_plugin_key) reads the same way; its declared
+	 * default, when it has one, comes before `def`. */
+	int (*conf_int)(const struct tf_host *h, const char *section, const char *key,
+			int64_t def, int64_t *out);
+	int (*conf_size)(const struct tf_host *h, const char *section, const char *key,
+			 uint64_t def, uint64_t *out);
+	int (*conf_bool)(const struct tf_host *h, const char *section, const char *key,
+			 bool def, bool *out);
+	int (*conf_enum)(const struct tf_host *h, const char *section, const char *key,
+			 int def, int *out);
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */

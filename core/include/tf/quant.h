@@ -6,7 +6,10 @@
  * from them: EXL3 trellises, or plain fp16/bf16/fp32 `.weight` tensors.
  * Layer plugins never talk to a quant plugin directly; they call
  * host->lin_open(), which asks every loaded quant plugin's match() and opens
- * the prefix with the best one, then use tf_lin_forward().
+ * the prefix with the best one, then use the tf_lin_* calls below.
+ *
+ * x and y of forward live in backend memory (tf/backend.h alloc); the
+ * slice products' vectors and dequant's matrix live in host memory.
  */
 #ifndef TF_QUANT_H
 #define TF_QUANT_H
@@ -26,6 +29,33 @@ typedef struct tf_lin_info {
 	const char *format;             /* "exl3-mul1", "bf16", ... */
 } tf_lin_info;
 
+/* Where a quantizer writes its tensors (host memory); add() copies them
+ * and returns a tf_status. */
+typedef struct tf_tensor_sink {
+	void *ctx;
+	int (*add)(void *ctx, const char *name, tf_dtype dtype, int ndim,
+		   const int64_t *shape, const void *data);
+} tf_tensor_sink;
+
+typedef struct tf_quantize_opts {
+	int bits;                       /* bits per weight; 0: the format's default */
+	uint64_t seed;                  /* randomised formats: same seed, same bits */
+	int threads;                    /* worker threads it may start (>= 1) */
+	const char *variant;            /* format-specific; NULL: the default */
+} tf_quantize_opts;
+
+/*
+ * A quantizer (tf_plugin_quant.quantize, optional, ABI 1.4): write
+ * w[out, in] and bias[out] (or NULL), float32 host memory, in the plugin's
+ * format under `prefix` through `sink`, so that its open() accepts the
+ * prefix; *rel_mse is ||W - Wq||² / ||W||².  A bit width or variant the
+ * format does not offer fails with TF_ERR_UNSUPPORTED, naming it.
+ */
+typedef int (*tf_quantize_fn)(const tf_host *h, const char *prefix, const float *w,
+			      int64_t out, int64_t in, const float *bias,
+			      const tf_quantize_opts *o, const tf_tensor_sink *sink,
+			      double *rel_mse);
+
 typedef struct tf_plugin_quant {
 	tf_plugin_header hdr;
 
@@ -39,7 +69,7 @@ typedef struct tf_plugin_quant {
 	void (*close)(void *lin);
 	/* y[rows, out] = x[rows, in] · Wᵀ (+ bias), backend memory. */
 	int (*forward)(void *lin, const float *x, int64_t rows, float *y);
-	/* Optional: the dense weight as float32 [out, in] (tests, references). */
+	/* Optional: the dense weight as float32 [out, in], host memory. */
 	int (*dequant)(void *lin, float *w);
 
 	/*
@@ -54,6 +84,13 @@ typedef struct tf_plugin_quant {
 	int64_t slice;
 	int (*forward_slice)(void *lin, const float *x, int64_t c0, int64_t c1, float *y);
 	int (*backward_slice)(void *lin, const float *u, int64_t c0, int64_t c1, float *z);
+
+	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
+	const tf_plugin_key *keys;
+
+	/* Optional, ABI 1.4: the format's quantizer (above); tools reach it
+	 * through tf_quant_quantizer. */
+	tf_quantize_fn quantize;
 } tf_plugin_quant;
 
 /* An opened linear layer, as layer plugins hold it. */
@@ -69,12 +106,39 @@ static inline int tf_lin_forward(const tf_lin *l, const float *x, int64_t rows,
 	return l->ops->forward(l->impl, x, rows, y);
 }
 
+/* The dense weight as float32 [out, in] (host memory), or
+ * TF_ERR_UNSUPPORTED when l's format cannot give it. */
+static inline int tf_lin_dequant(const tf_lin *l, float *w)
+{
+	return l->ops->dequant ? l->ops->dequant(l->impl, w) : TF_ERR_UNSUPPORTED;
+}
+
+/* The quantizer of q, or NULL when it has none. */
+static inline tf_quantize_fn tf_quant_quantizer(const tf_plugin_quant *q)
+{
+	return q->hdr.struct_size >= offsetof(tf_plugin_quant, quantize) + sizeof(void *) ?
+	       q->quantize : NULL;
+}
+
 /* Whether l has the slice products, on slices of `width` features. */
 static inline int tf_lin_has_slices(const tf_lin *l, int64_t width)
 {
 	const tf_plugin_quant *q = l->ops;
 	return q->hdr.struct_size >= offsetof(tf_plugin_quant, backward_slice) + sizeof(void *) &&
 	       q->slice > 0 && width % q->slice == 0 && q->forward_slice && q->backward_slice;
+}
+
+/* The slice products of tf_plugin_quant; only after tf_lin_has_slices. */
+static inline int tf_lin_forward_slice(const tf_lin *l, const float *x, int64_t c0,
+				       int64_t c1, float *y)
+{
+	return l->ops->forward_slice(l->impl, x, c0, c1, y);
+}
+
+static inline int tf_lin_backward_slice(const tf_lin *l, const float *u, int64_t c0,
+					int64_t c1, float *z)
+{
+	return l->ops->backward_slice(l->impl, u, c0, c1, z);
 }
 
 const tf_plugin_quant *tf_plugin_quant_v1(unsigned index);

@@ -1,8 +1,8 @@
 /*
  * tf/tensor.h - a named, typed, shaped view of weight bytes.
  *
- * Weights are mapped read-only from safetensors files; a tf_tensor never owns
- * its data.  Shapes are in the file's order (Hugging Face [out, in] for
+ * Weights are mapped read-only from safetensors files into host memory; a
+ * tf_tensor never owns its data.  Shapes are in the file's order (Hugging Face [out, in] for
  * linear weights).
  */
 #ifndef TF_TENSOR_H

@@ -1,5 +1,5 @@
-/* router.c - see router.h. */
-#include "router.h"
+/* gate.c - see gate.h. */
+#include "gate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,14 +44,14 @@ static int check_config(const tf_host *h, const tf_model_config *c)
 	return TF_OK;
 }
 
-int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
+int tf_gate_init(tf_gate *r, const tf_host *h, const char *prefix)
 {
 	const tf_model_config *c = h->model;
 	char name[TF_TU_NAME_MAX];
 	tf_tensor t;
 	int rc;
 
-	*r = (tf_router){ .host = h };
+	*r = (tf_gate){ .host = h };
 	snprintf(r->prefix, sizeof(r->prefix), "%s", prefix);
 	rc = check_config(h, c);
 	if (rc)
@@ -86,42 +86,15 @@ int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
 		rc = tf_tu_load_f32(h, name, 1, (int64_t[]){ r->n_experts }, &r->bias);
 out:
 	if (rc)
-		tf_router_free(r);
+		tf_gate_free(r);
 	return rc;
 }
 
-void tf_router_free(tf_router *r)
+void tf_gate_free(tf_gate *r)
 {
 	tf_tu_lin_close(r->host, &r->gate);
 	free(r->bias);
 	r->bias = NULL;
-}
-
-/* scratch: s[E], sb[E], taken[E], gscore[G], gtaken[G]. */
-int64_t tf_router_scratch(const tf_router *r)
-{
-	return 3 * (int64_t)r->n_experts + 2 * (int64_t)r->n_group;
-}
-
-/*
- * out[0..k) = indices of the k largest v[i], largest first, the lower index
- * winning ties; taken[n] is left 1 at the picked indices.  A NaN never
- * beats anything, so the picks stay distinct and in range whatever the
- * input.  out may be NULL when only the flags are wanted.
- */
-static void top_indices(const float *v, int n, int k, float *taken, int32_t *out)
-{
-	for (int i = 0; i < n; i++)
-		taken[i] = 0;
-	for (int j = 0; j < k; j++) {
-		int best = -1;
-		for (int i = 0; i < n; i++)
-			if (!taken[i] && (best < 0 || v[i] > v[best]))
-				best = i;
-		taken[best] = 1;
-		if (out)
-			out[j] = best;
-	}
 }
 
 /* A group's score: the sum of its two largest values, or with pair false
@@ -141,7 +114,7 @@ static float group_score(const float *v, int n, bool pair)
 	return pair && n > 1 ? a + b : a;
 }
 
-static void score(const tf_router *r, const float *logits, float *s)
+static void score(const tf_gate *r, const float *logits, float *s)
 {
 	int E = r->n_experts;
 
@@ -161,12 +134,15 @@ static void score(const tf_router *r, const float *logits, float *s)
 		s[e] /= sum;
 }
 
-void tf_router_select(const tf_router *r, const float *logits, float *scratch,
-		      int32_t *idx, float *w)
+/*
+ * One token from its fp32 logits [n_experts]: idx[top_k], w[top_k].
+ * scratch: s[E], sb[E], tmp[E], gscore[G] floats; gidx: G ints.
+ */
+static void select_one(const tf_gate *r, tf_topk_fn top, const float *logits,
+		       float *scratch, int32_t *gidx, int32_t *idx, float *w)
 {
 	int E = r->n_experts, G = r->n_group, k = r->top_k;
-	float *s = scratch, *sb = s + E, *taken = sb + E;
-	float *gscore = taken + E, *gtaken = gscore + G;
+	float *s = scratch, *sb = s + E, *tmp = sb + E, *gscore = tmp + E;
 
 	score(r, logits, s);
 	for (int e = 0; e < E; e++)
@@ -177,14 +153,18 @@ void tf_router_select(const tf_router *r, const float *logits, float *scratch,
 
 		for (int g = 0; g < G; g++)
 			gscore[g] = group_score(sb + g * gs, gs, r->bias != NULL);
-		top_indices(gscore, G, r->topk_group, gtaken, NULL);
+		top(gscore, G, r->topk_group, tmp, gidx);
 		for (int g = 0; g < G; g++)
-			if (!gtaken[g])
+			tmp[g] = 0;
+		for (int j = 0; j < r->topk_group; j++)
+			tmp[gidx[j]] = 1;
+		for (int g = 0; g < G; g++)
+			if (!tmp[g])
 				for (int e = g * gs; e < (g + 1) * gs; e++)
 					sb[e] = -INFINITY;
 	}
 
-	top_indices(sb, E, k, taken, idx);
+	top(sb, E, k, tmp, idx);
 	float sum = 0;
 	for (int j = 0; j < k; j++) {
 		w[j] = s[idx[j]];
@@ -197,28 +177,30 @@ void tf_router_select(const tf_router *r, const float *logits, float *scratch,
 	}
 }
 
-int tf_router_route(const tf_router *r, const float *x, int64_t n,
-		    int32_t *idx, float *w)
+int tf_gate_route(const tf_gate *r, tf_topk_fn top, const float *x, int64_t n,
+		  int32_t *idx, float *w)
 {
 	const tf_host *h = r->host;
 	const tf_backend *be = h->backend;
 	int64_t E = r->n_experts;
 	float *logits = be->alloc(h->backend_ctx, (size_t)(n * E) * sizeof(float));
-	float *scratch = malloc((size_t)tf_router_scratch(r) * sizeof(float));
+	float *scratch = malloc((size_t)(3 * E + r->n_group) * sizeof(float));
+	int32_t *gidx = malloc((size_t)r->n_group * sizeof(int32_t));
 	int rc;
 
-	if (!logits || !scratch) {
+	if (!logits || !scratch || !gidx) {
 		rc = h->error(h, TF_ERR_NOMEM, "%s.gate: no memory to route %lld tokens",
 			      r->prefix, (long long)n);
 		goto out;
 	}
 	rc = tf_lin_forward(&r->gate, x, n, logits);
 	for (int64_t t = 0; !rc && t < n; t++)
-		tf_router_select(r, logits + t * E, scratch, idx + t * r->top_k,
-				 w + t * r->top_k);
+		select_one(r, top, logits + t * E, scratch, gidx, idx + t * r->top_k,
+			   w + t * r->top_k);
 out:
 	if (logits)
 		be->free(h->backend_ctx, logits);
 	free(scratch);
+	free(gidx);
 	return rc;
 }

@@ -1,6 +1,6 @@
 /*
- * router.h - the MoE router: which experts each token visits, and with
- * what weight (ling-arch.md §1.8, DeepSeek-V3 "noaux_tc" routing).
+ * gate.h - one MoE layer's routing (ling-arch.md §1.8, DeepSeek-V3
+ * "noaux_tc" routing), shared by the router plugins of router.so.
  *
  * For each token:
  *
@@ -17,22 +17,24 @@
  *     w     *= routed_scaling_factor
  *
  * Ties everywhere (groups and experts) go to the lower index, so selection
- * is a pure function of the scores.  idx is listed best first.
+ * is a pure function of the scores.  idx is listed best first.  The router
+ * plugins differ only in how they pick the largest values (topk.h).
  *
  * The gate is opened through host->lin_open like any projection: a plain
  * F32/BF16/F16 weight is widened exactly and accumulated in fp32 against
  * fp32 activations, which is the fp32 router the reference runs, without
  * keeping a second fp32 copy of the weight.
  */
-#ifndef TF_MOE_ROUTER_H
-#define TF_MOE_ROUTER_H
+#ifndef TF_ROUTER_GATE_H
+#define TF_ROUTER_GATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "tf/quant.h"
+#include "topk.h"
 
-typedef struct tf_router {
+typedef struct tf_gate {
 	const tf_host *host;
 	char prefix[256];               /* "model.layers.<i>.mlp", for errors */
 	int64_t hidden;
@@ -43,25 +45,18 @@ typedef struct tf_router {
 	float scaling;
 	tf_lin gate;                    /* hidden -> n_experts */
 	float *bias;                    /* [n_experts], NULL without expert bias */
-} tf_router;
+} tf_gate;
 
 /* Validate the routing keys of host->model, open `<prefix>.gate` and, when
  * the config enables it, load `<prefix>.gate.expert_bias` (or its other
  * name `gate.e_score_correction_bias`).  `prefix` is the layer's
  * "model.layers.<i>.mlp".  Errors name the config key or the tensor. */
-int tf_router_init(tf_router *r, const tf_host *h, const char *prefix);
-void tf_router_free(tf_router *r);
+int tf_gate_init(tf_gate *g, const tf_host *h, const char *prefix);
+void tf_gate_free(tf_gate *g);
 
-/* Floats of scratch that tf_router_select needs. */
-int64_t tf_router_scratch(const tf_router *r);
+/* Route n tokens x[n, hidden] (backend memory), picking with `top`:
+ * idx[n, top_k] and w[n, top_k] (host memory). */
+int tf_gate_route(const tf_gate *g, tf_topk_fn top, const float *x, int64_t n,
+		  int32_t *idx, float *w);
 
-/* Route one token from its fp32 logits [n_experts]: idx[top_k], w[top_k]. */
-void tf_router_select(const tf_router *r, const float *logits, float *scratch,
-		      int32_t *idx, float *w);
-
-/* Route n tokens x[n, hidden] (backend memory): idx[n, top_k] and
- * w[n, top_k] (host memory). */
-int tf_router_route(const tf_router *r, const float *x, int64_t n,
-		    int32_t *idx, float *w);
-
-#endif /* TF_MOE_ROUTER_H */
+#endif /* TF_ROUTER_GATE_H */

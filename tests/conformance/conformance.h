@@ -1,0 +1,58 @@
+/*
+ * conformance.h - one list of cases per plugin kind, run against every
+ * implementation of that kind the registry finds on the plugin path (the
+ * build's folder and $TF_PLUGIN_PATH), each compared with the kind's plain
+ * reference, as ggml's test-backend-ops does for its backends.  A new
+ * plugin dropped on the path is tested with no new test code; one whose
+ * probe declines here (a CUDA backend without a GPU) is listed as skipped
+ * with its reason.
+ *
+ * Kinds covered: backend (every op, against cpu-ref), router (against
+ * ling-ref), quant (every bit width its quantizer offers, against float64
+ * arithmetic on its own weight; quant_cases.c) and attention (the kind's
+ * contract on the tiny test model; attention_cases.c).
+ */
+#ifndef TF_CONFORMANCE_H
+#define TF_CONFORMANCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry.h"
+#include "support/testhost.h"
+
+/* Tallies of one implementation's run. */
+typedef struct cf_tally {
+	int pass, fail, skip;
+} cf_tally;
+
+/* Record one case: print it when it fails; returns ok. */
+bool cf_case(cf_tally *t, bool ok, const char *impl, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* max |a - b| / max(max |b|, 1e-30): the relative error of a against b. */
+double cf_rel_err(const float *a, const float *b, size_t n);
+
+/* Every case of a kind on one implementation against the reference; `h`
+ * is the host both were probed with. */
+typedef void (*cf_check_fn)(const tf_candidate *impl, const tf_candidate *ref,
+			    const tf_host *h, cf_tally *t);
+
+/* Probe every plugin of `kind`, then check each usable one but the
+ * reference (named `ref`; NULL: the kind has none), printing one line per
+ * implementation; totals are added to *all.  A missing reference is a
+ * failure. */
+void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn check,
+	     cf_tally *all);
+
+void cf_check_backend(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
+		      cf_tally *t);
+void cf_check_router(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
+		     cf_tally *t);
+void cf_check_quant(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
+		    cf_tally *t);
+void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
+			cf_tally *t);
+
+#endif /* TF_CONFORMANCE_H */
