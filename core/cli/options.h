@@ -20,6 +20,7 @@ typedef enum tf_run_mode {
 	TF_RUN_PLUGINS,                 /* --plugins */
 	TF_RUN_VERSION,                 /* --version */
 	TF_RUN_HELP,                    /* --help */
+	TF_RUN_PERPLEXITY,              /* --perplexity FILE */
 } tf_run_mode;
 
 /* Where the prompt comes from; exactly one. */
@@ -46,6 +47,7 @@ typedef struct tf_options {
 	bool interactive;
 	bool json;                      /* machine-readable output */
 	const char *dump_logits;        /* write each step's logits here */
+	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
 
 	char **overrides;               /* "section.key=value" */
 	int n_overrides;

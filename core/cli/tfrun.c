@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "generate_cmd.h"
 #include "options.h"
+#include "perplexity_cmd.h"
 #include "runtime.h"
 #include "tf/plugin.h"
 #include "tf/version.h"
@@ -20,6 +21,7 @@
 static const char usage[] =
 "usage: tfrun MODEL.ini [options] [-p TEXT | -f FILE | --tokens IDS]\n"
 "       tfrun MODEL.ini --check\n"
+"       tfrun MODEL.ini --perplexity FILE [--json]\n"
 "       tfrun [MODEL.ini] --plugins [--json]\n"
 "       tfrun --version | --help\n"
 "\n"
@@ -32,6 +34,9 @@ static const char usage[] =
 "                      the plugins chosen and the memory plan; exit 0 if fine\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected\n"
+"  --perplexity FILE   perplexity of the UTF-8 text in FILE over non-overlapping\n"
+"                      windows of [runtime] context tokens (--set\n"
+"                      runtime.context=N), each window a fresh sequence\n"
 "  -V, --version       print the version and plugin ABI\n"
 "  -h, --help          print this help\n"
 "\n"
@@ -65,7 +70,7 @@ static const char usage[] =
 enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
-	OPT_NO_THINK, OPT_SET,
+	OPT_NO_THINK, OPT_SET, OPT_PERPLEXITY,
 };
 
 static const struct option long_opts[] = {
@@ -87,6 +92,7 @@ static const struct option long_opts[] = {
 	{ "system",      required_argument, NULL, OPT_SYSTEM },
 	{ "no-think",    no_argument,       NULL, OPT_NO_THINK },
 	{ "set",         required_argument, NULL, OPT_SET },
+	{ "perplexity",  required_argument, NULL, OPT_PERPLEXITY },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -200,6 +206,10 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case 'V': o->mode = TF_RUN_VERSION; break;
 		case OPT_CHECK: o->mode = TF_RUN_CHECK; break;
 		case OPT_PLUGINS: o->mode = TF_RUN_PLUGINS; break;
+		case OPT_PERPLEXITY:
+			o->mode = TF_RUN_PERPLEXITY;
+			o->perplexity = optarg;
+			break;
 		case OPT_JSON: o->json = true; break;
 		case 'i': o->interactive = true; break;
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
@@ -303,6 +313,9 @@ int main(int argc, char **argv)
 		break;
 	case TF_RUN_GENERATE:
 		rc = tf_cli_generate(&o);
+		break;
+	case TF_RUN_PERPLEXITY:
+		rc = tf_cli_perplexity(&o);
 		break;
 	}
 	options_free(&o);
