@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${JOBS:-$(nproc)}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-"$root/scripts/deps.sh"
+"$root/scripts/deps.sh" --train         # tests/train needs PyTorch
 
 # The count of "N% tests passed, F tests failed out of T" in a ctest log.
 counts() { sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1 \2/p' "$1"; }
