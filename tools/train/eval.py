@@ -2,6 +2,7 @@
 """Held-out perplexity and MTP agreement of a checkpoint, in PyTorch.
 
     eval.py MODEL_DIR TEXT [--window 128] [--tfrun build/bin/tfrun] [--json]
+            [--state train-state.pt]
 
 Perplexity is defined as `tfrun --perplexity` defines it (the same tokens,
 non-overlapping windows, each scoring every token but its first), so the
@@ -48,9 +49,12 @@ def main(argv=None):
     ap.add_argument("--tfrun", default="build/bin/tfrun", help="encodes the text")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--state", help="train.py's float32 state instead of the bf16 weights")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     _, model = checkpoint.load(args.model, torch.float32)
+    if args.state:
+        model.load_state_dict(torch.load(args.state)["model"])
     model.eval()
     ids = data.encode_file(args.tfrun, os.path.join(args.model, "tokenizer.json"), args.text)
     wins = data.windows(ids, args.window)

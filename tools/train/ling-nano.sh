@@ -1,6 +1,7 @@
 #!/bin/sh
 # ling-nano.sh - trains ling-nano from nothing: the KJV corpus, its
-# tokenizer, the shape (as a tfsynth template), the training run.
+# tokenizer, the shape (as a tfsynth template), the training run, then
+# ling-nano-publish.sh (models/ling-nano and -exl3, plot, held-out figures).
 #   usage: tools/train/ling-nano.sh [BUILD_DIR [OUT_DIR]]   (from the repo root)
 # Needs scripts/deps.sh --train and a build.  OUT_DIR (default
 # BUILD_DIR/ling-nano-train) gets data/, template/ and the trained model.
@@ -21,3 +22,4 @@ OPENBLAS_NUM_THREADS=1 $py tools/train/train.py --template "$out/template" \
 	--data "$out/data" --out "$out/model" --tfrun "$build/bin/tfrun" \
 	--steps 1000 --batch 8 --seq 128 --lr 3e-3 --warmup 30 --mtp-weight 0.3 \
 	--bias-rate 1e-2 --seed 1 --threads 1 --save-every 100 --minutes 58
+tools/train/ling-nano-publish.sh "$build" "$out"
