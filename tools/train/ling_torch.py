@@ -234,7 +234,7 @@ class MoE(nn.Module):
             w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return idx, w * self.scale
 
-    def forward(self, x, pos=None):
+    def forward(self, x):
         shape = x.shape
         x = x.reshape(-1, shape[-1])
         idx, w = self.route(x)
