@@ -1,9 +1,13 @@
 #!/bin/sh
 # deps.sh - install the Debian packages TensorFold builds and tests with.
 #
-# Idempotent; needs root (or sudo).  The CUDA toolkit is not a Debian
-# package here: CUDA plugins build when nvcc is found (on PATH or in
-# /usr/local/cuda/bin) and are skipped with a message otherwise.
+# Idempotent; needs root (or sudo).  Every package a script or test needs
+# is named here: they are installed without their Recommends, so what a
+# Recommends would bring (the arm64 C library beside the cross compiler)
+# is listed too; llvm brings llvm-symbolizer, without which ASan, UBSan
+# and the fuzzers print stack traces as bare addresses.  The CUDA toolkit
+# is not a Debian package here: CUDA plugins build when nvcc is found (on
+# PATH or in /usr/local/cuda/bin) and are skipped with a message otherwise.
 #
 #     scripts/deps.sh [--train]
 #
@@ -16,8 +20,8 @@ pkgs="build-essential cmake pkg-config git
       libinih-dev libcjson-dev libpcre2-dev libcriterion-dev
       libibverbs-dev librdmacm-dev
       python3 python3-numpy python3-jinja2
-      clang libclang-rt-14-dev
-      gcc-aarch64-linux-gnu qemu-user-static"
+      clang libclang-rt-14-dev llvm
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
 if [ "${1:-}" = --train ]; then
 	pkgs="$pkgs python3-torch python3-matplotlib bible-kjv bible-kjv-text
 	      libopenblas0-pthread"

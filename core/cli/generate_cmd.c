@@ -10,13 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
+#include "chat/reply.h"
+#include "chat/request.h"
+#include "chat/stops.h"
+#include "chat/template.h"
 #include "detok.h"
 #include "diag.h"
+#include "fail.h"
 #include "pipeline.h"
 #include "progress.h"
 #include "runtime.h"
 #include "sampler.h"
+#include "stopstr.h"
 #include "textfile.h"
 #include "tokenizer.h"
 
@@ -27,11 +32,14 @@ struct gen {
 	const tf_conf *conf;
 	tf_pipeline *pipe;
 	tf_tokenizer *tok;              /* NULL: ids in, no text out */
-	const tf_chat_template *tmpl;
+	tf_chat_template *tmpl;
 	bool think;
 	const char *system;
+	tf_val *history;                /* the conversation's messages so far */
+	bool opened;                    /* the prompt opened the reasoning */
 	tf_sampler sampler;
 	tf_stopset stops;
+	tf_stopstr stopstr;             /* --stop strings over the reply text */
 	tf_tokens seq;                  /* every id fed to the pipeline */
 	float *logits;                  /* [prefill_chunk, vocab] */
 	int vocab;
@@ -40,7 +48,9 @@ struct gen {
 
 	/* One reply: streamed text and its counts. */
 	tf_bytes answer, thinking;
+	tf_val *calls;                  /* the reply's tool calls, as OpenAI's */
 	int64_t n_prompt, n_gen;
+	const char *finish;             /* eos, length, context or stop */
 	double t_prefill, t_decode;
 	double t_load;                  /* INI to a ready pipeline */
 };
@@ -54,8 +64,7 @@ static double now_s(void)
 
 static int report(const char *what)
 {
-	fprintf(stderr, "tfrun: %s: %s\n", what, tf_diag_msg());
-	return EXIT_FAILURE;
+	return tf_cli_fail(what);
 }
 
 static void gen_free(struct gen *g)
@@ -63,7 +72,11 @@ static void gen_free(struct gen *g)
 	tf_pipeline_free(g->pipe);
 	tf_sampler_free(&g->sampler);
 	tf_tok_free(g->tok);
+	tf_chat_template_free(g->tmpl);
+	tf_val_unref(g->history);
+	tf_val_unref(g->calls);
 	tf_tokens_free(&g->seq);
+	tf_stopstr_free(&g->stopstr);
 	tf_bytes_free(&g->answer);
 	tf_bytes_free(&g->thinking);
 	free(g->logits);
@@ -109,7 +122,7 @@ static int read_sampling(struct gen *g)
 static int read_chat(struct gen *g)
 {
 	char dir[4096], path[4200];
-	const char *d, *name;
+	const char *d;
 	int rc = tf_conf_get_path(g->conf, "model", "path", dir, sizeof(dir), &d);
 	if (rc != TF_OK)
 		return rc;
@@ -120,11 +133,10 @@ static int read_chat(struct gen *g)
 	else if ((rc = tf_tok_load(path, &g->tok)) != TF_OK)
 		return rc;
 
-	name = tf_conf_get(g->conf, "chat", "template");
-	g->tmpl = tf_chat_template_find(name ? name : "ling3");
-	if (!g->tmpl)
-		return tf_conf_fail(g->conf, TF_ERR_INVALID, "chat", "template",
-				    "unknown template '%s'", name);
+	if ((rc = tf_chat_template_from_conf(g->conf, &g->tmpl)) != TF_OK)
+		return rc;
+	if (!(g->calls = tf_val_list()))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	if ((rc = tf_conf_get_bool(g->conf, "chat", "think", true, &g->think)) != TF_OK)
 		return rc;
 	g->system = tf_conf_get(g->conf, "chat", "system");
@@ -136,22 +148,84 @@ static int read_chat(struct gen *g)
 	snprintf(path, sizeof(path), "%s/generation_config.json", d);
 	if ((rc = tf_stop_add_generation_config(&g->stops, path)) != TF_OK)
 		return rc;
-	if (g->tok && (rc = tf_stop_add_template(&g->stops, g->tmpl, g->tok)) != TF_OK)
+	if (g->tok && (rc = tf_stop_add_tokens(&g->stops, tf_chat_template_stops(g->tmpl),
+					       g->tok)) != TF_OK)
 		return rc;
+	if (g->o->n_stops && !g->tok)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "--stop needs text: %s has no tokenizer.json", d);
+	for (int i = 0; i < g->o->n_stops; i++)
+		if ((rc = tf_stopstr_add(&g->stopstr, g->o->stops[i], strlen(g->o->stops[i]))))
+			return rc;
 	return TF_OK;
 }
 
-/* The ids of one user turn: through the chat template, with the system
- * message on the first turn only. */
+/* Appends {"role": role, "content": text} to the list msgs. */
+static int push_message(tf_val *msgs, const char *role, const char *text, size_t len)
+{
+	tf_val *m = tf_val_dict();
+
+	if (tf_val_list_push(msgs, m) || tf_val_dict_set(m, "role", 4, tf_val_cstr(role)) ||
+	    tf_val_dict_set(m, "content", 7, tf_val_str(text, len)))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return TF_OK;
+}
+
+/* The prompt for the messages msgs, through the template. */
+static int render(struct gen *g, const tf_val *msgs, bool gen_prompt, tf_chat_prompt *p)
+{
+	tf_val *body = tf_val_dict(), *kwargs = tf_val_dict(), *req = NULL;
+	int rc = TF_OK;
+
+	if (tf_val_dict_set(body, "messages", 8, tf_val_ref((tf_val *)msgs)) ||
+	    tf_val_dict_set(body, "add_generation_prompt", 21, tf_val_bool(gen_prompt)) ||
+	    tf_val_dict_set(kwargs, "enable_thinking", 15, tf_val_bool(g->think)) ||
+	    tf_val_dict_set(body, "chat_template_kwargs", 20, tf_val_ref(kwargs)))
+		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (!rc && !(rc = tf_chat_request_check(body, &req)))
+		rc = tf_chat_render(g->tmpl, req, p);
+	tf_val_unref(req);
+	tf_val_unref(kwargs);
+	tf_val_unref(body);
+	return rc;
+}
+
+/*
+ * The ids of one user turn: the whole conversation is rendered, and what
+ * follows the earlier turns (already fed) is encoded.  The system message
+ * opens the conversation; `first` starts a new one.
+ */
 static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
 		       tf_tokens *ids)
 {
-	tf_chat_msg m[2];
-	size_t n = 0;
-	if (first && g->system)
-		m[n++] = (tf_chat_msg){ TF_ROLE_SYSTEM, g->system, strlen(g->system) };
-	m[n++] = (tf_chat_msg){ TF_ROLE_USER, text, len };
-	return tf_chat_encode(g->tmpl, g->tok, m, n, g->think, ids);
+	tf_chat_prompt before = { 0 }, now = { 0 };
+	size_t n_before;
+	int rc = TF_OK;
+
+	if (first) {
+		tf_val_unref(g->history);
+		if (!(g->history = tf_val_list()))
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	n_before = tf_val_len(g->history);
+
+	if (!n_before && g->system)
+		rc = push_message(g->history, "system", g->system, strlen(g->system));
+	if (!rc && n_before)
+		rc = render(g, g->history, false, &before);
+	if (!rc)
+		rc = push_message(g->history, "user", text, len);
+	if (!rc)
+		rc = render(g, g->history, true, &now);
+	if (!rc && before.text.len && (before.text.len > now.text.len ||
+				       memcmp(before.text.p, now.text.p, before.text.len)))
+		rc = tf_diag_set(TF_ERR_UNSUPPORTED, "the chat template rewrites earlier turns, "
+				 "which a running conversation cannot take back");
+	if (!rc)
+		rc = tf_chat_prompt_encode(&now, g->tok, before.text.len, ids);
+	g->opened = tf_chat_prompt_thinking(&now);
+	tf_chat_prompt_free(&before);
+	tf_chat_prompt_free(&now);
+	return rc;
 }
 
 static int prompt_ids(struct gen *g, tf_tokens *ids)
@@ -221,34 +295,100 @@ static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
 	return TF_OK;
 }
 
-/* Streamed text: thinking to stderr, the answer to stdout (collected
- * instead with --json). */
-static int emit(void *ctx, tf_text_kind kind, const char *text, size_t len)
+/* Streamed reply: reasoning to stderr, the answer and each tool call (a
+ * JSON line) to stdout; collected instead with --json. */
+static int on_reply(void *ctx, const tf_reply_event *ev)
 {
 	struct gen *g = ctx;
-	tf_bytes *b = kind == TF_TEXT_THINKING ? &g->thinking : &g->answer;
-	if (tf_bytes_append(b, text, len) != TF_OK)
+
+	if (ev->part == TF_REPLY_TOOL_CALL) {
+		tf_val *call;
+		int rc = tf_reply_tool_call(ev, &call);
+		if (rc != TF_OK)
+			return rc;
+		if (tf_val_list_push(g->calls, call) != TF_OK)
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		if (!g->o->json) {
+			tf_bytes line = { 0 };
+			rc = tf_val_dump_json(call, &line);
+			if (rc == TF_OK)
+				printf("\n%.*s\n", (int)line.len, line.p);
+			tf_bytes_free(&line);
+			if (rc != TF_OK)
+				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		}
+		return TF_OK;
+	}
+	tf_bytes *b = ev->part == TF_REPLY_REASONING ? &g->thinking : &g->answer;
+	if (tf_bytes_append(b, ev->text, ev->len) != TF_OK)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	if (!g->o->json) {
-		FILE *f = kind == TF_TEXT_THINKING ? stderr : stdout;
-		fwrite(text, 1, len, f);
+		FILE *f = ev->part == TF_REPLY_REASONING ? stderr : stdout;
+		fwrite(ev->text, 1, ev->len, f);
 		fflush(f);
 	}
 	return TF_OK;
 }
 
-/* Sample up to max_tokens tokens after the prompt.  The stop token that
- * ends the reply is fed too, so the next turn continues after it. */
+/* The reply joins the conversation, for the next turn's prompt; the next
+ * reply's tool calls start a new list. */
+static int remember_reply(struct gen *g)
+{
+	tf_val *m;
+	int rc = tf_reply_message(&g->thinking, &g->answer, g->calls, &m);
+	if (rc != TF_OK)
+		return rc;
+	tf_val_unref(g->calls);
+	g->calls = tf_val_list();
+	if (tf_val_list_push(g->history, m) || !g->calls)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	return TF_OK;
+}
+
+/* Reply text through the --stop strings, then the reply parser. */
+static int pass_text(struct gen *g, tf_reply *rp, const char *text, size_t len)
+{
+	const char *out;
+	size_t n;
+	int rc = tf_stopstr_push(&g->stopstr, text, len, &out, &n);
+	if (rc == TF_OK && g->stopstr.stopped)
+		g->finish = "stop";
+	return rc != TF_OK ? rc : tf_reply_push(rp, out, n);
+}
+
+/* The text still held when the reply ends. */
+static int flush_text(struct gen *g, tf_detok *dt, tf_reply *rp)
+{
+	const char *text;
+	size_t len;
+	int rc = tf_detok_flush(dt, &text, &len);
+	if (rc == TF_OK)
+		rc = pass_text(g, rp, text, len);
+	if (rc != TF_OK)
+		return rc;
+	tf_stopstr_flush(&g->stopstr, &text, &len);
+	if ((rc = tf_reply_push(rp, text, len)) != TF_OK)
+		return rc;
+	return tf_reply_finish(rp);
+}
+
+/*
+ * Sample up to max_tokens tokens after the prompt, and say why the reply
+ * ended (g->finish): a stop token (eos), max_tokens (length), the context
+ * full (context) or a --stop string (stop).  The token that ends the reply
+ * is fed too, so the next turn continues after it.
+ */
 static int reply(struct gen *g)
 {
 	tf_detok dt;
-	tf_think_split ts;
+	tf_reply rp;
 	int rc = TF_OK;
-	bool opened = g->tmpl->reply_think && g->think && g->o->input != TF_INPUT_TOKENS;
 
 	tf_detok_init(&dt, g->tok, TF_TOK_SKIP_SPECIAL);
-	tf_think_init(&ts, opened);
+	tf_reply_init(&rp, g->opened, on_reply, g);
+	tf_stopstr_reset(&g->stopstr);
 	g->n_gen = 0;
+	g->finish = "length";
 	double t0 = now_s();
 	while (g->n_gen < g->max_tokens) {
 		int32_t next;
@@ -260,36 +400,41 @@ static int reply(struct gen *g)
 		if (rc != TF_OK)
 			break;
 		g->n_gen++;
-		bool stop = tf_stop_has(&g->stops, next);
-		if (!stop && g->tok) {
+		bool eos = tf_stop_has(&g->stops, next);
+		if (eos) {
+			g->finish = "eos";
+		} else if (g->tok) {
 			if ((rc = tf_detok_push(&dt, next, &text, &len)) != TF_OK ||
-			    (rc = tf_think_push(&ts, text, len, emit, g)) != TF_OK)
+			    (rc = pass_text(g, &rp, text, len)) != TF_OK)
 				break;
-		} else if (!stop && !g->o->json) {
+		} else if (!g->o->json) {
 			printf("%s%d", g->n_gen > 1 ? "," : "", next);
 			fflush(stdout);
 		}
-		if (pos + 1 >= tf_pipeline_context(g->pipe))
+		bool done = eos || g->stopstr.stopped;
+		if (!done && g->n_gen == g->max_tokens)
 			break;
-		if (!stop && g->n_gen == g->max_tokens)
+		if (pos + 1 >= tf_pipeline_context(g->pipe)) {
+			if (!done)
+				g->finish = "context";
 			break;
+		}
 		if ((rc = tf_pipeline_forward(g->pipe, &next, 1, g->logits, 0)) != TF_OK)
 			break;
 		if ((rc = tf_tokens_push(&g->seq, next)) != TF_OK)
 			break;
-		if (stop)
+		if (done)
 			break;
 	}
 	g->t_decode = now_s() - t0;
-	if (rc == TF_OK && g->tok) {
-		const char *text;
-		size_t len;
-		if ((rc = tf_detok_flush(&dt, &text, &len)) == TF_OK &&
-		    (rc = tf_think_push(&ts, text, len, emit, g)) == TF_OK)
-			rc = tf_think_flush(&ts, emit, g);
-	}
-	tf_think_free(&ts);
+	if (rc == TF_OK && g->tok)
+		rc = flush_text(g, &dt, &rp);
+	tf_reply_free(&rp);
 	tf_detok_free(&dt);
+	if (rc == TF_OK && !strcmp(g->finish, "context"))
+		fprintf(stderr, "\ntfrun: the reply stopped after %" PRId64 " tokens: the context "
+			"of %" PRId64 " tokens is full ([runtime] context)\n", g->n_gen,
+			tf_pipeline_context(g->pipe));
 	return rc;
 }
 
@@ -321,19 +466,25 @@ static void print_stats(const struct gen *g)
 	double tg = g->t_decode > 0 && g->n_gen > 0 ? (double)g->n_gen / g->t_decode : 0;
 	if (!g->o->json) {
 		fprintf(stderr, "\nprompt tokens: %" PRId64 ", prefill: %.2f tok/s, "
-			"generated tokens: %" PRId64 ", decode: %.2f tok/s\n",
-			g->n_prompt, pp, g->n_gen, tg);
+			"generated tokens: %" PRId64 ", decode: %.2f tok/s, finish: %s\n",
+			g->n_prompt, pp, g->n_gen, tg, g->finish);
 		return;
 	}
 	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
-	       "\"generated_tokens\": %" PRId64 ", \"decode_tps\": %.2f, "
+	       "\"generated_tokens\": %" PRId64 ", \"finish_reason\": \"%s\", \"decode_tps\": %.2f, "
 	       "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, "
 	       "\"peak_rss_mib\": %.1f, \"text\": ",
-	       g->n_prompt, pp, g->n_gen, tg, g->t_prefill, g->t_decode, g->t_load,
+	       g->n_prompt, pp, g->n_gen, g->finish, tg, g->t_prefill, g->t_decode, g->t_load,
 	       peak_rss_mib());
 	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
 	printf(", \"thinking\": ");
 	json_string(g->thinking.p ? g->thinking.p : "", g->thinking.len);
+	if (tf_val_len(g->calls)) {
+		tf_bytes calls = { 0 };
+		if (tf_val_dump_json(g->calls, &calls) == TF_OK)
+			printf(", \"tool_calls\": %.*s", (int)calls.len, calls.p);
+		tf_bytes_free(&calls);
+	}
 	printf(", \"stages_s\": {");
 	for (int s = 0; s < TF_STAGE_COUNT; s++)
 		printf("%s\"%s\": %.6f", s ? ", " : "", tf_stage_name((tf_stage)s),
@@ -376,8 +527,48 @@ static int run_once(struct gen *g)
 	return EXIT_SUCCESS;
 }
 
-/* A read-reply loop: each line is a user turn continuing the conversation
- * (the pipeline keeps its state between turns). */
+/* "tfrun: <what>: <diag>", and the chat goes on. */
+static void warn(const char *what)
+{
+	fprintf(stderr, "tfrun: %s: %s\n", what, tf_diag_msg());
+}
+
+/*
+ * The ids of one chat turn, fitted into the context: a turn that does not
+ * fit after the conversation so far starts a new conversation (the
+ * pipeline and history reset, the system message again).  TF_ERR_RANGE
+ * when it does not fit even alone.
+ */
+static int chat_turn(struct gen *g, const char *line, size_t n, bool *first, tf_tokens *ids)
+{
+	int64_t ctx = tf_pipeline_context(g->pipe);
+	int rc = encode_turn(g, line, n, *first, ids);
+	if (rc != TF_OK || tf_pipeline_pos(g->pipe) + (int64_t)ids->n <= ctx)
+		return rc;
+	if (!*first) {
+		fprintf(stderr, "tfrun: this turn's %zu tokens do not fit after the %" PRId64
+			" held (context %" PRId64 ", [runtime] context): starting a new "
+			"conversation\n", ids->n, tf_pipeline_pos(g->pipe), ctx);
+		tf_pipeline_reset(g->pipe);
+		g->seq.n = 0;
+		*first = true;
+		ids->n = 0;
+		if ((rc = encode_turn(g, line, n, true, ids)) != TF_OK)
+			return rc;
+	}
+	if ((int64_t)ids->n > ctx)
+		return tf_diag_set(TF_ERR_RANGE, "the turn needs %zu tokens, more than the "
+				   "context of %" PRId64 " tokens ([runtime] context)", ids->n, ctx);
+	return TF_OK;
+}
+
+/*
+ * A read-reply loop: each line is a user turn continuing the conversation
+ * (the pipeline keeps its state between turns).  A turn that cannot be
+ * encoded (invalid UTF-8) or is longer than the whole context is skipped
+ * with a message; one that overflows the context left starts a new
+ * conversation.  Each reply ends with a newline.
+ */
 static int run_chat(struct gen *g)
 {
 	char *line = NULL;
@@ -400,10 +591,10 @@ static int run_chat(struct gen *g)
 		if (n == 0)
 			continue;
 		tf_tokens ids = { 0 };
-		if (encode_turn(g, line, (size_t)n, first, &ids) != TF_OK) {
+		if (chat_turn(g, line, (size_t)n, &first, &ids) != TF_OK) {
 			tf_tokens_free(&ids);
-			rc = report("prompt");
-			break;
+			warn("turn skipped");
+			continue;
 		}
 		first = false;
 		g->answer.len = g->thinking.len = 0;
@@ -412,9 +603,13 @@ static int run_chat(struct gen *g)
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
 		g->t_prefill = now_s() - t0;
 		tf_tokens_free(&ids);
-		if (err != TF_OK || reply(g) != TF_OK) {
+		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
 			rc = report("chat");
 			break;
+		}
+		if (!g->o->json && (!g->answer.len || g->answer.p[g->answer.len - 1] != '\n')) {
+			putchar('\n');
+			fflush(stdout);
 		}
 		print_stats(g);
 	}

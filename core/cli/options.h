@@ -20,6 +20,7 @@ typedef enum tf_run_mode {
 	TF_RUN_PLUGINS,                 /* --plugins */
 	TF_RUN_VERSION,                 /* --version */
 	TF_RUN_HELP,                    /* --help */
+	TF_RUN_RENDER_CHAT,             /* --render-chat REQUEST.json */
 	TF_RUN_PERPLEXITY,              /* --perplexity FILE */
 } tf_run_mode;
 
@@ -47,7 +48,10 @@ typedef struct tf_options {
 	bool interactive;
 	bool json;                      /* machine-readable output */
 	const char *dump_logits;        /* write each step's logits here */
+	const char *render_request;     /* TF_RUN_RENDER_CHAT: the request file */
 	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
+	const char **stops;             /* --stop strings (core/src/stopstr.h) */
+	int n_stops;
 
 	char **overrides;               /* "section.key=value" */
 	int n_overrides;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "diag.h"
+#include "fail.h"
 #include "pipeline.h"
 #include "progress.h"
 #include "runtime.h"
@@ -167,7 +168,7 @@ int tf_cli_perplexity(const tf_options *o)
 	rc = 0;
 	goto out;
 fail:
-	fprintf(stderr, "tfrun: --perplexity: %s\n", tf_diag_msg());
+	tf_cli_fail("--perplexity");
 out:
 	free(p.logits);
 	tf_tokens_free(&p.ids);

@@ -1,5 +1,6 @@
 /* tfrun.c - the command line: run a model described by an INI file. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,9 +9,12 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "fail.h"
 #include "generate_cmd.h"
 #include "options.h"
 #include "perplexity_cmd.h"
+#include "render_cmd.h"
+#include "pipeline.h"
 #include "runtime.h"
 #include "tf/plugin.h"
 #include "tf/version.h"
@@ -23,6 +27,7 @@ static const char usage[] =
 "       tfrun MODEL.ini --check\n"
 "       tfrun MODEL.ini --perplexity FILE [--json]\n"
 "       tfrun [MODEL.ini] --plugins [--json]\n"
+"       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -30,10 +35,17 @@ static const char usage[] =
 "exits; on a terminal it reads prompts line by line.\n"
 "\n"
 "Modes:\n"
-"  --check             validate MODEL.ini, the plugins and the weights, print\n"
-"                      the plugins chosen and the memory plan; exit 0 if fine\n"
+"  --check             validate MODEL.ini and the plugins, open every layer\n"
+"                      against its tensors (presence, dtype, shape, quant\n"
+"                      format) without computing, print the plugins chosen,\n"
+"                      the linears each quant plugin opened and the memory\n"
+"                      plan (--json: one JSON object); exit 0 if fine\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected\n"
+"  --render-chat FILE  print the prompt the chat template makes of an OpenAI\n"
+"                      chat request body (FILE; - for stdin), nothing else;\n"
+"                      --json: {\"prompt\", \"tokens\"}.  Without MODEL.ini the\n"
+"                      built-in ling3 template\n"
 "  --perplexity FILE   perplexity of the UTF-8 text in FILE over non-overlapping\n"
 "                      windows of [runtime] context tokens (--set\n"
 "                      runtime.context=N), each window a fresh sequence\n"
@@ -44,9 +56,13 @@ static const char usage[] =
 "  -p, --prompt TEXT   the prompt\n"
 "  -f, --file FILE     read the prompt from FILE\n"
 "      --tokens IDS    feed these token ids (comma-separated), no tokenizer\n"
-"  -i, --interactive   read prompts from stdin line by line, reply to each\n"
+"  -i, --interactive   read prompts from stdin line by line, reply to each; a\n"
+"                      turn that overflows the context starts a new\n"
+"                      conversation, one that cannot be read is skipped\n"
 "\n"
 "Output:\n"
+"      --stop TEXT     end the reply before TEXT (repeatable; the first to\n"
+"                      appear wins; TEXT itself is not printed)\n"
 "      --json          machine-readable output (--plugins: a JSON array)\n"
 "      --dump-logits FILE  write the logits of every prompt position to FILE\n"
 "                      (float32 little-endian, [prompt tokens, vocab_size])\n"
@@ -70,7 +86,7 @@ static const char usage[] =
 enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
-	OPT_NO_THINK, OPT_SET, OPT_PERPLEXITY,
+	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_PERPLEXITY,
 };
 
 static const struct option long_opts[] = {
@@ -92,6 +108,8 @@ static const struct option long_opts[] = {
 	{ "system",      required_argument, NULL, OPT_SYSTEM },
 	{ "no-think",    no_argument,       NULL, OPT_NO_THINK },
 	{ "set",         required_argument, NULL, OPT_SET },
+	{ "render-chat", required_argument, NULL, OPT_RENDER_CHAT },
+	{ "stop",        required_argument, NULL, OPT_STOP },
 	{ "perplexity",  required_argument, NULL, OPT_PERPLEXITY },
 	{ NULL, 0, NULL, 0 },
 };
@@ -125,6 +143,7 @@ static void options_free(tf_options *o)
 		free(o->overrides[i]);
 	free(o->overrides);
 	free(o->tokens);
+	free(o->stops);
 }
 
 /* Append a "section.key=value" override, checked now so that a bad value
@@ -154,6 +173,18 @@ static int add_flag_override(tf_options *o, const struct flag_key *fk,
 	if (asprintf(&s, "%s.%s=%s", fk->section, fk->key, value) < 0)
 		s = NULL;
 	return add_override(o, fk->flag, s);
+}
+
+static int add_stop(tf_options *o, const char *text)
+{
+	if (!*text)
+		return usage_error("%s", "--stop needs a non-empty TEXT");
+	const char **grown = realloc(o->stops, (size_t)(o->n_stops + 1) * sizeof(*grown));
+	if (!grown)
+		return usage_error("%s", "out of memory");
+	o->stops = grown;
+	o->stops[o->n_stops++] = text;
+	return 0;
 }
 
 static int parse_tokens(tf_options *o, const char *arg)
@@ -214,6 +245,11 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case 'i': o->interactive = true; break;
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
 		case OPT_SET: rc = add_override(o, "--set", strdup(optarg)); break;
+		case OPT_RENDER_CHAT:
+			o->mode = TF_RUN_RENDER_CHAT;
+			o->render_request = strcmp(optarg, "-") ? optarg : "/dev/stdin";
+			break;
+		case OPT_STOP: rc = add_stop(o, optarg); break;
 		case 'p':
 			rc = set_input(o, TF_INPUT_TEXT);
 			o->prompt = optarg;
@@ -243,7 +279,7 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		o->ini = argv[optind++];
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (!o->ini && o->mode != TF_RUN_PLUGINS)
+	if (!o->ini && o->mode != TF_RUN_PLUGINS && o->mode != TF_RUN_RENDER_CHAT)
 		return usage_error("%s", "no MODEL.ini given");
 	if (o->mode == TF_RUN_GENERATE && o->input == TF_INPUT_NONE) {
 		if (!isatty(STDIN_FILENO) && !o->interactive)
@@ -254,32 +290,49 @@ static int options_parse(int argc, char **argv, tf_options *o)
 	return 0;
 }
 
-static int fail(const char *what)
-{
-	fprintf(stderr, "tfrun: %s%s%s\n", what ? what : "", what ? ": " : "",
-		tf_diag_msg());
-	return EXIT_FAILURE;
-}
-
 static int run_plugins(const tf_options *o)
 {
 	tf_runtime *rt;
 	if (tf_runtime_open_plugins(o->ini, (const char *const *)o->overrides,
 				    o->n_overrides, &rt))
-		return fail(NULL);
+		return tf_cli_fail(NULL);
 	int rc = tf_registry_print(tf_runtime_registry(rt), stdout, o->json);
 	tf_runtime_close(rt);
-	return rc ? fail(NULL) : 0;
+	return rc ? tf_cli_fail(NULL) : 0;
 }
 
+/* --check --json's answer when the check fails: {"ini", "ok", "error"}. */
+static void check_json_error(const char *ini)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *s = NULL;
+	if (o && cJSON_AddStringToObject(o, "ini", ini) && cJSON_AddBoolToObject(o, "ok", 0) &&
+	    cJSON_AddStringToObject(o, "error", tf_diag_msg()) && (s = cJSON_Print(o)))
+		printf("%s\n", s);
+	cJSON_free(s);
+	cJSON_Delete(o);
+}
+
+/* Open the model and every layer against its tensors, then report. */
 static int run_check(const tf_options *o)
 {
-	tf_runtime *rt;
-	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt))
-		return fail(o->ini);
-	tf_runtime_print(rt, stdout);
-	tf_memplan_print(tf_runtime_plan(rt), stdout);
-	printf("%s: ok\n", o->ini);
+	tf_runtime *rt = NULL;
+	int rc = tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt);
+	if (rc == TF_OK)
+		rc = tf_pipeline_check(rt);
+	if (rc == TF_OK && o->json)
+		rc = tf_runtime_print_json(rt, o->ini, stdout);
+	if (rc != TF_OK) {
+		if (o->json)
+			check_json_error(o->ini);
+		tf_runtime_close(rt);
+		return tf_cli_fail(o->ini);
+	}
+	if (!o->json) {
+		tf_runtime_print(rt, stdout);
+		tf_memplan_print(tf_runtime_plan(rt), stdout);
+		printf("%s: ok\n", o->ini);
+	}
 	tf_runtime_close(rt);
 	return 0;
 }
@@ -313,6 +366,9 @@ int main(int argc, char **argv)
 		break;
 	case TF_RUN_GENERATE:
 		rc = tf_cli_generate(&o);
+		break;
+	case TF_RUN_RENDER_CHAT:
+		rc = tf_cli_render_chat(&o);
 		break;
 	case TF_RUN_PERPLEXITY:
 		rc = tf_cli_perplexity(&o);

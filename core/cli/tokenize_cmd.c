@@ -31,6 +31,10 @@ static int parse_args(int argc, char **argv, tok_args *a)
 {
 	int i, n_actions = 0;
 
+	/* Help wins wherever it stands: `tfrun --tokenizer --help` too. */
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return -1;
 	for (i = 1; i < argc; i++) {
 		const char *o = argv[i];
 		const char **val = NULL;
@@ -47,8 +51,6 @@ static int parse_args(int argc, char **argv, tok_args *a)
 			a->enc_flags |= TF_TOK_ADD_SPECIAL;
 		} else if (!strcmp(o, "--skip-special")) {
 			a->dec_flags |= TF_TOK_SKIP_SPECIAL;
-		} else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-			return -1;
 		} else {
 			fprintf(stderr, "tfrun: --tokenizer: unknown option %s\n", o);
 			return 2;

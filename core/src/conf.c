@@ -76,7 +76,7 @@ static const struct conf_key conf_schema[] = {
 	RANGE("sampling", "seed", T_INT, -1, 9007199254740991.0),
 	RANGE("sampling", "max_tokens", T_INT, 1, 1 << 30),
 
-	CHOICE("chat", "template", "ling3|raw"),
+	CHOICE("chat", "template", "auto|jinja|ling3|raw"),
 	KEY("chat", "system", T_STR),
 	KEY("chat", "think", T_BOOL),
 

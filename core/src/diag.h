@@ -7,7 +7,7 @@
  *     return tf_diag_set(TF_ERR_FORMAT, "%s: header length %llu exceeds file", path, n);
  *
  * The message is per thread and is replaced by the next failure; callers that
- * add context use tf_diag_prefix().
+ * add context use tf_diag_prefix() or tf_diag_note().
  */
 #ifndef TF_DIAG_H
 #define TF_DIAG_H
@@ -17,6 +17,8 @@
 int tf_diag_set(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prepend "context: " to the current message; returns status. */
 int tf_diag_prefix(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append " (note)" to the current message; returns status. */
+int tf_diag_note(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The current message, or tf_strerror-style "" when none. */
 const char *tf_diag_msg(void);
 void tf_diag_clear(void);

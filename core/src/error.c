@@ -60,6 +60,20 @@ int tf_diag_prefix(int status, const char *fmt, ...)
 	return status;
 }
 
+int tf_diag_note(int status, const char *fmt, ...)
+{
+	size_t lm = strnlen(diag_msg, sizeof(diag_msg) - 1);
+	va_list ap;
+	va_start(ap, fmt);
+	if (lm + 4 < sizeof(diag_msg)) {
+		memcpy(diag_msg + lm, " (", 2);
+		vsnprintf(diag_msg + lm + 2, sizeof(diag_msg) - lm - 3, fmt, ap);
+		strcat(diag_msg, ")");
+	}
+	va_end(ap);
+	return status;
+}
+
 const char *tf_diag_msg(void) { return diag_msg; }
 
 void tf_diag_clear(void) { diag_msg[0] = 0; }

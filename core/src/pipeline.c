@@ -2,6 +2,7 @@
 #include "pipeline.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,8 @@ static void prefault_weights(const tf_weights *w)
 	(void)sink;
 }
 
-int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
+/* The pipeline, its weights paged in first when `prefault`. */
+static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 {
 	tf_pipeline *p = calloc(1, sizeof(*p));
 	int rc = TF_ERR_NOMEM;
@@ -158,7 +160,8 @@ int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
 	p->vocab = p->cfg->vocab_size;
 	p->context = tf_runtime_context(rt);
 	p->chunk = tf_runtime_prefill_chunk(rt);
-	prefault_weights(tf_runtime_weights(rt));
+	if (prefault)
+		prefault_weights(tf_runtime_weights(rt));
 
 	if (p->h->weight_get(p->h, "model.word_embeddings.weight", &p->embed) != TF_OK) {
 		rc = tf_diag_set(TF_ERR_NOT_FOUND,
@@ -190,15 +193,28 @@ int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
 			goto fail;
 	if ((rc = load_norm(p, "model.norm.weight", &p->final_norm)) != TF_OK)
 		goto fail;
+	/* Its messages name lm_head's tensors. */
 	rc = p->h->lin_open(p->h, "lm_head", p->hidden, p->vocab, &p->head);
-	if (rc != TF_OK) {
-		rc = tf_diag_prefix(rc, "lm_head");
+	if (rc != TF_OK)
 		goto fail;
-	}
 	*out = p;
 	return TF_OK;
 fail:
 	tf_pipeline_free(p);
+	return rc;
+}
+
+int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out)
+{
+	return pipeline_open(rt, true, out);
+}
+
+int tf_pipeline_check(tf_runtime *rt)
+{
+	tf_pipeline *p;
+	int rc = pipeline_open(rt, false, &p);
+	if (rc == TF_OK)
+		tf_pipeline_free(p);
 	return rc;
 }
 

@@ -29,6 +29,12 @@ typedef enum tf_stage {
 int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out);
 void tf_pipeline_free(tf_pipeline *p);
 
+/* `tfrun --check`: open every layer, the embedding, the norms and the
+ * head against their tensors (presence, dtype, shape, quant format) and
+ * close them again, without computing or paging the weights in first.
+ * Fails like tf_pipeline_init, naming the layer, tensor and config key. */
+int tf_pipeline_check(tf_runtime *rt);
+
 /* Run n tokens continuing the sequence.  `logits`, when not NULL, receives
  * [n, vocab] float32 rows for every position when all_logits, else one
  * row for the last token.  Fails with TF_ERR_RANGE past the context. */

@@ -1,6 +1,7 @@
 /* runtime.c - opening a model and the tf_host plugins see; see runtime.h. */
 #include "runtime.h"
 
+#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,13 @@
 #include "tf/quant.h"
 
 #define PATH_MAX_LEN 4096
+#define MAX_QUANT_COUNTS 16
+
+/* Linears one quant plugin opened. */
+struct lin_count {
+	const tf_plugin_quant *q;
+	int64_t n;
+};
 
 struct tf_runtime {
 	tf_conf *conf;
@@ -31,6 +39,8 @@ struct tf_runtime {
 	const tf_plugin_transport *transport;
 	int64_t context, prefill_chunk;
 	tf_memplan plan;
+	struct lin_count lins[MAX_QUANT_COUNTS];        /* in order of first use */
+	int n_lins;
 };
 
 /* ---- the host services ---- */
@@ -60,6 +70,16 @@ static int host_error(const tf_host *h, int status, const char *fmt, ...)
 	return tf_diag_set(status, "%s", msg);
 }
 
+static int host_error_note(const tf_host *h, int status, const char *fmt, ...)
+{
+	char note[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(note, sizeof(note), fmt, ap);
+	va_end(ap);
+	return tf_diag_note(status, "%s", note);
+}
+
 static const char *host_conf_get(const tf_host *h, const char *section,
 				 const char *key)
 {
@@ -80,6 +100,19 @@ static void host_weight_release(const tf_host *h, const char *name)
 		tf_weights_release(rt->weights, name);
 }
 
+static void count_lin(tf_runtime *rt, const tf_plugin_quant *q)
+{
+	int i = 0;
+	while (i < rt->n_lins && rt->lins[i].q != q)
+		i++;
+	if (i == MAX_QUANT_COUNTS)
+		return;
+	rt->lins[i].q = q;
+	rt->lins[i].n++;
+	if (i == rt->n_lins)
+		rt->n_lins++;
+}
+
 /* The pinned quant plugin when it recognises the prefix's tensors, else
  * the usable one whose match() scores them highest (the earliest on ties,
  * as the registry orders them).  A pin chooses between implementations of
@@ -88,7 +121,7 @@ static void host_weight_release(const tf_host *h, const char *name)
 static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
 			 int64_t out, struct tf_lin *lin)
 {
-	const tf_runtime *rt = h->ctx;
+	tf_runtime *rt = h->ctx;
 	bool pinned = rt->quant_pin && rt->quant_pin->match(h, prefix) > 0;
 	const tf_plugin_quant *best = pinned ? rt->quant_pin : NULL;
 	int best_score = 0;
@@ -108,7 +141,10 @@ static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
 				   "its tensors", prefix);
 	lin->ops = best;
 	lin->impl = NULL;
-	return best->open(h, prefix, in, out, &lin->impl, &lin->info);
+	int rc = best->open(h, prefix, in, out, &lin->impl, &lin->info);
+	if (rc == TF_OK)
+		count_lin(rt, best);
+	return rc;
 }
 
 static void host_lin_close(const tf_host *h, struct tf_lin *lin)
@@ -219,6 +255,7 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.ctx = rt;
 	rt->host.log = host_log;
 	rt->host.error = host_error;
+	rt->host.error_note = host_error_note;
 	rt->host.conf_get = host_conf_get;
 	rt->host.weight_get = host_weight_get;
 	rt->host.weight_release = host_weight_release;
@@ -409,6 +446,14 @@ const tf_memplan *tf_runtime_plan(const tf_runtime *rt) { return &rt->plan; }
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt) { return rt->drafter; }
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt) { return rt->transport; }
 
+int64_t tf_runtime_lins(const tf_runtime *rt, const char *quant)
+{
+	for (int i = 0; i < rt->n_lins; i++)
+		if (!strcmp(rt->lins[i].q->hdr.name, quant))
+			return rt->lins[i].n;
+	return 0;
+}
+
 const tf_plugin_attention *tf_runtime_attention(const tf_runtime *rt, int layer)
 {
 	return rt->attn && layer >= 0 && layer < rt->model.n_layers_total ?
@@ -419,6 +464,19 @@ const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer)
 {
 	return rt->ffn && layer >= 0 && layer < rt->model.n_layers_total ?
 	       rt->ffn[layer] : NULL;
+}
+
+/* The end (exclusive) of the run of layers from i sharing types and
+ * plugins, the MTP layer apart. */
+static int layer_run_end(const tf_runtime *rt, int i)
+{
+	const tf_model_config *m = &rt->model;
+	int j = i + 1;
+	while (j < m->n_layers_total && rt->attn[j] == rt->attn[i] && rt->ffn[j] == rt->ffn[i] &&
+	       m->layer_attn[j] == m->layer_attn[i] && m->layer_ffn[j] == m->layer_ffn[i] &&
+	       (j < m->num_hidden_layers) == (i < m->num_hidden_layers))
+		j++;
+	return j;
 }
 
 void tf_runtime_print(const tf_runtime *rt, FILE *f)
@@ -434,13 +492,19 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 	fprintf(f, "quant:     %s%s\n", rt->quant_pin ? rt->quant_pin->hdr.name : "",
 		rt->quant_pin ? " where it matches, else the best match() per linear" :
 		"the best match() per linear");
+	if (rt->n_lins) {
+		fprintf(f, "linears:  ");
+		for (int i = 0; i < rt->n_lins; i++)
+			fprintf(f, "%s %s %lld", i ? "," : "", rt->lins[i].q->hdr.name,
+				(long long)rt->lins[i].n);
+		fputc('\n', f);
+	}
+	if (rt->n_lins && rt->quant_pin && !tf_runtime_lins(rt, rt->quant_pin->hdr.name))
+		fprintf(f, "warning:   [plugins] quant = %s recognised no linear of this "
+			"checkpoint\n", rt->quant_pin->hdr.name);
 	/* One line per run of layers sharing types and plugins. */
 	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
-		for (j = i + 1; j < m->n_layers_total && rt->attn[j] == rt->attn[i] &&
-		     rt->ffn[j] == rt->ffn[i] && m->layer_attn[j] == m->layer_attn[i] &&
-		     m->layer_ffn[j] == m->layer_ffn[i] &&
-		     (j < m->num_hidden_layers) == (i < m->num_hidden_layers); j++)
-			;
+		j = layer_run_end(rt, i);
 		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
 		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
 		fprintf(f, "layers %3d-%-3d %s (%s) + %s (%s)%s\n", i, j - 1,
@@ -453,4 +517,79 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 	if (rt->transport)
 		fprintf(f, "transport: %s (rank %d of %d)\n", rt->transport->hdr.name,
 			rt->host.tp_rank, rt->host.tp_size);
+}
+
+static int json_layers(const tf_runtime *rt, cJSON *root)
+{
+	const tf_model_config *m = &rt->model;
+	cJSON *runs = cJSON_AddArrayToObject(root, "layers");
+	if (!runs)
+		return TF_ERR_NOMEM;
+	for (int i = 0, j; rt->attn && i < m->n_layers_total; i = j) {
+		j = layer_run_end(rt, i);
+		const char *at = layer_type(attn_types, 3, m->layer_attn[i]);
+		const char *ft = layer_type(ffn_types, 3, m->layer_ffn[i]);
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(runs, o) ||
+		    !cJSON_AddNumberToObject(o, "first", i) ||
+		    !cJSON_AddNumberToObject(o, "last", j - 1) ||
+		    !cJSON_AddStringToObject(o, "attention", at ? at : "?") ||
+		    !cJSON_AddStringToObject(o, "attention_plugin", rt->attn[i]->hdr.name) ||
+		    !cJSON_AddStringToObject(o, "ffn", ft ? ft : "?") ||
+		    !cJSON_AddStringToObject(o, "ffn_plugin", rt->ffn[i]->hdr.name) ||
+		    !cJSON_AddBoolToObject(o, "mtp", i >= m->num_hidden_layers))
+			return TF_ERR_NOMEM;
+	}
+	return TF_OK;
+}
+
+static int json_lins_memory(const tf_runtime *rt, cJSON *root)
+{
+	const tf_memplan *p = &rt->plan;
+	cJSON *lins = cJSON_AddObjectToObject(root, "linears");
+	cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+	if (!lins || !mem)
+		return TF_ERR_NOMEM;
+	for (int i = 0; i < rt->n_lins; i++)
+		if (!cJSON_AddNumberToObject(lins, rt->lins[i].q->hdr.name, (double)rt->lins[i].n))
+			return TF_ERR_NOMEM;
+	if (!cJSON_AddNumberToObject(mem, "weights_bytes", (double)p->rank_weights) ||
+	    !cJSON_AddNumberToObject(mem, "state_bytes",
+				     (double)(p->mla_cache + p->kda_state + p->kda_conv)) ||
+	    !cJSON_AddNumberToObject(mem, "scratch_bytes", (double)p->scratch) ||
+	    !cJSON_AddNumberToObject(mem, "total_bytes", (double)p->rank_total) ||
+	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active))
+		return TF_ERR_NOMEM;
+	return TF_OK;
+}
+
+int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
+{
+	const tf_model_config *m = &rt->model;
+	const char *pin = rt->quant_pin ? rt->quant_pin->hdr.name : NULL;
+	char *s = NULL;
+	int rc = TF_ERR_NOMEM;
+	cJSON *root = cJSON_CreateObject();
+	if (!root ||
+	    !cJSON_AddStringToObject(root, "ini", ini) ||
+	    !cJSON_AddBoolToObject(root, "ok", 1) ||
+	    !cJSON_AddStringToObject(root, "model_type", m->model_type) ||
+	    !cJSON_AddNumberToObject(root, "num_hidden_layers", m->num_hidden_layers) ||
+	    !cJSON_AddNumberToObject(root, "context", (double)rt->context) ||
+	    !cJSON_AddNumberToObject(root, "prefill_chunk", (double)rt->prefill_chunk) ||
+	    !cJSON_AddStringToObject(root, "backend", rt->backend ? rt->backend->hdr.name : "") ||
+	    !(pin ? cJSON_AddStringToObject(root, "quant", pin) :
+		    cJSON_AddNullToObject(root, "quant")) ||
+	    (pin && !cJSON_AddBoolToObject(root, "quant_matched", tf_runtime_lins(rt, pin) > 0)) ||
+	    json_lins_memory(rt, root) || json_layers(rt, root) ||
+	    (rt->drafter && !cJSON_AddStringToObject(root, "drafter", rt->drafter->hdr.name)) ||
+	    (rt->transport && !cJSON_AddStringToObject(root, "transport", rt->transport->hdr.name)) ||
+	    !(s = cJSON_Print(root)))
+		goto out;
+	fprintf(f, "%s\n", s);
+	rc = TF_OK;
+out:
+	cJSON_free(s);
+	cJSON_Delete(root);
+	return rc ? tf_diag_set(rc, "--check --json: out of memory") : TF_OK;
 }

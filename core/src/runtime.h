@@ -69,8 +69,14 @@ const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer);
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt);
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt);
 
-/* What was chosen, for `tfrun --check`: model, backend, quant policy and
- * the plugins of each run of layers. */
+/* Linears the quant plugin `quant` has opened so far (through lin_open). */
+int64_t tf_runtime_lins(const tf_runtime *rt, const char *quant);
+
+/* What was chosen, for `tfrun --check`: model, backend, quant policy, the
+ * linears each quant plugin opened (a pin that opened none is called
+ * out) and the plugins of each run of layers. */
 void tf_runtime_print(const tf_runtime *rt, FILE *f);
+/* The same and the memory plan as one JSON object; `ini` names the file. */
+int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f);
 
 #endif /* TF_RUNTIME_H */

@@ -125,16 +125,20 @@ static inline int tf_tu_load_leaf_f32(const tf_host *h, const char *prefix,
 }
 
 /* Open the linear "<prefix>.<leaf>" as in -> out features.  The quant plugin
- * names the tensor when it fails; a failed open leaves *lin zeroed so that
- * tf_tu_lin_close may run on it. */
+ * names the tensor when it fails; `keys` says which config.json keys give
+ * in and out ("in hidden_size, out num_experts"), added to a malformed
+ * tensor's message where the host can (ABI 1.3).  A failed open leaves
+ * *lin zeroed so that tf_tu_lin_close may run on it. */
 static inline int tf_tu_lin_open(const tf_host *h, const char *prefix,
 				 const char *leaf, int64_t in, int64_t out,
-				 tf_lin *lin)
+				 const char *keys, tf_lin *lin)
 {
 	char name[TF_TU_NAME_MAX];
 	int rc = tf_tu_name(h, name, prefix, leaf);
 	if (!rc)
 		rc = h->lin_open(h, name, in, out, lin);
+	if (rc == TF_ERR_FORMAT && TF_HAS_SLOT(h, tf_host, error_note) && h->error_note)
+		rc = h->error_note(h, rc, "config.json: %s", keys);
 	if (rc)
 		memset(lin, 0, sizeof(*lin));
 	return rc;

@@ -74,7 +74,7 @@ int tf_exl3_parts_load(const tf_host *h, const char *prefix, int64_t in, int64_t
 	if (rc)
 		return rc;
 	if (in <= 0 || out <= 0 || in > k || out > n)
-		return h->error(h, TF_ERR_INVALID,
+		return h->error(h, TF_ERR_FORMAT,
 				"%s: linear %lld x %lld does not fit the trellis' %lld x %lld",
 				tr.name, (long long)in, (long long)out, (long long)k,
 				(long long)n);

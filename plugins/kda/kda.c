@@ -143,6 +143,9 @@ static void kda_act_carve(const struct kda_layer *L, int64_t n, float *mem,
 	a->work = tf_scratch_take(&mem, (size_t)L->n_workers * L->work_per);
 }
 
+/* The config.json keys of a hidden -> heads x head_dim projection. */
+#define KDA_KEYS_HP "in hidden_size, out num_attention_heads x head_dim"
+
 /* "<which>_proj", or with no_kda_lora false "<which>_a_proj" (H -> dim)
  * and "<which>_b_proj" (dim -> P). */
 static int kda_gate_open(struct kda_layer *L, const char *prefix, const char *which,
@@ -153,13 +156,15 @@ static int kda_gate_open(struct kda_layer *L, const char *prefix, const char *wh
 	gp->low_rank = !L->h->model->no_kda_lora;
 	if (!gp->low_rank) {
 		snprintf(leaf, sizeof(leaf), "%s_proj", which);
-		return tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->P, &gp->full);
+		return tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->P, KDA_KEYS_HP, &gp->full);
 	}
 	snprintf(leaf, sizeof(leaf), "%s_a_proj", which);
-	if ((rc = tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->dim, &gp->a)))
+	if ((rc = tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->dim,
+				  "in hidden_size, out head_dim", &gp->a)))
 		return rc;
 	snprintf(leaf, sizeof(leaf), "%s_b_proj", which);
-	return tf_tu_lin_open(L->h, prefix, leaf, L->dim, L->P, &gp->b);
+	return tf_tu_lin_open(L->h, prefix, leaf, L->dim, L->P,
+			      "in head_dim, out num_attention_heads x head_dim", &gp->b);
 }
 
 static void kda_gate_close(const tf_host *h, struct kda_gate_proj *gp)
@@ -214,15 +219,17 @@ static int kda_load(struct kda_layer *L, const char *prefix)
 	int rc;
 
 	for (int s = 0; s < KDA_NCONV; s++) {
-		if ((rc = tf_tu_lin_open(h, prefix, proj_name[s], H, P, &L->proj[s])) ||
+		if ((rc = tf_tu_lin_open(h, prefix, proj_name[s], H, P, KDA_KEYS_HP, &L->proj[s])) ||
 		    (rc = tf_tu_load_leaf_f32(h, prefix, conv_name[s], 3, conv_shape,
 					      &L->conv_w[s])))
 			return rc;
 	}
 	if ((rc = kda_gate_open(L, prefix, "f", &L->f_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "b_proj", H, L->heads, &L->b_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "b_proj", H, L->heads,
+				 "in hidden_size, out num_attention_heads", &L->b_proj)) ||
 	    (rc = kda_gate_open(L, prefix, "g", &L->g_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "o_proj", P, H, &L->o_proj)))
+	    (rc = tf_tu_lin_open(h, prefix, "o_proj", P, H,
+				 "in num_attention_heads x head_dim, out hidden_size", &L->o_proj)))
 		return rc;
 
 	const int64_t heads_shape[1] = { L->heads }, p_shape[1] = { P };

@@ -150,6 +150,9 @@ static void mla_layer_fini(void *inst)
 	free(L);
 }
 
+/* The config.json keys of q_proj's and q_b_proj's output features. */
+#define MLA_KEYS_Q "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"
+
 static int mla_load(struct mla_layer *L, const char *prefix)
 {
 	const tf_host *h = L->h;
@@ -159,22 +162,31 @@ static int mla_load(struct mla_layer *L, const char *prefix)
 
 	if (L->rq) {
 		const int64_t rq_shape[1] = { L->rq };
-		if ((rc = tf_tu_lin_open(h, prefix, "q_a_proj", H, L->rq, &L->q_a_proj)) ||
+		if ((rc = tf_tu_lin_open(h, prefix, "q_a_proj", H, L->rq,
+					 "in hidden_size, out q_lora_rank", &L->q_a_proj)) ||
 		    (rc = tf_tu_load_leaf_f32(h, prefix, "q_a_layernorm.weight", 1, rq_shape,
 					      &L->q_a_norm)) ||
 		    (rc = tf_tu_lin_open(h, prefix, "q_b_proj", L->rq, d->heads * dq,
-					 &L->q_b_proj)))
+					 "in q_lora_rank, out " MLA_KEYS_Q, &L->q_b_proj)))
 			return rc;
-	} else if ((rc = tf_tu_lin_open(h, prefix, "q_proj", H, d->heads * dq, &L->q_proj))) {
+	} else if ((rc = tf_tu_lin_open(h, prefix, "q_proj", H, d->heads * dq,
+					"in hidden_size, out " MLA_KEYS_Q, &L->q_proj))) {
 		return rc;
 	}
 	const int64_t r_shape[1] = { d->r };
-	if ((rc = tf_tu_lin_open(h, prefix, "kv_a_proj_with_mqa", H, L->lat, &L->kv_a_proj)) ||
+	if ((rc = tf_tu_lin_open(h, prefix, "kv_a_proj_with_mqa", H, L->lat,
+				 "in hidden_size, out kv_lora_rank + qk_rope_head_dim",
+				 &L->kv_a_proj)) ||
 	    (rc = tf_tu_load_leaf_f32(h, prefix, "kv_a_layernorm.weight", 1, r_shape,
 				      &L->kv_a_norm)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "kv_b_proj", d->r, d->heads * dkv, &L->kv_b_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "g_proj", H, L->gate_w, &L->g_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "dense", (int64_t)d->heads * d->dv, H, &L->dense)))
+	    (rc = tf_tu_lin_open(h, prefix, "kv_b_proj", d->r, d->heads * dkv,
+				 "in kv_lora_rank, out num_attention_heads x "
+				 "(qk_nope_head_dim + v_head_dim)", &L->kv_b_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "g_proj", H, L->gate_w,
+				 "in hidden_size, out num_attention_heads (x v_head_dim "
+				 "unless gate_head_wise)", &L->g_proj)) ||
+	    (rc = tf_tu_lin_open(h, prefix, "dense", (int64_t)d->heads * d->dv, H,
+				 "in num_attention_heads x v_head_dim, out hidden_size", &L->dense)))
 		return rc;
 
 	/* The absorbed form multiplies by one head's slice of kv_b_proj at a

@@ -36,7 +36,7 @@ int tf_dense_layer_init(const tf_host *h, int layer, const char *prefix, void **
 	snprintf(L->prefix, sizeof(L->prefix), "%s", prefix);
 	if (tf_ffn_rank0(h)) {
 		rc = tf_mlp_init(&L->mlp, h, prefix, c->hidden_size,
-				 c->intermediate_size, 0.0f);
+				 c->intermediate_size, "intermediate_size", 0.0f);
 		if (rc) {
 			free(L);
 			return rc;

@@ -5,18 +5,21 @@
 #include "tf/backend.h"
 
 int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
-		int64_t hidden, int64_t inter, float limit)
+		int64_t hidden, int64_t inter, const char *inter_key, float limit)
 {
+	char in_keys[128], out_keys[128];
 	int rc;
 
+	snprintf(in_keys, sizeof(in_keys), "in hidden_size, out %s", inter_key);
+	snprintf(out_keys, sizeof(out_keys), "in %s, out hidden_size", inter_key);
 	*m = (tf_mlp){ .hidden = hidden, .inter = inter, .limit = limit };
-	rc = tf_tu_lin_open(h, prefix, "gate_proj", hidden, inter, &m->gate);
+	rc = tf_tu_lin_open(h, prefix, "gate_proj", hidden, inter, in_keys, &m->gate);
 	if (rc)
 		goto fail;
-	rc = tf_tu_lin_open(h, prefix, "up_proj", hidden, inter, &m->up);
+	rc = tf_tu_lin_open(h, prefix, "up_proj", hidden, inter, in_keys, &m->up);
 	if (rc)
 		goto fail;
-	rc = tf_tu_lin_open(h, prefix, "down_proj", inter, hidden, &m->down);
+	rc = tf_tu_lin_open(h, prefix, "down_proj", inter, hidden, out_keys, &m->down);
 	if (rc)
 		goto fail;
 	return TF_OK;

@@ -20,10 +20,11 @@ typedef struct tf_mlp {
 	float limit;
 } tf_mlp;
 
-/* Open `<prefix>.{gate,up,down}_proj` as hidden -> inter -> hidden.  On
- * failure nothing stays open and host->error names the projection. */
+/* Open `<prefix>.{gate,up,down}_proj` as hidden -> inter -> hidden;
+ * inter_key names the config.json key(s) inter comes from.  On failure
+ * nothing stays open and host->error names the projection and the keys. */
 int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
-		int64_t hidden, int64_t inter, float limit);
+		int64_t hidden, int64_t inter, const char *inter_key, float limit);
 void tf_mlp_free(tf_mlp *m, const tf_host *h);
 
 /* Floats of backend scratch tf_mlp_forward needs for `rows` rows. */

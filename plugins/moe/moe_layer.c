@@ -85,7 +85,7 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 			continue;
 		snprintf(name, sizeof(name), "%s.experts.%d", prefix, e);
 		rc = tf_mlp_init(&L->experts[e], h, name, c->hidden_size,
-				 c->moe_intermediate_size, limit);
+				 c->moe_intermediate_size, "moe_intermediate_size", limit);
 		if (rc)
 			goto fail;
 	}
@@ -105,7 +105,7 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 		snprintf(name, sizeof(name), "%s.shared_experts", prefix);
 		rc = tf_mlp_init(&L->shared, h, name, c->hidden_size,
 				 (int64_t)c->moe_shared_expert_intermediate_size * c->num_shared_experts,
-				 limit);
+				 "moe_shared_expert_intermediate_size x num_shared_experts", limit);
 		if (rc)
 			goto fail;
 	}

@@ -65,7 +65,8 @@ int tf_router_init(tf_router *r, const tf_host *h, const char *prefix)
 	r->norm_topk = c->norm_topk_prob;
 	r->scaling = c->routed_scaling_factor;
 
-	rc = tf_tu_lin_open(h, prefix, "gate", r->hidden, r->n_experts, &r->gate);
+	rc = tf_tu_lin_open(h, prefix, "gate", r->hidden, r->n_experts,
+			    "in hidden_size, out num_experts", &r->gate);
 	if (rc || !c->moe_router_enable_expert_bias)
 		goto out;
 	/* The second name is what some MTP checkpoints call the same buffer. */

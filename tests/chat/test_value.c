@@ -147,3 +147,141 @@ Test(value, malformed_text_is_named)
 	cr_expect_eq(tf_val_parse_json(deep, 1024, &v), 0, "512 deep is allowed");
 	tf_val_unref(v);
 }
+
+/* str() or repr() of the JSON json as Python prints it (CPython 3.11). */
+static void expect_py(const char *json, bool repr, const char *want)
+{
+	tf_val *v = NULL;
+	tf_bytes out = { 0 };
+
+	cr_assert_eq(tf_val_parse_json(json, strlen(json), &v), 0, "%s: %s", json, tf_diag_msg());
+	cr_assert_eq(tf_val_dump_py(v, repr, &out), 0);
+	cr_expect(out.len == strlen(want) && memcmp(out.p, want, out.len) == 0,
+		  "%s: got %.*s, want %s", json, (int)out.len, out.p, want);
+	tf_bytes_free(&out);
+	tf_val_unref(v);
+}
+
+Test(value, python_spellings)
+{
+	expect_py("[1, \"a\", null, true, false, 2.5, 1e22, {\"k\": [\"x\"]}]", false,
+		  "[1, 'a', None, True, False, 2.5, 1e+22, {'k': ['x']}]");
+	expect_py("\"it's \\\"q\\\"\"", false, "it's \"q\"");
+	expect_py("[\"it's\", \"say \\\"hi\\\"\", \"both ' \\\"\", \"tab\\t nl\\n bs\\\\\"]", true,
+		  "[\"it's\", 'say \"hi\"', 'both \\' \"', 'tab\\t nl\\n bs\\\\']");
+	expect_py("[\"\\u0001\\u007f\\u00a0\\u00ad\\u00e9\\u4f60\\u2028\\ud83d\\ude00\\ue000\"]",
+		  true,
+		  "['\\x01\\x7f\\xa0\\xad\xC3\xA9\xE4\xBD\xA0\\u2028\xF0\x9F\x98\x80\\ue000']");
+	expect_py("[NaN, Infinity, -0.0]", true, "[nan, inf, -0.0]");
+
+	tf_val *t = tf_val_seq_new(TF_SEQ_TUPLE), *u = tf_val_undefined("'x' is undefined");
+	tf_bytes out = { 0 };
+	cr_assert_eq(tf_val_list_push(t, tf_val_int(1)), 0);
+	cr_assert_eq(tf_val_dump_py(t, true, &out), 0);
+	cr_assert_eq(tf_val_list_push(t, tf_val_ref(u)), 0);
+	cr_assert_eq(tf_val_dump_py(t, true, &out), 0);
+	cr_assert_eq(tf_val_dump_py(u, false, &out), 0);
+	cr_expect(out.len == 18 && memcmp(out.p, "(1,)(1, Undefined)", 18) == 0, "%.*s",
+		  (int)out.len, out.p);
+	cr_expect_str_eq(tf_val_undefined_why(u), "'x' is undefined");
+	tf_bytes_free(&out);
+	/* views print as Python does; generators and ranges have addresses */
+	tf_val *keys = tf_val_seq_new(TF_SEQ_DICT_KEYS), *gen = tf_val_seq_new(TF_SEQ_GENERATOR);
+	cr_assert_eq(tf_val_list_push(keys, tf_val_cstr("k")), 0);
+	cr_assert_eq(tf_val_dump_py(keys, false, &out), 0);
+	cr_expect(out.len == 16 && memcmp(out.p, "dict_keys(['k'])", 16) == 0, "%.*s", (int)out.len,
+		  out.p);
+	cr_expect_eq(tf_val_dump_py(gen, false, &out), TF_ERR_UNSUPPORTED);
+	cr_expect_eq(tf_val_dump_json(keys, &out), TF_ERR_INVALID);
+	cr_expect(tf_val_truthy(gen) && tf_val_truthy(keys), "a generator is true, even empty");
+	tf_val_unref(keys);
+	tf_val_unref(gen);
+	tf_bytes_free(&out);
+	tf_val *ns = tf_val_namespace();
+	cr_expect_eq(tf_val_dump_py(ns, false, &out), TF_ERR_UNSUPPORTED);
+	tf_bytes_free(&out);
+	tf_val_unref(ns);
+	tf_val_unref(t);
+	tf_val_unref(u);
+}
+
+static tf_val *json(const char *text)
+{
+	tf_val *v = NULL;
+	cr_assert_eq(tf_val_parse_json(text, strlen(text), &v), 0, "%s", text);
+	return v;
+}
+
+Test(value, equality_and_truth_as_python)
+{
+	static const struct { const char *a, *b; bool eq; } cases[] = {
+		{ "1", "1.0", true }, { "true", "1", true }, { "false", "0.0", true },
+		{ "2", "true", false }, { "\"a\"", "\"a\"", true }, { "\"a\"", "\"a \"", false },
+		{ "null", "null", true }, { "null", "0", false },
+		{ "[1, [2]]", "[1.0, [2]]", true }, { "[1]", "[1, 2]", false },
+		{ "{\"a\": 1, \"b\": 2}", "{\"b\": 2, \"a\": 1}", true },
+		{ "{\"a\": 1}", "{\"a\": 2}", false }, { "{\"a\": 1}", "{\"b\": 1}", false },
+		{ "NaN", "NaN", false }, { "[]", "{}", false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tf_val *a = json(cases[i].a), *b = json(cases[i].b);
+		cr_expect_eq(tf_val_equal(a, b), cases[i].eq, "%s == %s", cases[i].a, cases[i].b);
+		cr_expect_eq(tf_val_equal(b, a), cases[i].eq, "%s == %s", cases[i].b, cases[i].a);
+		tf_val_unref(a);
+		tf_val_unref(b);
+	}
+	tf_val *l = tf_val_list(), *t = tf_val_seq_new(TF_SEQ_TUPLE);
+	cr_expect(tf_val_equal(l, l) && !tf_val_equal(l, t), "() != []");
+	tf_val_unref(l);
+	tf_val_unref(t);
+
+	static const struct { const char *v; bool truth; } truths[] = {
+		{ "0", false }, { "0.0", false }, { "-0.0", false }, { "\"\"", false },
+		{ "[]", false }, { "{}", false }, { "null", false }, { "false", false },
+		{ "1", true }, { "0.1", true }, { "\" \"", true }, { "[0]", true },
+		{ "{\"a\": null}", true }, { "NaN", true },
+	};
+	for (size_t i = 0; i < sizeof(truths) / sizeof(truths[0]); i++) {
+		tf_val *v = json(truths[i].v);
+		cr_expect_eq(tf_val_truthy(v), truths[i].truth, "bool(%s)", truths[i].v);
+		tf_val_unref(v);
+	}
+	tf_val *u = tf_val_undefined("x"), *ns = tf_val_namespace();
+	cr_expect(!tf_val_truthy(u) && tf_val_truthy(ns), "Undefined is false, a namespace true");
+	tf_val_unref(u);
+	tf_val_unref(ns);
+}
+
+Test(value, json_styles_as_json_dumps)
+{
+	/* json.dumps(v, indent=2), (separators=(',', ':')), (sort_keys=True) */
+	tf_val *v = json("{\"b\": [1, {}], \"a\": {\"y\": [], \"x\": \"\\u00e9\"}}");
+	static const struct { tf_json_style st; const char *want;
+	} cases[] = {
+		{ { 2, ",", ": ", false },
+		  "{\n  \"b\": [\n    1,\n    {}\n  ],\n  \"a\": {\n    \"y\": [],\n    \"x\": "
+		  "\"\xC3\xA9\"\n  }\n}" },
+		{ { -1, ",", ":", false }, "{\"b\":[1,{}],\"a\":{\"y\":[],\"x\":\"\xC3\xA9\"}}" },
+		{ { -1, ", ", ": ", true },
+		  "{\"a\": {\"x\": \"\xC3\xA9\", \"y\": []}, \"b\": [1, {}]}" },
+		{ { 0, ",", ": ", true },
+		  "{\n\"a\": {\n\"x\": \"\xC3\xA9\",\n\"y\": []\n},\n\"b\": [\n1,\n{}\n]\n}" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tf_bytes out = { 0 };
+		cr_assert_eq(tf_val_dump_json_style(v, &cases[i].st, &out), 0);
+		cr_expect(out.len == strlen(cases[i].want) &&
+				  memcmp(out.p, cases[i].want, out.len) == 0,
+			  "style %zu: got %.*s", i, (int)out.len, out.p);
+		tf_bytes_free(&out);
+	}
+	tf_val_unref(v);
+
+	tf_val *u = tf_val_list();
+	tf_bytes out = { 0 };
+	cr_assert_eq(tf_val_list_push(u, tf_val_undefined("x")), 0);
+	cr_expect_eq(tf_val_dump_json(u, &out), TF_ERR_INVALID);
+	cr_expect(strstr(tf_diag_msg(), "not JSON serializable"), "%s", tf_diag_msg());
+	tf_bytes_free(&out);
+	tf_val_unref(u);
+}

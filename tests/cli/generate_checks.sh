@@ -6,6 +6,9 @@ tfrun=$1 ini=$2 model=$3 check=$4
 run() { "$tfrun" "$ini" --set "model.path=$model" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 field() { sed -n "s/.*\"$1\": \\([0-9.]*\\).*/\\1/p"; }
+reason() { sed -n 's/.*"finish_reason": "\([a-z]*\)".*/\1/p'; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
 case $check in
 json)
@@ -16,6 +19,9 @@ json)
 	[ "$n" -ge 1 ] && [ "$n" -le 8 ] || fail "generated_tokens $n not in 1..8"
 	printf '%s' "$out" | grep -q '"text": "' || fail "no text field: $out"
 	printf '%s' "$out" | grep -q '"decode_tps": ' || fail "no decode_tps: $out"
+	r=$(printf '%s' "$out" | reason)
+	{ [ "$n" -eq 8 ] && [ "$r" = length ]; } || { [ "$n" -lt 8 ] && [ "$r" = eos ]; } ||
+		fail "$n tokens of 8, finish_reason '$r': $out"
 	# Load time and the resident peak: a loaded model takes both.
 	load=$(printf '%s' "$out" | field load_s)
 	rss=$(printf '%s' "$out" | field peak_rss_mib)
@@ -49,13 +55,57 @@ threads)
 	;;
 no_tokenizer)
 	# --tokens runs a checkpoint without tokenizer.json, printing ids.
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
 	for f in "$model"/*; do
 		case $f in *tokenizer.json) ;; *) ln -s "$f" "$tmp/" ;; esac
 	done
 	out=$("$tfrun" "$ini" --set "model.path=$tmp" --tokens 1,2,3 -n 4 2>/dev/null)
 	printf '%s' "$out" | grep -Eq '^[0-9]+(,[0-9]+)*$' || fail "expected ids, got '$out'"
+	# --stop matches text, which needs the tokenizer: refused, not ignored.
+	"$tfrun" "$ini" --set "model.path=$tmp" --tokens 1,2,3 --stop x 2>"$tmp/err" &&
+		fail "--stop without a tokenizer ran"
+	grep -q -- "--stop needs text: .* has no tokenizer.json" "$tmp/err" || fail "$(cat "$tmp/err")"
+	;;
+finish)
+	# Why the reply ended: -n reached (length), or the context full first
+	# (context, said on stderr too), never a silent short reply.
+	out=$(run --tokens 1,2,3 -n 4 --json 2>/dev/null)
+	n=$(printf '%s' "$out" | field generated_tokens)
+	r=$(printf '%s' "$out" | reason)
+	[ "$n" -eq 4 ] && [ "$r" = length ] || fail "-n 4: $n tokens, finish '$r': $out"
+	out=$(run --tokens 1,2,3 -n 50 --set runtime.context=10 --json 2>"$tmp/err")
+	n=$(printf '%s' "$out" | field generated_tokens)
+	r=$(printf '%s' "$out" | reason)
+	[ "$n" -eq 7 ] && [ "$r" = context ] || fail "context 10: $n tokens, finish '$r': $out"
+	grep -q "the context of 10 tokens is full" "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
+	run --tokens 1,2,3 -n 2 2>&1 >/dev/null | grep -q "finish: length" ||
+		fail "no finish on the stats line"
+	;;
+stop)
+	# The reply ends before the first --stop string to appear, which is not
+	# printed; a stop string that never appears changes nothing.
+	full=$(run -p "Tell me a story" -n 48 --no-think 2>/dev/null)
+	s=$(printf '%s' "$full" | grep -o '[A-Za-z]\{4,\}' | sed -n 3p | cut -c 2-4)
+	[ -n "$s" ] || fail "no word to stop at in: $full"
+	want=${full%%"$s"*}
+	[ "$want" != "$full" ] || fail "'$s' not in: $full"
+	got=$(run -p "Tell me a story" -n 48 --no-think --stop "$s" --stop "never-seen-Zq" 2>"$tmp/err")
+	[ "$got" = "$want" ] || fail "--stop '$s': got '$got', want '$want'"
+	grep -q "finish: stop" "$tmp/err" || fail "finish: $(cat "$tmp/err")"
+	got=$(run -p "Tell me a story" -n 48 --no-think --stop "never-seen-Zq" 2>/dev/null)
+	[ "$got" = "$full" ] || fail "an absent stop string changed the reply: '$got'"
+	;;
+chat_robust)
+	# -i goes on past a turn of invalid UTF-8 (skipped, said so) and a turn
+	# that overflows the context (a new conversation, said so); each reply
+	# ends with a newline.
+	printf 'Hi\nbad \377 byte\nTell me more about it\nlast\n' |
+		run -i -n 16 --set runtime.context=48 --json >"$tmp/out" 2>"$tmp/err" ||
+		fail "exit $?: $(cat "$tmp/err")"
+	[ "$(grep -c '"generated_tokens": ' "$tmp/out")" -eq 3 ] || fail "replies: $(cat "$tmp/out")"
+	grep -q "turn skipped: text is not valid UTF-8" "$tmp/err" || fail "utf-8: $(cat "$tmp/err")"
+	grep -q "starting a new conversation" "$tmp/err" || fail "overflow: $(cat "$tmp/err")"
+	printf 'Hi\nMore\n' | run -i -n 3 2>/dev/null >"$tmp/out"
+	[ "$(tail -c 1 "$tmp/out" | od -An -c | tr -d ' ')" = '\n' ] || fail "no final newline"
 	;;
 *)
 	fail "unknown check $check"

@@ -121,7 +121,7 @@ Test(conf, bad_values_name_line_and_key)
 	parse_fails("[sampling]\ntemperature = nan\n", TF_ERR_INVALID,
 		    "'nan' is not a number");
 	parse_fails("[chat]\ntemplate = chatml\n", TF_ERR_INVALID,
-		    "[chat] template: 'chatml' is not one of ling3|raw");
+		    "[chat] template: 'chatml' is not one of auto|jinja|ling3|raw");
 	parse_fails("[mtp]\nenabled = maybe\n", TF_ERR_INVALID,
 		    "[mtp] enabled: 'maybe' is not true or false");
 	parse_fails("[plugins]\nexclude = a,,b\n", TF_ERR_INVALID,

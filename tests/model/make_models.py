@@ -39,9 +39,20 @@ def read_stamp(folder):
         return None
 
 
-def make(out, tool, args, source=None):
+def check_tfquant_progress(stdout):
+    """tfquant prefixes each tensor's line with its overall progress and an
+    ETA ("[ 42%, 1m05s left]"), rising to 100%."""
+    pcts = [int(line[1:4]) for line in stdout.splitlines()
+            if line.startswith("[") and "s left] " in line]
+    if not pcts or pcts != sorted(pcts) or pcts[-1] != 100:
+        sys.exit(f"make_models: tfquant's progress is not [NN%, MmSSs left] rising to 100%: "
+                 f"{pcts}\n{stdout[:2000]}")
+
+
+def make(out, tool, args, source=None, check=None):
     """Run `tool args... <tmp>` into out unless out's stamp, which includes
-    the source folder's own stamp, says it is current."""
+    the source folder's own stamp, says it is current; `check` is given
+    the tool's stdout."""
     st = os.stat(tool)
     stamp = f"{os.path.realpath(tool)} {st.st_size} {st.st_mtime_ns}\n{' '.join(args)}\n"
     if source:
@@ -54,6 +65,8 @@ def make(out, tool, args, source=None):
     p = subprocess.run([tool] + args + [tmp], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"make_models: {os.path.basename(tool)} failed ({p.returncode}):\n{p.stderr}")
+    if check:
+        check(p.stdout)
     lines = p.stdout.strip().splitlines() + p.stderr.strip().splitlines()
     print(f"{os.path.basename(out)}: {lines[-1] if lines else 'made'}")
     with open(os.path.join(tmp, ".stamp"), "w") as f:
@@ -74,7 +87,7 @@ def main(argv):
     make(os.path.join(out, "ling-tiny-q"), tfsynth, synth + variant + ["--out"])
     for name in ["ling-tiny-q"] + (["ling-tiny"] if len(argv) == 5 else []):
         src = os.path.join(out, name)
-        make(src + "-exl3", tfquant, quant + [src], source=src)
+        make(src + "-exl3", tfquant, quant + [src], source=src, check=check_tfquant_progress)
     return 0
 
 

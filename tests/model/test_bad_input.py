@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Bad input end to end: tfrun on a broken copy of a good checkpoint exits
 non-zero (not by a signal, not by the timeout) with a message naming the key
-or tensor at fault.
+or tensor at fault.  What a checkpoint's tensors get wrong fails `tfrun
+--check` already (it opens every layer without computing), not only a run.
 
 Each case copies ling-tiny into a scratch folder, linking the files it
 leaves alone, and breaks one thing.
@@ -9,6 +10,7 @@ leaves alone, and breaks one thing.
 import json
 import os
 import struct
+import subprocess
 import tempfile
 import unittest
 
@@ -81,14 +83,19 @@ class BadInput(unittest.TestCase):
         return os.path.join(self.tmp.name, self.id().rsplit(".", 1)[-1])
 
     def expect_error(self, model, tokens, wants, *extra):
+        """tfrun on `tokens`, or with tokens None `tfrun --check`."""
         ini = tm.write_ini(self.tmp.name, model)
-        p = tm.tfrun(ini, tokens, *extra)
+        if tokens is None:
+            p = subprocess.run([tm.env("TF_TFRUN"), ini, "--check", *extra],
+                               capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+        else:
+            p = tm.tfrun(ini, tokens, *extra)
         last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "(no message)"
         print(f"  rc {p.returncode}: {last}", flush=True)
         self.assertGreater(p.returncode, 0, "a non-zero exit, not a signal")
         self.assertLess(p.returncode, 128, "a non-zero exit, not a signal")
         for w in wants:
-            self.assertIn(w, p.stderr)
+            self.assertIn(w, p.stderr + p.stdout)
 
     def test_config_missing_key(self):
         d = self.folder()
@@ -104,25 +111,58 @@ class BadInput(unittest.TestCase):
         # 4 heads x head_dim 128 = 512 q_proj rows; the checkpoint has 256.
         d = self.folder()
         edit_config(self.good, d, lambda c: c.update(num_attention_heads=4))
-        self.expect_error(d, [1, 2, 3], ["model.layers.0.attention.q_proj.weight", "256"])
+        wants = ["model.layers.0.attention.q_proj.weight", "256", "num_attention_heads"]
+        self.expect_error(d, [1, 2, 3], wants)
+        self.expect_error(d, None, wants)
+
+    def test_exl3_heads_inconsistent_with_tensors(self):
+        d = self.folder()
+        edit_config(self.exl3, d, lambda c: c.update(num_attention_heads=4))
+        self.expect_error(d, None, ["model.layers.0.attention.q_proj.trellis",
+                                    "num_attention_heads"])
+
+    def test_mla_rank_inconsistent_with_tensors(self):
+        # kv_lora_rank feeds kv_a_proj_with_mqa's rows in the MLA layers only.
+        d = self.folder()
+        edit_config(self.good, d, lambda c: c.update(kv_lora_rank=2 * c["kv_lora_rank"]))
+        self.expect_error(d, None, ["attention.kv_a_proj_with_mqa", "kv_lora_rank"])
+
+    def test_moe_width_inconsistent_with_tensors(self):
+        d = self.folder()
+        edit_config(self.good, d,
+                    lambda c: c.update(moe_intermediate_size=2 * c["moe_intermediate_size"]))
+        self.expect_error(d, None, ["mlp.experts.0.gate_proj", "moe_intermediate_size"])
 
     def test_checkpoint_missing_layer_tensor(self):
         name = "model.layers.5.mlp.experts.3.up_proj.weight"
         d = self.folder()
         drop_tensor(self.good, d, name)
         self.expect_error(d, [1, 2, 3], ["model.layers.5.mlp.experts.3.up_proj"])
+        self.expect_error(d, None, ["model.layers.5.mlp.experts.3.up_proj"])
 
     def test_checkpoint_missing_norm(self):
         name = "model.layers.2.post_attention_layernorm.weight"
         d = self.folder()
         drop_tensor(self.good, d, name)
         self.expect_error(d, [1, 2, 3], [name])
+        self.expect_error(d, None, [name])
+
+    def test_checkpoint_missing_head(self):
+        d = self.folder()
+        drop_tensor(self.good, d, "lm_head.weight")
+        self.expect_error(d, None, ["lm_head"])
 
     def test_exl3_missing_trellis(self):
         name = "model.layers.0.attention.q_proj.trellis"
         d = self.folder()
         drop_tensor(self.exl3, d, name)
         self.expect_error(d, [1, 2, 3], ["model.layers.0.attention.q_proj"])
+        self.expect_error(d, None, ["model.layers.0.attention.q_proj"])
+
+    def test_check_json_names_the_failure(self):
+        d = self.folder()
+        edit_config(self.good, d, lambda c: c.update(num_attention_heads=4))
+        self.expect_error(d, None, ['"ok":\tfalse', "num_attention_heads"], "--json")
 
     def test_checkpoint_truncated(self):
         d = self.folder()

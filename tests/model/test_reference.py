@@ -7,9 +7,14 @@
     Exl3Int    the same with the integer-activation decode path pinned
     Exl3VsBf16 the EXL3 model vs the same model in bf16: top-1 and KL, which
                must be the quantization error and nothing else
+    QuantPaths which quant path opens the EXL3 linears by default (float),
+               and that the INI pins each of the others
 
 Run by ctest (tests/model/CMakeLists.txt); `-k Bf16` picks one class.
 """
+import json
+import subprocess
+import tempfile
 import unittest
 
 import tfmodel as tm
@@ -137,6 +142,36 @@ class Exl3VsBf16(unittest.TestCase):
                                  tm.Reference(base).logits(toks))
         self.assertAlmostEqual(kl, rkl, delta=self.KL_AGREE,
                                msg="the runtime's EXL3 error is not the quantization error")
+
+
+class QuantPaths(unittest.TestCase):
+    """`tfrun --check --json` counts the linears each quant plugin opened.
+    Unpinned, every trellis goes to `exl3`, the float path: the integer
+    paths miss top-1 >= 0.99 and mean KL <= 1e-3 against it on ling-bench
+    (bench/model/README.md), so neither is the default.  A pin moves every
+    trellis to the pinned path; the unquantized linears stay `plain`."""
+
+    def linears(self, model, *sets):
+        ini = tm.write_ini(self.tmp.name, model)
+        cmd = [tm.env("TF_TFRUN"), ini, "--check", "--json"]
+        for kv in sets:
+            cmd += ["--set", kv]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout)
+        print(f"  {' '.join(sets) or 'no pin':<26} {out['linears']}", flush=True)
+        return out["linears"]
+
+    def test_default_and_pins(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="tf-quant-")
+        self.addCleanup(self.tmp.cleanup)
+        _, model = tm.exl3_pair()
+        default = self.linears(model)
+        self.assertEqual(set(default), {"exl3", "plain"})
+        self.assertGreater(default["exl3"], 0)
+        for q in ("exl3-int", "exl3-q8"):
+            self.assertEqual(self.linears(model, f"plugins.quant={q}"),
+                             {q: default["exl3"], "plain": default["plain"]})
 
 
 if __name__ == "__main__":

@@ -108,9 +108,34 @@ static int add_named(tf_st_writer *w, tfq_store *st, const char *prefix, const c
 	return tf_st_writer_add(w, name, dt, ndim, shape, data);
 }
 
-static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writer *w,
-			tfq_store *st, const tf_weights *src, double *bits_sum, double *numel_sum)
+/* Overall progress: weights quantized of all to quantize, wall time. */
+typedef struct tfq_progress {
+	double total, done, t0;
+} tfq_progress;
+
+static double wall_s(void)
 {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Count n more weights done; "[ 42%, 1m05s left]" into buf. */
+static const char *progress_step(tfq_progress *p, double n, char *buf, size_t size)
+{
+	p->done += n;
+	double frac = p->total > 0 ? p->done / p->total : 1;
+	double left = frac > 0 ? (wall_s() - p->t0) * (1 - frac) / frac : 0;
+	snprintf(buf, size, "[%3d%%, %dm%02ds left]", (int)(100 * frac), (int)left / 60,
+		 (int)left % 60);
+	return buf;
+}
+
+static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writer *w,
+			tfq_store *st, const tf_weights *src, tfq_progress *pg,
+			double *bits_sum, double *numel_sum)
+{
+	char pbuf[48];
 	char prefix[480];
 	tf_exl3_qtensor q;
 	tf_exl3_qopts qo = { .K = K, .cb = o->cb, .seed = name_seed(t->name, o->seed),
@@ -160,13 +185,15 @@ static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writ
 	}
 	if (rc)
 		return rc;
-	printf("%-56s K=%d %-5s [%lld, %lld] rel mse %.5f (%.1f s cpu)\n", t->name, K,
-	       tf_exl3_cb_name(q.cb), (long long)t->shape[0], (long long)t->shape[1],
-	       q.rel_mse, (double)clock() / CLOCKS_PER_SEC - t0);
+	double numel = (double)(t->shape[0] * t->shape[1]);
+	printf("%s %-56s K=%d %-5s [%lld, %lld] rel mse %.5f (%.1f s cpu)\n",
+	       progress_step(pg, numel, pbuf, sizeof(pbuf)), t->name, K, tf_exl3_cb_name(q.cb),
+	       (long long)t->shape[0], (long long)t->shape[1], q.rel_mse,
+	       (double)clock() / CLOCKS_PER_SEC - t0);
 	fflush(stdout);
 	if (strcmp(t->name, "lm_head.weight")) {        /* "bits" leaves the head out */
-		*bits_sum += (double)K * (double)(t->shape[0] * t->shape[1]);
-		*numel_sum += (double)(t->shape[0] * t->shape[1]);
+		*bits_sum += (double)K * numel;
+		*numel_sum += numel;
 	}
 	return TF_OK;
 }
@@ -195,6 +222,7 @@ static int convert(const tfq_opts *o)
 	tfq_meta meta = { .cb = o->cb, .head_bits = o->recipe.bits[TF_WCLASS_HEAD],
 			  .mtp_bits = o->recipe.bits[TF_WCLASS_MTP] };
 	double bits_sum = 0, numel_sum = 0;
+	tfq_progress pg = { .t0 = wall_s() };
 	char path[4096];
 	int rc;
 
@@ -206,6 +234,11 @@ static int convert(const tfq_opts *o)
 		rc = tf_st_writer_init(&w);
 	if (!rc && mkdir(o->dst, 0755) && errno != EEXIST)
 		rc = tf_diag_set(TF_ERR_IO, "%s: cannot create: %s", o->dst, strerror(errno));
+	for (size_t i = 0; !rc && i < tf_weights_count(src); i++) {
+		const tf_tensor *t = tf_weights_at(src, i);
+		if (tfq_recipe_bits(&o->recipe, &cfg, t))
+			pg.total += (double)(t->shape[0] * t->shape[1]);
+	}
 	for (size_t i = 0; !rc && i < tf_weights_count(src); i++) {
 		const tf_tensor *t = tf_weights_at(src, i);
 		int K = tfq_recipe_bits(&o->recipe, &cfg, t);
@@ -220,7 +253,7 @@ static int convert(const tfq_opts *o)
 			    tfq_recipe_bits(&o->recipe, &cfg, &wt))
 				continue;
 		}
-		rc = K ? quantize_one(o, t, K, w, &st, src, &bits_sum, &numel_sum)
+		rc = K ? quantize_one(o, t, K, w, &st, src, &pg, &bits_sum, &numel_sum)
 		       : copy_one(t, w, &st);
 	}
 	meta.bits = numel_sum > 0 ? bits_sum / numel_sum : 0;

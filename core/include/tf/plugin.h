@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 2
+#define TF_ABI_MINOR 3
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))
@@ -137,6 +137,12 @@ typedef struct tf_host {
 	 * host may drop its pages from memory.  The view stays valid (pages
 	 * read again are reloaded), so a late read is slow, never wrong. */
 	void (*weight_release)(const struct tf_host *h, const char *name);
+
+	/* Since ABI 1.3, optional.  Append " (<note>)" to the failure recorded
+	 * last and return `status`: a caller adds what it knows to a callee's
+	 * message, such as the config.json keys behind a linear's shape. */
+	int (*error_note)(const struct tf_host *h, int status, const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */

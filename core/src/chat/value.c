@@ -11,14 +11,18 @@
 #include "diag.h"
 #include "tf/error.h"
 
+enum { SUB_NAMESPACE = 1 };   /* a DICT's sub; a LIST's is its tf_val_seq */
+
 struct tf_val {
 	tf_val_kind kind;
 	unsigned refs;
+	int sub;  /* a LIST's tf_val_seq, a DICT's SUB_*, a FUNC's tag */
 	union {
 		bool b;
 		int64_t i;
 		double d;
-		struct { char *p; size_t len; } s;
+		struct { char *p; size_t len; } s;  /* STR; UNDEFINED's message */
+		const void *fn;
 		struct { tf_val **items; size_t n, cap; } l;
 		/* Keys and values side by side; past a few entries an open
 		 * hash of slot numbers + 1 (0 = empty) finds a key. */
@@ -85,19 +89,74 @@ tf_val *tf_val_cstr(const char *s) { return tf_val_str(s, strlen(s)); }
 tf_val *tf_val_list(void) { return val_new(TF_VAL_LIST); }
 tf_val *tf_val_dict(void) { return val_new(TF_VAL_DICT); }
 
+static tf_val *val_sub(tf_val *v, int sub)
+{
+	if (v)
+		v->sub = sub;
+	return v;
+}
+
+tf_val *tf_val_seq_new(tf_val_seq seq) { return val_sub(val_new(TF_VAL_LIST), (int)seq); }
+
+tf_val_seq tf_val_seq_of(const tf_val *v)
+{
+	return v && v->kind == TF_VAL_LIST ? (tf_val_seq)v->sub : TF_SEQ_LIST;
+}
+
+const char *tf_val_seq_name(tf_val_seq seq)
+{
+	static const char *const names[] = { "list", "tuple", "generator", "range",
+					     "dict_items", "dict_keys", "dict_values" };
+	return names[seq];
+}
+
+tf_val *tf_val_namespace(void) { return val_sub(val_new(TF_VAL_DICT), SUB_NAMESPACE); }
+
+bool tf_val_is_namespace(const tf_val *v)
+{
+	return v && v->kind == TF_VAL_DICT && v->sub == SUB_NAMESPACE;
+}
+
+tf_val *tf_val_undefined(const char *why)
+{
+	tf_val *v = tf_val_cstr(why);
+	if (v)
+		v->kind = TF_VAL_UNDEFINED;
+	return v;
+}
+
+const char *tf_val_undefined_why(const tf_val *v)
+{
+	return v && v->kind == TF_VAL_UNDEFINED ? v->s.p : NULL;
+}
+
+tf_val *tf_val_func(int tag, const void *p)
+{
+	tf_val *v = val_sub(val_new(TF_VAL_FUNC), tag);
+	if (v)
+		v->fn = p;
+	return v;
+}
+
+int tf_val_func_tag(const tf_val *v) { return v && v->kind == TF_VAL_FUNC ? v->sub : -1; }
+const void *tf_val_func_ptr(const tf_val *v) { return v && v->kind == TF_VAL_FUNC ? v->fn : NULL; }
+
+/* Atomic counts: threads may share a value (a parsed template's constants,
+ * a request) as long as none changes it. */
 tf_val *tf_val_ref(tf_val *v)
 {
 	if (v)
-		v->refs++;
+		__atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
 	return v;
 }
 
 void tf_val_unref(tf_val *v)
 {
-	if (!v || --v->refs)
+	if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	switch (v->kind) {
 	case TF_VAL_STR:
+	case TF_VAL_UNDEFINED:
 		free(v->s.p);
 		break;
 	case TF_VAL_LIST:
@@ -689,19 +748,67 @@ static int dump_string(const char *s, size_t n, tf_bytes *out)
 	return rc < 0 ? rc : put(out, "\"");
 }
 
-int tf_val_dump_json(const tf_val *v, tf_bytes *out)
+static int dump_newline(const tf_json_style *st, int level, tf_bytes *out)
+{
+	if (st->indent < 0)
+		return 0;
+	int rc = put(out, "\n");
+	for (int i = 0; i < level * st->indent && rc == 0; i++)
+		rc = put(out, " ");
+	return rc;
+}
+
+/* The order to write a DICT's entries in: sorted by key when asked. */
+static int key_order(const tf_val *v, bool sort, size_t **order)
+{
+	size_t n = v->m.n;
+	*order = malloc((n ? n : 1) * sizeof(**order));
+	if (!*order)
+		return TF_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+		/* Insertion sort: dicts in templates are small. */
+		for (; sort && j > 0; j--) {
+			const tf_val *a = v->m.keys[(*order)[j - 1]], *b = v->m.keys[i];
+			size_t m = a->s.len < b->s.len ? a->s.len : b->s.len;
+			int c = memcmp(a->s.p, b->s.p, m);
+			if (c < 0 || (c == 0 && a->s.len <= b->s.len))
+				break;
+			(*order)[j] = (*order)[j - 1];
+		}
+		(*order)[j] = i;
+	}
+	return 0;
+}
+
+static bool is_scalar(const tf_val *v)
+{
+	tf_val_kind k = tf_val_kind_of(v);
+	return k == TF_VAL_NONE || k == TF_VAL_BOOL || k == TF_VAL_INT;
+}
+
+/* None, a bool or an int spelled with words (null/true/false or Python's). */
+static int dump_scalar(const tf_val *v, const char *const words[3], tf_bytes *out)
 {
 	char num[32];
-	int rc = 0;
-
-	switch (tf_val_kind_of(v)) {
-	case TF_VAL_NONE:
-		return put(out, "null");
-	case TF_VAL_BOOL:
-		return put(out, v->b ? "true" : "false");
-	case TF_VAL_INT:
+	if (!v)
+		return put(out, words[0]);
+	if (v->kind == TF_VAL_INT) {
 		snprintf(num, sizeof(num), "%" PRId64, v->i);
 		return put(out, num);
+	}
+	return put(out, v->kind == TF_VAL_NONE ? words[0] : v->b ? words[1] : words[2]);
+}
+
+static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_bytes *out)
+{
+	static const char *const words[3] = { "null", "true", "false" };
+	size_t *order = NULL;
+	int rc = 0;
+
+	if (is_scalar(v))
+		return dump_scalar(v, words, out);
+	switch (v->kind) {
 	case TF_VAL_FLOAT:
 		if (isnan(v->d))
 			return put(out, "NaN");
@@ -711,21 +818,221 @@ int tf_val_dump_json(const tf_val *v, tf_bytes *out)
 	case TF_VAL_STR:
 		return dump_string(v->s.p, v->s.len, out);
 	case TF_VAL_LIST:
+		if (v->sub != TF_SEQ_LIST && v->sub != TF_SEQ_TUPLE)
+			return tf_diag_set(TF_ERR_INVALID, "Object of type %s is not JSON serializable",
+					   tf_val_seq_name((tf_val_seq)v->sub));
+		if (!v->l.n)
+			return put(out, "[]");
 		rc = put(out, "[");
 		for (size_t i = 0; i < v->l.n && rc == 0; i++)
-			if ((rc = i ? put(out, ", ") : 0) == 0)
-				rc = tf_val_dump_json(v->l.items[i], out);
+			if ((rc = i ? put(out, st->item_sep) : 0) == 0 &&
+			    (rc = dump_newline(st, level + 1, out)) == 0)
+				rc = dump_json(v->l.items[i], st, level + 1, out);
+		if (rc == 0)
+			rc = dump_newline(st, level, out);
 		return rc < 0 ? rc : put(out, "]");
 	case TF_VAL_DICT:
+		if (v->sub == SUB_NAMESPACE)
+			return tf_diag_set(TF_ERR_INVALID, "Object of type Namespace is not JSON serializable");
+		if (!v->m.n)
+			return put(out, "{}");
+		if ((rc = key_order(v, st->sort_keys, &order)) < 0 || (rc = put(out, "{")) < 0)
+			break;
+		for (size_t i = 0; i < v->m.n && rc == 0; i++) {
+			size_t k = order[i];
+			if ((rc = i ? put(out, st->item_sep) : 0) < 0 ||
+			    (rc = dump_newline(st, level + 1, out)) < 0 ||
+			    (rc = dump_string(v->m.keys[k]->s.p, v->m.keys[k]->s.len, out)) < 0 ||
+			    (rc = put(out, st->key_sep)) < 0)
+				break;
+			rc = dump_json(v->m.vals[k], st, level + 1, out);
+		}
+		if (rc == 0 && (rc = dump_newline(st, level, out)) == 0)
+			rc = put(out, "}");
+		break;
+	default:   /* UNDEFINED or FUNC */
+		return tf_diag_set(TF_ERR_INVALID, "Object of type %s is not JSON serializable",
+				   v->kind == TF_VAL_FUNC ? "function" : "Undefined");
+	}
+	free(order);
+	return rc;
+}
+
+int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *out)
+{
+	return dump_json(v, st, 0, out);
+}
+
+int tf_val_dump_json(const tf_val *v, tf_bytes *out)
+{
+	static const tf_json_style plain = { -1, ", ", ": ", false };
+	return dump_json(v, &plain, 0, out);
+}
+
+/* ---- Python spellings ---- */
+
+/* Code points Python's repr() writes as escapes (str.isprintable false):
+ * controls, separators other than ' ', format characters, private use. */
+static bool py_unprintable(uint32_t c)
+{
+	return c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD || c == 0x1680 ||
+	       (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
+	       (c >= 0x205F && c <= 0x206F) || c == 0x3000 || c == 0xFEFF ||
+	       (c >= 0xD800 && c <= 0xF8FF) || (c >= 0xFFF9 && c <= 0xFFFB) || c >= 0xF0000;
+}
+
+static int repr_string(const char *s, size_t n, tf_bytes *out)
+{
+	char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
+	int rc = tf_bytes_append(out, &q, 1);
+
+	for (size_t i = 0; i < n && rc == 0;) {
+		uint32_t c;
+		int len = tf_utf8_next((const uint8_t *)s + i, n - i, &c);
+		char esc[16] = "";
+		if (len <= 0) {  /* not UTF-8: Python would not hold it; spell the byte */
+			c = (uint8_t)s[i];
+			len = 1;
+			snprintf(esc, sizeof(esc), "\\x%02x", c);
+		} else if (c == (uint32_t)q || c == '\\') {
+			snprintf(esc, sizeof(esc), "\\%c", (char)c);
+		} else if (c == '\n' || c == '\r' || c == '\t') {
+			snprintf(esc, sizeof(esc), "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+		} else if (py_unprintable(c)) {
+			const char *f = c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x";
+			snprintf(esc, sizeof(esc), f, c);
+		}
+		rc = esc[0] ? put(out, esc) : tf_bytes_append(out, s + i, (size_t)len);
+		i += (size_t)len;
+	}
+	return rc < 0 ? rc : tf_bytes_append(out, &q, 1);
+}
+
+int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
+{
+	static const char *const words[3] = { "None", "True", "False" };
+	int rc = 0;
+
+	if (is_scalar(v))
+		return dump_scalar(v, words, out);
+	switch (v->kind) {
+	case TF_VAL_FLOAT:
+		return tf_val_dump_float(v->d, out);
+	case TF_VAL_STR:
+		if (repr)
+			return repr_string(v->s.p, v->s.len, out);
+		return tf_bytes_append(out, v->s.p, v->s.len);
+	case TF_VAL_UNDEFINED:
+		return repr ? put(out, "Undefined") : 0;
+	case TF_VAL_LIST: {
+		tf_val_seq seq = (tf_val_seq)v->sub;
+		bool tuple = seq == TF_SEQ_TUPLE, view = seq >= TF_SEQ_DICT_ITEMS;
+		if (seq == TF_SEQ_GENERATOR || seq == TF_SEQ_RANGE)
+			return tf_diag_set(TF_ERR_UNSUPPORTED, "cannot print a %s", tf_val_seq_name(seq));
+		if (view && ((rc = put(out, tf_val_seq_name(seq))) < 0 || (rc = put(out, "(")) < 0))
+			return rc;
+		rc = put(out, tuple ? "(" : "[");
+		for (size_t i = 0; i < v->l.n && rc == 0; i++)
+			if ((rc = i ? put(out, ", ") : 0) == 0)
+				rc = tf_val_dump_py(v->l.items[i], true, out);
+		if (rc == 0 && tuple && v->l.n == 1)
+			rc = put(out, ",");
+		if (rc == 0)
+			rc = put(out, tuple ? ")" : "]");
+		return rc < 0 || !view ? rc : put(out, ")");
+	}
+	case TF_VAL_DICT:
+		if (v->sub == SUB_NAMESPACE)
+			break;
 		rc = put(out, "{");
 		for (size_t i = 0; i < v->m.n && rc == 0; i++) {
 			if ((rc = i ? put(out, ", ") : 0) < 0 ||
-			    (rc = dump_string(v->m.keys[i]->s.p, v->m.keys[i]->s.len, out)) < 0 ||
+			    (rc = repr_string(v->m.keys[i]->s.p, v->m.keys[i]->s.len, out)) < 0 ||
 			    (rc = put(out, ": ")) < 0)
 				break;
-			rc = tf_val_dump_json(v->m.vals[i], out);
+			rc = tf_val_dump_py(v->m.vals[i], true, out);
 		}
 		return rc < 0 ? rc : put(out, "}");
+	default:   /* a FUNC */
+		break;
 	}
-	return TF_ERR_INTERNAL;
+	return tf_diag_set(TF_ERR_UNSUPPORTED, "cannot print a %s",
+			   v->kind == TF_VAL_FUNC ? "function" : "namespace");
+}
+
+bool tf_val_truthy(const tf_val *v)
+{
+	switch (tf_val_kind_of(v)) {
+	case TF_VAL_BOOL:
+		return v->b;
+	case TF_VAL_INT:
+		return v->i != 0;
+	case TF_VAL_FLOAT:
+		return v->d != 0;
+	case TF_VAL_STR:
+		return v->s.len != 0;
+	case TF_VAL_LIST:
+		return v->sub == TF_SEQ_GENERATOR || v->l.n != 0;
+	case TF_VAL_DICT:
+		return v->sub == SUB_NAMESPACE || v->m.n != 0;
+	case TF_VAL_FUNC:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool is_number(const tf_val *v)
+{
+	return v && (v->kind == TF_VAL_BOOL || v->kind == TF_VAL_INT || v->kind == TF_VAL_FLOAT);
+}
+
+/* A bool's or an int's value as an int. */
+static int64_t int_of(const tf_val *v) { return v->kind == TF_VAL_BOOL ? v->b : v->i; }
+
+bool tf_val_equal(const tf_val *a, const tf_val *b)
+{
+	if (a == b)
+		return true;
+	if (is_number(a) && is_number(b)) {
+		if (a->kind != TF_VAL_FLOAT && b->kind != TF_VAL_FLOAT)
+			return int_of(a) == int_of(b);
+		double x = a->kind == TF_VAL_FLOAT ? a->d : (double)int_of(a);
+		double y = b->kind == TF_VAL_FLOAT ? b->d : (double)int_of(b);
+		return x == y;
+	}
+	if (!a || !b || a->kind != b->kind || a->sub != b->sub)
+		return false;
+	switch (a->kind) {
+	case TF_VAL_NONE:
+	case TF_VAL_UNDEFINED:
+		return true;
+	case TF_VAL_STR:
+		return a->s.len == b->s.len && memcmp(a->s.p, b->s.p, a->s.len) == 0;
+	case TF_VAL_LIST:
+		if (a->l.n != b->l.n || a->sub == TF_SEQ_GENERATOR || a->sub == TF_SEQ_DICT_VALUES)
+			return false;
+		for (size_t i = 0; i < a->l.n; i++) {
+			bool found = tf_val_equal(a->l.items[i], b->l.items[i]);
+			/* keys and items views compare as sets (their items are unique) */
+			for (size_t j = 0; !found && a->sub >= TF_SEQ_DICT_ITEMS && j < b->l.n; j++)
+				found = tf_val_equal(a->l.items[i], b->l.items[j]);
+			if (!found)
+				return false;
+		}
+		return true;
+	case TF_VAL_DICT:
+		if (a->m.n != b->m.n || a->sub == SUB_NAMESPACE)
+			return false;
+		for (size_t i = 0; i < a->m.n; i++) {
+			const tf_val *k = a->m.keys[i], *bv = tf_val_dict_getn(b, k->s.p, k->s.len);
+			if (!bv || !tf_val_equal(a->m.vals[i], bv))
+				return false;
+		}
+		return true;
+	case TF_VAL_FUNC:
+		return a->fn == b->fn;
+	default:
+		return false;
+	}
 }

@@ -9,7 +9,8 @@
  *
  * Values are reference counted.  Constructors return a new reference (NULL
  * when out of memory); containers take over the reference they are given,
- * even when they fail; getters return borrowed pointers.
+ * even when they fail; getters return borrowed pointers.  The counts are
+ * atomic: threads may share values that none of them changes.
  *
  *     tf_val *req;
  *     if (tf_val_parse_json(text, len, &req) < 0) ...      diag names line:col
@@ -34,6 +35,8 @@ typedef enum tf_val_kind {
 	TF_VAL_STR,
 	TF_VAL_LIST,
 	TF_VAL_DICT,   /* string keys, insertion order */
+	TF_VAL_UNDEFINED, /* Jinja: a missing name, key or item; holds why it is missing */
+	TF_VAL_FUNC,   /* Jinja: a macro or built-in, opaque to all but the evaluator */
 } tf_val_kind;
 
 typedef struct tf_val tf_val;
@@ -46,6 +49,34 @@ tf_val *tf_val_str(const char *s, size_t len);
 tf_val *tf_val_cstr(const char *s);
 tf_val *tf_val_list(void);
 tf_val *tf_val_dict(void);
+
+/* What a LIST stands for in Python: a list, a tuple, or one of the lazy
+ * iterables and views that Jinja's filters and dict methods give. */
+typedef enum tf_val_seq {
+	TF_SEQ_LIST,
+	TF_SEQ_TUPLE,
+	TF_SEQ_GENERATOR,   /* map(), select(), ...: no len(), no index, always true */
+	TF_SEQ_RANGE,
+	TF_SEQ_DICT_ITEMS,  /* dict.items(), .keys(), .values(): no index */
+	TF_SEQ_DICT_KEYS,
+	TF_SEQ_DICT_VALUES,
+} tf_val_seq;
+
+/* An empty LIST standing for seq. */
+tf_val *tf_val_seq_new(tf_val_seq seq);
+/* What a LIST stands for (TF_SEQ_LIST for other kinds too), and its Python type name. */
+tf_val_seq tf_val_seq_of(const tf_val *v);
+const char *tf_val_seq_name(tf_val_seq seq);
+/* A DICT read as attributes (Jinja's namespace()). */
+tf_val *tf_val_namespace(void);
+bool tf_val_is_namespace(const tf_val *v);
+/* An UNDEFINED; why is the message for using it ("'x' is undefined"). */
+tf_val *tf_val_undefined(const char *why);
+const char *tf_val_undefined_why(const tf_val *v);  /* NULL for other kinds */
+/* A FUNC: tag and p mean what the evaluator says. */
+tf_val *tf_val_func(int tag, const void *p);
+int tf_val_func_tag(const tf_val *v);
+const void *tf_val_func_ptr(const tf_val *v);
 
 tf_val *tf_val_ref(tf_val *v);          /* v, one reference more; NULL stays NULL */
 void tf_val_unref(tf_val *v);           /* NULL is fine */
@@ -88,5 +119,28 @@ int tf_val_parse_json(const char *text, size_t len, tf_val **out);
 int tf_val_dump_json(const tf_val *v, tf_bytes *out);
 /* Appends d as Python's repr(float) spells it. */
 int tf_val_dump_float(double d, tf_bytes *out);
+
+/* json.dumps's indent (< 0: None), separators and sort_keys. */
+typedef struct tf_json_style {
+	int indent;
+	const char *item_sep, *key_sep;
+	bool sort_keys;
+} tf_json_style;
+/* tf_val_dump_json with a style; TF_ERR_INVALID for what json.dumps refuses:
+ * UNDEFINED, FUNC, a namespace, a LIST that is neither a list nor a tuple. */
+int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *out);
+
+/*
+ * Appends str(v), or repr(v) when repr is set, as Python spells them:
+ * True, None, 1.5, [1, 'a'], {'k': (1,)}, dict_keys(['k']).  An UNDEFINED is
+ * "" alone and Undefined inside a container; what Python spells with an
+ * address (a FUNC, a namespace, a generator, a range) is TF_ERR_UNSUPPORTED.
+ */
+int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out);
+/* Python's bool(v); an UNDEFINED is false, a FUNC and a generator true. */
+bool tf_val_truthy(const tf_val *v);
+/* Python's a == b: 1 == 1.0 == True, dicts in any order, tuple != list,
+ * dict keys and items views as sets, generators and values views by identity. */
+bool tf_val_equal(const tf_val *a, const tf_val *b);
 
 #endif /* TF_CHAT_VALUE_H */

@@ -1,0 +1,59 @@
+# suites.sh - sourced by test.sh: run each test suite into its own log and
+# print one summary naming every suite with its counts.
+#
+#   suite_run NAME CMD...   run CMD (output shown and logged); never exits
+#   suite_summary           print the summary; status 0 when all passed
+#
+# A suite's counts come from its log: ctest's "N% tests passed, F tests
+# failed out of T", or fuzz.sh's "P targets passed, F failed".  A suite
+# that exits non-zero without failing a counted test did not configure,
+# build or run: it counts as one failure and the summary quotes its first
+# error line.  Needs $logs, a scratch folder.
+
+suite_names=""
+
+# "passed failed" from a suite's log, or nothing when it holds no count.
+suite_counts() {
+	sed -n -e 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/ctest \1 \2/p' \
+		-e 's/.* \([0-9]*\) targets passed, \([0-9]*\) failed.*/fuzz \1 \2/p' "$1" |
+		tail -n 1 | {
+			read -r kind a b || exit 0
+			if [ "$kind" = ctest ]; then echo "$((b - a)) $a"; else echo "$a $b"; fi
+		}
+}
+
+# The first line of a log that looks like an error, else its last line.
+suite_first_error() {
+	line=$(grep -m 1 -E 'error:|Error:|cannot find|No such file|not found|FATAL|Could not' "$1" ||
+		grep -m 1 -i 'error' "$1" || tail -n 1 "$1")
+	printf '%s' "$line" | cut -c 1-200
+}
+
+suite_run() {
+	name=$1
+	shift
+	log=$logs/$(printf '%s' "$name" | tr ' ' _)
+	suite_names="$suite_names $(printf '%s' "$name" | tr ' ' _)"
+	echo "== $name"
+	{ rc=0; "$@" || rc=$?; echo "$rc" >"$log.rc"; } 2>&1 | tee "$log"
+}
+
+suite_summary() {
+	line="" passed=0 failed=0
+	for s in $suite_names; do
+		log=$logs/$s
+		rc=$(cat "$log.rc" 2>/dev/null || echo 1)
+		set -- $(suite_counts "$log")
+		p=${1:-0} f=${2:-0} note=""
+		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+			f=1
+			note=" (did not configure, build or run: $(suite_first_error "$log"))"
+		fi
+		line="$line${line:+; }$(printf '%s' "$s" | tr _ ' ') $p passed $f failed$note"
+		passed=$((passed + p))
+		failed=$((failed + f))
+	done
+	echo "suites: $line"
+	echo "summary: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# suites_check.sh SCRIPTS_DIR - test.sh's suite runner and summary
+# (scripts/suites.sh) on made-up suites: one passes, one fails a test, one
+# fails to configure the way a missing install step makes it fail.
+set -u
+. "$1/suites.sh"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+ok_suite() { echo "100% tests passed, 0 tests failed out of 7"; }
+bad_test() { echo "96% tests passed, 1 tests failed out of 25"; return 8; }
+no_libc() {
+	echo "-- Check for working C compiler: /usr/bin/aarch64-linux-gnu-gcc - broken"
+	echo "/usr/bin/aarch64-linux-gnu-ld: cannot find crt1.o: No such file or directory"
+	echo "CMake Error at CMakeLists.txt:2 (project):"
+	return 1
+}
+fuzz_ok() { echo "fuzz.sh: 4 targets passed, 0 failed (10 s each)"; }
+
+# Everything passing: status 0, every suite named with its counts.
+suite_run "native ctest" ok_suite >/dev/null
+suite_run fuzz fuzz_ok >/dev/null
+out=$(suite_summary) || fail "all passed, yet status $?: $out"
+printf '%s\n' "$out" | grep -qx 'suites: native ctest 7 passed 0 failed; fuzz 4 passed 0 failed' ||
+	fail "suites line: $out"
+[ "$(printf '%s\n' "$out" | tail -n 1)" = "summary: 11 passed, 0 failed" ] || fail "total: $out"
+
+# A failed test and a suite that never ran: status 1, each named, the
+# latter with its first error line.
+suite_run "asan ctest" bad_test >/dev/null
+suite_run "aarch64 qemu" no_libc >/dev/null
+out=$(suite_summary) && fail "failures, yet status 0: $out"
+printf '%s\n' "$out" | grep -q 'asan ctest 24 passed 1 failed;' || fail "asan counts: $out"
+printf '%s\n' "$out" | grep -q "aarch64 qemu 0 passed 1 failed (did not configure, build or run: /usr/bin/aarch64-linux-gnu-ld: cannot find crt1.o" ||
+	fail "aarch64 not named with its error: $out"
+[ "$(printf '%s\n' "$out" | tail -n 1)" = "summary: 35 passed, 2 failed" ] || fail "total: $out"
+echo "PASS: suites"
