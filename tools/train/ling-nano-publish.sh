@@ -17,6 +17,8 @@ for f in config.json model.safetensors tokenizer.json generation_config.json; do
 done
 # The Ling-3 special tokens' roles, as ling-tiny's tokenizer has them.
 cp conf/tokenizers/ling-tiny/tokenizer_config.json "$hf/"
+# The chat format it was trained on ([chat] template = jinja reads it).
+cp tools/train/ling-nano-chat.jinja "$hf/chat_template.jinja"
 "$build/bin/tfquant" --threads 2 "$hf" models/ling-nano-exl3
 cp "$hf"/* "$dst/"
 cp "$run/model/train-log.jsonl" "$dst/"
