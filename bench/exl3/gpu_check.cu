@@ -3,7 +3,12 @@
  * CPU reference (plugins/exl3/matmul.c) on random layers for every K and
  * codebook and for GEMV and GEMM row counts, then timed.
  *
- *     gpu_check            exit status 1 when a check fails
+ *     gpu_check [--check [--quick]]
+ *
+ * Exit status 1 when a check fails.  --check: no benchmark; --quick: one
+ * GEMV row count (3 or 8, alternating) and one GEMM row count (33) per K
+ * and codebook, on 128x256 layers (the SIMT harness, tests/simt, runs it
+ * so: every kernel and template, in CI time on a CPU).
  *
  * The table: one-row GEMV, weights/s, GB/s of trellis read, share of the
  * device-to-device copy bandwidth measured in the same run, and the ratio
@@ -17,6 +22,7 @@
 #include <string.h>
 
 #include "cuda_kernels.h"
+#include "tf_launch.h"
 extern "C" {
 #include "hadamard.h"
 #include "matmul.h"
@@ -50,7 +56,7 @@ struct layer {
 static void layer_init(struct layer *l, int64_t k, int64_t n, int K, int cb, uint64_t *s)
 {
 	size_t words = (size_t)(k * n * K / 16);
-	*l = (struct layer){ k, n, k - 5, n - 7, K, cb };
+	*l = layer{ k, n, k - 5, n - 7, K, cb, NULL, NULL, NULL, NULL };
 	l->tr = (uint16_t *)malloc(words * 2);
 	l->suh = (float *)malloc(k * 4);
 	l->svh = (float *)malloc(n * 4);
@@ -82,6 +88,7 @@ static void cpu_forward(const struct layer *l, const float *x, int64_t rows, flo
 		for (int64_t o = 0; o < l->out; o++)
 			y[r * l->out + o] = yh[r * l->n + o] * l->svh[o] + l->bias[o];
 	}
+	tf_exl3_mat_free(&m);
 	free(xh);
 	free(yh);
 }
@@ -123,17 +130,19 @@ static void gpu_forward(const struct layer *l, const float *x, int64_t rows, flo
 	cudaFree(dy); cudaFree(xh); cudaFree(yh); cudaFree(xh16); cudaFree(w16);
 }
 
-static int check_all(void)
+static int check_all(bool quick)
 {
-	static const int64_t rows_list[] = { 1, 3, 8, 33 };
+	static const int64_t rows_all[] = { 1, 3, 8, 33 };
+	const size_t nrows = quick ? 2 : 4;
+	const int64_t k = quick ? 128 : 256, n = quick ? 256 : 384;
 	uint64_t s = 1;
 	int failed = 0, passed = 0;
 	for (int K = 1; K <= 8; K++)
 		for (int cb = 0; cb < 3; cb++)
-			for (size_t ri = 0; ri < 4; ri++) {
+			for (size_t ri = 0; ri < nrows; ri++) {
 				struct layer l;
-				int64_t rows = rows_list[ri];
-				layer_init(&l, 256, 384, K, cb, &s);
+				int64_t rows = !quick ? rows_all[ri] : ri ? 33 : (K + cb) % 2 ? 3 : 8;
+				layer_init(&l, k, n, K, cb, &s);
 				float *x = (float *)malloc(rows * l.in * 4);
 				float *yc = (float *)malloc(rows * l.out * 4), *yg = (float *)malloc(rows * l.out * 4);
 				for (int64_t i = 0; i < rows * l.in; i++)
@@ -216,10 +225,10 @@ static void bench(void)
 		CHECK(cudaMalloc(&w, k * n * 2));
 		CHECK(cudaMemset(x, 0, k * 4));
 		CHECK(cudaMemset(w, 0, k * n * 2));
-		f16_gemv<<<(unsigned)((n + 255) / 256), 256>>>(w, x, k, n, y);
+		TF_LAUNCH((unsigned)((n + 255) / 256), 256, 0, 0, f16_gemv)(w, x, k, n, y);
 		CHECK(cudaEventRecord(a));
 		for (int i = 0; i < reps; i++)
-			f16_gemv<<<(unsigned)((n + 255) / 256), 256>>>(w, x, k, n, y);
+			TF_LAUNCH((unsigned)((n + 255) / 256), 256, 0, 0, f16_gemv)(w, x, k, n, y);
 		CHECK(cudaEventRecord(b));
 		double f16 = (double)reps * k * n / (time_ms(a, b) * 1e-3);
 		printf("| %lldx%lld | fp16 | %.1f | %.0f | %.0f%% | 1.00 |\n", (long long)k, (long long)n,
@@ -249,8 +258,10 @@ static void bench(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const bool check_only = argc > 1 && !strcmp(argv[1], "--check");
+	const bool quick = check_only && argc > 2 && !strcmp(argv[2], "--quick");
 	cudaDeviceProp prop;
 	int dev = 0;
 	if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
@@ -259,7 +270,8 @@ int main(void)
 	}
 	CHECK(cudaGetDeviceProperties(&prop, 0));
 	printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-	int failed = check_all();
-	bench();
+	int failed = check_all(quick);
+	if (!check_only)
+		bench();
 	return failed ? 1 : 0;
 }

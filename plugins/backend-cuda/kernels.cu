@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels.h"
+#include "tf_launch.h"
 
 /* Threads per block: 8 warps, enough to cover a 4096-wide row in 16 steps. */
 #define TF_CUDA_BLOCK 256
@@ -94,7 +95,7 @@ extern "C" int tf_cuda_rmsnorm(cudaStream_t stream, float *y, const float *x,
 		return cudaSuccess;
 	if (rows > 0x7fffffff)
 		return cudaErrorInvalidValue;
-	rmsnorm_kernel<<<(unsigned)rows, TF_CUDA_BLOCK, 0, stream>>>(y, x, w, dim, eps);
+	TF_LAUNCH((unsigned)rows, TF_CUDA_BLOCK, 0, stream, rmsnorm_kernel)(y, x, w, dim, eps);
 	return cudaGetLastError();
 }
 
@@ -103,7 +104,7 @@ extern "C" int tf_cuda_add(cudaStream_t stream, float *y, const float *a,
 {
 	if (n <= 0)
 		return cudaSuccess;
-	add_kernel<<<grid_for(n), TF_CUDA_BLOCK, 0, stream>>>(y, a, b, n);
+	TF_LAUNCH(grid_for(n), TF_CUDA_BLOCK, 0, stream, add_kernel)(y, a, b, n);
 	return cudaGetLastError();
 }
 
@@ -112,7 +113,7 @@ extern "C" int tf_cuda_swiglu(cudaStream_t stream, float *y, const float *gate,
 {
 	if (n <= 0)
 		return cudaSuccess;
-	swiglu_kernel<<<grid_for(n), TF_CUDA_BLOCK, 0, stream>>>(y, gate, up, n, limit);
+	TF_LAUNCH(grid_for(n), TF_CUDA_BLOCK, 0, stream, swiglu_kernel)(y, gate, up, n, limit);
 	return cudaGetLastError();
 }
 
@@ -124,6 +125,6 @@ extern "C" int tf_cuda_embed(cudaStream_t stream, float *y, const void *table,
 		return cudaSuccess;
 	if (n > 0x7fffffff)
 		return cudaErrorInvalidValue;
-	embed_kernel<<<(unsigned)n, TF_CUDA_BLOCK, 0, stream>>>(y, table, elem, dim, ids);
+	TF_LAUNCH((unsigned)n, TF_CUDA_BLOCK, 0, stream, embed_kernel)(y, table, elem, dim, ids);
 	return cudaGetLastError();
 }

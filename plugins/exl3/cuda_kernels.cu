@@ -4,6 +4,7 @@
 #include <mma.h>
 
 #include "cuda_kernels.h"
+#include "tf_launch.h"
 
 #define HAD 128
 
@@ -171,15 +172,15 @@ template <int K, int CB>
 static void gemv_launch(cudaStream_t st, const uint16_t *trellis, int64_t k, int64_t n,
 			const float *xh, int rows, float *yh)
 {
-	gemv_kernel<K, CB><<<(unsigned)(n / 16), 32 * GEMV_WARPS, 0, st>>>(trellis, k, n, xh,
-									      rows, yh);
+	TF_LAUNCH((unsigned)(n / 16), 32 * GEMV_WARPS, 0, st, gemv_kernel<K, CB>)(trellis, k, n, xh,
+										 rows, yh);
 }
 
 template <int K, int CB>
 static void reconstruct_launch(cudaStream_t st, const uint16_t *trellis, int64_t k,
 			       int64_t n, __half *w)
 {
-	reconstruct_kernel<K, CB><<<(unsigned)((k / 16) * (n / 16)), 256, 0, st>>>(trellis, n, w);
+	TF_LAUNCH((unsigned)((k / 16) * (n / 16)), 256, 0, st, reconstruct_kernel<K, CB>)(trellis, n, w);
 }
 
 typedef void (*gemv_fn)(cudaStream_t, const uint16_t *, int64_t, int64_t, const float *,
@@ -195,8 +196,8 @@ static const reconstruct_fn reconstruct_fns[9][3] = BY_K(reconstruct_launch);
 extern "C" int tf_exl3_cuda_input(void *stream, const float *x, int64_t rows, int64_t in,
 				  int64_t k, const float *suh, float *xh, uint16_t *xh16)
 {
-	input_kernel<<<dim3((unsigned)(k / HAD), (unsigned)rows), HAD, 0, (cudaStream_t)stream>>>(
-		x, in, k, suh, xh, (__half *)xh16);
+	TF_LAUNCH(dim3((unsigned)(k / HAD), (unsigned)rows), HAD, 0, (cudaStream_t)stream,
+		  input_kernel)(x, in, k, suh, xh, (__half *)xh16);
 	return (int)cudaGetLastError();
 }
 
@@ -223,15 +224,15 @@ extern "C" int tf_exl3_cuda_gemm(void *stream, const uint16_t *xh16, int64_t row
 {
 	if (rows16 % 16 || k % 16 || n % 16)
 		return (int)cudaErrorInvalidValue;
-	gemm_kernel<<<dim3((unsigned)((n / 16 + 3) / 4), (unsigned)(rows16 / 16)), 128, 0,
-		      (cudaStream_t)stream>>>((const __half *)xh16, (const __half *)w, k, n, yh);
+	TF_LAUNCH(dim3((unsigned)((n / 16 + 3) / 4), (unsigned)(rows16 / 16)), 128, 0,
+		  (cudaStream_t)stream, gemm_kernel)((const __half *)xh16, (const __half *)w, k, n, yh);
 	return (int)cudaGetLastError();
 }
 
 extern "C" int tf_exl3_cuda_output(void *stream, const float *yh, int64_t rows, int64_t n,
 				   int64_t out, const float *svh, const float *bias, float *y)
 {
-	output_kernel<<<dim3((unsigned)(n / HAD), (unsigned)rows), HAD, 0, (cudaStream_t)stream>>>(
-		yh, n, out, svh, bias, y);
+	TF_LAUNCH(dim3((unsigned)(n / HAD), (unsigned)rows), HAD, 0, (cudaStream_t)stream,
+		  output_kernel)(yh, n, out, svh, bias, y);
 	return (int)cudaGetLastError();
 }

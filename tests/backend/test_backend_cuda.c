@@ -3,6 +3,10 @@
  * and says why it cannot run; on a machine with a GPU, its kernels match
  * the CPU reference ("cpu-ref") on random data, host and device embedding
  * tables alike, and op failures surface at sync().
+ *
+ * Built a second time against the SIMT harness (tests/simt/), where
+ * TF_CUDA_BACKEND names the harness build of the plugin and the "GPU"
+ * tests run its kernels on the CPU.
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -12,9 +16,13 @@
 
 #include "cpu_fixture.h"
 
+#ifndef TF_CUDA_BACKEND
+#define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"
+#endif
+
 static const tf_backend *cuda_descriptor(void)
 {
-	void *so = dlopen(TF_PLUGIN_DIR "/backend-cuda.so", RTLD_NOW | RTLD_LOCAL);
+	void *so = dlopen(TF_CUDA_BACKEND, RTLD_NOW | RTLD_LOCAL);
 	cr_assert_not_null(so, "%s", dlerror());
 	const tf_backend *(*entry)(unsigned) =
 		(const tf_backend *(*)(unsigned))dlsym(so, "tf_plugin_backend_v1");

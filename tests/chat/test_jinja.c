@@ -1,15 +1,14 @@
 /* test_jinja.c - the Jinja interpreter through its C interface: every
  * golden prompt rendered by tests/chat/ling3.jinja (the Ling-3 template
- * written from the rules), the statuses and messages of failures, the
- * limits that keep hostile templates from hanging, and the speed of a long
- * conversation.  Jinja semantics are checked against jinja2 itself by
+ * written from the rules), the statuses and messages of failures, and the
+ * limits that keep hostile templates from hanging (bench/chat times long
+ * conversations).  Jinja semantics are checked against jinja2 itself by
  * jinja_diff.py. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chat/jinja.h"
 #include "chat/value.h"
@@ -226,53 +225,3 @@ Test(jinja, threads_share_a_template)
 	tf_jinja_free(sh.t);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Seconds per render of a conversation of n messages. */
-static double time_render(tf_jinja *t, int n, int reps)
-{
-	tf_val *vars = tf_val_dict(), *msgs = tf_val_list();
-	for (int i = 0; i < n; i++) {
-		tf_val *m = tf_val_dict();
-		const char *role = i % 2 ? "assistant" : "user";
-		cr_assert_eq(tf_val_dict_set(m, "role", 4, tf_val_cstr(role)), 0);
-		cr_assert_eq(
-			tf_val_dict_set(
-				m, "content", 7,
-				tf_val_cstr(
-					i % 2 ? "<think>\nsome reasoning\n</think>\n\nan answer of "
-						"a few words"
-					      : "a question of some length, asked by the user")),
-			0);
-		cr_assert_eq(tf_val_list_push(msgs, m), 0);
-	}
-	cr_assert_eq(tf_val_dict_set(vars, "messages", 8, msgs), 0);
-	cr_assert_eq(tf_val_dict_set(vars, "add_generation_prompt", 21, tf_val_bool(true)), 0);
-	double t0 = now_s();
-	for (int k = 0; k < reps; k++) {
-		tf_bytes out = { 0 };
-		cr_assert_eq(tf_jinja_render(t, vars, &out), 0, "%s", tf_diag_msg());
-		tf_bytes_free(&out);
-	}
-	double dt = (now_s() - t0) / reps;
-	tf_val_unref(vars);
-	return dt;
-}
-
-Test(jinja, long_conversations_are_fast)
-{
-	tf_jinja *t = ling3();
-	double t100 = time_render(t, 100, 50), t2000 = time_render(t, 2000, 3);
-	cr_log_info("ling3.jinja: %.3f ms for 100 messages, %.3f ms for 2000", 1e3 * t100,
-		    1e3 * t2000);
-	/* generous bounds that a quadratic cost would break, not a benchmark */
-	cr_expect(t100 < 5e-3, "%.3f ms for 100 messages", 1e3 * t100);
-	cr_expect(t2000 < 60 * t100 + 5e-3, "%.3f ms for 2000 messages against %.3f for 100",
-		  1e3 * t2000, 1e3 * t100);
-	tf_jinja_free(t);
-}

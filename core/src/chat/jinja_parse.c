@@ -654,7 +654,7 @@ static int parse_set(struct parser *p, struct jnode *n)
 {
 	static const char *const ends[] = { "endset", NULL };
 	const struct jtok *tok = cur(p);
-	int rc;
+	int rc = TF_ERR_NOMEM;
 
 	if (tok->kind == JT_NAME && tok[1].kind == JT_OP && tok[1].op == '.') {
 		/* ns.attr = value */
@@ -670,7 +670,7 @@ static int parse_set(struct parser *p, struct jnode *n)
 	} else {
 		if (!(n->a = node_new(p, JN_TUPLE, tok->pos)) ||
 		    (rc = parse_targets(p, &n->a->kids)) < 0)
-			return n->a ? rc : TF_ERR_NOMEM;
+			return rc;
 		if (n->a->kids.n == 1)
 			n->a = n->a->kids.v[0];
 	}

@@ -1,0 +1,112 @@
+/*
+ * cuda_runtime_api.h (SIMT harness) - the part of the CUDA runtime API our
+ * plugins call, implemented on the CPU by tests/simt/simt.cpp.  C and C++.
+ *
+ * One "device" whose memory is host memory: cudaMalloc'd bytes come back
+ * filled with 0xFF (NaN as float) so unwritten outputs show, and are kept
+ * in a table the harness uses to compare kernel results between thread
+ * schedules.  Streams and events are ordered queues run at once: every
+ * call has finished when it returns.  Kernel faults the harness detects
+ * are printed and abort the process, unless tf_simt_set_abort(0).
+ */
+#ifndef TF_SIMT_CUDA_RUNTIME_API_H
+#define TF_SIMT_CUDA_RUNTIME_API_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#define TF_SIMT_DEFAULT(v) = v
+#else
+#define TF_SIMT_DEFAULT(v)
+#endif
+
+typedef enum cudaError {
+	cudaSuccess = 0,
+	cudaErrorInvalidValue = 1,
+	cudaErrorMemoryAllocation = 2,
+	cudaErrorInvalidConfiguration = 9,
+	cudaErrorInvalidDevice = 101,
+	cudaErrorLaunchFailure = 719,
+} cudaError_t;
+
+enum cudaMemcpyKind {
+	cudaMemcpyHostToHost = 0,
+	cudaMemcpyHostToDevice = 1,
+	cudaMemcpyDeviceToHost = 2,
+	cudaMemcpyDeviceToDevice = 3,
+	cudaMemcpyDefault = 4,
+};
+
+enum cudaMemoryType {
+	cudaMemoryTypeUnregistered = 0,
+	cudaMemoryTypeHost = 1,
+	cudaMemoryTypeDevice = 2,
+};
+
+struct cudaPointerAttributes {
+	enum cudaMemoryType type;
+	int device;
+	void *devicePointer;
+	void *hostPointer;
+};
+
+typedef struct cudaDeviceProp {
+	char name[256];
+	size_t totalGlobalMem;
+	size_t sharedMemPerBlock;
+	int warpSize;
+	int maxThreadsPerBlock;
+	int major, minor;
+	int multiProcessorCount;
+} cudaDeviceProp;
+
+typedef struct tf_simt_stream *cudaStream_t;
+typedef struct tf_simt_event *cudaEvent_t;
+#define cudaStreamNonBlocking 0x01
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t error);
+
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void *p, cudaStream_t stream);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
+			    enum cudaMemcpyKind kind, cudaStream_t stream TF_SIMT_DEFAULT(0));
+cudaError_t cudaMemset(void *p, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
+			    cudaStream_t stream TF_SIMT_DEFAULT(0));
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p);
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+/* Events record the host clock: the harness measures nothing worth timing. */
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream TF_SIMT_DEFAULT(0));
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+/* The harness's own controls. */
+void tf_simt_set_abort(int on);         /* default on: a fault prints and aborts */
+const char *tf_simt_last_fault(void);   /* the last fault's message, "" if none */
+
+#ifdef __cplusplus
+}
+
+template <class T> static inline cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+	return cudaMalloc((void **)p, bytes);
+}
+#endif
+#endif /* TF_SIMT_CUDA_RUNTIME_API_H */

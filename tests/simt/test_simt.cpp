@@ -1,0 +1,360 @@
+/*
+ * test_simt.cpp - the harness catches each class of bug it claims to, and
+ * runs correct kernels to the right answer.  Each bug is planted in a
+ * small kernel beside its correct twin; the twin must pass clean and the
+ * bug must be reported, so a check that stopped working fails here.
+ * Out-of-bounds accesses abort (AddressSanitizer), so those run in a
+ * child process whose report is read back.
+ *
+ *     test_simt            prints "N passed, N failed"; exit 1 on a failure
+ */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda_fp16.h"
+#include "cuda_runtime.h"
+
+static int passed, failed;
+
+static void check(bool ok, const char *what)
+{
+	if (ok) {
+		passed++;
+	} else {
+		failed++;
+		printf("FAIL %s (last fault: %s)\n", what, tf_simt_last_fault());
+	}
+}
+
+/* Launch status and fault text of the kernel `launch` runs. */
+template <class F> static bool faults(F launch, const char *expect)
+{
+	cudaGetLastError();
+	launch();
+	cudaError_t e = cudaGetLastError();
+	return e == cudaErrorLaunchFailure && strstr(tf_simt_last_fault(), expect);
+}
+
+template <class F> static bool clean(F launch)
+{
+	cudaGetLastError();
+	launch();
+	return cudaGetLastError() == cudaSuccess;
+}
+
+static uint64_t seed = 12345;
+
+static float rnd()
+{
+	seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((int64_t)(seed >> 40) - (1 << 23)) / (float)(1 << 23);
+}
+
+static float *device_random(int n, float *host)
+{
+	float *d;
+	cudaMalloc(&d, (size_t)n * 4);
+	for (int i = 0; i < n; i++)
+		host[i] = rnd();
+	cudaMemcpy(d, host, (size_t)n * 4, cudaMemcpyHostToDevice);
+	return d;
+}
+
+/* ---- a correct block reduction: shuffles, shared memory, barriers ---- */
+
+__global__ static void block_sums(const float *x, int n, float *y)
+{
+	__shared__ float partial[32];
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	float v = i < n ? x[i] : 0.0f;
+	for (int off = 16; off > 0; off >>= 1)
+		v += __shfl_down_sync(0xFFFFFFFFu, v, off);
+	if (threadIdx.x % 32 == 0)
+		partial[threadIdx.x / 32] = v;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = 0.0f;
+		for (unsigned w = 0; w < blockDim.x / 32; w++)
+			s += partial[w];
+		y[blockIdx.x] = s;
+	}
+}
+
+static void test_reduction()
+{
+	const int n = 1000, block = 96, blocks = (n + block - 1) / block;
+	float hx[n], hy[blocks];
+	float *x = device_random(n, hx), *y;
+	cudaMalloc(&y, blocks * 4);
+	bool ok = clean([&] { TF_LAUNCH(blocks, block, 0, 0, block_sums)(x, n, y); });
+	cudaMemcpy(hy, y, sizeof(hy), cudaMemcpyDeviceToHost);
+	for (int b = 0; b < blocks; b++) {
+		double s = 0;
+		for (int i = b * block; i < n && i < (b + 1) * block; i++)
+			s += hx[i];
+		ok &= fabs(hy[b] - s) <= 1e-5 * (1 + fabs(s));
+	}
+	check(ok, "a block reduction matches the plain sum, without a fault");
+	cudaFree(x);
+	cudaFree(y);
+}
+
+/* ---- every warp intrinsic against its definition ---- */
+
+__global__ static void warp_ops(int *out)
+{
+	const int l = threadIdx.x;
+	int *o = out + 8 * l;
+	o[0] = __shfl_sync(0xFFFFFFFFu, 100 + l, 7);
+	o[1] = __shfl_sync(0xFFFFFFFFu, 100 + l, 3, 8);         /* lane 3 of each group of 8 */
+	o[2] = __shfl_xor_sync(0xFFFFFFFFu, 100 + l, 5);
+	o[3] = __shfl_up_sync(0xFFFFFFFFu, 100 + l, 2, 16);
+	o[4] = __shfl_down_sync(0xFFFFFFFFu, 100 + l, 3);
+	o[5] = (int)__ballot_sync(0xFFFFFFFFu, l % 3 == 0);
+	o[6] = __any_sync(0xFFFFFFFFu, l == 31) + 2 * __all_sync(0xFFFFFFFFu, l < 31);
+	__syncwarp();
+	o[7] = atomicAdd(out + 256, 1) >= 0;
+}
+
+static void test_warp_ops()
+{
+	int *d, h[257];
+	cudaMalloc(&d, sizeof(h));
+	cudaMemset(d, 0, sizeof(h));
+	bool ok = clean([&] { TF_LAUNCH(1, 32, 0, 0, warp_ops)(d); });
+	cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
+	unsigned ballot = 0;
+	for (int l = 0; l < 32; l += 3)
+		ballot |= 1u << l;
+	for (int l = 0; l < 32; l++) {
+		const int *o = h + 8 * l;
+		ok &= o[0] == 107 && o[1] == 100 + (l & ~7) + 3 && o[2] == 100 + (l ^ 5);
+		ok &= o[3] == 100 + (l % 16 < 2 ? l : l - 2);
+		ok &= o[4] == 100 + (l + 3 > 31 ? l : l + 3);
+		ok &= (unsigned)o[5] == ballot && o[6] == 1 && o[7] == 1;
+	}
+	check(ok && h[256] == 32, "shuffles, ballot, any/all, syncwarp and atomicAdd give CUDA's results");
+	cudaFree(d);
+}
+
+/* ---- a race on shared memory ---- */
+
+template <bool BARRIER> __global__ static void rotate(const float *x, float *y)
+{
+	__shared__ float s[64];
+	s[threadIdx.x] = x[threadIdx.x];
+	if (BARRIER)
+		__syncthreads();
+	y[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+static void test_race()
+{
+	float hx[64];
+	float *x = device_random(64, hx), *y;
+	cudaMalloc(&y, 64 * 4);
+	check(clean([&] { TF_LAUNCH(1, 64, 0, 0, rotate<true>)(x, y); }),
+	      "a rotation through shared memory with its barrier runs clean");
+	/* Fresh inputs: __shared__ still holds the last launch's. */
+	cudaFree(x);
+	x = device_random(64, hx);
+	check(faults([&] { TF_LAUNCH(1, 64, 0, 0, rotate<false>)(x, y); }, "a race"),
+	      "the same without the barrier is reported as a race");
+	cudaFree(x);
+	cudaFree(y);
+}
+
+/* ---- barriers not reached by every thread ---- */
+
+__global__ static void split_barrier(float *y)
+{
+	if (threadIdx.x < 16)
+		__syncthreads();
+	else
+		__syncthreads();
+	y[threadIdx.x] = 1.0f;
+}
+
+__global__ static void early_exit(float *y, int quit)
+{
+	if ((int)threadIdx.x == quit)
+		return;
+	__syncthreads();
+	y[threadIdx.x] = 1.0f;
+}
+
+static void test_divergent_barrier()
+{
+	float *y;
+	cudaMalloc(&y, 64 * 4);
+	check(faults([&] { TF_LAUNCH(1, 64, 0, 0, split_barrier)(y); }, "divergent __syncthreads"),
+	      "threads at two different __syncthreads are reported");
+	check(clean([&] { TF_LAUNCH(1, 64, 0, 0, early_exit)(y, -1); }),
+	      "a barrier every thread reaches runs clean");
+	check(faults([&] { TF_LAUNCH(1, 64, 0, 0, early_exit)(y, 9); }, "thread 9 exited"),
+	      "a thread exiting while the others wait at __syncthreads is reported");
+	cudaFree(y);
+}
+
+/* ---- shuffles with a lane missing ---- */
+
+__global__ static void shuffle_without(float *y, int missing, unsigned mask)
+{
+	float v = (float)threadIdx.x;
+	if ((int)threadIdx.x != missing)
+		v = __shfl_xor_sync(mask, v, 1);
+	y[threadIdx.x] = v;
+}
+
+__global__ static void shuffle_vs_barrier(float *y)
+{
+	float v = (float)threadIdx.x;
+	if (threadIdx.x == 5)
+		__syncthreads();
+	else
+		v = __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+	y[threadIdx.x] = v;
+}
+
+static void test_shuffle_lanes()
+{
+	float *y;
+	cudaMalloc(&y, 32 * 4);
+	check(clean([&] { TF_LAUNCH(1, 32, 0, 0, shuffle_without)(y, -1, 0xFFFFFFFFu); }),
+	      "a full-warp shuffle runs clean");
+	check(faults([&] { TF_LAUNCH(1, 32, 0, 0, shuffle_without)(y, 5, 0xFFFFFFFFu); },
+		     "lane 5 of warp 0 has exited"),
+	      "a shuffle whose mask names a lane that never calls it is reported");
+	check(faults([&] { TF_LAUNCH(1, 32, 0, 0, shuffle_without)(y, -1, 0xFFFFFFFEu); },
+		     "not in its mask"),
+	      "a lane calling a shuffle outside its own mask is reported");
+	check(faults([&] { TF_LAUNCH(1, 32, 0, 0, shuffle_without)(y, 4, 0xFFFFFFEFu); },
+		     "reads lane 4, outside the mask"),
+	      "a shuffle reading a lane outside the mask is reported");
+	check(faults([&] { TF_LAUNCH(1, 32, 0, 0, shuffle_vs_barrier)(y); }, "no thread can go on"),
+	      "a shuffle waiting for a lane held at __syncthreads is reported as a deadlock");
+	cudaFree(y);
+}
+
+/* ---- out-of-bounds accesses (AddressSanitizer, in a child) ---- */
+
+__global__ static void copy_shifted(const float *x, float *y, int shift)
+{
+	y[threadIdx.x] = x[(int)threadIdx.x + shift];
+}
+
+__global__ static void shared_shifted(const float *x, float *y, int shift)
+{
+	__shared__ float s[32];
+	s[threadIdx.x] = x[threadIdx.x];
+	__syncthreads();
+	y[threadIdx.x] = s[threadIdx.x + shift];
+}
+
+/* Runs `body` in a child; its exit status and what it wrote to stderr. */
+template <class F> static bool child_reports(F body, const char *expect)
+{
+	int fd[2];
+	if (pipe(fd))
+		return false;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fd[1], 2);
+		close(fd[0]);
+		body();
+		_exit(0);
+	}
+	close(fd[1]);
+	std::string err;
+	char buf[4096];
+	ssize_t got;
+	while ((got = read(fd[0], buf, sizeof(buf))) > 0)
+		err.append(buf, (size_t)got);
+	close(fd[0]);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	const bool died = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	return died && err.find(expect) != std::string::npos;
+}
+
+static void test_out_of_bounds()
+{
+	float hx[32];
+	float *x = device_random(32, hx), *y;
+	cudaMalloc(&y, 32 * 4);
+	check(!child_reports([&] { TF_LAUNCH(1, 32, 0, 0, copy_shifted)(x, y, 0); }, ""),
+	      "in-bounds global reads run clean in the child");
+	check(child_reports([&] { TF_LAUNCH(1, 32, 0, 0, copy_shifted)(x, y, 1); },
+			    "heap-buffer-overflow"),
+	      "a global read one past a cudaMalloc'd buffer is reported");
+	check(child_reports([&] { TF_LAUNCH(1, 32, 0, 0, copy_shifted)(x, y, -1); },
+			    "heap-buffer-overflow"),
+	      "a global read one before a cudaMalloc'd buffer is reported");
+	check(!child_reports([&] { TF_LAUNCH(1, 32, 0, 0, shared_shifted)(x, y, 0); }, ""),
+	      "in-bounds shared reads run clean in the child");
+	check(child_reports([&] { TF_LAUNCH(1, 32, 0, 0, shared_shifted)(x, y, 1); },
+			    "global-buffer-overflow"),
+	      "a __shared__ read one past its array is reported");
+	check(child_reports([] { tf_simt_set_abort(1); TF_LAUNCH(1, 64, 0, 0, split_barrier)(nullptr); },
+			    "simt: split_barrier: block (0,0,0): divergent __syncthreads"),
+	      "by default a fault prints the kernel and block and aborts");
+	cudaFree(x);
+	cudaFree(y);
+}
+
+/* ---- launches a GPU refuses ---- */
+
+static void test_bad_launch()
+{
+	float *y;
+	cudaMalloc(&y, 32 * 4);
+	bool ok = true;
+	const dim3 grids[] = { 1, 0, dim3(1, 65536) }, blocks[] = { 1025, 32, 32 };
+	for (int i = 0; i < 3; i++) {
+		cudaGetLastError();
+		TF_LAUNCH(grids[i], blocks[i], 0, 0, early_exit)(y, -1);
+		ok &= cudaGetLastError() == cudaErrorInvalidConfiguration;
+	}
+	check(ok, "too many threads, an empty grid or too tall a grid is refused");
+	cudaFree(y);
+}
+
+/* ---- fp16 ---- */
+
+static void test_fp16()
+{
+	bool ok = true;
+	for (unsigned h = 0; h < 0x10000; h++) {
+		const float f = __half2float(__ushort_as_half((unsigned short)h));
+		if (!std::isnan(f))
+			ok &= __float2half_rn(f).bits == h;
+	}
+	/* Halfway cases round to even; past the largest finite value, inf. */
+	ok &= __float2half_rn(1.0f + 0x1p-11f).bits == 0x3C00;
+	ok &= __float2half_rn(1.0f + 3 * 0x1p-11f).bits == 0x3C02;
+	ok &= __float2half_rn(0x1p-25f).bits == 0 && __float2half_rn(0x1.8p-24f).bits == 2;
+	ok &= __float2half_rn(65519.0f).bits == 0x7BFF && __float2half_rn(65520.0f).bits == 0x7C00;
+	check(ok, "fp16 conversions round-trip and round to nearest even");
+}
+
+int main()
+{
+	tf_simt_set_abort(0);
+	test_reduction();
+	test_warp_ops();
+	test_race();
+	test_divergent_barrier();
+	test_shuffle_lanes();
+	test_out_of_bounds();
+	test_bad_launch();
+	test_fp16();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
