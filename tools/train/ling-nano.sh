@@ -17,9 +17,11 @@ $py tools/train/corpus.py "$out/data"
 rm -rf "$out/template"
 "$build/bin/tfsynth" --preset ling-tiny --tokenizer "$out/tokenizer.json" \
 	--out "$out/template" $(cat tools/train/ling-nano.shape)
-# OpenBLAS threads would fight torch's for the same cores.
+# OpenBLAS threads would fight torch's for the same cores.  The shipped run
+# had a 58-minute cap (--minutes 58) that stopped it at step 904 of the
+# 1000-step schedule; --stop-step repeats exactly that run.
 OPENBLAS_NUM_THREADS=1 $py tools/train/train.py --template "$out/template" \
 	--data "$out/data" --out "$out/model" --tfrun "$build/bin/tfrun" \
 	--steps 1000 --batch 8 --seq 128 --lr 3e-3 --warmup 30 --mtp-weight 0.3 \
-	--bias-rate 1e-2 --seed 1 --threads 1 --save-every 100 --minutes 58
+	--bias-rate 1e-2 --seed 1 --threads 1 --save-every 100 --stop-step 904
 tools/train/ling-nano-publish.sh "$build" "$out"

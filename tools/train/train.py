@@ -11,7 +11,8 @@ corpus.py's train.txt and heldout.txt.  Loss: next-token cross-entropy plus
 --bias-rate per step toward equal expert load (aux-loss-free balancing).
 Every --save-every steps and at the end, OUT gets the bf16 checkpoint and
 the float32 training state (train-state.pt); OUT/train-log.jsonl has one
-line per logged step.  --minutes stops early, still writing both.
+line per logged step.  --minutes or --stop-step stops early, still writing
+both.
 """
 import argparse
 import json
@@ -95,6 +96,8 @@ def main(argv=None):
     ap.add_argument("--eval-windows", type=int, default=16,
                     help="held-out windows for the logged held-out loss")
     ap.add_argument("--minutes", type=float, default=0, help="stop after this long (0: never)")
+    ap.add_argument("--stop-step", type=int, default=0,
+                    help="stop after this many steps of the --steps schedule (0: run it all)")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -132,7 +135,8 @@ def main(argv=None):
         for m in model.moes():
             m.balance(args.bias_rate)
         last = step + 1 == args.steps
-        late = args.minutes and time.time() - t0 > 60 * args.minutes
+        late = ((args.minutes and time.time() - t0 > 60 * args.minutes) or
+                step + 1 == args.stop_step)
         if step % args.log_every == 0 or last or late:
             rec = {"step": step, "tokens": (step + 1) * args.batch * args.seq,
                    "seconds": round(time.time() - t0, 1), "lr": lr_at(step, args),
@@ -149,7 +153,7 @@ def main(argv=None):
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1},
                        os.path.join(args.out, "train-state.pt"))
         if late:
-            print(f"train: stopped after {args.minutes} minutes at step {step + 1}", flush=True)
+            print(f"train: stopped at step {step + 1} of {args.steps}", flush=True)
             break
     print(f"train: {step + 1} steps in {time.time() - t0:.0f} s", flush=True)
     return 0
