@@ -2,7 +2,7 @@
 # ling-nano-publish.sh - from a finished ling-nano.sh run to the shipped
 # model: models/ling-nano (bf16, HF layout), models/ling-nano-exl3 (tfquant
 # at the Ling-3 recipe's bits), the loss curve, and the held-out figures
-# the model card and bench/README.md quote (models/ling-nano/heldout.txt).
+# the model card and bench/README.md quote (models/ling-nano/heldout-eval.txt).
 #   usage: tools/train/ling-nano-publish.sh [BUILD_DIR [RUN_DIR]]   (repo root)
 set -eu
 build=${1:-build}
@@ -36,5 +36,5 @@ export OPENBLAS_NUM_THREADS=1
 		--set runtime.context=$ctx --json)"
 	echo "tfrun EXL3: $("$build/bin/tfrun" conf/ling-nano-exl3.ini --perplexity "$held" \
 		--set runtime.context=$ctx --json)"
-} > "$dst/heldout.txt"
-cat "$dst/heldout.txt"
+} > "$dst/heldout-eval.txt"
+cat "$dst/heldout-eval.txt"
