@@ -1,13 +1,11 @@
 #!/bin/sh
-# demo.sh - from a fresh Debian machine to text from the tiny Ling model:
-# install the dependencies, build (build/, as test.sh builds it),
-# generate models/ling-tiny, run tfrun.
+# demo.sh - from a fresh Debian machine to text from ling-nano, the small
+# Ling-3 model trained on the King James Bible (models/ling-nano, in git):
+# install the dependencies, build (build/, as test.sh builds it), run tfrun.
 #
 #     scripts/demo.sh ["prompt"]
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/deps.sh"
 "$root/scripts/build.sh" "$root/build"
-[ -f "$root/models/ling-tiny/config.json" ] ||
-	"$root/build/bin/tfsynth" --preset ling-tiny --out "$root/models/ling-tiny"
-"$root/build/bin/tfrun" "$root/conf/ling-tiny.ini" -p "${1:-Tell me about the sea.}" </dev/null
+"$root/build/bin/tfrun" "$root/conf/ling-nano.ini" -p "${1:-Tell me about the sea.}" </dev/null

@@ -8,6 +8,12 @@
 # and the fuzzers print stack traces as bare addresses.  The CUDA toolkit
 # is not a Debian package here: CUDA plugins build when nvcc is found (on
 # PATH or in /usr/local/cuda/bin) and are skipped with a message otherwise.
+#
+#     scripts/deps.sh [--train]
+#
+# --train adds what tools/train and its tests need: PyTorch (large), the KJV
+# text and its reader, OpenBLAS (Debian's torch calls the system BLAS; the
+# reference BLAS is ~5x slower), matplotlib for the loss plot.
 set -eu
 
 pkgs="build-essential cmake pkg-config git
@@ -16,6 +22,10 @@ pkgs="build-essential cmake pkg-config git
       python3 python3-numpy python3-jinja2
       clang libclang-rt-14-dev llvm
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
+if [ "${1:-}" = --train ]; then
+	pkgs="$pkgs python3-torch python3-matplotlib bible-kjv bible-kjv-text
+	      libopenblas0-pthread"
+fi
 
 missing=""
 for p in $pkgs; do

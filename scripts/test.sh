@@ -18,7 +18,7 @@ jobs=${JOBS:-$(nproc)}
 secs=${FUZZ_SECONDS:-10}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-"$root/scripts/deps.sh"
+"$root/scripts/deps.sh" --train         # tests/train needs PyTorch
 
 # Each suite chains its steps with && (a function called by suite_run
 # runs without set -e).

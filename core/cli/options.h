@@ -21,6 +21,7 @@ typedef enum tf_run_mode {
 	TF_RUN_VERSION,                 /* --version */
 	TF_RUN_HELP,                    /* --help */
 	TF_RUN_RENDER_CHAT,             /* --render-chat REQUEST.json */
+	TF_RUN_PERPLEXITY,              /* --perplexity FILE */
 } tf_run_mode;
 
 /* Where the prompt comes from; exactly one. */
@@ -49,6 +50,7 @@ typedef struct tf_options {
 	bool keys;                      /* --plugins --keys */
 	const char *dump_logits;        /* write each step's logits here */
 	const char *render_request;     /* TF_RUN_RENDER_CHAT: the request file */
+	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
 	const char **stops;             /* --stop strings (core/src/stopstr.h) */
 	int n_stops;
 

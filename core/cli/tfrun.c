@@ -12,6 +12,7 @@
 #include "fail.h"
 #include "generate_cmd.h"
 #include "options.h"
+#include "perplexity_cmd.h"
 #include "render_cmd.h"
 #include "pipeline.h"
 #include "runtime.h"
@@ -24,6 +25,7 @@
 static const char usage[] =
 "usage: tfrun MODEL.ini [options] [-p TEXT | -f FILE | --tokens IDS]\n"
 "       tfrun MODEL.ini --check\n"
+"       tfrun MODEL.ini --perplexity FILE [--json]\n"
 "       tfrun [MODEL.ini] --plugins [--json | --keys]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun --version | --help\n"
@@ -46,6 +48,9 @@ static const char usage[] =
 "                      chat request body (FILE; - for stdin), nothing else;\n"
 "                      --json: {\"prompt\", \"tokens\"}.  Without MODEL.ini the\n"
 "                      built-in ling3 template\n"
+"  --perplexity FILE   perplexity of the UTF-8 text in FILE over non-overlapping\n"
+"                      windows of [runtime] context tokens (--set\n"
+"                      runtime.context=N), each window a fresh sequence\n"
 "  -V, --version       print the version and plugin ABI\n"
 "  -h, --help          print this help\n"
 "\n"
@@ -83,7 +88,7 @@ static const char usage[] =
 enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
-	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS,
+	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS, OPT_PERPLEXITY,
 };
 
 static const struct option long_opts[] = {
@@ -108,6 +113,7 @@ static const struct option long_opts[] = {
 	{ "set",         required_argument, NULL, OPT_SET },
 	{ "render-chat", required_argument, NULL, OPT_RENDER_CHAT },
 	{ "stop",        required_argument, NULL, OPT_STOP },
+	{ "perplexity",  required_argument, NULL, OPT_PERPLEXITY },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -234,6 +240,10 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case 'V': o->mode = TF_RUN_VERSION; break;
 		case OPT_CHECK: o->mode = TF_RUN_CHECK; break;
 		case OPT_PLUGINS: o->mode = TF_RUN_PLUGINS; break;
+		case OPT_PERPLEXITY:
+			o->mode = TF_RUN_PERPLEXITY;
+			o->perplexity = optarg;
+			break;
 		case OPT_JSON: o->json = true; break;
 		case OPT_KEYS: o->keys = true; break;
 		case 'i': o->interactive = true; break;
@@ -364,6 +374,9 @@ int main(int argc, char **argv)
 		break;
 	case TF_RUN_RENDER_CHAT:
 		rc = tf_cli_render_chat(&o);
+		break;
+	case TF_RUN_PERPLEXITY:
+		rc = tf_cli_perplexity(&o);
 		break;
 	}
 	options_free(&o);
