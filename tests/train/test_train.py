@@ -5,6 +5,8 @@
            on ling-tiny: logits and MTP logits to 1e-10
     Smoke  a few training steps on a tiny Ling: the loss falls, and the
            exported checkpoint loads in tfrun with the PyTorch logits
+    Repro  the same seed trains the same weights, byte for byte; another
+           seed does not
 """
 import json
 import os
@@ -55,22 +57,32 @@ def chaptered(text, lines_per=8):
                    for i in range(0, len(lines), lines_per))
 
 
+def tiny_run(d):
+    """The template and data of a tiny training run in d."""
+    corpus = os.path.join(tu.ROOT, "tools", "tftoktrain", "corpus")
+    tpl, data = os.path.join(d, "tpl"), os.path.join(d, "data")
+    synth(tpl, *TINY_SHAPE)
+    os.makedirs(data)
+    for src, dst in (("lighthouse.txt", "train.txt"), ("almanac.txt", "heldout.txt")):
+        with open(os.path.join(corpus, src)) as f, open(os.path.join(data, dst), "w") as g:
+            g.write(chaptered(f.read()))
+    return tpl, data
+
+
+def train(tpl, data, out, *args):
+    tu.run([tu.PYTHON, os.path.join(tu.ROOT, "tools", "train", "train.py"),
+            "--template", tpl, "--data", data, "--out", out, "--tfrun", tu.TFRUN,
+            "--batch", "4", "--seq", "32", "--warmup", "5", "--log-every", "1",
+            "--eval-windows", "4", "--save-every", "1000", *args],
+           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+
+
 class Smoke(unittest.TestCase):
     def test_loss_falls_and_export_runs(self):
-        corpus = os.path.join(tu.ROOT, "tools", "tftoktrain", "corpus")
         with tempfile.TemporaryDirectory() as d:
-            tpl, data, out = (os.path.join(d, n) for n in ("tpl", "data", "out"))
-            synth(tpl, *TINY_SHAPE)
-            os.makedirs(data)
-            for src, dst in (("lighthouse.txt", "train.txt"), ("almanac.txt", "heldout.txt")):
-                with open(os.path.join(corpus, src)) as f, \
-                        open(os.path.join(data, dst), "w") as g:
-                    g.write(chaptered(f.read()))
-            tu.run([tu.PYTHON, os.path.join(tu.ROOT, "tools", "train", "train.py"),
-                    "--template", tpl, "--data", data, "--out", out, "--tfrun", tu.TFRUN,
-                    "--steps", "40", "--batch", "4", "--seq", "32", "--warmup", "5",
-                    "--log-every", "1", "--eval-windows", "4", "--save-every", "1000"],
-                   env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+            tpl, data = tiny_run(d)
+            out = os.path.join(d, "out")
+            train(tpl, data, out, "--steps", "40")
             with open(os.path.join(out, "train-log.jsonl")) as f:
                 loss = [json.loads(line)["loss"] for line in f]
             self.assertLess(np.mean(loss[-5:]), np.mean(loss[:3]) - 1.0, loss)
@@ -85,6 +97,20 @@ class Smoke(unittest.TestCase):
                 want = model(torch.tensor([toks]))[0][0].numpy()
             self.assertLess(tu.max_rel(got, want), 1e-4)
             self.assertEqual(tu.top1(got, want), 1.0)
+
+
+class Repro(unittest.TestCase):
+    def test_seed_fixes_the_weights(self):
+        with tempfile.TemporaryDirectory() as d:
+            tpl, data = tiny_run(d)
+            weights = []
+            for name, seed in (("a", "1"), ("b", "1"), ("c", "2")):
+                out = os.path.join(d, name)
+                train(tpl, data, out, "--steps", "4", "--seed", seed)
+                with open(os.path.join(out, "model.safetensors"), "rb") as f:
+                    weights.append(f.read())
+            self.assertEqual(weights[0], weights[1])
+            self.assertNotEqual(weights[0], weights[2])
 
 
 if __name__ == "__main__":
