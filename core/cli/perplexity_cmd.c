@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "chat/value.h"
 #include "diag.h"
 #include "fail.h"
 #include "pipeline.h"
@@ -16,6 +16,7 @@
 #include "textfile.h"
 #include "tokenizer.h"
 #include "unicode.h"
+#include "util.h"
 
 /* A text file larger than this is not a perplexity test set. */
 #define PPL_MAX_FILE (1u << 30)
@@ -32,26 +33,17 @@ struct ppl {
 	int64_t scored;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The text's ids; empty, non-UTF-8 or too short text is an error. */
 static int read_ids(struct ppl *p, const char *ini, const char *file)
 {
-	char dir[4096], path[4200];
-	const char *d;
+	char path[4200];
 	char *text = NULL;
 	size_t len, bad;
 	int rc;
 
-	if ((rc = tf_conf_get_path(tf_runtime_conf(p->rt), "model", "path", dir,
-				   sizeof(dir), &d)) != TF_OK)
+	if ((rc = tf_cli_model_file(tf_runtime_conf(p->rt), "tokenizer.json", path,
+				    sizeof(path))) != TF_OK)
 		return rc;
-	snprintf(path, sizeof(path), "%s/tokenizer.json", d);
 	if ((rc = tf_tok_load(path, &p->tok)) != TF_OK)
 		return rc;
 	if ((rc = tf_text_read(file, PPL_MAX_FILE, &text, &len)) != TF_OK)
@@ -112,36 +104,37 @@ static int score_window(struct ppl *p, int64_t w)
 	return TF_OK;
 }
 
-static void print_result(const struct ppl *p, const char *file, double secs, bool json)
+static int print_result(const struct ppl *p, const char *file, double secs, bool json)
 {
 	double ppl = exp(p->nll / (double)p->scored);
 	if (!json) {
 		printf("perplexity: %.4f  (%s: %zu tokens, %" PRId64 " windows of %" PRId64
 		       ", %" PRId64 " scored, mean nll %.5f, %.1f s)\n", ppl, file, p->ids.n,
 		       p->n_windows, p->window, p->scored, p->nll / (double)p->scored, secs);
-		return;
+		return TF_OK;
 	}
-	printf("{\"file\": \"");
-	for (const char *s = file; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	printf("\", \"tokens\": %zu, \"window\": %" PRId64 ", \"windows\": %" PRId64
-	       ", \"scored\": %" PRId64 ", \"nll\": %.6f, \"perplexity\": %.6f, "
-	       "\"seconds\": %.3f}\n", p->ids.n, p->window, p->n_windows, p->scored,
-	       p->nll / (double)p->scored, ppl, secs);
+	/* A file name need not be UTF-8; JSON text must be. */
+	tf_bytes name = { 0 }, quoted = { 0 };
+	tf_val *v = NULL;
+	int rc = tf_utf8_lossy(file, strlen(file), &name) ||
+		 !(v = tf_val_str(name.p ? name.p : "", name.len)) ||
+		 tf_val_dump_json(v, &quoted) ? tf_diag_set(TF_ERR_NOMEM, "out of memory") : TF_OK;
+	if (!rc)
+		printf("{\"file\": %.*s, \"tokens\": %zu, \"window\": %" PRId64 ", \"windows\": %"
+		       PRId64 ", \"scored\": %" PRId64 ", \"nll\": %.6f, \"perplexity\": %.6f, "
+		       "\"seconds\": %.3f}\n", (int)quoted.len, quoted.p, p->ids.n, p->window,
+		       p->n_windows, p->scored, p->nll / (double)p->scored, ppl, secs);
+	tf_val_unref(v);
+	tf_bytes_free(&name);
+	tf_bytes_free(&quoted);
+	return rc;
 }
 
 int tf_cli_perplexity(const tf_options *o)
 {
 	struct ppl p = { 0 };
 	int rc = EXIT_FAILURE;
-	const double t0 = now_s();
+	const double t0 = tf_cli_now_s();
 
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &p.rt))
 		goto fail;
@@ -164,7 +157,8 @@ int tf_cli_perplexity(const tf_options *o)
 		tf_progress_update(&bar, (uint64_t)((w + 1) * p.window));
 	}
 	tf_progress_finish(&bar);
-	print_result(&p, o->perplexity, now_s() - t0, o->json);
+	if (print_result(&p, o->perplexity, tf_cli_now_s() - t0, o->json))
+		goto fail;
 	rc = 0;
 	goto out;
 fail:

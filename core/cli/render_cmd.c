@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "textfile.h"
 #include "tokenizer.h"
+#include "util.h"
 
 static int load_conf(const tf_options *o, tf_conf **conf)
 {
@@ -22,16 +23,10 @@ static int load_conf(const tf_options *o, tf_conf **conf)
 
 static int load_tokenizer(const tf_conf *conf, tf_tokenizer **tok)
 {
-	char dir[4096], path[4200];
-	const char *d;
-	int rc = tf_conf_get_path(conf, "model", "path", dir, sizeof(dir), &d);
+	char path[4200];
+	int rc = tf_cli_model_file(conf, "tokenizer.json", path, sizeof(path));
 
-	if (rc)
-		return rc;
-	if (!d)
-		return tf_diag_set(TF_ERR_INVALID, "--json needs [model] path for the tokenizer");
-	snprintf(path, sizeof(path), "%s/tokenizer.json", d);
-	return tf_tok_load(path, tok);
+	return rc ? rc : tf_tok_load(path, tok);
 }
 
 static int print_json(const tf_chat_prompt *p, const tf_tokens *ids)

@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ static const char usage[] =
 "reads the prompt from stdin when stdin is not a terminal, answers once and\n"
 "exits; on a terminal it reads prompts line by line.\n"
 "\n"
-"Modes:\n"
+"Modes (at most one):\n"
 "  --check             validate MODEL.ini and the plugins, open every layer\n"
 "                      against its tensors (presence, dtype, shape, quant\n"
 "                      format) without computing, print the plugins chosen,\n"
@@ -54,7 +55,7 @@ static const char usage[] =
 "  -V, --version       print the version and plugin ABI\n"
 "  -h, --help          print this help\n"
 "\n"
-"Input (one of):\n"
+"Input (one of; generation only):\n"
 "  -p, --prompt TEXT   the prompt\n"
 "  -f, --file FILE     read the prompt from FILE\n"
 "      --tokens IDS    feed these token ids (comma-separated), no tokenizer\n"
@@ -132,12 +133,21 @@ static const struct flag_key {
 	{ OPT_NO_THINK, "--no-think", "chat",     "think" },
 };
 
-static int usage_error(const char *fmt, const char *arg)
+static int usage_error(const char *fmt, ...)
 {
+	va_list ap;
+
+	va_start(ap, fmt);
 	fprintf(stderr, "tfrun: ");
-	fprintf(stderr, fmt, arg);
+	vfprintf(stderr, fmt, ap);
 	fprintf(stderr, "\nTry 'tfrun --help'.\n");
+	va_end(ap);
 	return EXIT_USAGE;
+}
+
+static int conflict(const char *a, const char *b)
+{
+	return usage_error("%s and %s cannot be combined", a, b);
 }
 
 static void options_free(tf_options *o)
@@ -221,9 +231,42 @@ static int set_input(tf_options *o, tf_input in)
 	return 0;
 }
 
+/* One mode flag per command line; *flag: the one given so far, or NULL. */
+static int set_mode(tf_options *o, const char **flag, tf_run_mode mode, const char *name)
+{
+	if (*flag && strcmp(*flag, name))
+		return conflict(*flag, name);
+	*flag = name;
+	o->mode = mode;
+	return 0;
+}
+
+/* The flags only generation reads, checked once the mode is known. */
+static int check_combination(const tf_options *o, const char *mode_flag)
+{
+	static const char *const input_flags[] = {
+		[TF_INPUT_TEXT] = "-p", [TF_INPUT_FILE] = "-f", [TF_INPUT_TOKENS] = "--tokens",
+	};
+	const char *input = o->input ? input_flags[o->input] : NULL;
+	const char *gen = input ? input : o->interactive ? "-i" : o->n_stops ? "--stop" :
+			  o->dump_logits ? "--dump-logits" : NULL;
+
+	if (mode_flag && gen)
+		return conflict(mode_flag, gen);
+	if (o->interactive && input)
+		return conflict(input, "-i");
+	if (o->interactive && o->dump_logits)
+		return conflict("-i", "--dump-logits");
+	if (o->keys && o->mode != TF_RUN_PLUGINS)
+		return usage_error("%s", "--keys needs --plugins");
+	return 0;
+}
+
 /* 0, or the exit status to leave with. */
 static int options_parse(int argc, char **argv, tf_options *o)
 {
+	const char *mode_flag = NULL;
+	bool help = false, version = false;
 	int c, rc = 0;
 	opterr = 0;
 	while (!rc && (c = getopt_long(argc, argv, ":hVp:f:in:", long_opts, NULL)) != -1) {
@@ -236,12 +279,12 @@ static int options_parse(int argc, char **argv, tf_options *o)
 			continue;
 		}
 		switch (c) {
-		case 'h': o->mode = TF_RUN_HELP; break;
-		case 'V': o->mode = TF_RUN_VERSION; break;
-		case OPT_CHECK: o->mode = TF_RUN_CHECK; break;
-		case OPT_PLUGINS: o->mode = TF_RUN_PLUGINS; break;
+		case 'h': help = true; break;
+		case 'V': version = true; break;
+		case OPT_CHECK: rc = set_mode(o, &mode_flag, TF_RUN_CHECK, "--check"); break;
+		case OPT_PLUGINS: rc = set_mode(o, &mode_flag, TF_RUN_PLUGINS, "--plugins"); break;
 		case OPT_PERPLEXITY:
-			o->mode = TF_RUN_PERPLEXITY;
+			rc = set_mode(o, &mode_flag, TF_RUN_PERPLEXITY, "--perplexity");
 			o->perplexity = optarg;
 			break;
 		case OPT_JSON: o->json = true; break;
@@ -250,7 +293,7 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
 		case OPT_SET: rc = add_override(o, "--set", strdup(optarg)); break;
 		case OPT_RENDER_CHAT:
-			o->mode = TF_RUN_RENDER_CHAT;
+			rc = set_mode(o, &mode_flag, TF_RUN_RENDER_CHAT, "--render-chat");
 			o->render_request = strcmp(optarg, "-") ? optarg : "/dev/stdin";
 			break;
 		case OPT_STOP: rc = add_stop(o, optarg); break;
@@ -277,7 +320,14 @@ static int options_parse(int argc, char **argv, tf_options *o)
 			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (rc || o->mode == TF_RUN_HELP || o->mode == TF_RUN_VERSION)
+	if (rc)
+		return rc;
+	/* --help and --version answer whatever else is given. */
+	if (help || version) {
+		o->mode = help ? TF_RUN_HELP : TF_RUN_VERSION;
+		return 0;
+	}
+	if ((rc = check_combination(o, mode_flag)))
 		return rc;
 	if (optind < argc)
 		o->ini = argv[optind++];

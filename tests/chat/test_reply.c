@@ -103,11 +103,21 @@ Test(reply, parts_in_pieces_of_every_size)
 		     "</arg_key>\n<arg_value>hello world</arg_value><arg_key>d</arg_key>\n"
 		     "<arg_value>\"q\"</arg_value>\n</tool_call>", "", "",
 		     "f {\"a\": {\"k\": [1, 2.5]}, \"b\": true, \"c\": \"hello world\", \"d\": \"q\"};");
+	/* JSON cannot write NaN or infinity: such a value stays the text */
+	expect_split(false, "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1e999</arg_value>"
+		     "<arg_key>b</arg_key>\n<arg_value>NaN</arg_value><arg_key>c</arg_key>\n"
+		     "<arg_value>[1, {\"k\": -Infinity}]</arg_value><arg_key>d</arg_key>\n"
+		     "<arg_value>1e300</arg_value>\n</tool_call>", "", "",
+		     "f {\"a\": \"1e999\", \"b\": \"NaN\", \"c\": \"[1, {\\\"k\\\": -Infinity}]\", "
+		     "\"d\": 1e+300};");
 	/* a block that is not a call, or never closes, stays text */
 	expect_split(false, "x<tool_call>\n</tool_call>y", "", "x<tool_call>\n</tool_call>y", "");
 	expect_split(false, "x\n<tool_call>f\n<arg_key>a</arg_key>oops</tool_call>", "",
-		     "x<tool_call>f\n<arg_key>a</arg_key>oops</tool_call>", "");
-	expect_split(false, "x\n<tool_call>f\n<arg_key>a", "", "x<tool_call>f\n<arg_key>a", "");
+		     "x\n<tool_call>f\n<arg_key>a</arg_key>oops</tool_call>", "");
+	expect_split(false, "x\n<tool_call>f\n<arg_key>a", "", "x\n<tool_call>f\n<arg_key>a", "");
+	expect_split(false, "x\n<tool_call></tool_call>", "", "x\n<tool_call></tool_call>", "");
+	expect_split(false, "x\n<tool_call>f\n</tool_call>\n<tool_call>", "", "x\n<tool_call>",
+		     "f {};");
 	expect_split(false, "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>\x86</arg_value>\n"
 		     "</tool_call>", "", "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>\x86"
 		     "</arg_value>\n</tool_call>", "");

@@ -1,6 +1,7 @@
 /* reply.c - see reply.h. */
 #include "chat/reply.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "diag.h"
@@ -96,13 +97,30 @@ static bool upto(const char **p, const char *end, const char *m, const char **s,
 	return true;
 }
 
-/* An argument value: typed when it parses as JSON, else the text. */
+/* v holds no NaN or infinity, which JSON cannot write. */
+static bool all_finite(const tf_val *v)
+{
+	tf_val_kind kind = tf_val_kind_of(v);
+
+	if (kind == TF_VAL_FLOAT)
+		return isfinite(tf_val_as_float(v));
+	if (kind == TF_VAL_LIST || kind == TF_VAL_DICT)
+		for (size_t i = 0; i < tf_val_len(v); i++)
+			if (!all_finite(tf_val_at(v, i)))
+				return false;
+	return true;
+}
+
+/* An argument value: typed when it parses as finite JSON, else the text. */
 static tf_val *arg_value(const char *s, size_t n)
 {
 	tf_val *v;
 
-	if (tf_val_parse_json(s, n, &v) == TF_OK)
-		return v;
+	if (tf_val_parse_json(s, n, &v) == TF_OK) {
+		if (all_finite(v))
+			return v;
+		tf_val_unref(v);
+	}
 	tf_diag_clear();
 	return tf_val_str(s, n);
 }
@@ -147,6 +165,15 @@ static int parse_call(const char *p, size_t n, const char **name, size_t *name_l
 	return rc;
 }
 
+/* A block that is not a call: its opening, and the "\n" before it, as text. */
+static int emit_open(tf_reply *r)
+{
+	int rc = r->nl ? emit_text(r, TF_REPLY_ANSWER, "\n", 1) : TF_OK;
+
+	r->nl = false;
+	return rc ? rc : emit_text(r, TF_REPLY_ANSWER, call_open, strlen(call_open));
+}
+
 /* The end of a <tool_call> block: a call, or the block as answer text. */
 static int end_call(tf_reply *r)
 {
@@ -156,7 +183,7 @@ static int end_call(tf_reply *r)
 	int rc = parse_call(r->call.p ? r->call.p : "", r->call.len, &ev.name, &ev.name_len, &args);
 
 	if (rc == TF_ERR_FORMAT) {
-		if ((rc = emit_text(r, TF_REPLY_ANSWER, call_open, strlen(call_open))) ||
+		if ((rc = emit_open(r)) ||
 		    (rc = emit_text(r, TF_REPLY_ANSWER, r->call.p, r->call.len)))
 			goto cleanup;
 		rc = emit_text(r, TF_REPLY_ANSWER, call_close, strlen(call_close));
@@ -173,6 +200,7 @@ static int end_call(tf_reply *r)
 	rc = r->fn(r->ctx, &ev);
 cleanup:
 	r->call.len = 0;
+	r->nl = false;
 	tf_val_unref(args);
 	tf_bytes_free(&json);
 	return rc;
@@ -234,8 +262,10 @@ static int scan(tf_reply *r, const char *p, size_t n, bool final)
 			break;
 		}
 		cut = at;
-		if (m == call_open && r->state == ANSWER && at && p[at - 1] == '\n')
-			cut--;
+		if (m == call_open) {
+			r->nl = r->state == ANSWER && at && p[at - 1] == '\n';
+			cut -= r->nl;
+		}
 		if ((rc = take_text(r, p, cut)))
 			return rc;
 		if (m == call_close && (rc = end_call(r)))
@@ -273,7 +303,7 @@ int tf_reply_finish(tf_reply *r)
 	rc = scan(r, buf.p ? buf.p : "", buf.len, true);
 	tf_bytes_free(&buf);
 	if (!rc && r->state == CALL) {  /* never closed: it was text */
-		if (!(rc = emit_text(r, TF_REPLY_ANSWER, call_open, strlen(call_open))))
+		if (!(rc = emit_open(r)))
 			rc = emit_text(r, TF_REPLY_ANSWER, r->call.p, r->call.len);
 		r->call.len = 0;
 		r->state = ANSWER;

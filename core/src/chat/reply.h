@@ -10,7 +10,8 @@
  *     </tool_call>
  *
  * becomes a tool call whose arguments are a JSON object: a value that parses
- * as JSON (3, true, {"a": 1}) is kept typed, any other is a string.  The
+ * as JSON (3, true, {"a": 1}) with no NaN or infinity in it is kept typed,
+ * any other is a string.  The
  * "\n" the template writes before a call is not part of the answer.  A block
  * that does not parse, is not valid UTF-8, or is not closed, stays in the
  * answer as text.
@@ -56,6 +57,7 @@ typedef struct tf_reply {
 	int state;
 	tf_bytes hold;                  /* maybe the start of a marker */
 	tf_bytes call;                  /* the body of an open <tool_call> */
+	bool nl;                        /* the "\n" before it was left out */
 	tf_reply_fn fn;
 	void *ctx;
 } tf_reply;
