@@ -62,11 +62,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int report(const char *what)
-{
-	return tf_cli_fail(what);
-}
-
 static void gen_free(struct gen *g)
 {
 	tf_pipeline_free(g->pipe);
@@ -500,17 +495,17 @@ static int run_once(struct gen *g)
 	int rc = prompt_ids(g, &ids);
 	if (rc != TF_OK) {
 		tf_tokens_free(&ids);
-		return report("prompt");
+		return tf_cli_fail("prompt");
 	}
 	if (ids.n == 0) {
 		tf_tokens_free(&ids);
 		tf_diag_set(TF_ERR_INVALID, "the prompt is empty");
-		return report("prompt");
+		return tf_cli_fail("prompt");
 	}
 	if (g->o->dump_logits && !(dump = fopen(g->o->dump_logits, "wb"))) {
 		tf_tokens_free(&ids);
 		tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_logits, strerror(errno));
-		return report("--dump-logits");
+		return tf_cli_fail("--dump-logits");
 	}
 	g->n_prompt = (int64_t)ids.n;
 	double t0 = now_s();
@@ -520,9 +515,9 @@ static int run_once(struct gen *g)
 	if (dump && fclose(dump) != 0 && rc == TF_OK)
 		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
 	if (rc != TF_OK)
-		return report("prefill");
+		return tf_cli_fail("prefill");
 	if ((rc = reply(g)) != TF_OK)
-		return report("decode");
+		return tf_cli_fail("decode");
 	print_stats(g);
 	return EXIT_SUCCESS;
 }
@@ -579,7 +574,7 @@ static int run_chat(struct gen *g)
 
 	if (!g->tok) {
 		tf_diag_set(TF_ERR_NOT_FOUND, "interactive chat needs the checkpoint's tokenizer.json");
-		return report(g->o->ini);
+		return tf_cli_fail(g->o->ini);
 	}
 	for (;;) {
 		fputs("> ", stderr);
@@ -604,7 +599,7 @@ static int run_chat(struct gen *g)
 		g->t_prefill = now_s() - t0;
 		tf_tokens_free(&ids);
 		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
-			rc = report("chat");
+			rc = tf_cli_fail("chat");
 			break;
 		}
 		if (!g->o->json && (!g->answer.len || g->answer.p[g->answer.len - 1] != '\n')) {
@@ -624,27 +619,27 @@ int tf_cli_generate(const tf_options *o)
 	const double t0 = now_s();
 
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.rt))
-		return report(o->ini);
+		return tf_cli_fail(o->ini);
 	g.conf = tf_runtime_conf(g.rt);
 	if (read_chat(&g) != TF_OK) {
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	if (tf_pipeline_init(g.rt, &g.pipe) != TF_OK) {
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.t_load = now_s() - t0;
 	g.vocab = tf_pipeline_vocab(g.pipe);
 	g.chunk = tf_runtime_prefill_chunk(g.rt);
 	if (read_sampling(&g) != TF_OK) {
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.logits = malloc((size_t)g.chunk * (size_t)g.vocab * sizeof(float));
 	if (!g.logits) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	rc = o->interactive ? run_chat(&g) : run_once(&g);
