@@ -409,7 +409,7 @@ static int reply(struct gen *g)
 		bool done = eos || g->stopstr.stopped;
 		if (!done && g->n_gen == g->max_tokens)
 			break;
-		if (pos + 1 >= tf_pipeline_context(g->pipe)) {
+		if (pos >= tf_pipeline_context(g->pipe)) {     /* no slot for next */
 			if (!done)
 				g->finish = "context";
 			break;

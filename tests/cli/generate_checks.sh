@@ -67,7 +67,8 @@ no_tokenizer)
 	;;
 finish)
 	# Why the reply ended: -n reached (length), or the context full first
-	# (context, said on stderr too), never a silent short reply.
+	# (context, said on stderr too), never a silent short reply.  Every slot
+	# is used: 7 tokens fill the context, and the 8th is sampled after them.
 	out=$(run --tokens 1,2,3 -n 4 --json 2>/dev/null)
 	n=$(printf '%s' "$out" | field generated_tokens)
 	r=$(printf '%s' "$out" | reason)
@@ -75,7 +76,7 @@ finish)
 	out=$(run --tokens 1,2,3 -n 50 --set runtime.context=10 --json 2>"$tmp/err")
 	n=$(printf '%s' "$out" | field generated_tokens)
 	r=$(printf '%s' "$out" | reason)
-	[ "$n" -eq 7 ] && [ "$r" = context ] || fail "context 10: $n tokens, finish '$r': $out"
+	[ "$n" -eq 8 ] && [ "$r" = context ] || fail "context 10: $n tokens, finish '$r': $out"
 	grep -q "the context of 10 tokens is full" "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
 	run --tokens 1,2,3 -n 2 2>&1 >/dev/null | grep -q "finish: length" ||
 		fail "no finish on the stats line"
