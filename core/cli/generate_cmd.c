@@ -339,17 +339,14 @@ static int on_reply(void *ctx, const tf_reply_event *ev)
 	return TF_OK;
 }
 
-/* The reply joins the conversation, for the next turn's prompt; the next
- * reply's tool calls start a new list. */
+/* The reply joins the conversation, for the next turn's prompt. */
 static int remember_reply(struct gen *g)
 {
 	tf_val *m;
 	int rc = tf_reply_message(&g->thinking, &g->answer, g->calls, &m);
 	if (rc != TF_OK)
 		return rc;
-	tf_val_unref(g->calls);
-	g->calls = tf_val_list();
-	if (tf_val_list_push(g->history, m) || !g->calls)
+	if (tf_val_list_push(g->history, m))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	return TF_OK;
 }
@@ -645,6 +642,13 @@ static int run_chat(struct gen *g)
 			continue;
 		}
 		g->answer.len = g->thinking.len = 0;
+		tf_val_unref(g->calls);         /* the last reply's message keeps its own */
+		if (!(g->calls = tf_val_list())) {
+			tf_tokens_free(&ids);
+			tf_diag_set(TF_ERR_NOMEM, "out of memory");
+			rc = tf_cli_fail("chat");
+			break;
+		}
 		g->n_prompt = (int64_t)ids.n;
 		double t0 = now_s();
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
