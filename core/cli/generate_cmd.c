@@ -36,6 +36,7 @@ struct gen {
 	bool think;
 	const char *system;
 	tf_val *history;                /* the conversation's messages so far */
+	bool in_step;                   /* the pipeline holds history as rendered */
 	bool opened;                    /* the prompt opened the reasoning */
 	tf_sampler sampler;
 	tf_stopset stops;
@@ -60,11 +61,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int report(const char *what)
-{
-	return tf_cli_fail(what);
 }
 
 static void gen_free(struct gen *g)
@@ -190,41 +186,54 @@ static int render(struct gen *g, const tf_val *msgs, bool gen_prompt, tf_chat_pr
 }
 
 /*
- * The ids of one user turn: the whole conversation is rendered, and what
- * follows the earlier turns (already fed) is encoded.  The system message
- * opens the conversation; `first` starts a new one.
+ * One user turn after the messages base (NULL: a new conversation, which
+ * the system message opens).  *msgs gets the conversation with the turn;
+ * ids the ids of its render after base's render (already fed), or all of
+ * them with *whole.  A template that rewrites earlier turns sets *whole.
+ * base is left as it was.
  */
-static int encode_turn(struct gen *g, const char *text, size_t len, bool first,
-		       tf_tokens *ids)
+static int encode_turn(struct gen *g, const tf_val *base, const char *text, size_t len,
+		       bool *whole, tf_val **msgs, tf_tokens *ids)
 {
 	tf_chat_prompt before = { 0 }, now = { 0 };
-	size_t n_before;
-	int rc = TF_OK;
+	size_t n = tf_val_len(base);
+	tf_val *m = tf_val_list();
+	int rc = m ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "out of memory");
 
-	if (first) {
-		tf_val_unref(g->history);
-		if (!(g->history = tf_val_list()))
-			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-	}
-	n_before = tf_val_len(g->history);
-
-	if (!n_before && g->system)
-		rc = push_message(g->history, "system", g->system, strlen(g->system));
-	if (!rc && n_before)
-		rc = render(g, g->history, false, &before);
+	for (size_t i = 0; !rc && i < n; i++)
+		if (tf_val_list_push(m, tf_val_ref(tf_val_at(base, i))))
+			rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (!rc && !n && g->system)
+		rc = push_message(m, "system", g->system, strlen(g->system));
+	if (!rc && n && !*whole)
+		rc = render(g, base, false, &before);
 	if (!rc)
-		rc = push_message(g->history, "user", text, len);
+		rc = push_message(m, "user", text, len);
 	if (!rc)
-		rc = render(g, g->history, true, &now);
+		rc = render(g, m, true, &now);
 	if (!rc && before.text.len && (before.text.len > now.text.len ||
 				       memcmp(before.text.p, now.text.p, before.text.len)))
-		rc = tf_diag_set(TF_ERR_UNSUPPORTED, "the chat template rewrites earlier turns, "
-				 "which a running conversation cannot take back");
+		*whole = true;
 	if (!rc)
-		rc = tf_chat_prompt_encode(&now, g->tok, before.text.len, ids);
-	g->opened = tf_chat_prompt_thinking(&now);
+		rc = tf_chat_prompt_encode(&now, g->tok, *whole ? 0 : before.text.len, ids);
+	if (!rc) {
+		g->opened = tf_chat_prompt_thinking(&now);
+		*msgs = m;
+		m = NULL;
+	}
+	tf_val_unref(m);
 	tf_chat_prompt_free(&before);
 	tf_chat_prompt_free(&now);
+	return rc;
+}
+
+/* The ids of a one-turn conversation. */
+static int encode_alone(struct gen *g, const char *text, size_t len, tf_tokens *ids)
+{
+	bool whole = true;
+	tf_val *msgs = NULL;
+	int rc = encode_turn(g, NULL, text, len, &whole, &msgs, ids);
+	tf_val_unref(msgs);
 	return rc;
 }
 
@@ -241,7 +250,7 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		return TF_OK;
 	case TF_INPUT_TEXT:
-		rc = encode_turn(g, o->prompt, strlen(o->prompt), true, ids);
+		rc = encode_alone(g, o->prompt, strlen(o->prompt), ids);
 		break;
 	case TF_INPUT_FILE:
 	case TF_INPUT_STDIN:
@@ -249,7 +258,7 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 		rc = tf_text_read_stream(o->input == TF_INPUT_FILE ? o->prompt_file
 								   : "/dev/stdin", &text);
 		if (rc == TF_OK)
-			rc = encode_turn(g, text.p ? text.p : "", text.len, true, ids);
+			rc = encode_alone(g, text.p ? text.p : "", text.len, ids);
 		break;
 	default:
 		rc = tf_diag_set(TF_ERR_INVALID, "no prompt given (-p, -f or --tokens)");
@@ -330,17 +339,14 @@ static int on_reply(void *ctx, const tf_reply_event *ev)
 	return TF_OK;
 }
 
-/* The reply joins the conversation, for the next turn's prompt; the next
- * reply's tool calls start a new list. */
+/* The reply joins the conversation, for the next turn's prompt. */
 static int remember_reply(struct gen *g)
 {
 	tf_val *m;
 	int rc = tf_reply_message(&g->thinking, &g->answer, g->calls, &m);
 	if (rc != TF_OK)
 		return rc;
-	tf_val_unref(g->calls);
-	g->calls = tf_val_list();
-	if (tf_val_list_push(g->history, m) || !g->calls)
+	if (tf_val_list_push(g->history, m))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	return TF_OK;
 }
@@ -375,8 +381,9 @@ static int flush_text(struct gen *g, tf_detok *dt, tf_reply *rp)
 /*
  * Sample up to max_tokens tokens after the prompt, and say why the reply
  * ended (g->finish): a stop token (eos), max_tokens (length), the context
- * full (context) or a --stop string (stop).  The token that ends the reply
- * is fed too, so the next turn continues after it.
+ * full (context) or a --stop string (stop).  A stop token is fed too when
+ * the context has room; only then does the pipeline hold the turn as the
+ * next turn's render has it (g->in_step).
  */
 static int reply(struct gen *g)
 {
@@ -389,6 +396,7 @@ static int reply(struct gen *g)
 	tf_stopstr_reset(&g->stopstr);
 	g->n_gen = 0;
 	g->finish = "length";
+	g->in_step = false;
 	double t0 = now_s();
 	while (g->n_gen < g->max_tokens) {
 		int32_t next;
@@ -414,7 +422,7 @@ static int reply(struct gen *g)
 		bool done = eos || g->stopstr.stopped;
 		if (!done && g->n_gen == g->max_tokens)
 			break;
-		if (pos + 1 >= tf_pipeline_context(g->pipe)) {
+		if (pos >= tf_pipeline_context(g->pipe)) {     /* no slot for next */
 			if (!done)
 				g->finish = "context";
 			break;
@@ -423,8 +431,10 @@ static int reply(struct gen *g)
 			break;
 		if ((rc = tf_tokens_push(&g->seq, next)) != TF_OK)
 			break;
-		if (done)
+		if (done) {
+			g->in_step = eos;
 			break;
+		}
 	}
 	g->t_decode = now_s() - t0;
 	if (rc == TF_OK && g->tok)
@@ -500,17 +510,17 @@ static int run_once(struct gen *g)
 	int rc = prompt_ids(g, &ids);
 	if (rc != TF_OK) {
 		tf_tokens_free(&ids);
-		return report("prompt");
+		return tf_cli_fail("prompt");
 	}
 	if (ids.n == 0) {
 		tf_tokens_free(&ids);
 		tf_diag_set(TF_ERR_INVALID, "the prompt is empty");
-		return report("prompt");
+		return tf_cli_fail("prompt");
 	}
 	if (g->o->dump_logits && !(dump = fopen(g->o->dump_logits, "wb"))) {
 		tf_tokens_free(&ids);
 		tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_logits, strerror(errno));
-		return report("--dump-logits");
+		return tf_cli_fail("--dump-logits");
 	}
 	g->n_prompt = (int64_t)ids.n;
 	double t0 = now_s();
@@ -520,9 +530,9 @@ static int run_once(struct gen *g)
 	if (dump && fclose(dump) != 0 && rc == TF_OK)
 		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
 	if (rc != TF_OK)
-		return report("prefill");
+		return tf_cli_fail("prefill");
 	if ((rc = reply(g)) != TF_OK)
-		return report("decode");
+		return tf_cli_fail("decode");
 	print_stats(g);
 	return EXIT_SUCCESS;
 }
@@ -533,53 +543,88 @@ static void warn(const char *what)
 	fprintf(stderr, "tfrun: %s: %s\n", what, tf_diag_msg());
 }
 
-/*
- * The ids of one chat turn, fitted into the context: a turn that does not
- * fit after the conversation so far starts a new conversation (the
- * pipeline and history reset, the system message again).  TF_ERR_RANGE
- * when it does not fit even alone.
- */
-static int chat_turn(struct gen *g, const char *line, size_t n, bool *first, tf_tokens *ids)
+static int too_long(int64_t need, int64_t ctx)
 {
-	int64_t ctx = tf_pipeline_context(g->pipe);
-	int rc = encode_turn(g, line, n, *first, ids);
-	if (rc != TF_OK || tf_pipeline_pos(g->pipe) + (int64_t)ids->n <= ctx)
-		return rc;
-	if (!*first) {
-		fprintf(stderr, "tfrun: this turn's %zu tokens do not fit after the %" PRId64
-			" held (context %" PRId64 ", [runtime] context): starting a new "
-			"conversation\n", ids->n, tf_pipeline_pos(g->pipe), ctx);
+	return tf_diag_set(TF_ERR_RANGE, "the turn needs %" PRId64 " tokens, more than the "
+			   "context of %" PRId64 " tokens ([runtime] context)", need, ctx);
+}
+
+/*
+ * The ids of one chat turn, fitted into the context, and the turn added
+ * to the history.  When the pipeline does not hold the history as
+ * rendered, the whole conversation is fed again from a reset pipeline.  A
+ * turn that does not fit after the conversation so far starts a new one
+ * (the system message again) if it fits alone.  On failure the history
+ * and the pipeline are left as they were; TF_ERR_RANGE when the turn does
+ * not fit even alone.
+ */
+static int chat_turn(struct gen *g, const char *line, size_t n, tf_tokens *ids)
+{
+	int64_t ctx = tf_pipeline_context(g->pipe), held, need;
+	bool whole = !g->in_step;
+	tf_val *msgs = NULL, *fresh = NULL;
+	tf_tokens alone = { 0 };
+	int rc = encode_turn(g, g->history, line, n, &whole, &msgs, ids);
+	if (rc != TF_OK)
+		goto out;
+	held = whole ? 0 : tf_pipeline_pos(g->pipe);
+	need = (int64_t)ids->n;
+	if (held + need > ctx && tf_val_len(g->history)) {
+		bool w = true;
+		if ((rc = encode_turn(g, NULL, line, n, &w, &fresh, &alone)) != TF_OK)
+			goto out;
+		if ((int64_t)alone.n > ctx) {
+			rc = too_long((int64_t)alone.n, ctx);
+			goto out;
+		}
+		fprintf(stderr, "tfrun: the conversation and this turn need %" PRId64 " tokens, "
+			"more than the context of %" PRId64 " ([runtime] context): starting a "
+			"new conversation\n", held + need, ctx);
+		tf_val_unref(msgs);
+		msgs = fresh;
+		fresh = NULL;
+		tf_tokens_free(ids);
+		*ids = alone;
+		alone = (tf_tokens){ 0 };
+		whole = true;
+		held = 0;
+		need = (int64_t)ids->n;
+	}
+	if (held + need > ctx) {
+		rc = too_long(need, ctx);
+		goto out;
+	}
+	if (whole) {
 		tf_pipeline_reset(g->pipe);
 		g->seq.n = 0;
-		*first = true;
-		ids->n = 0;
-		if ((rc = encode_turn(g, line, n, true, ids)) != TF_OK)
-			return rc;
 	}
-	if ((int64_t)ids->n > ctx)
-		return tf_diag_set(TF_ERR_RANGE, "the turn needs %zu tokens, more than the "
-				   "context of %" PRId64 " tokens ([runtime] context)", ids->n, ctx);
-	return TF_OK;
+	tf_val_unref(g->history);
+	g->history = msgs;
+	msgs = NULL;
+out:
+	tf_tokens_free(&alone);
+	tf_val_unref(fresh);
+	tf_val_unref(msgs);
+	return rc;
 }
 
 /*
  * A read-reply loop: each line is a user turn continuing the conversation
  * (the pipeline keeps its state between turns).  A turn that cannot be
  * encoded (invalid UTF-8) or is longer than the whole context is skipped
- * with a message; one that overflows the context left starts a new
- * conversation.  Each reply ends with a newline.
+ * with a message, the conversation kept; one that overflows the context
+ * left starts a new conversation.  Each reply ends with a newline.
  */
 static int run_chat(struct gen *g)
 {
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	bool first = true;
 	int rc = EXIT_SUCCESS;
 
 	if (!g->tok) {
 		tf_diag_set(TF_ERR_NOT_FOUND, "interactive chat needs the checkpoint's tokenizer.json");
-		return report(g->o->ini);
+		return tf_cli_fail(g->o->ini);
 	}
 	for (;;) {
 		fputs("> ", stderr);
@@ -591,20 +636,26 @@ static int run_chat(struct gen *g)
 		if (n == 0)
 			continue;
 		tf_tokens ids = { 0 };
-		if (chat_turn(g, line, (size_t)n, &first, &ids) != TF_OK) {
+		if (chat_turn(g, line, (size_t)n, &ids) != TF_OK) {
 			tf_tokens_free(&ids);
 			warn("turn skipped");
 			continue;
 		}
-		first = false;
 		g->answer.len = g->thinking.len = 0;
+		tf_val_unref(g->calls);         /* the last reply's message keeps its own */
+		if (!(g->calls = tf_val_list())) {
+			tf_tokens_free(&ids);
+			tf_diag_set(TF_ERR_NOMEM, "out of memory");
+			rc = tf_cli_fail("chat");
+			break;
+		}
 		g->n_prompt = (int64_t)ids.n;
 		double t0 = now_s();
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
 		g->t_prefill = now_s() - t0;
 		tf_tokens_free(&ids);
 		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
-			rc = report("chat");
+			rc = tf_cli_fail("chat");
 			break;
 		}
 		if (!g->o->json && (!g->answer.len || g->answer.p[g->answer.len - 1] != '\n')) {
@@ -624,27 +675,27 @@ int tf_cli_generate(const tf_options *o)
 	const double t0 = now_s();
 
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.rt))
-		return report(o->ini);
+		return tf_cli_fail(o->ini);
 	g.conf = tf_runtime_conf(g.rt);
 	if (read_chat(&g) != TF_OK) {
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	if (tf_pipeline_init(g.rt, &g.pipe) != TF_OK) {
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.t_load = now_s() - t0;
 	g.vocab = tf_pipeline_vocab(g.pipe);
 	g.chunk = tf_runtime_prefill_chunk(g.rt);
 	if (read_sampling(&g) != TF_OK) {
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.logits = malloc((size_t)g.chunk * (size_t)g.vocab * sizeof(float));
 	if (!g.logits) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);
-		report(o->ini);
+		tf_cli_fail(o->ini);
 		goto out;
 	}
 	rc = o->interactive ? run_chat(&g) : run_once(&g);

@@ -67,7 +67,8 @@ no_tokenizer)
 	;;
 finish)
 	# Why the reply ended: -n reached (length), or the context full first
-	# (context, said on stderr too), never a silent short reply.
+	# (context, said on stderr too), never a silent short reply.  Every slot
+	# is used: 7 tokens fill the context, and the 8th is sampled after them.
 	out=$(run --tokens 1,2,3 -n 4 --json 2>/dev/null)
 	n=$(printf '%s' "$out" | field generated_tokens)
 	r=$(printf '%s' "$out" | reason)
@@ -75,7 +76,7 @@ finish)
 	out=$(run --tokens 1,2,3 -n 50 --set runtime.context=10 --json 2>"$tmp/err")
 	n=$(printf '%s' "$out" | field generated_tokens)
 	r=$(printf '%s' "$out" | reason)
-	[ "$n" -eq 7 ] && [ "$r" = context ] || fail "context 10: $n tokens, finish '$r': $out"
+	[ "$n" -eq 8 ] && [ "$r" = context ] || fail "context 10: $n tokens, finish '$r': $out"
 	grep -q "the context of 10 tokens is full" "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
 	run --tokens 1,2,3 -n 2 2>&1 >/dev/null | grep -q "finish: length" ||
 		fail "no finish on the stats line"
@@ -106,6 +107,87 @@ chat_robust)
 	grep -q "starting a new conversation" "$tmp/err" || fail "overflow: $(cat "$tmp/err")"
 	printf 'Hi\nMore\n' | run -i -n 3 2>/dev/null >"$tmp/out"
 	[ "$(tail -c 1 "$tmp/out" | od -An -c | tr -d ' ')" = '\n' ] || fail "no final newline"
+	;;
+chat_skip)
+	# A skipped turn leaves no trace: the next turn's prompt and reply are
+	# those of a chat without it (the short first reply makes the second
+	# turn feed the whole conversation again).
+	printf 'Hi\nbad \377 byte\nTell me more\n' | run -i -n 2 --json >"$tmp/a" 2>"$tmp/err" ||
+		fail "exit $?: $(cat "$tmp/err")"
+	grep -q "turn skipped: text is not valid UTF-8" "$tmp/err" || fail "utf-8: $(cat "$tmp/err")"
+	printf 'Hi\nTell me more\n' | run -i -n 2 --json >"$tmp/b" 2>/dev/null
+	[ "$(grep -c '"generated_tokens": ' "$tmp/a")" -eq 2 ] || fail "replies: $(cat "$tmp/a")"
+	turns() { sed 's/.*"prompt_tokens": \([0-9]*\).*"text": \(".*"\), "thinking".*/\1 \2/' "$1"; }
+	[ "$(turns "$tmp/a")" = "$(turns "$tmp/b")" ] ||
+		fail "with the skipped turn: $(cat "$tmp/a") without: $(cat "$tmp/b")"
+	;;
+chat_resync)
+	# A reply cut short (length) never fed its end-of-turn token: the next
+	# turn feeds the whole conversation again, more than the first prompt.
+	long=$(printf 'word %.0s' $(seq 40))
+	printf '%s\nMore\n' "$long" | run -i -n 2 --json >"$tmp/out" 2>/dev/null
+	[ "$(sed -n 1p "$tmp/out" | reason)" = length ] || fail "first reply: $(cat "$tmp/out")"
+	p1=$(sed -n 1p "$tmp/out" | field prompt_tokens)
+	p2=$(sed -n 2p "$tmp/out" | field prompt_tokens)
+	[ "$p2" -gt "$p1" ] || fail "second turn fed $p2 tokens, the first $p1"
+	;;
+chat_long)
+	# A turn longer than the whole context is skipped and the conversation
+	# goes on: the third turn is fed after the first, not alone.
+	long=$(printf 'word %.0s' $(seq 80))
+	printf 'Hi\n%s\nHi\n' "$long" |
+		run -i -n 2 --set runtime.context=64 --json >"$tmp/out" 2>"$tmp/err" ||
+		fail "exit $?: $(cat "$tmp/err")"
+	grep -q "turn skipped: the turn needs [0-9]* tokens, more than the context of 64" \
+		"$tmp/err" || fail "no skip: $(cat "$tmp/err")"
+	! grep -q "starting a new conversation" "$tmp/err" || fail "reset: $(cat "$tmp/err")"
+	[ "$(grep -c '"generated_tokens": ' "$tmp/out")" -eq 2 ] || fail "replies: $(cat "$tmp/out")"
+	p1=$(sed -n 1p "$tmp/out" | field prompt_tokens)
+	p3=$(sed -n 2p "$tmp/out" | field prompt_tokens)
+	[ "$p3" -gt "$p1" ] || fail "the third turn fed $p3 tokens, the first alone $p1"
+	;;
+chat_template)
+	# With a template that wants alternating roles, a turn it refuses is
+	# skipped and the next is not refused for following it; a template that
+	# rewrites earlier turns starts the conversation over, not the turn.
+	for f in "$model"/*; do
+		case $f in *chat_template.jinja) ;; *) ln -s "$f" "$tmp/" ;; esac
+	done
+	cat >"$tmp/chat_template.jinja" <<'EOT'
+{%- for m in messages -%}
+{%- if (m.role == 'user') != (loop.index0 % 2 == 0) -%}{{ raise_exception('roles must alternate') }}{%- endif -%}
+{%- if m.content == 'boom' -%}{{ raise_exception('boom') }}{%- endif -%}
+<role>{{ m.role }}</role>{{ m.content }}<|role_end|>
+{%- endfor -%}
+{%- if add_generation_prompt -%}<role>assistant</role>{%- endif -%}
+EOT
+	printf 'Hi\nboom\nMore\n' | "$tfrun" "$ini" --set "model.path=$tmp" --set chat.template=jinja \
+		-i -n 2 --json >"$tmp/out" 2>"$tmp/err" || fail "exit $?: $(cat "$tmp/err")"
+	grep -q "turn skipped: .*boom" "$tmp/err" || fail "boom: $(cat "$tmp/err")"
+	[ "$(grep -c '"generated_tokens": ' "$tmp/out")" -eq 2 ] || fail "$(cat "$tmp/out" "$tmp/err")"
+	printf '{{ messages | length }} messages\n' | cat - "$tmp/chat_template.jinja" >"$tmp/t"
+	mv "$tmp/t" "$tmp/chat_template.jinja"
+	# The first reply must end with its stop token, so that the second turn
+	# follows it: the greedy first token (from the ids alone) is made one.
+	printf '{"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}' \
+		>"$tmp/req.json"
+	ids=$("$tfrun" "$ini" --set "model.path=$tmp" --set chat.template=jinja \
+		--render-chat "$tmp/req.json" --json | sed 's/.*"tokens": \[\([0-9, ]*\)\].*/\1/' |
+		tr -d ' ')
+	mkdir "$tmp/ids"
+	for f in "$model"/*; do
+		case $f in *tokenizer.json) ;; *) ln -s "$f" "$tmp/ids/" ;; esac
+	done
+	eos=$("$tfrun" "$ini" --set "model.path=$tmp/ids" --tokens "$ids" -n 1 2>/dev/null)
+	rm "$tmp/generation_config.json"
+	printf '{"eos_token_id": [%s]}\n' "$eos" >"$tmp/generation_config.json"
+	printf 'Hi\nMore\n' | "$tfrun" "$ini" --set "model.path=$tmp" --set chat.template=jinja \
+		-i -n 2 --json >"$tmp/out" 2>"$tmp/err" || fail "exit $?: $(cat "$tmp/err")"
+	[ "$(sed -n 1p "$tmp/out" | reason)" = eos ] || fail "first reply: $(cat "$tmp/out")"
+	[ "$(grep -c '"generated_tokens": ' "$tmp/out")" -eq 2 ] || fail "$(cat "$tmp/out" "$tmp/err")"
+	p1=$(sed -n 1p "$tmp/out" | field prompt_tokens)
+	p2=$(sed -n 2p "$tmp/out" | field prompt_tokens)
+	[ "$p2" -gt "$p1" ] || fail "second turn fed $p2 tokens, not the whole conversation"
 	;;
 *)
 	fail "unknown check $check"
