@@ -24,6 +24,7 @@
 #include "stopstr.h"
 #include "textfile.h"
 #include "tokenizer.h"
+#include "util.h"
 
 /* Everything one run holds; released in gen_free(). */
 struct gen {
@@ -55,13 +56,6 @@ struct gen {
 	double t_prefill, t_decode;
 	double t_load;                  /* INI to a ready pipeline */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void gen_free(struct gen *g)
 {
@@ -397,7 +391,7 @@ static int reply(struct gen *g)
 	g->n_gen = 0;
 	g->finish = "length";
 	g->in_step = false;
-	double t0 = now_s();
+	double t0 = tf_cli_now_s();
 	while (g->n_gen < g->max_tokens) {
 		int32_t next;
 		const char *text;
@@ -436,7 +430,7 @@ static int reply(struct gen *g)
 			break;
 		}
 	}
-	g->t_decode = now_s() - t0;
+	g->t_decode = tf_cli_now_s() - t0;
 	if (rc == TF_OK && g->tok)
 		rc = flush_text(g, &dt, &rp);
 	tf_reply_free(&rp);
@@ -523,9 +517,9 @@ static int run_once(struct gen *g)
 		return tf_cli_fail("--dump-logits");
 	}
 	g->n_prompt = (int64_t)ids.n;
-	double t0 = now_s();
+	double t0 = tf_cli_now_s();
 	rc = feed(g, ids.ids, (int64_t)ids.n, dump);
-	g->t_prefill = now_s() - t0;
+	g->t_prefill = tf_cli_now_s() - t0;
 	tf_tokens_free(&ids);
 	if (dump && fclose(dump) != 0 && rc == TF_OK)
 		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
@@ -650,9 +644,9 @@ static int run_chat(struct gen *g)
 			break;
 		}
 		g->n_prompt = (int64_t)ids.n;
-		double t0 = now_s();
+		double t0 = tf_cli_now_s();
 		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
-		g->t_prefill = now_s() - t0;
+		g->t_prefill = tf_cli_now_s() - t0;
 		tf_tokens_free(&ids);
 		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
 			rc = tf_cli_fail("chat");
@@ -672,7 +666,7 @@ int tf_cli_generate(const tf_options *o)
 {
 	struct gen g = { .o = o };
 	int rc = EXIT_FAILURE;
-	const double t0 = now_s();
+	const double t0 = tf_cli_now_s();
 
 	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.rt))
 		return tf_cli_fail(o->ini);
@@ -685,7 +679,7 @@ int tf_cli_generate(const tf_options *o)
 		tf_cli_fail(o->ini);
 		goto out;
 	}
-	g.t_load = now_s() - t0;
+	g.t_load = tf_cli_now_s() - t0;
 	g.vocab = tf_pipeline_vocab(g.pipe);
 	g.chunk = tf_runtime_prefill_chunk(g.rt);
 	if (read_sampling(&g) != TF_OK) {
