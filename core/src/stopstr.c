@@ -74,6 +74,8 @@ int tf_stopstr_push(tf_stopstr *m, const char *text, size_t len, const char **ou
 		return TF_OK;
 	if (tf_bytes_append(&m->hold, text, len) != TF_OK)
 		return tf_diag_set(TF_ERR_NOMEM, "stop strings: out of memory");
+	if (!m->hold.len)   /* nothing held yet: hold.p may still be NULL */
+		return TF_OK;
 	const char *b = m->hold.p;
 	size_t n = m->hold.len, cut = first_stop(m, b, n), keep = n;
 	if (cut < n)

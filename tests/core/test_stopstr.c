@@ -129,3 +129,21 @@ Test(stopstr, empty_stop_string_is_refused)
 	cr_assert_eq(tf_stopstr_add(&m, "", 0), TF_ERR_INVALID);
 	tf_stopstr_free(&m);
 }
+
+/* A reply whose first text is empty (a token that decodes to nothing) reaches
+ * the matcher before it holds a byte: the sanitizer build checks that no
+ * library call gets its NULL buffer. */
+Test(stopstr, empty_text_before_any_byte)
+{
+	tf_stopstr m;
+	const char *out;
+	size_t n = 1;
+	tf_stopstr_init(&m);
+	cr_assert_eq(tf_stopstr_add(&m, "</end>", 6), TF_OK);
+	cr_assert_eq(tf_stopstr_push(&m, "", 0, &out, &n), TF_OK);
+	cr_assert_eq(n, 0);
+	cr_assert_not(m.stopped);
+	tf_stopstr_flush(&m, &out, &n);
+	cr_assert_eq(n, 0);
+	tf_stopstr_free(&m);
+}
