@@ -4,7 +4,8 @@
 #   suite_run NAME CMD...   run CMD (output shown and logged); never exits
 #   suite_summary           print the summary; status 0 when all passed
 #
-# A suite's counts come from its log: ctest's "N% tests passed, F tests
+# A suite's counts come from its log, and a failed ctest suite names its
+# failed tests: ctest's "N% tests passed, F tests
 # failed out of T", or fuzz.sh's "P targets passed, F failed".  A suite
 # that exits non-zero without failing a counted test did not configure,
 # build or run: it counts as one failure and the summary quotes its first
@@ -20,6 +21,12 @@ suite_counts() {
 			read -r kind a b || exit 0
 			if [ "$kind" = ctest ]; then echo "$((b - a)) $a"; else echo "$a $b"; fi
 		}
+}
+
+# The names of the tests ctest listed as failed, comma-separated.
+suite_failed_tests() {
+	sed -n '/The following tests FAILED:/,/^[^ \t]/s/^[ \t]*[0-9]* - \(.*\)$/\1/p' "$1" |
+		tr '\n' ',' | sed -e 's/,$//' -e 's/,/, /g' | cut -c 1-300
 }
 
 # The first line of a log that looks like an error, else its last line.
@@ -48,6 +55,8 @@ suite_summary() {
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 			f=1
 			note=" (did not configure, build or run: $(suite_first_error "$log"))"
+		elif [ "$f" -gt 0 ]; then
+			note=" (failed: $(suite_failed_tests "$log"))"
 		fi
 		line="$line${line:+; }$(printf '%s' "$s" | tr _ ' ') $p passed $f failed$note"
 		passed=$((passed + p))

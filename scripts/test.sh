@@ -3,8 +3,9 @@
 # errors (CUDA plugins too where nvcc exists), and run every suite: the
 # ctest suite, again under ASan and UBSan, the NEON self-tests under qemu,
 # and a short fuzz run.  Ends with a line naming each suite with its
-# counts, then "summary: N passed, N failed"; a suite that did not
-# configure, build or run fails the run, its first error line quoted.
+# counts (and the tests that failed), then "summary: N passed, N failed";
+# a suite that did not configure, build or run fails the run, its first
+# error line quoted.
 #
 # The ASan+UBSan build is -O2 (the quantizer and model tests are too slow
 # unoptimised; SANITIZE=0 skips it).
