@@ -57,6 +57,8 @@ static const struct conf_key conf_schema[] = {
 	RANGE("runtime", "threads", T_INT, 0, 4096),
 	KEY("runtime", "memory_limit", T_SIZE),
 	RANGE("runtime", "prefill_chunk", T_INT, 1, 1 << 20),
+	RANGE("runtime", "sequences", T_INT, 1, 4096),
+	CHOICE("runtime", "kv_cache", "bf16|f32"),
 	CHOICE("runtime", "log_level", "error|warn|info|debug"),
 
 	KEY("plugins", "path", T_PATHS),

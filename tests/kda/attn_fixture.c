@@ -58,34 +58,62 @@ void attn_bufs_free(attn_bufs *b)
 	b->n = 0;
 }
 
-void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, int64_t n,
-		      int hidden, const int *split, int nsplit, float *y)
+void *attn_fixture_state(const tf_plugin_attention *p, void *inst, int64_t max_ctx)
 {
+	cr_assert(p->state_new && p->forward_batch, "%s: no ABI 1.5 state slots", p->hdr.name);
+	void *state = NULL;
+	cr_assert_eq(p->state_new(inst, max_ctx, &state), TF_OK, "state_new");
+	cr_assert(state);
+	cr_assert_eq(p->state_len(inst, state), 0);
+	return state;
+}
+
+int attn_fixture_run_batch(const tf_plugin_attention *p, void *inst, void *const *state,
+			   const int64_t *rows, int n_seq, const float *x, int hidden, float *y)
+{
+	tf_attn_seg *seg = calloc((size_t)n_seq + 1, sizeof(*seg));
+	int64_t n = 0;
+	cr_assert(seg);
+	for (int k = 0; k < n_seq; k++) {
+		seg[k] = (tf_attn_seg){ .state = state[k], .row0 = n, .n = rows[k] };
+		n += rows[k];
+	}
 	int32_t *pos = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
 	cr_assert(pos);
-	for (int64_t i = 0, t = p->seq_len(inst); i < n; i++)
-		pos[i] = (int32_t)(t + i);
+	for (int k = 0; k < n_seq; k++)
+		for (int64_t i = 0, t = p->state_len(inst, state[k]); i < rows[k]; i++)
+			pos[seg[k].row0 + i] = (int32_t)(t + i);
+	tf_attn_batch b = { .n = n, .pos = pos, .n_seg = n_seq, .seg = seg };
+	int rc = p->forward_batch(inst, x, &b, y);
+	free(pos);
+	free(seg);
+	return rc;
+}
+
+void attn_fixture_run(const tf_plugin_attention *p, void *inst, void *state, const float *x,
+		      int64_t n, int hidden, const int *split, int nsplit, float *y)
+{
 	for (int64_t t = 0, s = 0; t < n; s++) {
 		int64_t m = split[s % nsplit];
 		if (m > n - t)
 			m = n - t;
-		cr_assert_eq(p->forward(inst, x + t * hidden, m, pos + t, y + t * hidden), TF_OK,
-			     "forward of %lld tokens at %lld", (long long)m, (long long)t);
+		cr_assert_eq(attn_fixture_run_batch(p, inst, &state, &m, 1, x + t * hidden, hidden,
+						    y + t * hidden),
+			     TF_OK, "forward of %lld tokens at %lld", (long long)m, (long long)t);
 		t += m;
 	}
-	free(pos);
 }
 
-void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst)
+void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst, const void *state)
 {
-	void *buf = malloc(p->snapshot_size(inst));
+	void *buf = malloc(p->state_snapshot_size(inst, state));
 	cr_assert(buf);
-	cr_assert_eq(p->snapshot(inst, buf), TF_OK);
+	cr_assert_eq(p->state_snapshot(inst, state, buf), TF_OK);
 	return buf;
 }
 
-void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, int hidden,
-				 int n, int m, int piece)
+void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, void *state,
+				 int hidden, int n, int m, int piece)
 {
 	const size_t H = (size_t)hidden;
 	float *x = malloc((n + 2 * (size_t)m) * H * sizeof(float));
@@ -97,17 +125,17 @@ void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, int h
 
 	cr_assert(x && y1 && y2 && junk);
 	tf_test_fill_uniform(x, (n + 2 * (size_t)m) * H, 1.0f, &seed);
-	attn_fixture_run(p, inst, x, n, hidden, &piece, 1, junk);
-	void *snap = attn_fixture_snapshot(p, inst);
-	attn_fixture_run(p, inst, x + n * H, m, hidden, one, 1, y1);
+	attn_fixture_run(p, inst, state, x, n, hidden, &piece, 1, junk);
+	void *snap = attn_fixture_snapshot(p, inst, state);
+	attn_fixture_run(p, inst, state, x + n * H, m, hidden, one, 1, y1);
 	/* A different continuation in between must not leak into the replay. */
-	cr_assert_eq(p->rollback(inst, snap), TF_OK);
-	attn_fixture_run(p, inst, x + (n + m) * H, m, hidden, &piece, 1, junk);
-	cr_assert_eq(p->rollback(inst, snap), TF_OK);
-	cr_expect_eq(p->seq_len(inst), n);
+	cr_assert_eq(p->state_rollback(inst, state, snap), TF_OK);
+	attn_fixture_run(p, inst, state, x + (n + m) * H, m, hidden, &piece, 1, junk);
+	cr_assert_eq(p->state_rollback(inst, state, snap), TF_OK);
+	cr_expect_eq(p->state_len(inst, state), n);
 	for (size_t i = 0; i < (size_t)m * H; i++)
 		y2[i] = NAN;
-	attn_fixture_run(p, inst, x + n * H, m, hidden, one, 1, y2);
+	attn_fixture_run(p, inst, state, x + n * H, m, hidden, one, 1, y2);
 	cr_expect(!memcmp(y1, y2, (size_t)m * H * sizeof(float)), "replay after rollback differs");
 	free(x);
 	free(y1);

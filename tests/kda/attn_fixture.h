@@ -1,7 +1,9 @@
 /*
  * attn_fixture.h - what the kda and mla plugin tests share: loading an
  * attention plugin from the build, opening a layer in a test host, feeding
- * a sequence in pieces, and checking that init fails naming a tensor.
+ * a sequence in pieces, several sequences in one batch, and checking
+ * that init fails naming a tensor.  Sequences are ABI 1.5 state objects
+ * (tf/attention.h state_new), fed through forward_batch.
  * Failures abort the calling Criterion test.
  */
 #ifndef TF_TEST_ATTN_FIXTURE_H
@@ -23,10 +25,19 @@ void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const cha
  * a reference must see of a weight stored as bf16). */
 void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *seed);
 
-/* Feed x[n, hidden] in pieces of split[0], split[1], ... (cycled) at the
- * positions that continue the sequence; y[n, hidden] gets every output. */
-void attn_fixture_run(const tf_plugin_attention *p, void *inst, const float *x, int64_t n,
-		      int hidden, const int *split, int nsplit, float *y);
+/* A new empty state of inst for max_ctx tokens (state_free it). */
+void *attn_fixture_state(const tf_plugin_attention *p, void *inst, int64_t max_ctx);
+
+/* Feed x[n, hidden] to one sequence in pieces of split[0], split[1], ...
+ * (cycled) at the positions that continue it; y[n, hidden] gets every
+ * output. */
+void attn_fixture_run(const tf_plugin_attention *p, void *inst, void *state, const float *x,
+		      int64_t n, int hidden, const int *split, int nsplit, float *y);
+
+/* One forward_batch over n_seq sequences: rows[k] rows of state[k], the
+ * sequences' rows one after another in x[sum rows, hidden] and y. */
+int attn_fixture_run_batch(const tf_plugin_attention *p, void *inst, void *const *state,
+			   const int64_t *rows, int n_seq, const float *x, int hidden, float *y);
 
 /* The weight arrays of one test case, freed together. */
 #define ATTN_BUFS_MAX 24
@@ -39,18 +50,18 @@ typedef struct attn_bufs {
 float *attn_bufs_random(attn_bufs *b, size_t n, float scale, bool bf16, uint64_t *seed);
 void attn_bufs_free(attn_bufs *b);
 
-/* A snapshot in a new buffer (free()). */
-void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst);
+/* A snapshot of state in a new buffer (free()). */
+void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst, const void *state);
 
 /*
  * Rollback must replay exactly: feed n random tokens in pieces of `piece`,
  * snapshot, decode m tokens one at a time, roll back, feed m other tokens,
  * roll back again and decode the first m again: the two decodes must agree
  * bit for bit.  Returns the snapshot taken after n tokens (free()); the
- * layer is left n + m tokens long.
+ * state is left n + m tokens long.
  */
-void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, int hidden,
-				 int n, int m, int piece);
+void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, void *state,
+				 int hidden, int n, int m, int piece);
 
 /* layer_init must fail with `status`, produce no instance, and name `needle`. */
 void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *th,

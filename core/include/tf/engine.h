@@ -1,0 +1,160 @@
+/*
+ * tf/engine.h - the library API: a model, its sequences, batched steps.
+ *
+ * A face (tfrun, the server, a test) opens a model description once and
+ * runs any number of sequences on it:
+ *
+ *     tf_engine *e;
+ *     if (tf_engine_open("conf/ling-nano.ini", NULL, 0, &e) != TF_OK)
+ *         die(tf_engine_errmsg());
+ *
+ *     tf_seq_id a, b;
+ *     tf_seq_new(e, &a);
+ *     tf_seq_new(e, &b);
+ *
+ *     // prefill a's prompt; the logits of its last token come back
+ *     tf_batch p = { .n = n_prompt, .token = prompt, .seq = NULL, .one_seq = a };
+ *     tf_engine_forward(e, &p, logits, NULL);
+ *
+ *     // decode a and b together: one token each, one step
+ *     int32_t tok[2] = { ta, tb };
+ *     tf_seq_id who[2] = { a, b };
+ *     tf_batch d = { .n = 2, .token = tok, .seq = who };
+ *     tf_engine_forward(e, &d, logits, NULL);   // logits [2, vocab]
+ *
+ *     tf_seq_free(e, a);
+ *     tf_seq_free(e, b);
+ *     tf_engine_close(e);
+ *
+ * A step reads every weight once for all its rows: linears run as one
+ * matmul over the rows of every sequence, the MoE groups rows by expert
+ * across sequences, and attention applies each sequence's own state.  A
+ * sequence's logits do not depend on which other sequences share its step.
+ *
+ * Sequences are small integers, never pointers: one that was freed, or
+ * never made, is refused by name instead of read after free.  At most
+ * [runtime] sequences are alive at once, each of at most [runtime] context
+ * tokens; the memory plan checked at open that all of them fit.
+ *
+ * Errors: every call returns a tf_status (tf/error.h); the detail, naming
+ * the sequence, position, file or key, is tf_engine_errmsg() on the same
+ * thread.  A refused call (a bad id, position, token, a full context or
+ * sequence table) leaves every sequence as it was.  An engine is not
+ * thread-safe: one thread steps it at a time.
+ */
+#ifndef TF_ENGINE_H
+#define TF_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tf/error.h"
+#include "tf/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tf_engine tf_engine;
+
+/* A sequence of one engine; negative is never a valid id. */
+typedef int32_t tf_seq_id;
+
+/* --- the engine --- */
+
+/*
+ * Read the INI (overrides: "section.key=value" strings over it), the
+ * checkpoint and the plugins, check the memory plan, open every layer and
+ * page the weights in.  On failure nothing stays open.
+ */
+int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
+		   tf_engine **out);
+void tf_engine_close(tf_engine *e);
+
+/* The detail of this thread's last failure ("" when none). */
+const char *tf_engine_errmsg(void);
+
+const tf_model_config *tf_engine_model(const tf_engine *e);
+int tf_engine_vocab(const tf_engine *e);
+int tf_engine_hidden_size(const tf_engine *e);
+int64_t tf_engine_context(const tf_engine *e);  /* tokens per sequence */
+int tf_engine_max_seqs(const tf_engine *e);     /* alive at once */
+
+/* --- sequences --- */
+
+/* A new, empty sequence.  TF_ERR_RANGE when [runtime] sequences are alive. */
+int tf_seq_new(tf_engine *e, tf_seq_id *out);
+/* Forget it; its id is refused from then on. */
+int tf_seq_free(tf_engine *e, tf_seq_id s);
+/* Tokens it holds, or -1 for an id that is not alive. */
+int64_t tf_seq_len(const tf_engine *e, tf_seq_id s);
+/* The tokens it holds (tf_seq_len of them), or NULL. */
+const int32_t *tf_seq_tokens(const tf_engine *e, tf_seq_id s);
+
+/* A new sequence holding a copy of src: its prefix need not be run again. */
+int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out);
+
+/* Mark where s stands now; tf_seq_rollback returns it there.  One mark
+ * per sequence: a later snapshot replaces it. */
+int tf_seq_snapshot(tf_engine *e, tf_seq_id s);
+int tf_seq_rollback(tf_engine *e, tf_seq_id s);
+
+/*
+ * Keep the first len tokens.  Recurrent state cannot be cut, so this goes
+ * back to the mark when it lies at or before len (else to the start) and
+ * runs the kept tokens after it again: cheap after a snapshot, a prefill
+ * of len tokens without one.
+ */
+int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len);
+
+/* --- steps --- */
+
+/*
+ * n tokens, each continuing its sequence: seq[i] is token i's sequence, or
+ * seq is NULL and all belong to one_seq.  A sequence's tokens keep their
+ * order; sequences may interleave.  pos, when not NULL, states each
+ * token's position, and a token whose position is not its sequence's next
+ * is refused (a gap or an overlap), as is a sequence pushed past the
+ * context or a token outside the vocabulary.
+ *
+ * out[i] nonzero asks for token i's logits (and hidden state); out NULL
+ * asks for the last token of each sequence in the batch.
+ */
+typedef struct tf_batch {
+	int64_t n;
+	const int32_t *token;
+	const tf_seq_id *seq;
+	tf_seq_id one_seq;
+	const int32_t *pos;
+	const uint8_t *out;
+} tf_batch;
+
+/* Rows tf_engine_forward writes for b: how many tokens it asks for. */
+int64_t tf_batch_outputs(const tf_batch *b);
+
+/*
+ * Run a batch.  logits, when not NULL, receives [outputs, vocab] float32
+ * rows, in batch order of the tokens asked for; hidden, when not NULL,
+ * their final-normed hidden states [outputs, hidden_size] (the MTP layer's
+ * input).  A batch of more than [runtime] prefill_chunk tokens runs in
+ * several steps.  A refused batch moves no sequence; a failure inside a
+ * step (out of memory, a device error) leaves the sequences of that batch
+ * unusable until truncated, the others as they were.
+ */
+int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden);
+
+/* --- what the time went to --- */
+
+/* Stages of a step: embed, kda, mla, dense, moe, norm+residual, lm_head,
+ * other (a layer type a plugin adds). */
+int tf_engine_stage_count(void);
+const char *tf_engine_stage_name(int stage);
+/* Seconds spent in a stage since open or the last reset. */
+double tf_engine_stage_seconds(const tf_engine *e, int stage);
+void tf_engine_stats_reset(tf_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_ENGINE_H */
