@@ -16,10 +16,9 @@
 #include "chat/template.h"
 #include "detok.h"
 #include "diag.h"
+#include "engine/access.h"
 #include "fail.h"
-#include "pipeline.h"
 #include "progress.h"
-#include "runtime.h"
 #include "sampler.h"
 #include "stopstr.h"
 #include "textfile.h"
@@ -29,21 +28,21 @@
 /* Everything one run holds; released in gen_free(). */
 struct gen {
 	const tf_options *o;
-	tf_runtime *rt;
+	tf_engine *e;
+	tf_seq_id sid;                  /* the one sequence: prompt, reply, turns */
 	const tf_conf *conf;
-	tf_pipeline *pipe;
 	tf_tokenizer *tok;              /* NULL: ids in, no text out */
 	tf_chat_template *tmpl;
 	bool think;
 	const char *system;
 	tf_val *history;                /* the conversation's messages so far */
-	bool in_step;                   /* the pipeline holds history as rendered */
+	bool in_step;                   /* the sequence holds history as rendered */
 	bool opened;                    /* the prompt opened the reasoning */
 	tf_sampler sampler;
 	tf_stopset stops;
 	tf_stopstr stopstr;             /* --stop strings over the reply text */
-	tf_tokens seq;                  /* every id fed to the pipeline */
 	float *logits;                  /* [prefill_chunk, vocab] */
+	uint8_t *every;                 /* [prefill_chunk] ones: --dump-logits asks every row */
 	int vocab;
 	int64_t chunk;
 	int64_t max_tokens;
@@ -54,23 +53,22 @@ struct gen {
 	int64_t n_prompt, n_gen;
 	const char *finish;             /* eos, length, context or stop */
 	double t_prefill, t_decode;
-	double t_load;                  /* INI to a ready pipeline */
+	double t_load;                  /* INI to a ready engine */
 };
 
 static void gen_free(struct gen *g)
 {
-	tf_pipeline_free(g->pipe);
 	tf_sampler_free(&g->sampler);
 	tf_tok_free(g->tok);
 	tf_chat_template_free(g->tmpl);
 	tf_val_unref(g->history);
 	tf_val_unref(g->calls);
-	tf_tokens_free(&g->seq);
 	tf_stopstr_free(&g->stopstr);
 	tf_bytes_free(&g->answer);
 	tf_bytes_free(&g->thinking);
 	free(g->logits);
-	tf_runtime_close(g->rt);
+	free(g->every);
+	tf_engine_close(g->e);
 }
 
 static int read_sampling(struct gen *g)
@@ -131,7 +129,7 @@ static int read_chat(struct gen *g)
 		return rc;
 	g->system = tf_conf_get(g->conf, "chat", "system");
 
-	const tf_model_config *cfg = tf_runtime_model(g->rt);
+	const tf_model_config *cfg = tf_engine_model(g->e);
 	for (int i = 0; i < cfg->n_eos; i++)
 		if ((rc = tf_stop_add(&g->stops, cfg->eos_token_id[i])) != TF_OK)
 			return rc;
@@ -269,15 +267,17 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
 {
 	tf_progress bar;
-	int64_t ctx = tf_pipeline_context(g->pipe);
-	if (tf_pipeline_pos(g->pipe) + n > ctx)
+	int64_t ctx = tf_engine_context(g->e), held = tf_seq_len(g->e, g->sid);
+	if (held + n > ctx)
 		return tf_diag_set(TF_ERR_RANGE, "the prompt needs %" PRId64 " tokens after %"
 				   PRId64 " already held, more than the context of %" PRId64
-				   " tokens ([runtime] context)", n, tf_pipeline_pos(g->pipe), ctx);
+				   " tokens ([runtime] context)", n, held, ctx);
 	tf_progress_init(&bar, "prefill", (uint64_t)n, TF_PROGRESS_TOKENS);
 	for (int64_t done = 0; done < n;) {
 		int64_t m = n - done < g->chunk ? n - done : g->chunk;
-		int rc = tf_pipeline_forward(g->pipe, ids + done, m, g->logits, dump != NULL);
+		const tf_batch b = { .n = m, .token = ids + done, .one_seq = g->sid,
+				     .out = dump ? g->every : NULL };
+		int rc = tf_engine_forward(g->e, &b, g->logits, NULL);
 		if (rc != TF_OK)
 			return rc;
 		if (dump) {
@@ -285,9 +285,6 @@ static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
 			if (fwrite(g->logits, sizeof(float), k, dump) != k)
 				return tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
 		}
-		for (int64_t i = 0; i < m; i++)
-			if (tf_tokens_push(&g->seq, ids[done + i]) != TF_OK)
-				return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		done += m;
 		tf_progress_update(&bar, (uint64_t)done);
 	}
@@ -376,7 +373,7 @@ static int flush_text(struct gen *g, tf_detok *dt, tf_reply *rp)
  * Sample up to max_tokens tokens after the prompt, and say why the reply
  * ended (g->finish): a stop token (eos), max_tokens (length), the context
  * full (context) or a --stop string (stop).  A stop token is fed too when
- * the context has room; only then does the pipeline hold the turn as the
+ * the context has room; only then does the sequence hold the turn as the
  * next turn's render has it (g->in_step).
  */
 static int reply(struct gen *g)
@@ -396,9 +393,9 @@ static int reply(struct gen *g)
 		int32_t next;
 		const char *text;
 		size_t len;
-		int64_t pos = tf_pipeline_pos(g->pipe);
-		rc = tf_sampler_sample(&g->sampler, g->logits, g->seq.ids, g->seq.n, 0,
-				       (uint64_t)pos, &next);
+		int64_t pos = tf_seq_len(g->e, g->sid);
+		rc = tf_sampler_sample(&g->sampler, g->logits, tf_seq_tokens(g->e, g->sid),
+				       (size_t)pos, 0, (uint64_t)pos, &next);
 		if (rc != TF_OK)
 			break;
 		g->n_gen++;
@@ -416,14 +413,13 @@ static int reply(struct gen *g)
 		bool done = eos || g->stopstr.stopped;
 		if (!done && g->n_gen == g->max_tokens)
 			break;
-		if (pos >= tf_pipeline_context(g->pipe)) {     /* no slot for next */
+		if (pos >= tf_engine_context(g->e)) {  /* no slot for next */
 			if (!done)
 				g->finish = "context";
 			break;
 		}
-		if ((rc = tf_pipeline_forward(g->pipe, &next, 1, g->logits, 0)) != TF_OK)
-			break;
-		if ((rc = tf_tokens_push(&g->seq, next)) != TF_OK)
+		const tf_batch b = { .n = 1, .token = &next, .one_seq = g->sid };
+		if ((rc = tf_engine_forward(g->e, &b, g->logits, NULL)) != TF_OK)
 			break;
 		if (done) {
 			g->in_step = eos;
@@ -438,7 +434,7 @@ static int reply(struct gen *g)
 	if (rc == TF_OK && !strcmp(g->finish, "context"))
 		fprintf(stderr, "\ntfrun: the reply stopped after %" PRId64 " tokens: the context "
 			"of %" PRId64 " tokens is full ([runtime] context)\n", g->n_gen,
-			tf_pipeline_context(g->pipe));
+			tf_engine_context(g->e));
 	return rc;
 }
 
@@ -490,9 +486,9 @@ static void print_stats(const struct gen *g)
 		tf_bytes_free(&calls);
 	}
 	printf(", \"stages_s\": {");
-	for (int s = 0; s < TF_STAGE_COUNT; s++)
-		printf("%s\"%s\": %.6f", s ? ", " : "", tf_stage_name((tf_stage)s),
-		       tf_pipeline_stage_seconds(g->pipe, (tf_stage)s));
+	for (int s = 0; s < tf_engine_stage_count(); s++)
+		printf("%s\"%s\": %.6f", s ? ", " : "", tf_engine_stage_name(s),
+		       tf_engine_stage_seconds(g->e, s));
 	printf("}}\n");
 }
 
@@ -545,23 +541,23 @@ static int too_long(int64_t need, int64_t ctx)
 
 /*
  * The ids of one chat turn, fitted into the context, and the turn added
- * to the history.  When the pipeline does not hold the history as
- * rendered, the whole conversation is fed again from a reset pipeline.  A
+ * to the history.  When the sequence does not hold the history as
+ * rendered, the whole conversation is fed again from an empty sequence.  A
  * turn that does not fit after the conversation so far starts a new one
  * (the system message again) if it fits alone.  On failure the history
- * and the pipeline are left as they were; TF_ERR_RANGE when the turn does
+ * and the sequence are left as they were; TF_ERR_RANGE when the turn does
  * not fit even alone.
  */
 static int chat_turn(struct gen *g, const char *line, size_t n, tf_tokens *ids)
 {
-	int64_t ctx = tf_pipeline_context(g->pipe), held, need;
+	int64_t ctx = tf_engine_context(g->e), held, need;
 	bool whole = !g->in_step;
 	tf_val *msgs = NULL, *fresh = NULL;
 	tf_tokens alone = { 0 };
 	int rc = encode_turn(g, g->history, line, n, &whole, &msgs, ids);
 	if (rc != TF_OK)
 		goto out;
-	held = whole ? 0 : tf_pipeline_pos(g->pipe);
+	held = whole ? 0 : tf_seq_len(g->e, g->sid);
 	need = (int64_t)ids->n;
 	if (held + need > ctx && tf_val_len(g->history)) {
 		bool w = true;
@@ -588,10 +584,8 @@ static int chat_turn(struct gen *g, const char *line, size_t n, tf_tokens *ids)
 		rc = too_long(need, ctx);
 		goto out;
 	}
-	if (whole) {
-		tf_pipeline_reset(g->pipe);
-		g->seq.n = 0;
-	}
+	if (whole && (rc = tf_seq_truncate(g->e, g->sid, 0)) != TF_OK)
+		goto out;
 	tf_val_unref(g->history);
 	g->history = msgs;
 	msgs = NULL;
@@ -604,7 +598,7 @@ out:
 
 /*
  * A read-reply loop: each line is a user turn continuing the conversation
- * (the pipeline keeps its state between turns).  A turn that cannot be
+ * (the sequence keeps its state between turns).  A turn that cannot be
  * encoded (invalid UTF-8) or is longer than the whole context is skipped
  * with a message, the conversation kept; one that overflows the context
  * left starts a new conversation.  Each reply ends with a newline.
@@ -668,26 +662,25 @@ int tf_cli_generate(const tf_options *o)
 	int rc = EXIT_FAILURE;
 	const double t0 = tf_cli_now_s();
 
-	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.rt))
+	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.e))
 		return tf_cli_fail(o->ini);
-	g.conf = tf_runtime_conf(g.rt);
-	if (read_chat(&g) != TF_OK) {
-		tf_cli_fail(o->ini);
-		goto out;
-	}
-	if (tf_pipeline_init(g.rt, &g.pipe) != TF_OK) {
+	g.conf = tf_runtime_conf(tf_engine_runtime(g.e));
+	if (read_chat(&g) != TF_OK || tf_seq_new(g.e, &g.sid) != TF_OK) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.t_load = tf_cli_now_s() - t0;
-	g.vocab = tf_pipeline_vocab(g.pipe);
-	g.chunk = tf_runtime_prefill_chunk(g.rt);
+	g.vocab = tf_engine_vocab(g.e);
+	g.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(g.e));
 	if (read_sampling(&g) != TF_OK) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.logits = malloc((size_t)g.chunk * (size_t)g.vocab * sizeof(float));
-	if (!g.logits) {
+	g.every = malloc((size_t)g.chunk);
+	if (g.every)
+		memset(g.every, 1, (size_t)g.chunk);
+	if (!g.logits || !g.every) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);
 		tf_cli_fail(o->ini);
 		goto out;

@@ -9,10 +9,9 @@
 
 #include "chat/value.h"
 #include "diag.h"
+#include "engine/access.h"
 #include "fail.h"
-#include "pipeline.h"
 #include "progress.h"
-#include "runtime.h"
 #include "textfile.h"
 #include "tokenizer.h"
 #include "unicode.h"
@@ -22,8 +21,9 @@
 #define PPL_MAX_FILE (1u << 30)
 
 struct ppl {
-	tf_runtime *rt;
-	tf_pipeline *pipe;
+	tf_engine *e;
+	tf_seq_id seq;                  /* each window in turn */
+	uint8_t *every;                 /* [chunk] ones: every row's logits */
 	tf_tokenizer *tok;
 	tf_tokens ids;
 	float *logits;                  /* [chunk, vocab] */
@@ -41,7 +41,7 @@ static int read_ids(struct ppl *p, const char *ini, const char *file)
 	size_t len, bad;
 	int rc;
 
-	if ((rc = tf_cli_model_file(tf_runtime_conf(p->rt), "tokenizer.json", path,
+	if ((rc = tf_cli_model_file(tf_runtime_conf(tf_engine_runtime(p->e)), "tokenizer.json", path,
 				    sizeof(path))) != TF_OK)
 		return rc;
 	if ((rc = tf_tok_load(path, &p->tok)) != TF_OK)
@@ -85,11 +85,14 @@ static double nll_of(const float *row, int vocab, int32_t target)
 static int score_window(struct ppl *p, int64_t w)
 {
 	const int32_t *ids = p->ids.ids + w * p->window;
-	tf_pipeline_reset(p->pipe);
+	int rc = tf_seq_truncate(p->e, p->seq, 0);
+	if (rc)
+		return rc;
 	for (int64_t done = 0; done < p->window; ) {
 		int64_t m = p->window - done < p->chunk ? p->window - done : p->chunk;
-		int rc = tf_pipeline_forward(p->pipe, ids + done, m, p->logits, 1);
-		if (rc)
+		const tf_batch b = { .n = m, .token = ids + done, .one_seq = p->seq,
+				     .out = p->every };
+		if ((rc = tf_engine_forward(p->e, &b, p->logits, NULL)))
 			return rc;
 		for (int64_t r = 0; r < m && done + r + 1 < p->window; r++) {
 			int32_t next = ids[done + r + 1];
@@ -136,15 +139,18 @@ int tf_cli_perplexity(const tf_options *o)
 	int rc = EXIT_FAILURE;
 	const double t0 = tf_cli_now_s();
 
-	if (tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &p.rt))
+	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &p.e))
 		goto fail;
-	p.window = tf_runtime_context(p.rt);
-	p.chunk = tf_runtime_prefill_chunk(p.rt);
-	if (read_ids(&p, o->ini, o->perplexity) || tf_pipeline_init(p.rt, &p.pipe))
+	p.window = tf_engine_context(p.e);
+	p.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(p.e));
+	if (read_ids(&p, o->ini, o->perplexity) || tf_seq_new(p.e, &p.seq))
 		goto fail;
-	p.vocab = tf_pipeline_vocab(p.pipe);
+	p.vocab = tf_engine_vocab(p.e);
 	p.logits = malloc((size_t)p.chunk * (size_t)p.vocab * sizeof(float));
-	if (!p.logits) {
+	p.every = malloc((size_t)p.chunk);
+	if (p.every)
+		memset(p.every, 1, (size_t)p.chunk);
+	if (!p.logits || !p.every) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", p.chunk);
 		goto fail;
 	}
@@ -165,9 +171,9 @@ fail:
 	tf_cli_fail("--perplexity");
 out:
 	free(p.logits);
+	free(p.every);
 	tf_tokens_free(&p.ids);
 	tf_tok_free(p.tok);
-	tf_pipeline_free(p.pipe);
-	tf_runtime_close(p.rt);
+	tf_engine_close(p.e);
 	return rc;
 }

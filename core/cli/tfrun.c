@@ -15,7 +15,7 @@
 #include "options.h"
 #include "perplexity_cmd.h"
 #include "render_cmd.h"
-#include "pipeline.h"
+#include "engine/pipeline.h"
 #include "runtime.h"
 #include "tf/plugin.h"
 #include "tf/version.h"

@@ -123,6 +123,7 @@ static void mp_state(const tf_model_config *c, const tf_memplan_opts *o, tf_memp
 	uint64_t per_token = (uint64_t)(c->kv_lora_rank + c->qk_rope_head_dim) *
 			     (uint64_t)o->cache_elem;
 	p->mla_cache = mp_mul(mp_mul(per_token, (uint64_t)o->context), (uint64_t)p->n_mla);
+	p->mla_cache_other = p->mla_cache / (uint64_t)o->cache_elem * (o->cache_elem == 2 ? 4 : 2);
 	uint64_t kda_layers = (uint64_t)p->n_kda * sizeof(float);
 	p->kda_state = mp_split(mp_mul(mp_mul(kda_layers, heads), hd * hd), o->tp_size);
 	p->kda_conv = mp_split(mp_mul(mp_mul(kda_layers, heads * hd),
@@ -166,11 +167,12 @@ int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
 			    const tf_memplan_opts *o, tf_memplan *p)
 {
 	memset(p, 0, sizeof(*p));
-	if (o->context < 1 || o->tp_size < 1 || o->chunk < 1 || o->cache_elem < 1)
+	if (o->context < 1 || o->tp_size < 1 || o->chunk < 1 || o->sequences < 1 ||
+	    (o->cache_elem != 2 && o->cache_elem != 4))
 		return tf_diag_set(TF_ERR_INVALID,
-				   "memory plan: context %lld, tp size %d, chunk %lld and cache element %d bytes must all be >= 1",
+				   "memory plan: context %lld, tp size %d, chunk %lld and sequences %d must all be >= 1, cache elements 2 or 4 bytes (not %d)",
 				   (long long)o->context, o->tp_size, (long long)o->chunk,
-				   o->cache_elem);
+				   o->sequences, o->cache_elem);
 	p->opts = *o;
 	for (int i = 0; i < cfg->n_layers_total; i++) {
 		p->n_kda += cfg->layer_attn[i] == TF_ATTN_KDA;
@@ -178,16 +180,17 @@ int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
 	}
 	mp_weights(cfg, w, p);
 	mp_state(cfg, o, p);
+	p->seq_state = mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv));
 	p->rank_total = mp_add(mp_add(p->rank_weights, p->scratch),
-			       mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv)));
+			       mp_mul(p->seq_state, (uint64_t)o->sequences));
 	return TF_OK;
 }
 
 int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t context,
 		       int tp_size, tf_memplan *out)
 {
-	tf_memplan_opts o = { .context = context, .tp_size = tp_size,
-			      .chunk = TF_MEMPLAN_CHUNK, .cache_elem = sizeof(float) };
+	tf_memplan_opts o = { .context = context, .tp_size = tp_size, .chunk = TF_MEMPLAN_CHUNK,
+			      .cache_elem = sizeof(float), .sequences = 1 };
 	return tf_memplan_compute_opts(cfg, w, &o, out);
 }
 
@@ -214,8 +217,9 @@ void tf_memplan_print(const tf_memplan *p, FILE *f)
 {
 	char note[64];
 	int tp = p->opts.tp_size;
-	fprintf(f, "memory plan: context %lld tokens, %d rank%s, prefill chunk %lld\n",
-		(long long)p->opts.context, tp, tp > 1 ? "s" : "", (long long)p->opts.chunk);
+	fprintf(f, "memory plan: context %lld tokens, %d sequence%s, %d rank%s, prefill chunk %lld\n",
+		(long long)p->opts.context, p->opts.sequences, p->opts.sequences > 1 ? "s" : "",
+		tp, tp > 1 ? "s" : "", (long long)p->opts.chunk);
 	fprintf(f, "  %-16s %20s%s\n", "weights", "bytes", tp > 1 ? "             per rank" : "");
 	for (int k = 0; k < TF_WCLASS_COUNT; k++) {
 		uint64_t b = p->weights[k];
@@ -231,11 +235,17 @@ void tf_memplan_print(const tf_memplan *p, FILE *f)
 		mp_human(p->rank_weights, note);
 	mp_line(f, "total", p->weights_total, note);
 	fprintf(f, "  per sequence on one rank:\n");
-	snprintf(note, sizeof(note), "%d layers, %d-byte elements", p->n_mla, p->opts.cache_elem);
+	char other[16];
+	int bf16 = p->opts.cache_elem == 2;
+	snprintf(note, sizeof(note), "%d layers, %s (%s: %s)", p->n_mla, bf16 ? "bf16" : "f32",
+		 bf16 ? "f32" : "bf16", mp_human(p->mla_cache_other, other));
 	mp_line(f, "MLA cache", p->mla_cache, note);
 	snprintf(note, sizeof(note), "%d layers", p->n_kda);
 	mp_line(f, "KDA state", p->kda_state, note);
 	mp_line(f, "KDA conv", p->kda_conv, "");
+	snprintf(note, sizeof(note), "x %d sequence%s", p->opts.sequences,
+		 p->opts.sequences > 1 ? "s" : "");
+	mp_line(f, "all sequences", mp_mul(p->seq_state, (uint64_t)p->opts.sequences), note);
 	mp_line(f, "scratch", p->scratch, "estimate");
 	mp_line(f, "rank total", p->rank_total, "");
 	mp_human(p->rank_active, note);
@@ -268,12 +278,12 @@ int tf_memplan_check(const tf_memplan *p, uint64_t limit)
 	}
 	if (p->rank_total <= limit)
 		return TF_OK;
-	uint64_t state = mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv));
 	char h[5][16];
 	return tf_diag_set(TF_ERR_RANGE,
-			   "memory plan needs %llu bytes (%s: weights %s, state %s, scratch %s) for %lld tokens, but %s allows %llu bytes (%s)",
+			   "memory plan needs %llu bytes (%s: weights %s, state %s per sequence x %d sequences, scratch %s) for a context of %lld tokens, but %s allows %llu bytes (%s)",
 			   (unsigned long long)p->rank_total, mp_human(p->rank_total, h[0]),
-			   mp_human(p->rank_weights, h[1]), mp_human(state, h[2]),
-			   mp_human(p->scratch, h[3]), (long long)p->opts.context, what,
-			   (unsigned long long)limit, mp_human(limit, h[4]));
+			   mp_human(p->rank_weights, h[1]), mp_human(p->seq_state, h[2]),
+			   p->opts.sequences, mp_human(p->scratch, h[3]),
+			   (long long)p->opts.context, what, (unsigned long long)limit,
+			   mp_human(limit, h[4]));
 }

@@ -16,10 +16,12 @@
  *   layers.N.mlp.* (dense layer)  DENSE
  *   anything else                 OTHER
  *
- * Per-sequence state for `context` tokens (what the attention plugins keep):
+ * Per-sequence state for `context` tokens (what the attention plugins keep),
+ * counted `sequences` times ([runtime] sequences: all may be full at once):
  *   MLA latent cache  (kv_lora_rank + qk_rope_head_dim) x context x MLA
- *                     layers (MTP included) x cache_elem bytes (our CPU
- *                     plugins store float32);
+ *                     layers (MTP included) x cache_elem bytes ([runtime]
+ *                     kv_cache: 2 for bf16, 4 for f32; the plan shows the
+ *                     other type's figure beside it);
  *   KDA state         num_attention_heads x head_dim^2 float32 per KDA layer;
  *   KDA conv state    3 x (short_conv_kernel_size - 1) x heads*head_dim
  *                     float32 per KDA layer.
@@ -73,7 +75,8 @@ typedef struct tf_memplan_opts {
 	int64_t context;                /* tokens per sequence, >= 1 */
 	int tp_size;                    /* ranks, >= 1 */
 	int64_t chunk;                  /* rows per prefill step, >= 1 */
-	int cache_elem;                 /* bytes per MLA latent cache element */
+	int cache_elem;                 /* bytes per MLA latent cache element: 2 or 4 */
+	int sequences;                  /* alive at once, >= 1 */
 } tf_memplan_opts;
 
 typedef struct tf_memplan {
@@ -86,15 +89,18 @@ typedef struct tf_memplan {
 
 	/* Per sequence, on one rank. */
 	uint64_t mla_cache, kda_state, kda_conv;
+	uint64_t mla_cache_other;       /* the cache in the other element type */
+	uint64_t seq_state;             /* mla_cache + kda_state + kda_conv */
 	uint64_t scratch;
 
-	uint64_t rank_total;            /* rank_weights + state + scratch */
+	uint64_t rank_total;            /* rank_weights + sequences x seq_state + scratch */
 
 	uint64_t active;                /* weight bytes per decoded token */
 	uint64_t rank_active;           /* the same on one rank */
 } tf_memplan;
 
-/* Float32 cache and TF_MEMPLAN_CHUNK rows.  w may be NULL: state only. */
+/* One sequence, float32 cache, TF_MEMPLAN_CHUNK rows.  w may be NULL:
+ * state only. */
 int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t context,
 		       int tp_size, tf_memplan *out);
 int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
@@ -103,8 +109,8 @@ int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
 /* The plan as a human-readable table. */
 void tf_memplan_print(const tf_memplan *p, FILE *f);
 
-/* TF_ERR_RANGE, with needed and allowed bytes in the diag, when rank_total
- * exceeds limit_bytes, or when limit_bytes is 0 the MemAvailable of
+/* TF_ERR_RANGE, naming needed and allowed bytes, the context and the
+ * sequence count, when rank_total exceeds limit_bytes, or when limit_bytes is 0 the MemAvailable of
  * /proc/meminfo (nothing is refused where that cannot be read). */
 int tf_memplan_check(const tf_memplan *p, uint64_t limit_bytes);
 

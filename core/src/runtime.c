@@ -39,7 +39,8 @@ struct tf_runtime {
 	const tf_plugin_router **router;        /* per layer, once opened */
 	const tf_plugin_drafter *drafter;
 	const tf_plugin_transport *transport;
-	int64_t context, prefill_chunk;
+	int64_t context, prefill_chunk, sequences;
+	int kv_cache_elem;              /* bytes: 2 bf16, 4 f32 */
 	tf_memplan plan;
 	struct lin_count lins[MAX_QUANT_COUNTS];        /* in order of first use */
 	int n_lins;
@@ -236,10 +237,13 @@ static int rt_load_conf(tf_runtime *rt, const char *ini,
 			rt->log_level = (tf_log_level)i;
 
 	int64_t size, rank;
+	int kv_f32;
 	if ((rc = tf_conf_get_int(rt->conf, "runtime", "context", TF_DEFAULT_CONTEXT,
 				  &rt->context)) ||
 	    (rc = tf_conf_get_int(rt->conf, "runtime", "prefill_chunk",
 				  TF_DEFAULT_PREFILL_CHUNK, &rt->prefill_chunk)) ||
+	    (rc = tf_conf_get_int(rt->conf, "runtime", "sequences", 1, &rt->sequences)) ||
+	    (rc = tf_conf_get_enum(rt->conf, "runtime", "kv_cache", 0, &kv_f32)) ||
 	    (rc = tf_conf_get_int(rt->conf, "tp", "size", 1, &size)) ||
 	    (rc = tf_conf_get_int(rt->conf, "tp", "rank", 0, &rank)))
 		return rc;
@@ -247,6 +251,7 @@ static int rt_load_conf(tf_runtime *rt, const char *ini,
 		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "tp", "rank",
 				    "%lld is not below [tp] size %lld", (long long)rank,
 				    (long long)size);
+	rt->kv_cache_elem = kv_f32 ? 4 : 2;
 	rt->host.tp_rank = (int)rank;
 	rt->host.tp_size = (int)size;
 	return TF_OK;
@@ -278,12 +283,13 @@ static int rt_load_model(tf_runtime *rt, const char *ini, bool weights)
 }
 
 /* Refuse a model that cannot fit before mapping pages in and starting
- * threads; the CPU attention plugins keep their cache in float32. */
+ * threads: every sequence full at once. */
 static int rt_plan(tf_runtime *rt)
 {
 	const tf_memplan_opts opts = {
 		.context = rt->context, .tp_size = rt->host.tp_size,
-		.chunk = rt->prefill_chunk, .cache_elem = sizeof(float),
+		.chunk = rt->prefill_chunk, .cache_elem = rt->kv_cache_elem,
+		.sequences = (int)rt->sequences,
 	};
 	uint64_t limit;
 	int rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
@@ -528,6 +534,7 @@ const tf_registry *tf_runtime_registry(const tf_runtime *rt) { return rt->reg; }
 const tf_host *tf_runtime_host(const tf_runtime *rt) { return &rt->host; }
 int64_t tf_runtime_context(const tf_runtime *rt) { return rt->context; }
 int64_t tf_runtime_prefill_chunk(const tf_runtime *rt) { return rt->prefill_chunk; }
+int tf_runtime_sequences(const tf_runtime *rt) { return (int)rt->sequences; }
 const tf_memplan *tf_runtime_plan(const tf_runtime *rt) { return &rt->plan; }
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt) { return rt->drafter; }
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt) { return rt->transport; }
@@ -642,8 +649,11 @@ static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 		if (!cJSON_AddNumberToObject(lins, rt->lins[i].q->hdr.name, (double)rt->lins[i].n))
 			return TF_ERR_NOMEM;
 	if (!cJSON_AddNumberToObject(mem, "weights_bytes", (double)p->rank_weights) ||
-	    !cJSON_AddNumberToObject(mem, "state_bytes",
-				     (double)(p->mla_cache + p->kda_state + p->kda_conv)) ||
+	    !cJSON_AddNumberToObject(mem, "state_bytes", (double)p->seq_state) ||
+	    !cJSON_AddNumberToObject(mem, "sequences", p->opts.sequences) ||
+	    !cJSON_AddStringToObject(mem, "kv_cache", p->opts.cache_elem == 2 ? "bf16" : "f32") ||
+	    !cJSON_AddNumberToObject(mem, "mla_cache_bytes", (double)p->mla_cache) ||
+	    !cJSON_AddNumberToObject(mem, "mla_cache_other_bytes", (double)p->mla_cache_other) ||
 	    !cJSON_AddNumberToObject(mem, "scratch_bytes", (double)p->scratch) ||
 	    !cJSON_AddNumberToObject(mem, "total_bytes", (double)p->rank_total) ||
 	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active))

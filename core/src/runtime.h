@@ -55,11 +55,13 @@ const tf_weights *tf_runtime_weights(const tf_runtime *rt);   /* NULL: plugins o
 const tf_registry *tf_runtime_registry(const tf_runtime *rt);
 const tf_host *tf_runtime_host(const tf_runtime *rt);
 
-/* [runtime] context and prefill_chunk with their defaults applied. */
+/* [runtime] context, prefill_chunk and sequences with their defaults
+ * applied. */
 int64_t tf_runtime_context(const tf_runtime *rt);
 int64_t tf_runtime_prefill_chunk(const tf_runtime *rt);
+int tf_runtime_sequences(const tf_runtime *rt);
 
-/* The memory plan tf_runtime_open checked (float32 MLA cache). */
+/* The memory plan tf_runtime_open checked. */
 const tf_memplan *tf_runtime_plan(const tf_runtime *rt);
 
 /* The plugins chosen for layer `layer` (0 .. n_layers_total-1). */

@@ -139,7 +139,7 @@ Test(memplan, exact_bytes)
 	fixture fx;
 	tf_memplan p;
 	fixture_open(&fx);
-	tf_memplan_opts o = { .context = 100, .tp_size = 2, .chunk = 10, .cache_elem = 2 };
+	tf_memplan_opts o = { .context = 100, .tp_size = 2, .chunk = 10, .cache_elem = 2, .sequences = 1 };
 	cr_assert_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &o, &p), TF_OK, "%s", tf_diag_msg());
 
 	static const uint64_t want[TF_WCLASS_COUNT] = {
@@ -182,6 +182,7 @@ Test(memplan, exact_bytes)
 	cr_expect_eq(p.scratch, (10 * (3 * 8 + 42) + 2 * 100 + 16) * 4);
 	cr_expect_eq(p.rank_total, p.rank_weights + p.mla_cache + p.kda_state + p.kda_conv +
 				   p.scratch);
+	cr_expect_eq(p.mla_cache_other, (6 + 2) * 100 * 3 * 4);
 
 	/* The plain entry point: float32 cache, one rank. */
 	cr_assert_eq(tf_memplan_compute(&fx.cfg, fx.w, 100, 1, &p), TF_OK);
@@ -225,10 +226,46 @@ Test(memplan, over_budget_is_refused)
 	cr_expect_eq(p.rank_total, UINT64_MAX);
 	cr_expect_eq(tf_memplan_check(&p, UINT64_MAX - 1), TF_ERR_RANGE);
 
-	tf_memplan_opts bad = { .context = 0, .tp_size = 1, .chunk = 1, .cache_elem = 4 };
+	tf_memplan_opts bad = { .context = 0, .tp_size = 1, .chunk = 1, .cache_elem = 4, .sequences = 1 };
 	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
-	bad = (tf_memplan_opts){ .context = 1, .tp_size = 0, .chunk = 1, .cache_elem = 4 };
+	bad = (tf_memplan_opts){ .context = 1, .tp_size = 0, .chunk = 1, .cache_elem = 4, .sequences = 1 };
 	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
+	bad = (tf_memplan_opts){ .context = 1, .tp_size = 1, .chunk = 1, .cache_elem = 4, .sequences = 0 };
+	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
+	bad = (tf_memplan_opts){ .context = 1, .tp_size = 1, .chunk = 1, .cache_elem = 3, .sequences = 1 };
+	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
+	fixture_close(&fx);
+}
+
+/* [runtime] sequences: every sequence may be full at once, so the state
+ * counts that many times, and a refusal names the count and the context. */
+Test(memplan, sequences_multiply_the_state)
+{
+	fixture fx;
+	tf_memplan one, four;
+	fixture_open(&fx);
+	tf_memplan_opts o = { .context = 100, .tp_size = 1, .chunk = 10, .cache_elem = 2, .sequences = 1 };
+	cr_assert_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &o, &one), TF_OK, "%s", tf_diag_msg());
+	o.sequences = 4;
+	cr_assert_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &o, &four), TF_OK, "%s", tf_diag_msg());
+	cr_expect_eq(one.seq_state, one.mla_cache + one.kda_state + one.kda_conv);
+	cr_expect_eq(four.seq_state, one.seq_state);
+	cr_expect_eq(four.rank_total, one.rank_total + 3 * one.seq_state);
+	cr_expect_eq(one.mla_cache_other, 2 * one.mla_cache, "the f32 figure beside bf16");
+
+	tf_diag_clear();
+	cr_expect_eq(tf_memplan_check(&four, one.rank_total), TF_ERR_RANGE);
+	cr_expect(strstr(tf_diag_msg(), "x 4 sequences"), "%s", tf_diag_msg());
+	cr_expect(strstr(tf_diag_msg(), "context of 100 tokens"), "%s", tf_diag_msg());
+
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	tf_memplan_print(&four, mem);
+	fclose(mem);
+	cr_expect(strstr(text, "4 sequences"), "%s", text);
+	cr_expect(strstr(text, "bf16 (f32: "), "%s", text);
+	free(text);
 	fixture_close(&fx);
 }
 
@@ -241,7 +278,7 @@ Test(memplan, ling_flash_state_matches_the_spec)
 	tf_memplan p;
 	cr_assert_eq(tf_config_load(TF_SOURCE_DIR "/tests/weights/ling-3.0-flash.json", &c),
 		     TF_OK, "%s", tf_diag_msg());
-	tf_memplan_opts o = { .context = 262144, .tp_size = 1, .chunk = 1, .cache_elem = 2 };
+	tf_memplan_opts o = { .context = 262144, .tp_size = 1, .chunk = 1, .cache_elem = 2, .sequences = 1 };
 	cr_assert_eq(tf_memplan_compute_opts(&c, NULL, &o, &p), TF_OK, "%s", tf_diag_msg());
 	cr_expect_eq(p.n_kda, 35);
 	cr_expect_eq(p.n_mla, 8);

@@ -2,6 +2,7 @@
 #include "pipeline.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +12,14 @@
 
 #include "diag.h"
 #include "progress.h"
+#include "seqstate.h"
 #include "tf/backend.h"
 #include "tf/quant.h"
 
 struct tf_layer {
 	const tf_plugin_attention *attn;
 	void *attn_inst;
+	bool batched;                   /* state apart (ABI 1.5) */
 	const tf_plugin_ffn *ffn;
 	void *ffn_inst;
 	tf_stage attn_stage, ffn_stage;
@@ -36,10 +39,11 @@ struct tf_pipeline {
 	float *final_norm;
 	tf_lin head;
 
-	int64_t hidden, vocab, chunk, context, pos;
-	int64_t last_rows;              /* rows of the last chunk run */
+	int64_t hidden, vocab, chunk;
 	float *hbuf, *xbuf, *ybuf;      /* [chunk, hidden] each */
-	int32_t *posbuf;                /* [chunk] */
+	tf_attn_seg *segbuf;            /* [chunk]: a step's segments, per layer */
+	int first_legacy;               /* a pre-1.5 attention layer, or -1 */
+	const void *legacy_owner;       /* the seqstate its instances hold */
 	double stage_s[TF_STAGE_COUNT];
 };
 
@@ -103,6 +107,12 @@ static int init_layer(tf_pipeline *p, int i)
 		return tf_diag_set(TF_ERR_NOT_FOUND, "layer %d: no %s plugin chosen", i,
 				   l->attn ? "ffn" : "attention");
 	l->attn_stage = stage_of(l->attn->layer_type);
+	/* The registry took all of the 1.5 state slots or none. */
+	l->batched = l->attn->hdr.struct_size >= offsetof(tf_plugin_attention, forward_batch) +
+						  sizeof(l->attn->forward_batch) &&
+		     l->attn->forward_batch;
+	if (!l->batched && p->first_legacy < 0)
+		p->first_legacy = i;
 	l->ffn_stage = stage_of(l->ffn->layer_type);
 
 	snprintf(name, sizeof(name), "model.layers.%d.input_layernorm.weight", i);
@@ -113,7 +123,7 @@ static int init_layer(tf_pipeline *p, int i)
 		return rc;
 
 	snprintf(name, sizeof(name), "model.layers.%d.attention", i);
-	rc = l->attn->layer_init(p->h, i, name, p->context, &l->attn_inst);
+	rc = l->attn->layer_init(p->h, i, name, tf_runtime_context(p->rt), &l->attn_inst);
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
 	snprintf(name, sizeof(name), "model.layers.%d.mlp", i);
@@ -169,8 +179,8 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->n_layers = p->cfg->num_hidden_layers;
 	p->hidden = p->cfg->hidden_size;
 	p->vocab = p->cfg->vocab_size;
-	p->context = tf_runtime_context(rt);
 	p->chunk = tf_runtime_prefill_chunk(rt);
+	p->first_legacy = -1;
 	if (prefault)
 		prefault_weights(tf_runtime_weights(rt));
 
@@ -191,9 +201,9 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->hbuf = p->be->alloc(p->bctx, rowbytes);
 	p->xbuf = p->be->alloc(p->bctx, rowbytes);
 	p->ybuf = p->be->alloc(p->bctx, rowbytes);
-	p->posbuf = malloc((size_t)p->chunk * sizeof(int32_t));
+	p->segbuf = malloc((size_t)p->chunk * sizeof(*p->segbuf));
 	p->layers = calloc((size_t)p->n_layers, sizeof(*p->layers));
-	if (!p->hbuf || !p->xbuf || !p->ybuf || !p->posbuf || !p->layers) {
+	if (!p->hbuf || !p->xbuf || !p->ybuf || !p->segbuf || !p->layers) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for %" PRId64
 				 "-token activation buffers", p->chunk);
 		goto fail;
@@ -249,27 +259,36 @@ void tf_pipeline_free(tf_pipeline *p)
 	p->be->free(p->bctx, p->hbuf);
 	p->be->free(p->bctx, p->xbuf);
 	p->be->free(p->bctx, p->ybuf);
-	free(p->posbuf);
+	free(p->segbuf);
 	free(p->layers);
 	free(p);
 }
 
-/* One chunk of n <= p->chunk tokens through the whole stack. */
-static int forward_chunk(tf_pipeline *p, const int32_t *tokens, int64_t n,
-			 float *logits, int all_logits)
+/* Layer l's token mixer over the step's segments. */
+static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf_pipe_seg *seg,
+		  int n_seg)
+{
+	struct tf_layer *l = &p->layers[i];
+	if (!l->batched)        /* one sequence, held by the instance */
+		return l->attn->forward(l->attn_inst, p->xbuf, n, pos, p->ybuf);
+	for (int k = 0; k < n_seg; k++)
+		p->segbuf[k] = (tf_attn_seg){ .state = tf_seqstate_layer(seg[k].state, i),
+					      .row0 = seg[k].row0, .n = seg[k].n };
+	const tf_attn_batch b = { .n = n, .pos = pos, .n_seg = n_seg, .seg = p->segbuf };
+	return l->attn->forward_batch(l->attn_inst, p->xbuf, &b, p->ybuf);
+}
+
+int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
+		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
 {
 	const tf_backend *be = p->be;
 	int64_t hd = p->hidden;
 	double t = now_s(), t2;
 	int rc;
 
-	for (int64_t i = 0; i < n; i++) {
-		if (tokens[i] < 0 || tokens[i] >= p->vocab)
-			return tf_diag_set(TF_ERR_INVALID, "token id %d at position %" PRId64
-					   " is outside the vocabulary [0, %" PRId64 ")",
-					   tokens[i], p->pos + i, p->vocab);
-		p->posbuf[i] = (int32_t)(p->pos + i);
-	}
+	if (n < 1 || n > p->chunk || n_seg < 1 || (p->first_legacy >= 0 && n_seg > 1))
+		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
+				   " rows in %d segments", n, n_seg);
 	be->embed(p->bctx, p->hbuf, p->embed.data, p->embed.dtype, hd, tokens, n);
 	t2 = now_s();
 	p->stage_s[TF_STAGE_EMBED] += t2 - t;
@@ -281,8 +300,7 @@ static int forward_chunk(tf_pipeline *p, const int32_t *tokens, int64_t n,
 		t2 = now_s();
 		p->stage_s[TF_STAGE_NORM] += t2 - t;
 		t = t2;
-		rc = l->attn->forward(l->attn_inst, p->xbuf, n, p->posbuf, p->ybuf);
-		if (rc != TF_OK)
+		if ((rc = attend(p, i, pos, n, seg, n_seg)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
 		t2 = now_s();
 		p->stage_s[l->attn_stage] += t2 - t;
@@ -300,65 +318,59 @@ static int forward_chunk(tf_pipeline *p, const int32_t *tokens, int64_t n,
 		t = t2;
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	}
-	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
-	t2 = now_s();
-	p->stage_s[TF_STAGE_NORM] += t2 - t;
-	t = t2;
-	p->pos += n;
-	p->last_rows = n;
-
-	if (logits) {
-		const float *x = all_logits ? p->xbuf : p->xbuf + (n - 1) * hd;
-		rc = tf_lin_forward(&p->head, x, all_logits ? n : 1, logits);
-		if (rc != TF_OK)
-			return tf_diag_prefix(rc, "lm_head");
-		p->stage_s[TF_STAGE_HEAD] += now_s() - t;
-	}
+	/* Only the rows asked for need the final norm. */
+	for (int64_t k = 0; k < out->n; k++)
+		be->rmsnorm(p->bctx, hidden + out->at[k] * hd, p->hbuf + out->row[k] * hd,
+			    p->final_norm, 1, hd, p->cfg->rms_norm_eps);
+	p->stage_s[TF_STAGE_NORM] += now_s() - t;
 	return TF_OK;
 }
 
-int tf_pipeline_forward(tf_pipeline *p, const int32_t *tokens, int64_t n,
-			float *logits, int all_logits)
+int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
 {
-	if (n <= 0)
-		return tf_diag_set(TF_ERR_INVALID, "pipeline: no tokens to run");
-	if (p->pos + n > p->context)
-		return tf_diag_set(TF_ERR_RANGE,
-				   "%" PRId64 " tokens after %" PRId64 " exceed the context of %"
-				   PRId64 " tokens ([runtime] context)", n, p->pos, p->context);
-	for (int64_t done = 0; done < n;) {
-		int64_t m = n - done < p->chunk ? n - done : p->chunk;
-		int last = done + m == n;
-		float *out = NULL;
-		if (logits && all_logits)
-			out = logits + done * p->vocab;
-		else if (logits && last)
-			out = logits;
-		int rc = forward_chunk(p, tokens + done, m, out, all_logits);
-		if (rc != TF_OK)
-			return rc;
-		done += m;
-	}
+	double t = now_s();
+	int rc = tf_lin_forward(&p->head, hidden, n, logits);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "lm_head");
+	p->stage_s[TF_STAGE_HEAD] += now_s() - t;
 	return TF_OK;
 }
 
-void tf_pipeline_reset(tf_pipeline *p)
-{
-	for (int i = 0; i < p->n_layers; i++)
-		p->layers[i].attn->reset(p->layers[i].attn_inst);
-	p->pos = 0;
-	p->last_rows = 0;
-	memset(p->stage_s, 0, sizeof(p->stage_s));
-}
-
-int64_t tf_pipeline_pos(const tf_pipeline *p) { return p->pos; }
-int64_t tf_pipeline_context(const tf_pipeline *p) { return p->context; }
+int64_t tf_pipeline_rows(const tf_pipeline *p) { return p->chunk; }
 int tf_pipeline_vocab(const tf_pipeline *p) { return (int)p->vocab; }
+int tf_pipeline_hidden_size(const tf_pipeline *p) { return (int)p->hidden; }
+const tf_host *tf_pipeline_host(const tf_pipeline *p) { return p->h; }
+int tf_pipeline_layers(const tf_pipeline *p) { return p->n_layers; }
 
-const float *tf_pipeline_hidden(const tf_pipeline *p)
+const tf_plugin_attention *tf_pipeline_attn(const tf_pipeline *p, int i, void **inst)
 {
-	/* xbuf holds the final-normed rows of the last chunk run. */
-	return p->last_rows ? p->xbuf + (p->last_rows - 1) * p->hidden : NULL;
+	*inst = p->layers[i].attn_inst;
+	return p->layers[i].attn;
+}
+
+bool tf_pipeline_attn_batched(const tf_pipeline *p, int i) { return p->layers[i].batched; }
+
+int tf_pipeline_legacy_claim(tf_pipeline *p, const void *owner)
+{
+	if (p->first_legacy < 0 || !p->legacy_owner || p->legacy_owner == owner) {
+		p->legacy_owner = p->first_legacy < 0 ? NULL : owner;
+		return TF_OK;
+	}
+	int i = p->first_legacy;
+	return tf_diag_set(TF_ERR_UNSUPPORTED,
+			   "layer %d's attention plugin '%s' predates ABI 1.5 and holds one sequence, which is in use ([runtime] sequences = 1 for this model)",
+			   i, p->layers[i].attn->hdr.name);
+}
+
+void tf_pipeline_legacy_release(tf_pipeline *p, const void *owner)
+{
+	if (p->legacy_owner == owner)
+		p->legacy_owner = NULL;
+}
+
+void tf_pipeline_stats_reset(tf_pipeline *p)
+{
+	memset(p->stage_s, 0, sizeof(p->stage_s));
 }
 
 double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s)

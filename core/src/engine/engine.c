@@ -1,0 +1,534 @@
+/*
+ * engine.c - the library API of tf/engine.h: the sequence table, batches
+ * checked, grouped by sequence and cut into pipeline steps.
+ *
+ * A batch is checked whole before any step runs (ids, tokens, positions,
+ * room), so a refused batch moves nothing.  Its tokens are then grouped by
+ * sequence, in order of first appearance, and run in steps of at most
+ * [runtime] prefill_chunk rows; the hidden states asked for are gathered
+ * in batch order and lm_head runs once over all of them.
+ *
+ * Each sequence keeps its tokens: truncation replays them after the last
+ * snapshot, because recurrent (KDA) state cannot be cut.
+ */
+#include "tf/engine.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "access.h"
+#include "diag.h"
+#include "pipeline.h"
+#include "runtime.h"
+#include "seqstate.h"
+#include "tf/backend.h"
+
+/* An id is the slot in the low bits and the slot's generation above, so a
+ * freed id stays refused after its slot is reused; [runtime] sequences
+ * is at most 1 << SEQ_SLOT_BITS. */
+#define SEQ_SLOT_BITS 12
+#define SEQ_GEN_MASK ((1u << (31 - SEQ_SLOT_BITS)) - 1)
+
+struct tf_seq {
+	uint32_t gen;
+	bool alive;
+	bool broken;                    /* a step failed part way: truncate it */
+	tf_seqstate *st;
+	int64_t len, mark;              /* mark: the snapshot's length, or -1 */
+	int32_t *tok;                   /* [len] of [cap] */
+	int64_t cap;
+
+	/* While a batch is checked and run. */
+	int64_t nb, row0, fill, last;
+};
+
+struct tf_engine {
+	tf_runtime *rt;
+	tf_pipeline *p;
+	const tf_backend *be;
+	void *bctx;
+	int max_seqs, vocab, hidden;
+	int64_t context, rows;
+	struct tf_seq *seq;             /* [max_seqs] */
+	int *touched;                   /* [max_seqs]: slots of the batch, first seen first */
+
+	/* One step: [rows] each. */
+	int32_t *step_tok, *step_pos;
+	tf_pipe_seg *step_seg;
+	int64_t *step_row, *step_at;
+
+	/* One batch, grown as needed. */
+	int64_t *order, *out_at;        /* [n]: grouped row -> batch index; batch index -> output */
+	int64_t batch_cap;
+	float *hid;                     /* [hid_cap, hidden] backend memory */
+	int64_t hid_cap;
+};
+
+const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
+
+void tf_engine_close(tf_engine *e)
+{
+	if (!e)
+		return;
+	for (int i = 0; e->seq && i < e->max_seqs; i++) {
+		tf_seqstate_free(e->seq[i].st);
+		free(e->seq[i].tok);
+	}
+	if (e->hid)
+		e->be->free(e->bctx, e->hid);
+	tf_pipeline_free(e->p);
+	tf_runtime_close(e->rt);
+	free(e->seq);
+	free(e->touched);
+	free(e->step_tok);
+	free(e->step_pos);
+	free(e->step_seg);
+	free(e->step_row);
+	free(e->step_at);
+	free(e->order);
+	free(e->out_at);
+	free(e);
+}
+
+int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
+		   tf_engine **out)
+{
+	tf_engine *e = calloc(1, sizeof(*e));
+	int rc;
+	if (!e)
+		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
+	if ((rc = tf_runtime_open(ini_path, overrides, n_overrides, &e->rt)) != TF_OK ||
+	    (rc = tf_pipeline_init(e->rt, &e->p)) != TF_OK)
+		goto fail;
+	const tf_host *h = tf_runtime_host(e->rt);
+	e->be = h->backend;
+	e->bctx = h->backend_ctx;
+	e->max_seqs = tf_runtime_sequences(e->rt);
+	e->vocab = tf_pipeline_vocab(e->p);
+	e->hidden = tf_pipeline_hidden_size(e->p);
+	e->context = tf_runtime_context(e->rt);
+	e->rows = tf_pipeline_rows(e->p);
+	e->seq = calloc((size_t)e->max_seqs, sizeof(*e->seq));
+	e->touched = malloc((size_t)e->max_seqs * sizeof(*e->touched));
+	e->step_tok = malloc((size_t)e->rows * sizeof(*e->step_tok));
+	e->step_pos = malloc((size_t)e->rows * sizeof(*e->step_pos));
+	e->step_seg = malloc((size_t)e->rows * sizeof(*e->step_seg));
+	e->step_row = malloc((size_t)e->rows * sizeof(*e->step_row));
+	e->step_at = malloc((size_t)e->rows * sizeof(*e->step_at));
+	if (!e->seq || !e->touched || !e->step_tok || !e->step_pos || !e->step_seg ||
+	    !e->step_row || !e->step_at) {
+		rc = tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
+		goto fail;
+	}
+	*out = e;
+	return TF_OK;
+fail:
+	tf_engine_close(e);
+	return rc;
+}
+
+const tf_model_config *tf_engine_model(const tf_engine *e) { return tf_runtime_model(e->rt); }
+int tf_engine_vocab(const tf_engine *e) { return e->vocab; }
+int tf_engine_hidden_size(const tf_engine *e) { return e->hidden; }
+int64_t tf_engine_context(const tf_engine *e) { return e->context; }
+int tf_engine_max_seqs(const tf_engine *e) { return e->max_seqs; }
+
+/* ---- sequences ---- */
+
+static tf_seq_id seq_id(const tf_engine *e, int slot)
+{
+	return (tf_seq_id)((e->seq[slot].gen << SEQ_SLOT_BITS) | (uint32_t)slot);
+}
+
+/* The live slot of id s, or NULL (a failure naming s recorded). */
+static struct tf_seq *seq_get(const tf_engine *e, tf_seq_id s)
+{
+	uint32_t slot = (uint32_t)s & ((1u << SEQ_SLOT_BITS) - 1);
+	if (s >= 0 && slot < (uint32_t)e->max_seqs) {
+		const struct tf_seq *q = &e->seq[slot];
+		if (q->alive && q->gen == (uint32_t)s >> SEQ_SLOT_BITS)
+			return (struct tf_seq *)q;
+		if (q->gen != (uint32_t)s >> SEQ_SLOT_BITS || !q->alive) {
+			tf_diag_set(TF_ERR_INVALID, "sequence %d was freed or never made", s);
+			return NULL;
+		}
+	}
+	tf_diag_set(TF_ERR_INVALID, "sequence %d is not a sequence of this engine", s);
+	return NULL;
+}
+
+/* Room for `need` tokens in q's history (at most the context). */
+static int seq_reserve(struct tf_seq *q, int64_t need)
+{
+	if (need <= q->cap)
+		return TF_OK;
+	int64_t cap = q->cap ? q->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	int32_t *t = realloc(q->tok, (size_t)cap * sizeof(*t));
+	if (!t)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " tokens of history",
+				   cap);
+	q->tok = t;
+	q->cap = cap;
+	return TF_OK;
+}
+
+int tf_seq_new(tf_engine *e, tf_seq_id *out)
+{
+	int slot = 0;
+	while (slot < e->max_seqs && e->seq[slot].alive)
+		slot++;
+	if (slot == e->max_seqs)
+		return tf_diag_set(TF_ERR_RANGE,
+				   "all %d sequences are in use ([runtime] sequences)", e->max_seqs);
+	struct tf_seq *q = &e->seq[slot];
+	int rc = tf_seqstate_new(e->p, e->context, &q->st);
+	if (rc != TF_OK)
+		return rc;
+	q->alive = true;
+	q->broken = false;
+	q->len = 0;
+	q->mark = -1;
+	*out = seq_id(e, slot);
+	return TF_OK;
+}
+
+int tf_seq_free(tf_engine *e, tf_seq_id s)
+{
+	struct tf_seq *q = seq_get(e, s);
+	if (!q)
+		return TF_ERR_INVALID;
+	tf_seqstate_free(q->st);
+	q->st = NULL;
+	q->alive = false;
+	q->gen = (q->gen + 1) & SEQ_GEN_MASK;
+	return TF_OK;
+}
+
+int64_t tf_seq_len(const tf_engine *e, tf_seq_id s)
+{
+	const struct tf_seq *q = seq_get(e, s);
+	return q ? q->len : -1;
+}
+
+const int32_t *tf_seq_tokens(const tf_engine *e, tf_seq_id s)
+{
+	const struct tf_seq *q = seq_get(e, s);
+	return q ? q->tok : NULL;
+}
+
+/* A broken sequence's state is not what its tokens say. */
+static int seq_usable(const struct tf_seq *q, tf_seq_id s)
+{
+	if (!q->broken)
+		return TF_OK;
+	return tf_diag_set(TF_ERR_INVALID,
+			   "sequence %d: a step failed part way through it; truncate it first", s);
+}
+
+int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
+{
+	struct tf_seq *q = seq_get(e, src);
+	tf_seq_id id;
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if ((rc = seq_usable(q, src)) != TF_OK || (rc = tf_seq_new(e, &id)) != TF_OK)
+		return rc;
+	struct tf_seq *d = seq_get(e, id);
+	if ((rc = seq_reserve(d, q->len)) != TF_OK ||
+	    (rc = tf_seqstate_copy(d->st, q->st)) != TF_OK) {
+		tf_seq_free(e, id);
+		return tf_diag_prefix(rc, "fork of sequence %d", src);
+	}
+	if (q->len)
+		memcpy(d->tok, q->tok, (size_t)q->len * sizeof(*d->tok));
+	d->len = q->len;
+	*out = id;
+	return TF_OK;
+}
+
+int tf_seq_snapshot(tf_engine *e, tf_seq_id s)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if ((rc = seq_usable(q, s)) != TF_OK)
+		return rc;
+	q->mark = -1;
+	if ((rc = tf_seqstate_snapshot(q->st)) != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	q->mark = q->len;
+	return TF_OK;
+}
+
+int tf_seq_rollback(tf_engine *e, tf_seq_id s)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (q->mark < 0)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d has no snapshot to roll back to", s);
+	if ((rc = tf_seqstate_rollback(q->st)) != TF_OK) {
+		q->broken = true;
+		return tf_diag_prefix(rc, "sequence %d", s);
+	}
+	q->len = q->mark;
+	q->broken = false;
+	return TF_OK;
+}
+
+static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
+		      bool no_out);
+
+int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (len < 0 || len > q->len)
+		return tf_diag_set(TF_ERR_INVALID,
+				   "sequence %d holds %" PRId64 " tokens: cannot keep %" PRId64,
+				   s, q->len, len);
+	if (len == q->len && !q->broken)
+		return TF_OK;
+	int64_t from = 0;
+	if (q->mark >= 0 && q->mark <= len) {
+		if ((rc = tf_seqstate_rollback(q->st)) != TF_OK) {
+			q->broken = true;
+			return tf_diag_prefix(rc, "sequence %d", s);
+		}
+		from = q->mark;
+	} else {
+		tf_seqstate_reset(q->st);
+		q->mark = -1;           /* the cache cannot roll forward to it */
+	}
+	q->len = from;
+	q->broken = false;
+	if (from == len)
+		return TF_OK;
+	/* The replayed tokens are rewritten in place; run a copy. */
+	int32_t *again = malloc((size_t)(len - from) * sizeof(*again));
+	if (!again) {
+		q->broken = true;
+		return tf_diag_set(TF_ERR_NOMEM, "sequence %d: out of memory to truncate", s);
+	}
+	memcpy(again, q->tok + from, (size_t)(len - from) * sizeof(*again));
+	const tf_batch b = { .n = len - from, .token = again, .one_seq = s };
+	rc = engine_run(e, &b, NULL, NULL, true);
+	free(again);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
+	return TF_OK;
+}
+
+/* ---- batches ---- */
+
+static tf_seq_id batch_seq(const tf_batch *b, int64_t i)
+{
+	return b->seq ? b->seq[i] : b->one_seq;
+}
+
+int64_t tf_batch_outputs(const tf_batch *b)
+{
+	int64_t n = 0;
+	if (b->out) {
+		for (int64_t i = 0; i < b->n; i++)
+			n += b->out[i] != 0;
+		return n;
+	}
+	if (!b->seq)
+		return b->n > 0;
+	/* A token is its sequence's last when none after it shares it. */
+	for (int64_t i = 0; i < b->n; i++) {
+		int64_t j = i + 1;
+		while (j < b->n && b->seq[j] != b->seq[i])
+			j++;
+		n += j == b->n;
+	}
+	return n;
+}
+
+/* Forget the per-batch counts of the slots a batch touched. */
+static void batch_clear(tf_engine *e, int n_touched)
+{
+	for (int k = 0; k < n_touched; k++)
+		e->seq[e->touched[k]].nb = 0;
+}
+
+/*
+ * Check every token of b (sequence alive and usable, in the vocabulary,
+ * at its sequence's next position, within the context) and count each
+ * sequence's tokens; *n_touched slots were touched, first seen first.
+ */
+static int batch_check(tf_engine *e, const tf_batch *b, int *n_touched)
+{
+	int rc;
+	*n_touched = 0;
+	for (int64_t i = 0; i < b->n; i++) {
+		tf_seq_id s = batch_seq(b, i);
+		struct tf_seq *q = seq_get(e, s);
+		if (!q)
+			return tf_diag_prefix(TF_ERR_INVALID, "batch token %" PRId64, i);
+		if (q->nb == 0) {
+			if ((rc = seq_usable(q, s)) != TF_OK)
+				return rc;
+			e->touched[(*n_touched)++] = (int)(q - e->seq);
+		}
+		int64_t at = q->len + q->nb;
+		if (b->token[i] < 0 || b->token[i] >= e->vocab)
+			return tf_diag_set(TF_ERR_INVALID,
+					   "batch token %" PRId64 ": token id %d of sequence %d is outside the vocabulary [0, %d)",
+					   i, b->token[i], s, e->vocab);
+		if (b->pos && b->pos[i] != at)
+			return tf_diag_set(TF_ERR_INVALID,
+					   "batch token %" PRId64 " of sequence %d: position %d, but the sequence continues at %" PRId64 " (%s)",
+					   i, s, b->pos[i], at, b->pos[i] > at ? "a gap" : "an overlap");
+		if (at >= e->context)
+			return tf_diag_set(TF_ERR_RANGE,
+					   "sequence %d: %" PRId64 " tokens after %" PRId64 " exceed the context of %" PRId64 " tokens ([runtime] context)",
+					   s, q->nb + 1, q->len, e->context);
+		q->nb++;
+		q->last = i;
+	}
+	for (int k = 0; k < *n_touched; k++) {
+		struct tf_seq *q = &e->seq[e->touched[k]];
+		if ((rc = seq_reserve(q, q->len + q->nb)) != TF_OK)
+			return rc;
+	}
+	return TF_OK;
+}
+
+/* Grow the batch arrays to n tokens and the hidden buffer to n_out rows. */
+static int batch_reserve(tf_engine *e, int64_t n, int64_t n_out)
+{
+	if (n > e->batch_cap) {
+		int64_t *o = realloc(e->order, (size_t)n * sizeof(*o));
+		if (o)
+			e->order = o;
+		int64_t *a = o ? realloc(e->out_at, (size_t)n * sizeof(*a)) : NULL;
+		if (!a)
+			return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for a batch of %" PRId64
+					   " tokens", n);
+		e->out_at = a;
+		e->batch_cap = n;
+	}
+	if (n_out > e->hid_cap) {
+		float *h = e->be->alloc(e->bctx, (size_t)n_out * (size_t)e->hidden * sizeof(float));
+		if (!h)
+			return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for %" PRId64
+					   " hidden rows", n_out);
+		if (e->hid)
+			e->be->free(e->bctx, e->hid);
+		e->hid = h;
+		e->hid_cap = n_out;
+	}
+	return TF_OK;
+}
+
+/* Grouped rows [r0, r0 + m) through one pipeline step. */
+static int batch_step(tf_engine *e, const tf_batch *b, int64_t r0, int64_t m)
+{
+	int n_seg = 0;
+	int64_t n_out = 0;
+	for (int64_t j = 0; j < m; j++) {
+		int64_t i = e->order[r0 + j];
+		struct tf_seq *q = seq_get(e, batch_seq(b, i));
+		if (!n_seg || e->step_seg[n_seg - 1].state != q->st)
+			e->step_seg[n_seg++] = (tf_pipe_seg){ .state = q->st, .row0 = j };
+		e->step_seg[n_seg - 1].n++;
+		e->step_tok[j] = b->token[i];
+		e->step_pos[j] = (int32_t)(q->len + (r0 + j - q->row0));
+		if (e->out_at[i] >= 0) {
+			e->step_row[n_out] = j;
+			e->step_at[n_out++] = e->out_at[i];
+		}
+	}
+	const tf_pipe_out out = { .row = e->step_row, .at = e->step_at, .n = n_out };
+	return tf_pipeline_step(e->p, e->step_tok, e->step_pos, m, e->step_seg, n_seg, &out,
+				e->hid);
+}
+
+static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
+		      bool no_out)
+{
+	int n_touched = 0, rc;
+	int64_t n_out = 0;
+
+	if (!b || b->n < 1 || !b->token)
+		return tf_diag_set(TF_ERR_INVALID, "engine: an empty batch");
+	if ((rc = batch_check(e, b, &n_touched)) != TF_OK ||
+	    (rc = batch_reserve(e, b->n, no_out ? 0 : tf_batch_outputs(b))) != TF_OK)
+		goto out;
+
+	/* Group rows by sequence, first seen first; number the outputs. */
+	for (int k = 0, row = 0; k < n_touched; k++) {
+		struct tf_seq *q = &e->seq[e->touched[k]];
+		q->row0 = row;
+		q->fill = 0;
+		row += (int)q->nb;
+	}
+	for (int64_t i = 0; i < b->n; i++) {
+		struct tf_seq *q = seq_get(e, batch_seq(b, i));
+		e->order[q->row0 + q->fill++] = i;
+		bool want = !no_out && (b->out ? b->out[i] != 0 : q->last == i);
+		e->out_at[i] = want ? n_out++ : -1;
+	}
+
+	for (int64_t r0 = 0; r0 < b->n; r0 += e->rows) {
+		int64_t m = b->n - r0 < e->rows ? b->n - r0 : e->rows;
+		if ((rc = batch_step(e, b, r0, m)) != TF_OK) {
+			/* Sequences of this step may have moved part way. */
+			for (int64_t j = r0; j < r0 + m; j++)
+				seq_get(e, batch_seq(b, e->order[j]))->broken = true;
+			goto out;
+		}
+		/* The rows ran: their sequences hold them now. */
+		for (int64_t j = r0; j < r0 + m; j++) {
+			int64_t i = e->order[j];
+			struct tf_seq *q = seq_get(e, batch_seq(b, i));
+			q->tok[q->len + (j - q->row0)] = b->token[i];
+		}
+		for (int k = 0; k < n_touched; k++) {
+			struct tf_seq *q = &e->seq[e->touched[k]];
+			int64_t lo = q->row0 > r0 ? q->row0 : r0;
+			int64_t hi = q->row0 + q->nb < r0 + m ? q->row0 + q->nb : r0 + m;
+			if (hi > lo) {  /* its rows left start at row0 + (hi - lo) */
+				q->len += hi - lo;
+				q->row0 += hi - lo;
+				q->nb -= hi - lo;
+			}
+		}
+	}
+	if (n_out && logits && (rc = tf_pipeline_head(e->p, e->hid, n_out, logits)) != TF_OK)
+		goto out;
+	if (n_out && hidden)
+		memcpy(hidden, e->hid, (size_t)n_out * (size_t)e->hidden * sizeof(float));
+out:
+	batch_clear(e, n_touched);
+	return rc;
+}
+
+int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden)
+{
+	return engine_run(e, b, logits, hidden, false);
+}
+
+/* ---- stages ---- */
+
+int tf_engine_stage_count(void) { return TF_STAGE_COUNT; }
+const char *tf_engine_stage_name(int stage) { return tf_stage_name((tf_stage)stage); }
+
+double tf_engine_stage_seconds(const tf_engine *e, int stage)
+{
+	return tf_pipeline_stage_seconds(e->p, (tf_stage)stage);
+}
+
+void tf_engine_stats_reset(tf_engine *e) { tf_pipeline_stats_reset(e->p); }
+
+tf_runtime *tf_engine_runtime(const tf_engine *e) { return e->rt; }

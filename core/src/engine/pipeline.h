@@ -1,0 +1,91 @@
+/*
+ * pipeline.h - the Ling layer stack: one step over a batch of rows.
+ *
+ *   embed -> for each layer: rmsnorm -> attention -> +residual
+ *                            rmsnorm -> ffn       -> +residual
+ *         -> final norm                      (tf_pipeline_step)
+ *         -> lm_head                         (tf_pipeline_head)
+ *
+ * The pipeline creates one instance of the chosen attention and ffn plugin
+ * per layer (tf_runtime_attention/ffn), holding weights only, and owns the
+ * activation buffers of one step of at most [runtime] prefill_chunk rows.
+ * The rows of a step belong to one or more sequences, each a tf_seqstate
+ * (seqstate.h) holding that sequence's state in every layer: linears and
+ * the FFN run over all rows at once, attention per sequence.  The MTP
+ * layer at index num_hidden_layers is not part of the stack; the drafter
+ * runs it.
+ */
+#ifndef TF_PIPELINE_H
+#define TF_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+typedef struct tf_pipeline tf_pipeline;
+typedef struct tf_seqstate tf_seqstate;
+
+/* Where forward time went, by plugin slot (seconds, since init/reset);
+ * layers of a type a plugin adds count under TF_STAGE_OTHER. */
+typedef enum tf_stage {
+	TF_STAGE_EMBED, TF_STAGE_KDA, TF_STAGE_MLA, TF_STAGE_DENSE, TF_STAGE_MOE,
+	TF_STAGE_NORM, TF_STAGE_HEAD, TF_STAGE_OTHER, TF_STAGE_COUNT
+} tf_stage;
+
+int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out);
+void tf_pipeline_free(tf_pipeline *p);
+
+/* `tfrun --check`: open every layer, the embedding, the norms and the
+ * head against their tensors (presence, dtype, shape, quant format) and
+ * close them again, without computing or paging the weights in first.
+ * Fails like tf_pipeline_init, naming the layer, tensor and config key. */
+int tf_pipeline_check(tf_runtime *rt);
+
+/* The rows [row0, row0 + n) of a step that continue one sequence. */
+typedef struct tf_pipe_seg {
+	tf_seqstate *state;
+	int64_t row0, n;
+} tf_pipe_seg;
+
+/* Which rows of a step leave it: row[k]'s final-normed hidden state goes
+ * to row at[k] of the caller's buffer. */
+typedef struct tf_pipe_out {
+	const int64_t *row, *at;
+	int64_t n;
+} tf_pipe_out;
+
+/*
+ * One step of n <= tf_pipeline_rows() tokens: seg[0..n_seg) cover rows
+ * 0..n-1 in order, one segment per sequence, pos[i] row i's position.
+ * The hidden states `out` names go to hidden [*, hidden_size], in backend
+ * memory.  Tokens were checked against the vocabulary by the caller.  On
+ * failure the states of the segments may have moved part way.
+ */
+int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
+		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden);
+
+/* logits [n, vocab] (host memory) = lm_head(hidden [n, hidden_size]). */
+int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits);
+
+int64_t tf_pipeline_rows(const tf_pipeline *p);       /* rows per step */
+int tf_pipeline_vocab(const tf_pipeline *p);
+int tf_pipeline_hidden_size(const tf_pipeline *p);
+const tf_host *tf_pipeline_host(const tf_pipeline *p);
+
+double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s);
+void tf_pipeline_stats_reset(tf_pipeline *p);
+const char *tf_stage_name(tf_stage s);
+
+/* For seqstate.c: layer i's attention plugin and instance, and whether
+ * the plugin keeps state apart (ABI 1.5) or in the instance. */
+int tf_pipeline_layers(const tf_pipeline *p);
+const tf_plugin_attention *tf_pipeline_attn(const tf_pipeline *p, int i, void **inst);
+bool tf_pipeline_attn_batched(const tf_pipeline *p, int i);
+/* The pipeline's pre-1.5 layers hold one sequence: claim them for `owner`
+ * (TF_ERR_UNSUPPORTED naming the first such layer when another holds
+ * them; TF_OK when there are none), release them when it goes. */
+int tf_pipeline_legacy_claim(tf_pipeline *p, const void *owner);
+void tf_pipeline_legacy_release(tf_pipeline *p, const void *owner);
+
+#endif /* TF_PIPELINE_H */

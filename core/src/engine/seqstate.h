@@ -1,0 +1,38 @@
+/*
+ * seqstate.h - one sequence's attention state in every layer of a pipeline.
+ *
+ * A layer whose plugin has the ABI 1.5 state slots gets a state object of
+ * its own per sequence.  A plugin built before 1.5 holds its one sequence
+ * inside its layer instance: while the pipeline has such a layer, only one
+ * seqstate exists at a time (TF_ERR_UNSUPPORTED names the layer), and it
+ * cannot be copied.
+ *
+ * Each seqstate keeps one snapshot (tf_seqstate_snapshot), its buffers
+ * taken on first use and kept for the next.
+ */
+#ifndef TF_SEQSTATE_H
+#define TF_SEQSTATE_H
+
+#include <stdint.h>
+
+#include "pipeline.h"
+
+/* An empty state for up to max_ctx tokens. */
+int tf_seqstate_new(tf_pipeline *p, int64_t max_ctx, tf_seqstate **out);
+void tf_seqstate_free(tf_seqstate *s);
+
+/* Empty it again. */
+void tf_seqstate_reset(tf_seqstate *s);
+/* dst holds what src holds (same pipeline); TF_ERR_UNSUPPORTED for a
+ * pre-1.5 layer. */
+int tf_seqstate_copy(tf_seqstate *dst, const tf_seqstate *src);
+
+/* Save the state as it is now, replacing the previous snapshot; go back
+ * to it (TF_ERR_INVALID when none was taken). */
+int tf_seqstate_snapshot(tf_seqstate *s);
+int tf_seqstate_rollback(tf_seqstate *s);
+
+/* Layer i's state object (the instance itself for a pre-1.5 plugin). */
+void *tf_seqstate_layer(const tf_seqstate *s, int i);
+
+#endif /* TF_SEQSTATE_H */
