@@ -47,9 +47,20 @@ static const struct slot quant_slots[] = {
 };
 static const struct slot attention_slots[] = {
 	SLOT(tf_plugin_attention, layer_type), SLOT(tf_plugin_attention, layer_init),
-	SLOT(tf_plugin_attention, layer_fini), SLOT(tf_plugin_attention, forward),
-	SLOT(tf_plugin_attention, reset), SLOT(tf_plugin_attention, seq_len),
-	{ NULL, 0 }
+	SLOT(tf_plugin_attention, layer_fini), { NULL, 0 }
+};
+/* An attention descriptor also fills one of two sets: the ABI 1.5 state
+ * slots, all of them, or else the pre-1.5 per-instance sequence slots. */
+static const struct slot attention_state_slots[] = {
+	SLOT(tf_plugin_attention, state_new), SLOT(tf_plugin_attention, state_free),
+	SLOT(tf_plugin_attention, state_reset), SLOT(tf_plugin_attention, state_len),
+	SLOT(tf_plugin_attention, state_copy), SLOT(tf_plugin_attention, state_snapshot_size),
+	SLOT(tf_plugin_attention, state_snapshot), SLOT(tf_plugin_attention, state_rollback),
+	SLOT(tf_plugin_attention, forward_batch), { NULL, 0 }
+};
+static const struct slot attention_old_slots[] = {
+	SLOT(tf_plugin_attention, forward), SLOT(tf_plugin_attention, reset),
+	SLOT(tf_plugin_attention, seq_len), { NULL, 0 }
 };
 static const struct slot ffn_slots[] = {
 	SLOT(tf_plugin_ffn, layer_type), SLOT(tf_plugin_ffn, layer_init),
@@ -186,6 +197,37 @@ static bool slot_filled(const tf_plugin_header *d, size_t offset)
 	return p != NULL;
 }
 
+/* Whether any of `slots` is within struct_size and non-NULL. */
+static bool any_filled(const tf_plugin_header *d, const struct slot *slots)
+{
+	for (const struct slot *s = slots; s->name; s++)
+		if (d->struct_size >= s->offset + sizeof(void *) && slot_filled(d, s->offset))
+			return true;
+	return false;
+}
+
+/* Every one of `slots` present; else c is rejected naming the first
+ * missing one, `note` appended. */
+static bool slots_filled(tf_candidate *c, const tf_plugin_header *d, const struct slot *slots,
+			 const char *note)
+{
+	const struct kind_info *k = &kinds[c->kind];
+	for (const struct slot *s = slots; s->name; s++) {
+		if (d->struct_size < s->offset + sizeof(void *)) {
+			cand_reject(c, TF_ERR_ABI, "descriptor is %u bytes: too small "
+				    "for required slot '%s' (ABI %d.0 %s descriptors "
+				    "hold at least %zu)%s", d->struct_size, s->name,
+				    TF_ABI_MAJOR, k->name, s->offset + sizeof(void *), note);
+			return false;
+		}
+		if (!slot_filled(d, s->offset)) {
+			cand_reject(c, TF_ERR_ABI, "missing required slot '%s'%s", s->name, note);
+			return false;
+		}
+	}
+	return true;
+}
+
 const tf_plugin_key *tf_registry_keys(const tf_candidate *c)
 {
 	const tf_plugin_key *k = NULL;
@@ -229,18 +271,15 @@ static void cand_check(tf_registry *r, tf_candidate *c, const tf_plugin_header *
 		cand_reject(c, TF_ERR_ABI, "missing required slot 'probe'");
 		return;
 	}
-	for (const struct slot *s = k->slots; s->name; s++) {
-		if (d->struct_size < s->offset + sizeof(void *)) {
-			cand_reject(c, TF_ERR_ABI, "descriptor is %u bytes: too small "
-				    "for required slot '%s' (ABI %d.0 %s descriptors "
-				    "hold at least %zu)", d->struct_size, s->name,
-				    TF_ABI_MAJOR, k->name, s->offset + sizeof(void *));
+	if (!slots_filled(c, d, k->slots, ""))
+		return;
+	/* Attention: any 1.5 state slot asks for all of them; none, for the
+	 * pre-1.5 ones. */
+	if (c->kind == TF_KIND_ATTENTION) {
+		bool v15 = any_filled(d, attention_state_slots);
+		if (!slots_filled(c, d, v15 ? attention_state_slots : attention_old_slots,
+				  v15 ? " (the ABI 1.5 state slots go all together)" : ""))
 			return;
-		}
-		if (!slot_filled(d, s->offset)) {
-			cand_reject(c, TF_ERR_ABI, "missing required slot '%s'", s->name);
-			return;
-		}
 	}
 	/* The first sound plugin of a kind and name on the path wins. */
 	for (const tf_candidate *o = r->c; o < c; o++) {

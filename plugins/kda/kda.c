@@ -1,15 +1,17 @@
 /*
  * kda.c - the KDA attention plugin (layer type "kda").
  *
- * One instance per KDA layer: its projections, the small fp32 tensors, and
- * the state of the sequence being decoded (per-channel conv history of q, k
- * and v, and the fp32 recurrent state of every head).
+ * One instance per KDA layer holds its projections and the small fp32
+ * tensors; each sequence's state (per-channel conv history of q, k and v,
+ * and the fp32 recurrent state of every head) is a struct kda_state of its
+ * own (ABI 1.5).
  *
- * forward(): the input projections run through the quant plugin on all
- * tokens at once; then each head, on its own worker, runs its short causal
- * conv + SiLU, L2 norms, gates, the delta rule (delta.c: recurrent for a few
- * tokens, chunked WY form for longer runs) and its gated RMSNorm; o_proj
- * closes the block.  Shapes all come from config.json.
+ * forward_batch(): the input projections run through the quant plugin on
+ * all rows of every sequence at once; then each (sequence, head) pair, on
+ * its own worker, runs its short causal conv + SiLU, L2 norms, gates, the
+ * delta rule on that sequence's state (delta.c: recurrent for a few tokens,
+ * chunked WY form for longer runs) and its gated RMSNorm; o_proj over all
+ * rows closes the block.  Shapes all come from config.json.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -58,11 +60,6 @@ struct kda_layer {
 	float *dt_bias;                 /* [P] */
 	float *o_norm;                  /* [dim] */
 
-	/* Sequence state. */
-	int64_t max_ctx, len;
-	float *S;                       /* [heads, dim, dim] */
-	float *conv;                    /* [3, P, width - 1] raw inputs, oldest first */
-
 	size_t work_per;                /* scratch floats per worker */
 	int n_workers;
 	bool scratch_ref;               /* holds a reference on kda_scratch */
@@ -75,6 +72,16 @@ struct kda_act {
 	float *beta;                    /* [n, heads] */
 	float *low;                     /* [n, dim] low-rank gate input */
 	float *work;                    /* per worker: work_per floats */
+};
+
+/* One sequence's state, in one allocation; snapshots copy S and conv as
+ * one block. */
+struct kda_state {
+	const struct kda_layer *L;      /* the layer that made it */
+	int64_t max_ctx, len;
+	float *conv;                    /* [3, P, width - 1] raw inputs, oldest first,
+					 * right after S */
+	float S[];                      /* [heads, dim, dim] */
 };
 
 static tf_scratch kda_scratch = TF_SCRATCH_INIT;
@@ -203,7 +210,6 @@ static void kda_layer_fini(void *inst)
 	free(L->o_norm);
 	if (L->scratch_ref)
 		tf_scratch_unref(&kda_scratch);
-	free(L->S);     /* conv points into the same allocation */
 	free(L);
 }
 
@@ -269,21 +275,14 @@ static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->safe_gate = c->kda_safe_gate;
 	L->lower_bound = c->kda_lower_bound;
 	L->eps = c->rms_norm_eps;
-	L->max_ctx = max_ctx;
 
 	if ((rc = kda_load(L, prefix)))
 		goto fail;
 
-	L->S = calloc(kda_state_floats(L), sizeof(float));
-	L->conv = L->S ? L->S + (size_t)L->heads * L->dim * L->dim : NULL;
 	L->n_workers = L->be->n_threads(L->bctx);
 	if (L->n_workers < 1)
 		L->n_workers = 1;
 	L->work_per = kda_delta_chunk_work(L->dim, L->dim);
-	if (!L->S) {
-		rc = h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory for the state", layer);
-		goto fail;
-	}
 	tf_scratch_ref(&kda_scratch);
 	L->scratch_ref = true;
 	*inst = L;
@@ -331,36 +330,40 @@ static void kda_l2norm(float *x, int n, float scale)
 		x[i] *= r;
 }
 
-/* Everything of one head between the projections and o_proj. */
-static void kda_head(struct kda_layer *L, const struct kda_act *A, int hd, int64_t n,
-		     float *work)
+/*
+ * Everything of one head of one sequence between the projections and
+ * o_proj: rows [row0, row0 + n) of the activations, on state st.
+ */
+static void kda_head(const struct kda_layer *L, const struct kda_act *A, struct kda_state *st,
+		     int hd, int64_t row0, int64_t n, float *work)
 {
 	const int D = L->dim, W = L->width;
-	const int64_t P = L->P, off = (int64_t)hd * D;
+	const int64_t P = L->P, off = (int64_t)hd * D, r0 = row0 * P;
 
 	for (int s = 0; s < KDA_NCONV; s++)
 		for (int64_t t = 0; t < n; t++)
-			kda_conv_step(A->x[s] + t * P + off, D, L->conv_w[s] + off * W, W,
-				      L->conv + ((size_t)s * P + off) * (W - 1));
+			kda_conv_step(A->x[s] + r0 + t * P + off, D, L->conv_w[s] + off * W, W,
+				      st->conv + ((size_t)s * P + off) * (W - 1));
 
 	const float a = L->a_exp[hd], qscale = 1.0f / sqrtf((float)D);
+	float *beta = A->beta + row0 * L->heads + hd;
 	for (int64_t t = 0; t < n; t++) {
-		kda_l2norm(A->x[KDA_Q] + t * P + off, D, qscale);
-		kda_l2norm(A->x[KDA_K] + t * P + off, D, 1.0f);
-		float *g = A->f + t * P + off;
+		kda_l2norm(A->x[KDA_Q] + r0 + t * P + off, D, qscale);
+		kda_l2norm(A->x[KDA_K] + r0 + t * P + off, D, 1.0f);
+		float *g = A->f + r0 + t * P + off;
 		const float *bias = L->dt_bias + off;
 		for (int c = 0; c < D; c++)
 			g[c] = L->safe_gate ? L->lower_bound * tf_tu_sigmoid(a * (g[c] + bias[c]))
 					    : -a * tf_tu_softplus(g[c] + bias[c]);
-		A->beta[t * L->heads + hd] = tf_tu_sigmoid(A->beta[t * L->heads + hd]);
+		beta[t * L->heads] = tf_tu_sigmoid(beta[t * L->heads]);
 	}
 
 	kda_head_io io = {
-		.q = A->x[KDA_Q] + off, .k = A->x[KDA_K] + off, .g = A->f + off,
-		.v = A->x[KDA_V] + off, .beta = A->beta + hd, .o = A->o + off,
+		.q = A->x[KDA_Q] + r0 + off, .k = A->x[KDA_K] + r0 + off, .g = A->f + r0 + off,
+		.v = A->x[KDA_V] + r0 + off, .beta = beta, .o = A->o + r0 + off,
 		.ld = P, .ldb = L->heads,
 	};
-	float *S = L->S + (size_t)hd * D * D;
+	float *S = st->S + (size_t)hd * D * D;
 	/* Below one sub-block the chunk set-up costs more than it saves. */
 	if (n < KDA_SUBCHUNK)
 		kda_delta_recurrent(S, D, D, n, &io, work);
@@ -369,8 +372,8 @@ static void kda_head(struct kda_layer *L, const struct kda_act *A, int hd, int64
 
 	/* Gated RMSNorm: normalise, weight, then multiply by sigmoid(gate). */
 	for (int64_t t = 0; t < n; t++) {
-		float *o = A->o + t * P + off;
-		const float *gt = A->gate + t * P + off;
+		float *o = A->o + r0 + t * P + off;
+		const float *gt = A->gate + r0 + t * P + off;
 		float ss = 0.0f;
 		for (int c = 0; c < D; c++)
 			ss += o[c] * o[c];
@@ -381,30 +384,76 @@ static void kda_head(struct kda_layer *L, const struct kda_act *A, int hd, int64
 }
 
 struct kda_job {
-	struct kda_layer *L;
+	const struct kda_layer *L;
 	const struct kda_act *A;
-	int64_t n;
+	const tf_attn_batch *b;
 };
 
+/* Item i is head i % heads of segment i / heads. */
 static void kda_heads_fn(void *arg, int64_t begin, int64_t end, int worker)
 {
 	struct kda_job *j = arg;
-	for (int64_t hd = begin; hd < end; hd++)
-		kda_head(j->L, j->A, (int)hd, j->n, j->A->work + (size_t)worker * j->L->work_per);
+	const int heads = j->L->heads;
+	for (int64_t i = begin; i < end; i++) {
+		const tf_attn_seg *sg = &j->b->seg[i / heads];
+		if (sg->n)
+			kda_head(j->L, j->A, sg->state, (int)(i % heads), sg->row0, sg->n,
+				 j->A->work + (size_t)worker * j->L->work_per);
+	}
 }
 
-static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
-		       float *y)
+/* st is a state this layer made; else TF_ERR_INVALID naming the layer. */
+static int kda_check_state(const struct kda_layer *L, const struct kda_state *st,
+			   const char *what)
+{
+	if (st && st->L == L)
+		return TF_OK;
+	return L->h->error(L->h, TF_ERR_INVALID, "layer %d (kda): %s: not a state of this layer",
+			   L->layer, what);
+}
+
+/* Segments well-formed (tf_attn_batch) and every state with room for its
+ * rows, checked before any state is touched. */
+static int kda_check_batch(const struct kda_layer *L, const tf_attn_batch *b)
+{
+	const tf_host *h = L->h;
+	int64_t next = 0;
+	int rc;
+	if (b->n < 0 || b->n_seg < 1 || !b->seg)
+		return h->error(h, TF_ERR_INVALID, "layer %d (kda): batch of %lld rows in %d segments",
+				L->layer, (long long)b->n, b->n_seg);
+	for (int k = 0; k < b->n_seg; k++) {
+		const tf_attn_seg *sg = &b->seg[k];
+		const struct kda_state *st = sg->state;
+		if (sg->row0 != next || sg->n < 0 || sg->n > b->n - next)
+			return h->error(h, TF_ERR_INVALID,
+					"layer %d (kda): segment %d (rows %lld + %lld) does not continue row %lld of %lld",
+					L->layer, k, (long long)sg->row0, (long long)sg->n,
+					(long long)next, (long long)b->n);
+		next += sg->n;
+		if ((rc = kda_check_state(L, st, "forward_batch")))
+			return rc;
+		for (int o = 0; o < k; o++)
+			if (b->seg[o].state == st)
+				return h->error(h, TF_ERR_INVALID,
+						"layer %d (kda): segments %d and %d share a state",
+						L->layer, o, k);
+		if ((rc = tf_tu_check_room(h, L->layer, "kda", sg->n, st->len, st->max_ctx)))
+			return rc;
+	}
+	if (next != b->n)
+		return h->error(h, TF_ERR_INVALID, "layer %d (kda): segments cover %lld of %lld rows",
+				L->layer, (long long)next, (long long)b->n);
+	return TF_OK;
+}
+
+static int kda_forward_batch(void *inst, const float *x, const tf_attn_batch *b, float *y)
 {
 	struct kda_layer *L = inst;
-	int rc = TF_OK;
-	if (n < 0)
-		return L->h->error(L->h, TF_ERR_INVALID, "layer %d (kda): %lld tokens",
-				   L->layer, (long long)n);
-	if ((rc = tf_tu_check_room(L->h, L->layer, "kda", n, L->len, L->max_ctx)))
+	const int64_t n = b->n;
+	int rc = kda_check_batch(L, b);
+	if (rc || n == 0)
 		return rc;
-	if (n == 0)
-		return TF_OK;
 	float *mem = tf_scratch_acquire(&kda_scratch, kda_act_floats(L, n));
 	if (!mem)
 		return L->h->error(L->h, TF_ERR_NOMEM,
@@ -420,54 +469,98 @@ static int kda_forward(void *inst, const float *x, int64_t n, const int32_t *pos
 	    (rc = kda_gate_forward(&L->g_proj, x, n, A.low, A.gate)))
 		goto out;
 
-	struct kda_job job = { .L = L, .A = &A, .n = n };
-	L->be->parallel_for(L->bctx, L->heads, tf_tu_grain(4 * n * L->dim * L->dim),
-			    kda_heads_fn, &job);
-	L->len += n;
+	/* Grain from the mean segment: items differ only in their rows. */
+	struct kda_job job = { .L = L, .A = &A, .b = b };
+	int64_t rows = (n + b->n_seg - 1) / b->n_seg;
+	L->be->parallel_for(L->bctx, (int64_t)b->n_seg * L->heads,
+			    tf_tu_grain(4 * rows * L->dim * L->dim), kda_heads_fn, &job);
+	for (int k = 0; k < b->n_seg; k++)
+		((struct kda_state *)b->seg[k].state)->len += b->seg[k].n;
 	rc = tf_lin_forward(&L->o_proj, A.o, n, y);
 out:
 	tf_scratch_release(&kda_scratch);
 	return rc;
 }
 
-static void kda_reset(void *inst)
+static int kda_state_new(void *inst, int64_t max_ctx, void **state)
 {
-	struct kda_layer *L = inst;
-	memset(L->S, 0, kda_state_floats(L) * sizeof(float));
-	L->len = 0;
+	const struct kda_layer *L = inst;
+	if (max_ctx <= 0)
+		return L->h->error(L->h, TF_ERR_INVALID, "layer %d (kda): context %lld must be positive",
+				   L->layer, (long long)max_ctx);
+	struct kda_state *st = calloc(1, sizeof(*st) + kda_state_floats(L) * sizeof(float));
+	if (!st)
+		return L->h->error(L->h, TF_ERR_NOMEM, "layer %d (kda): out of memory for a state",
+				   L->layer);
+	st->L = L;
+	st->max_ctx = max_ctx;
+	st->conv = st->S + (size_t)L->heads * L->dim * L->dim;
+	*state = st;
+	return TF_OK;
 }
 
-static int64_t kda_seq_len(void *inst)
+static void kda_state_free(void *inst, void *state)
 {
-	return ((struct kda_layer *)inst)->len;
+	free(state);
+}
+
+static void kda_state_reset(void *inst, void *state)
+{
+	struct kda_state *st = state;
+	memset(st->S, 0, kda_state_floats(inst) * sizeof(float));
+	st->len = 0;
+}
+
+static int64_t kda_state_len(void *inst, const void *state)
+{
+	return ((const struct kda_state *)state)->len;
+}
+
+static int kda_state_copy(void *inst, void *dst, const void *src)
+{
+	const struct kda_layer *L = inst;
+	struct kda_state *d = dst;
+	const struct kda_state *s = src;
+	int rc;
+	if ((rc = kda_check_state(L, d, "state_copy")) || (rc = kda_check_state(L, s, "state_copy")))
+		return rc;
+	if (s->len > d->max_ctx)
+		return L->h->error(L->h, TF_ERR_RANGE,
+				   "layer %d (kda): state_copy: %lld tokens exceed the context of %lld",
+				   L->layer, (long long)s->len, (long long)d->max_ctx);
+	if (d != s)
+		memcpy(d->S, s->S, kda_state_floats(L) * sizeof(float));
+	d->len = s->len;
+	return TF_OK;
 }
 
 /* A snapshot is the header and the whole state: KDA state is not append-only. */
-static size_t kda_snapshot_size(void *inst)
+static size_t kda_state_snapshot_size(void *inst, const void *state)
 {
 	return sizeof(struct kda_snap_hdr) + kda_state_floats(inst) * sizeof(float);
 }
 
-static int kda_snapshot(void *inst, void *buf)
+static int kda_state_snapshot(void *inst, const void *state, void *buf)
 {
-	struct kda_layer *L = inst;
-	struct kda_snap_hdr hdr = { .magic = KDA_SNAP_MAGIC, .len = L->len };
+	const struct kda_state *st = state;
+	struct kda_snap_hdr hdr = { .magic = KDA_SNAP_MAGIC, .len = st->len };
 	memcpy(buf, &hdr, sizeof(hdr));
-	memcpy((char *)buf + sizeof(hdr), L->S, kda_state_floats(L) * sizeof(float));
+	memcpy((char *)buf + sizeof(hdr), st->S, kda_state_floats(inst) * sizeof(float));
 	return TF_OK;
 }
 
-static int kda_rollback(void *inst, const void *buf)
+static int kda_state_rollback(void *inst, void *state, const void *buf)
 {
-	struct kda_layer *L = inst;
+	const struct kda_layer *L = inst;
+	struct kda_state *st = state;
 	struct kda_snap_hdr hdr;
 	memcpy(&hdr, buf, sizeof(hdr));
-	if (hdr.magic != KDA_SNAP_MAGIC || hdr.len < 0 || hdr.len > L->max_ctx)
+	if (hdr.magic != KDA_SNAP_MAGIC || hdr.len < 0 || hdr.len > st->max_ctx)
 		return L->h->error(L->h, TF_ERR_INVALID,
-				   "layer %d (kda): rollback buffer is not a kda snapshot of this layer",
+				   "layer %d (kda): rollback buffer is not a kda snapshot of this state",
 				   L->layer);
-	memcpy(L->S, (const char *)buf + sizeof(hdr), kda_state_floats(L) * sizeof(float));
-	L->len = hdr.len;
+	memcpy(st->S, (const char *)buf + sizeof(hdr), kda_state_floats(L) * sizeof(float));
+	st->len = hdr.len;
 	return TF_OK;
 }
 
@@ -479,12 +572,15 @@ static const tf_plugin_attention kda_plugin = {
 	.state_bytes = kda_state_bytes,
 	.layer_init = kda_layer_init,
 	.layer_fini = kda_layer_fini,
-	.forward = kda_forward,
-	.reset = kda_reset,
-	.seq_len = kda_seq_len,
-	.snapshot_size = kda_snapshot_size,
-	.snapshot = kda_snapshot,
-	.rollback = kda_rollback,
+	.state_new = kda_state_new,
+	.state_free = kda_state_free,
+	.state_reset = kda_state_reset,
+	.state_len = kda_state_len,
+	.state_copy = kda_state_copy,
+	.state_snapshot_size = kda_state_snapshot_size,
+	.state_snapshot = kda_state_snapshot,
+	.state_rollback = kda_state_rollback,
+	.forward_batch = kda_forward_batch,
 };
 
 TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)

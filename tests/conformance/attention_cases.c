@@ -9,8 +9,13 @@
  *
  *   prefill      n tokens at once equal n one-token steps (1e-4)
  *   rollback     snapshot, m tokens, rollback, the same m tokens: the same
- *                bits, and seq_len back where it was
+ *                bits, and the length back where it was
  *   reset        a reset sequence gives its first tokens' bits again
+ *   batched      (ABI 1.5) two sequences in one forward_batch equal each
+ *                alone (1e-5)
+ *
+ * A plugin with the ABI 1.5 state slots runs them on one state of its
+ * own; one without, its pre-1.5 per-instance slots.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,14 +37,60 @@ struct layer {
 	const tf_plugin_attention *a;
 	const tf_host *h;
 	void *inst;
+	void *st;                       /* ABI 1.5: the sequence's state; else NULL */
 	int64_t hidden;
 	float *x, *y, *z;               /* backend memory, [N, hidden] */
 	int32_t pos[N];
 };
 
+/* One forward_batch of n rows of x from row `from` on st, at positions pos. */
+static int fwd_state(struct layer *l, void *st, int64_t from, int64_t n, const int32_t *pos,
+		     float *y)
+{
+	const tf_attn_seg seg = { .state = st, .row0 = 0, .n = n };
+	const tf_attn_batch b = { .n = n, .pos = pos, .n_seg = 1, .seg = &seg };
+	return l->a->forward_batch(l->inst, l->x + from * l->hidden, &b, y);
+}
+
+/* Rows [from, from + n) continue the sequence. */
 static int fwd(struct layer *l, int64_t from, int64_t n, float *y)
 {
+	if (l->st)
+		return fwd_state(l, l->st, from, n, l->pos + from, y);
 	return l->a->forward(l->inst, l->x + from * l->hidden, n, l->pos + from, y);
+}
+
+static void reset(struct layer *l)
+{
+	if (l->st)
+		l->a->state_reset(l->inst, l->st);
+	else
+		l->a->reset(l->inst);
+}
+
+static int64_t seq_len(struct layer *l)
+{
+	return l->st ? l->a->state_len(l->inst, l->st) : l->a->seq_len(l->inst);
+}
+
+static bool can_snapshot(const struct layer *l)
+{
+	return l->st || (l->a->snapshot_size && l->a->snapshot && l->a->rollback);
+}
+
+static size_t snapshot_size(struct layer *l)
+{
+	return l->st ? l->a->state_snapshot_size(l->inst, l->st) : l->a->snapshot_size(l->inst);
+}
+
+static int snapshot(struct layer *l, void *buf)
+{
+	return l->st ? l->a->state_snapshot(l->inst, l->st, buf) : l->a->snapshot(l->inst, buf);
+}
+
+static int rollback(struct layer *l, const void *buf)
+{
+	return l->st ? l->a->state_rollback(l->inst, l->st, buf) : l->a->rollback(l->inst, buf);
 }
 
 /* The relative error of n floats at a against b, both backend memory. */
@@ -57,13 +108,44 @@ static double diff(const struct layer *l, const float *a, const float *b, size_t
 	return err;
 }
 
+/* Rows [0, A) one sequence, [A, N) another: alone, then in one batch. */
+static void check_batched(struct layer *l, const char *name, int layer, cf_tally *t)
+{
+	enum { A = 5 };
+	const int64_t H = l->hidden;
+	int32_t pos[N];
+	void *other = NULL;
+	int rc = l->a->state_new(l->inst, CTX, &other);
+	for (int i = 0; i < N; i++)
+		pos[i] = i < A ? i : i - A;
+	reset(l);
+	if (!rc)
+		rc = fwd_state(l, l->st, 0, A, pos, l->y);
+	if (!rc)
+		rc = fwd_state(l, other, A, N - A, pos + A, l->y + A * H);
+	reset(l);
+	if (other)
+		l->a->state_reset(l->inst, other);
+	const tf_attn_seg seg[2] = { { .state = l->st, .row0 = 0, .n = A },
+				     { .state = other, .row0 = A, .n = N - A } };
+	const tf_attn_batch b = { .n = N, .pos = pos, .n_seg = 2, .seg = seg };
+	if (!rc)
+		rc = l->a->forward_batch(l->inst, l->x, &b, l->z);
+	double err = rc ? INFINITY : diff(l, l->z, l->y, (size_t)(N * H));
+	if (cf_case(t, !rc, name, "layer %d: batched: %s", layer, tf_diag_msg()))
+		cf_case(t, err <= 1e-5, name, "layer %d: two sequences batched vs alone: "
+			"error %.3g", layer, err);
+	if (other)
+		l->a->state_free(l->inst, other);
+}
+
 static void check_layer(struct layer *l, const char *name, int layer, cf_tally *t)
 {
 	int64_t H = l->hidden;
 
 	/* prefill against steps */
 	int rc = fwd(l, 0, N, l->y);
-	l->a->reset(l->inst);
+	reset(l);
 	for (int64_t i = 0; !rc && i < N; i++)
 		rc = fwd(l, i, 1, l->z + i * H);
 	double err = rc ? INFINITY : diff(l, l->z, l->y, (size_t)(N * H));
@@ -72,38 +154,43 @@ static void check_layer(struct layer *l, const char *name, int layer, cf_tally *
 			"error %.3g", layer, N, err);
 
 	/* snapshot after N - M, M tokens, rollback, the same M tokens */
-	if (!l->a->snapshot_size || !l->a->snapshot || !l->a->rollback) {
+	if (!can_snapshot(l)) {
 		t->skip++;
 	} else {
-		size_t sb = l->a->snapshot_size(l->inst);
+		size_t sb = snapshot_size(l);
 		void *snap = malloc(sb ? sb : 1);
-		l->a->reset(l->inst);
+		reset(l);
 		rc = fwd(l, 0, N - M, l->y);
 		if (!rc)
-			rc = l->a->snapshot(l->inst, snap);
+			rc = snapshot(l, snap);
 		if (!rc)
 			rc = fwd(l, N - M, M, l->y);
 		if (!rc)
-			rc = l->a->rollback(l->inst, snap);
-		bool back = !rc && l->a->seq_len(l->inst) == N - M;
+			rc = rollback(l, snap);
+		bool back = !rc && seq_len(l) == N - M;
 		if (!rc)
 			rc = fwd(l, N - M, M, l->z);
-		if (cf_case(t, !rc && back, name, "layer %d: rollback: status %d, seq_len %lld",
-			    layer, rc, (long long)l->a->seq_len(l->inst)))
+		if (cf_case(t, !rc && back, name, "layer %d: rollback: status %d, length %lld",
+			    layer, rc, (long long)seq_len(l)))
 			cf_case(t, diff(l, l->z, l->y, (size_t)(M * H)) == 0, name,
 				"layer %d: tokens after a rollback differ from before", layer);
 		free(snap);
 	}
 
 	/* reset: the first tokens again */
-	l->a->reset(l->inst);
+	reset(l);
 	rc = fwd(l, 0, 3, l->y);
-	l->a->reset(l->inst);
-	cf_case(t, l->a->seq_len(l->inst) == 0, name, "layer %d: seq_len after reset", layer);
+	reset(l);
+	cf_case(t, seq_len(l) == 0, name, "layer %d: length after reset", layer);
 	if (!rc)
 		rc = fwd(l, 0, 3, l->z);
 	cf_case(t, !rc && diff(l, l->z, l->y, (size_t)(3 * H)) == 0, name,
 		"layer %d: a reset sequence differs from the first", layer);
+
+	if (l->st)
+		check_batched(l, name, layer, t);
+	else
+		t->skip++;
 }
 
 /* The first layer of `type` in rt's model, or -1. */
@@ -160,10 +247,14 @@ void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const
 	tf_test_fill_uniform(host, (size_t)(N * l.hidden), 1.0f, &seed);
 	for (int i = 0; i < N; i++)
 		l.pos[i] = i;
-	if (cf_case(t, host && l.x && l.y && l.z &&
+	int rc = a->state_new ? a->state_new(l.inst, CTX, &l.st) : TF_OK;
+	if (cf_case(t, !rc, impl->name, "layer %d: state_new: %s", layer, tf_diag_msg()) &&
+	    cf_case(t, host && l.x && l.y && l.z &&
 			!h->backend->upload(h->backend_ctx, l.x, host, bytes),
 		    impl->name, "out of memory"))
 		check_layer(&l, impl->name, layer, t);
+	if (l.st)
+		a->state_free(l.inst, l.st);
 	a->layer_fini(l.inst);
 	float *bufs[] = { l.x, l.y, l.z };
 	for (int i = 0; i < 3; i++)

@@ -132,6 +132,14 @@ Test(registry, missing_required_slot)
 			"missing required slot 'forward'");
 }
 
+/* An attention descriptor fills the pre-1.5 slots or all the 1.5 state
+ * slots; toy-mean has the former and one of the latter. */
+Test(registry, partial_abi_1_5_state_slots)
+{
+	expect_rejected(TF_TEST_PLUGINS "/half15/toy-half15.so", TF_ERR_ABI,
+			"missing required slot 'state_free'");
+}
+
 Test(registry, wrong_kind_from_an_entry)
 {
 	expect_rejected(BAD "/bad-wrong_kind.so", TF_ERR_ABI,

@@ -129,6 +129,14 @@ static int toy_rollback(void *inst, const void *buf)
 	return TF_OK;
 }
 
+#ifdef TOY_HALF_15
+/* One ABI 1.5 state slot without the rest: the registry refuses it. */
+static int toy_state_new(void *inst, int64_t max_ctx, void **state)
+{
+	return TF_ERR_UNSUPPORTED;
+}
+#endif
+
 static const tf_plugin_attention toy = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_attention, TF_KIND_ATTENTION, "toy-mean", "0.1",
 				"toy attention: the running mean of the layer input", toy_probe),
@@ -143,6 +151,9 @@ static const tf_plugin_attention toy = {
 	.snapshot = toy_snapshot,
 	.rollback = toy_rollback,
 	.keys = toy_keys,
+#ifdef TOY_HALF_15
+	.state_new = toy_state_new,
+#endif
 };
 
 TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)
