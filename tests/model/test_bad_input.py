@@ -192,6 +192,13 @@ class BadInput(unittest.TestCase):
         self.expect_error(self.good, toks, ["9 tokens", "context of 8", "[runtime] context"],
                           "--set", "runtime.context=8")
 
+    def test_sequences_over_memory(self):
+        """Every sequence counts full: 4096 of 4096 tokens cannot fit in
+        the INI's 1G, and the refusal names both numbers."""
+        self.expect_error(self.good, None, ["memory plan needs", "x 4096 sequences",
+                                            "context of 4096 tokens", "memory_limit allows"],
+                          "--set", "runtime.sequences=4096")
+
     def test_token_outside_vocabulary(self):
         self.expect_error(self.good, [1, 2, 5000], ["token id 5000", "vocabulary"])
 
