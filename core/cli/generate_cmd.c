@@ -19,7 +19,6 @@
 #include "engine/access.h"
 #include "fail.h"
 #include "progress.h"
-#include "sampler.h"
 #include "stopstr.h"
 #include "textfile.h"
 #include "tokenizer.h"
@@ -38,7 +37,6 @@ struct gen {
 	tf_val *history;                /* the conversation's messages so far */
 	bool in_step;                   /* the sequence holds history as rendered */
 	bool opened;                    /* the prompt opened the reasoning */
-	tf_sampler sampler;
 	tf_stopset stops;
 	tf_stopstr stopstr;             /* --stop strings over the reply text */
 	float *logits;                  /* [prefill_chunk, vocab] */
@@ -58,7 +56,6 @@ struct gen {
 
 static void gen_free(struct gen *g)
 {
-	tf_sampler_free(&g->sampler);
 	tf_tok_free(g->tok);
 	tf_chat_template_free(g->tmpl);
 	tf_val_unref(g->history);
@@ -103,7 +100,7 @@ static int read_sampling(struct gen *g)
 	int n = g->vocab;
 	if (g->tok && tf_tok_vocab_size(g->tok) < n)
 		n = tf_tok_vocab_size(g->tok);
-	return tf_sampler_init(&g->sampler, &sp, n);
+	return tf_seq_set_sampling(g->e, g->sid, &sp, n);
 }
 
 /* Tokenizer, chat template and stop ids from the checkpoint folder. */
@@ -394,8 +391,7 @@ static int reply(struct gen *g)
 		const char *text;
 		size_t len;
 		int64_t pos = tf_seq_len(g->e, g->sid);
-		rc = tf_sampler_sample(&g->sampler, g->logits, tf_seq_tokens(g->e, g->sid),
-				       (size_t)pos, 0, (uint64_t)pos, &next);
+		rc = tf_seq_sample(g->e, g->sid, g->logits, &next);
 		if (rc != TF_OK)
 			break;
 		g->n_gen++;

@@ -1,30 +1,19 @@
 /*
- * sampler.h - picking the next token from logits.
+ * sampler.h - the sampler behind tf/sampler.h's parameters.
  *
- * Order: repetition and presence penalties on the logits; then greedy
- * (temperature <= 0) or temperature, top-k, softmax, top-p, min-p and a draw.
- *
- * The draw's random number is a pure function of (seed, sequence, position):
- * a counter-based hash, never a shared stream.  So a token does not depend on
- * how many other sequences were batched with it, nor on how many tokens a
- * drafter proposed and the verifier threw away: drafted == serial, sampled.
+ * The draw's random number is a pure function of (seed, stream, position):
+ * a counter-based hash, never a shared stream of draws.  So a token does not
+ * depend on how many other sequences were batched with it, nor on how many
+ * tokens a drafter proposed and the verifier threw away: drafted == serial,
+ * sampled.  The engine draws every sequence from stream 0.
  */
-#ifndef TF_SAMPLER_H
-#define TF_SAMPLER_H
+#ifndef TF_SAMPLER_IMPL_H
+#define TF_SAMPLER_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct tf_sampler_params {
-	float temperature;      /* <= 0: greedy (argmax) */
-	int top_k;              /* 0: off */
-	float top_p;            /* >= 1: off */
-	float min_p;            /* <= 0: off; else keep p >= min_p * p_max */
-	float repeat_penalty;   /* 1: off; > 1 discourages recent tokens */
-	float presence_penalty; /* 0: off; subtracted once per recent token */
-	int repeat_last_n;      /* the penalties' window; -1: all history */
-	uint64_t seed;
-} tf_sampler_params;
+#include "tf/sampler.h"
 
 /* One candidate of the final distribution. */
 typedef struct tf_sampler_cand {
@@ -40,8 +29,6 @@ typedef struct tf_sampler {
 	uint8_t *seen;          /* n_vocab flags for the penalty window */
 } tf_sampler;
 
-/* Greedy, no penalties, top_p 1, seed 0. */
-void tf_sampler_params_default(tf_sampler_params *p);
 /* Checks the ranges (TF_ERR_INVALID names the bad parameter). */
 int tf_sampler_init(tf_sampler *s, const tf_sampler_params *p, int n_vocab);
 void tf_sampler_free(tf_sampler *s);
@@ -74,4 +61,4 @@ double tf_sampler_uniform(uint64_t seed, uint64_t seq, uint64_t pos);
 int tf_sampler_sample_ref(tf_sampler *s, const float *logits, const int32_t *history,
 			  size_t n_history, uint64_t seq, uint64_t pos, int32_t *token);
 
-#endif /* TF_SAMPLER_H */
+#endif /* TF_SAMPLER_IMPL_H */

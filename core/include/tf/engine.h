@@ -51,6 +51,7 @@
 
 #include "tf/error.h"
 #include "tf/model.h"
+#include "tf/sampler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,6 +108,19 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s);
  * of len tokens without one.
  */
 int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len);
+
+/* --- sampling --- */
+
+/*
+ * s samples with p from now on (tf_sampler_params_default until set), over
+ * token ids below n_vocab (0: all of them; a checkpoint may pad its
+ * vocabulary past the tokenizer's ids).  A fork samples as its source.
+ */
+int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab);
+
+/* The token to follow s, from the logits [vocab] of its last token: the
+ * penalties see s's own tokens, the draw is the one for s's next position. */
+int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token);
 
 /* --- steps --- */
 

@@ -21,6 +21,7 @@
 #include "diag.h"
 #include "pipeline.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "seqstate.h"
 #include "tf/backend.h"
 
@@ -38,6 +39,7 @@ struct tf_seq {
 	int64_t len, mark;              /* mark: the snapshot's length, or -1 */
 	int32_t *tok;                   /* [len] of [cap] */
 	int64_t cap;
+	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
 
 	/* While a batch is checked and run. */
 	int64_t nb, row0, fill, last;
@@ -73,6 +75,7 @@ void tf_engine_close(tf_engine *e)
 		return;
 	for (int i = 0; e->seq && i < e->max_seqs; i++) {
 		tf_seqstate_free(e->seq[i].st);
+		tf_sampler_free(&e->seq[i].smp);
 		free(e->seq[i].tok);
 	}
 	if (e->hid)
@@ -184,7 +187,11 @@ int tf_seq_new(tf_engine *e, tf_seq_id *out)
 		return tf_diag_set(TF_ERR_RANGE,
 				   "all %d sequences are in use ([runtime] sequences)", e->max_seqs);
 	struct tf_seq *q = &e->seq[slot];
-	int rc = tf_seqstate_new(e->p, e->context, &q->st);
+	tf_sampler_params par;
+	tf_sampler_params_default(&par);
+	int rc = tf_sampler_init(&q->smp, &par, e->vocab);
+	if (rc == TF_OK && (rc = tf_seqstate_new(e->p, e->context, &q->st)) != TF_OK)
+		tf_sampler_free(&q->smp);
 	if (rc != TF_OK)
 		return rc;
 	q->alive = true;
@@ -201,6 +208,7 @@ int tf_seq_free(tf_engine *e, tf_seq_id s)
 	if (!q)
 		return TF_ERR_INVALID;
 	tf_seqstate_free(q->st);
+	tf_sampler_free(&q->smp);
 	q->st = NULL;
 	q->alive = false;
 	q->gen = (q->gen + 1) & SEQ_GEN_MASK;
@@ -239,7 +247,8 @@ int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
 		return rc;
 	struct tf_seq *d = seq_get(e, id);
 	if ((rc = seq_reserve(d, q->len)) != TF_OK ||
-	    (rc = tf_seqstate_copy(d->st, q->st)) != TF_OK) {
+	    (rc = tf_seqstate_copy(d->st, q->st)) != TF_OK ||
+	    (rc = tf_seq_set_sampling(e, id, &q->smp.par, q->smp.n_vocab)) != TF_OK) {
 		tf_seq_free(e, id);
 		return tf_diag_prefix(rc, "fork of sequence %d", src);
 	}
@@ -325,6 +334,33 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
 	return TF_OK;
+}
+
+int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab)
+{
+	struct tf_seq *q = seq_get(e, s);
+	tf_sampler fresh;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (n_vocab < 0 || n_vocab > e->vocab)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d: sampling vocabulary %d outside 0..%d",
+				   s, n_vocab, e->vocab);
+	int rc = tf_sampler_init(&fresh, p, n_vocab ? n_vocab : e->vocab);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	tf_sampler_free(&q->smp);
+	q->smp = fresh;
+	return TF_OK;
+}
+
+int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token)
+{
+	struct tf_seq *q = seq_get(e, s);
+	if (!q)
+		return TF_ERR_INVALID;
+	int rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)q->len, 0, (uint64_t)q->len,
+				   token);
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
 }
 
 /* ---- batches ---- */
