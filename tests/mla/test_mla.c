@@ -5,8 +5,8 @@
  * of both over one cache must all agree with it, with plain RoPE, YaRN, the
  * q_lora variant and the element-wise gate, with a float cache closely and
  * a bf16 cache within its rounding; several sequences in one batch as
- * alone, forks, pages taken on demand, snapshot/rollback, context overflow
- * and bad checkpoints.
+ * alone, forks, pages taken on demand, snapshot/rollback, context overflow,
+ * out of memory and bad checkpoints.
  */
 #include <criterion/criterion.h>
 #if defined(__SANITIZE_ADDRESS__)
@@ -19,6 +19,8 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "kda/attn_fixture.h"
 #include "mla_ref.h"
@@ -461,6 +463,68 @@ Test(mla, batch_range_error_leaves_every_state)
 	p->state_free(o.inst, st[0]);
 	p->state_free(o.inst, st[1]);
 	close_layer(&o);
+}
+
+/*
+ * Out of memory for pages: a batch whose second sequence needs more pages
+ * than the address space has room for fails TF_ERR_NOMEM naming the
+ * tokens, and the first sequence then continues as one never batched.
+ * The room is cut with RLIMIT_AS (this test's process only), which ASan's
+ * shadow memory does not survive.
+ */
+Test(mla, out_of_memory_leaves_every_state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	cr_skip_test("RLIMIT_AS and ASan's shadow memory do not mix");
+#else
+	enum { BIG = 600000 };  /* 77 MB of f32 pages */
+	struct mla_open o;
+	open_layer(&o, 19, "f32", BIG);
+	const tf_plugin_attention *p = o.p;
+	const size_t H = (size_t)o.H;
+	void *st[2] = { attn_fixture_state(p, o.inst, 64), attn_fixture_state(p, o.inst, BIG) };
+	void *ref = attn_fixture_state(p, o.inst, 64);
+	/* untouched beyond the first rows: the batch must fail before reading */
+	float *x = calloc((size_t)BIG * H, sizeof(float)), *y = malloc(sizeof(float) * BIG * H);
+	float *y1 = malloc(sizeof(float) * 6 * H), *y2 = malloc(sizeof(float) * 6 * H);
+	int64_t rows[2] = { 6, BIG - 6 }, ten = 10, six = 6;
+	uint64_t seed = 20;
+	long vm_pages = 0;
+
+	cr_assert(x && y && y1 && y2);
+	tf_test_fill_uniform(x, 16 * H, 1.0f, &seed);
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, &st[0], &ten, 1, x, o.H, y), TF_OK);
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, &ref, &ten, 1, x, o.H, y), TF_OK);
+
+	/* the address space now, after the workers' first forward */
+	FILE *f = fopen("/proc/self/statm", "r");
+	cr_assert(f && fscanf(f, "%ld", &vm_pages) == 1);
+	fclose(f);
+	struct rlimit old, cut;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	cut = old;
+	cut.rlim_cur = (rlim_t)vm_pages * (rlim_t)sysconf(_SC_PAGESIZE) + (32u << 20);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &cut), 0);
+	int rc = attn_fixture_run_batch(p, o.inst, st, rows, 2, x + 10 * H, o.H, y);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_expect_eq(rc, TF_ERR_NOMEM, "status %d: %s", rc, tf_testhost_last_error(o.th));
+	cr_expect(strstr(tf_testhost_last_error(o.th), "out of memory for a cache of"), "%s",
+		  tf_testhost_last_error(o.th));
+	cr_expect_eq(p->state_len(o.inst, st[0]), 10);
+	cr_expect_eq(p->state_len(o.inst, st[1]), 0);
+
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, &ref, &six, 1, x + 10 * H, o.H, y1), TF_OK);
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, st, &six, 1, x + 10 * H, o.H, y2), TF_OK);
+	cr_expect(!memcmp(y1, y2, sizeof(float) * 6 * H), "the failed batch changed a state");
+	free(x);
+	free(y);
+	free(y1);
+	free(y2);
+	p->state_free(o.inst, ref);
+	p->state_free(o.inst, st[0]);
+	p->state_free(o.inst, st[1]);
+	close_layer(&o);
+#endif
 }
 
 /*
