@@ -1,0 +1,622 @@
+/*
+ * test_engine.c - the library API against itself, through tf/engine.h
+ * only: a batch of interleaved sequences against each sequence alone,
+ * forks, snapshots and truncation against fresh sequences, and refused
+ * calls that must leave every sequence as it was.
+ *
+ * Every output buffer is poisoned with NaN before each call and holds one
+ * row more than the call asks for, which must stay NaN: a row not written,
+ * or one too many, shows.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/tmpfile.h"
+#include "tf/engine.h"
+#include "tf/error.h"
+
+#define CONTEXT 256
+#define CHUNK 16                /* [runtime] prefill_chunk: batches span steps */
+#define MAX_SEQS 4
+
+/*
+ * Batched against alone.  A sequence's rows go through the same kernels
+ * either way, but beside other rows: a linear over 4 rows may sum in
+ * another order than over 1, the MoE runs an expert over the rows of
+ * every sequence routed to it, and the steps cut a prompt at other places
+ * (KDA's chunked form against its recurrence).  So only fp32 rounding
+ * differs: with an f32 MLA cache, measured at most 4.1e-7 of the row's
+ * largest value on ling-tiny (logits and hidden), as tests/model measures
+ * against the float64 reference; 1e-5 keeps a 24x margin for near-tied
+ * expert choices.  A bf16 cache rounds each latent once when written, and
+ * a latent whose fp32 value differs in its last bit may round to the other
+ * bf16 neighbour (2^-8 apart): measured 2.5e-5, bounded at 2.5e-4 (10x).  Any
+ * real mixing of sequences moves logits by O(1).
+ */
+#define BATCH_MAX_REL_F32 1e-5
+#define BATCH_MAX_REL_BF16 2.5e-4
+
+static char ini[64];
+
+static void write_ini(void)
+{
+	char text[1024];
+	int n = snprintf(text, sizeof(text),
+			 "[model]\npath = %s\n\n[plugins]\npath = %s\n\n"
+			 "[runtime]\ncontext = %d\nthreads = 2\nmemory_limit = 1G\n"
+			 "prefill_chunk = %d\nsequences = %d\n\n[mtp]\nenabled = false\n",
+			 TF_ENGINE_MODEL, TF_PLUGIN_DIR, CONTEXT, CHUNK, MAX_SEQS);
+
+	strcpy(ini, "/tmp/tf-engine-XXXXXX.ini");
+	tf_test_tmpfile(ini, 4, text, (size_t)n);
+}
+
+static void remove_ini(void)
+{
+	unlink(ini);
+}
+
+TestSuite(engine, .init = write_ini, .fini = remove_ini, .timeout = 240);
+
+/* An engine on the INI, with kv_cache ("runtime.kv_cache=...") or not. */
+static tf_engine *engine_open(const char *kv_cache)
+{
+	tf_engine *e = NULL;
+	int rc = tf_engine_open(ini, &kv_cache, kv_cache != NULL, &e);
+
+	cr_assert_eq(rc, TF_OK, "open %s: %s", ini, tf_engine_errmsg());
+	cr_assert_eq(tf_engine_context(e), CONTEXT);
+	cr_assert_eq(tf_engine_max_seqs(e), MAX_SEQS);
+	return e;
+}
+
+static tf_seq_id seq_new(tf_engine *e)
+{
+	tf_seq_id s;
+	int rc = tf_seq_new(e, &s);
+
+	cr_assert_eq(rc, TF_OK, "tf_seq_new: %s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, s), 0);
+	return s;
+}
+
+/* n token ids in [0, vocab), the same for the same seed. */
+static int32_t *tokens(uint64_t seed, int64_t n, int vocab)
+{
+	int32_t *t = malloc((size_t)n * sizeof(*t));
+
+	cr_assert_not_null(t);
+	for (int64_t i = 0; i < n; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		t[i] = (int32_t)((seed >> 33) % (uint64_t)vocab);
+	}
+	return t;
+}
+
+/* Room for rows of width w and one guard row. */
+static float *rows_alloc(int64_t rows, int w)
+{
+	float *p = malloc((size_t)(rows + 1) * (size_t)w * sizeof(*p));
+
+	cr_assert_not_null(p);
+	return p;
+}
+
+static void poison(float *p, int64_t rows, int w)
+{
+	for (int64_t i = 0; i < (rows + 1) * w; i++)
+		p[i] = NAN;
+}
+
+/* rows written (finite), the guard row after them not. */
+static void check_rows(const float *p, int64_t rows, int w, const char *what)
+{
+	for (int64_t i = 0; i < rows * w; i++)
+		cr_assert(isfinite(p[i]), "%s: row %ld col %ld is %g", what, (long)(i / w),
+			  (long)(i % w), p[i]);
+	for (int64_t i = rows * w; i < (rows + 1) * w; i++)
+		cr_assert(isnan(p[i]), "%s: written past its %ld rows", what, (long)rows);
+}
+
+/*
+ * Run b asking for every token's output; logits [n, vocab] and hidden
+ * [n, hidden] (either NULL) receive them in batch order.
+ */
+static void forward_all(tf_engine *e, tf_batch b, float *logits, float *hidden)
+{
+	int V = tf_engine_vocab(e), H = tf_engine_hidden_size(e);
+	uint8_t *out = malloc((size_t)b.n);
+	float *lg = rows_alloc(b.n, V), *hd = rows_alloc(b.n, H);
+
+	cr_assert_not_null(out);
+	memset(out, 1, (size_t)b.n);
+	b.out = out;
+	cr_assert_eq(tf_batch_outputs(&b), b.n);
+	poison(lg, b.n, V);
+	poison(hd, b.n, H);
+	int rc = tf_engine_forward(e, &b, lg, hd);
+	cr_assert_eq(rc, TF_OK, "forward of %ld tokens: %s", (long)b.n, tf_engine_errmsg());
+	check_rows(lg, b.n, V, "logits");
+	check_rows(hd, b.n, H, "hidden");
+	if (logits)
+		memcpy(logits, lg, (size_t)b.n * (size_t)V * sizeof(*lg));
+	if (hidden)
+		memcpy(hidden, hd, (size_t)b.n * (size_t)H * sizeof(*hd));
+	free(out);
+	free(lg);
+	free(hd);
+}
+
+/* Feed s n tokens in calls of `call` tokens; every token's logits (and
+ * hidden state) into logits [n, vocab] (hidden [n, hidden]), either NULL. */
+static void feed(tf_engine *e, tf_seq_id s, const int32_t *tok, int64_t n, int64_t call,
+		 float *logits, float *hidden)
+{
+	int V = tf_engine_vocab(e), H = tf_engine_hidden_size(e);
+	int64_t len = tf_seq_len(e, s);
+
+	for (int64_t i = 0; i < n; i += call) {
+		int64_t m = n - i < call ? n - i : call;
+		tf_batch b = { .n = m, .token = tok + i, .one_seq = s };
+		forward_all(e, b, logits ? logits + i * V : NULL, hidden ? hidden + i * H : NULL);
+	}
+	cr_assert_eq(tf_seq_len(e, s), len + n);
+	cr_assert_eq(memcmp(tf_seq_tokens(e, s) + len, tok, (size_t)n * sizeof(*tok)), 0);
+}
+
+/* max |a - b| over max |a|, of n values. */
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+	double d = 0, m = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		d = fmax(d, fabs((double)a[i] - b[i]));
+		m = fmax(m, fabs((double)a[i]));
+	}
+	return d / m;
+}
+
+/* Row a (alone) and row b (batched), width w, agree within bound. */
+static double check_close(const float *a, const float *b, int w, double bound, const char *what)
+{
+	double d = rel_diff(a, b, w);
+
+	cr_assert_leq(d, bound, "%s: batched differs from alone by %g", what, d);
+	return d;
+}
+
+/*
+ * ---- (a), (e): a batch of interleaved sequences equals each alone ----
+ *
+ * Logits and hidden states alike: not bit for bit, since the steps hold
+ * other rows (BATCH_MAX_REL_*).  Where the steps are the same, as for a
+ * fork and the prefix run again, they are equal bit for bit.
+ */
+
+#define N_SEQ 4
+#define N_DECODE 5
+
+static void batched_vs_alone(const char *kv_cache, double bound)
+{
+	static const int64_t plen[N_SEQ] = { 1, 7, 33, 70 };
+	tf_engine *e = engine_open(kv_cache);
+	int V = tf_engine_vocab(e), H = tf_engine_hidden_size(e);
+	int32_t *prompt[N_SEQ], *dec[N_SEQ];
+	float *alone_lg[N_SEQ], *alone_hd[N_SEQ];
+	int64_t total = 0;
+
+	for (int k = 0; k < N_SEQ; k++) {
+		prompt[k] = tokens(100 + k, plen[k], V);
+		dec[k] = tokens(200 + k, N_DECODE, V);
+		alone_lg[k] = rows_alloc(plen[k] + N_DECODE, V);
+		alone_hd[k] = rows_alloc(plen[k] + N_DECODE, H);
+		total += plen[k];
+	}
+
+	/* Alone: one sequence alive at a time, the prompt in one call (the
+	 * engine steps it in CHUNK rows), then one token per call. */
+	for (int k = 0; k < N_SEQ; k++) {
+		tf_seq_id s = seq_new(e);
+		feed(e, s, prompt[k], plen[k], plen[k], alone_lg[k], alone_hd[k]);
+		feed(e, s, dec[k], N_DECODE, 1, alone_lg[k] + plen[k] * V,
+		     alone_hd[k] + plen[k] * H);
+		cr_assert_eq(tf_seq_free(e, s), TF_OK);
+	}
+
+	/* Batched: the prompts' tokens dealt round-robin into one batch, so
+	 * no two neighbours share a sequence while two remain. */
+	tf_seq_id s[N_SEQ];
+	for (int k = 0; k < N_SEQ; k++)
+		s[k] = seq_new(e);
+	int32_t *tok = malloc((size_t)total * sizeof(*tok));
+	tf_seq_id *who = malloc((size_t)total * sizeof(*who));
+	int *from = malloc((size_t)total * sizeof(*from));
+	int64_t *at = malloc((size_t)total * sizeof(*at));
+	float *lg = rows_alloc(total, V), *hd = rows_alloc(total, H);
+	int64_t n = 0;
+	for (int64_t j = 0; n < total; j++)
+		for (int k = 0; k < N_SEQ; k++)
+			if (j < plen[k]) {
+				tok[n] = prompt[k][j];
+				who[n] = s[k];
+				from[n] = k;
+				at[n++] = j;
+			}
+	forward_all(e, (tf_batch){ .n = total, .token = tok, .seq = who }, lg, hd);
+	double worst_lg = 0, worst_hd = 0;
+	for (int64_t i = 0; i < total; i++) {
+		int k = from[i];
+		worst_lg = fmax(worst_lg, check_close(alone_lg[k] + at[i] * V, lg + i * V, V,
+						      bound, "prompt logits"));
+		worst_hd = fmax(worst_hd, check_close(alone_hd[k] + at[i] * H, hd + i * H, H,
+						      bound, "prompt hidden"));
+	}
+	for (int k = 0; k < N_SEQ; k++)
+		cr_assert_eq(tf_seq_len(e, s[k]), plen[k]);
+
+	/* Decode: one token each per step, the sequences in another order
+	 * every step. */
+	for (int t = 0; t < N_DECODE; t++) {
+		int32_t dt[N_SEQ];
+		tf_seq_id dw[N_SEQ];
+		for (int r = 0; r < N_SEQ; r++) {
+			int k = (r + t) % N_SEQ;
+			dt[r] = dec[k][t];
+			dw[r] = s[k];
+		}
+		forward_all(e, (tf_batch){ .n = N_SEQ, .token = dt, .seq = dw }, lg, hd);
+		for (int r = 0; r < N_SEQ; r++) {
+			int k = (r + t) % N_SEQ;
+			int64_t p = plen[k] + t;
+			worst_lg = fmax(worst_lg, check_close(alone_lg[k] + p * V, lg + r * V, V,
+							      bound, "decode logits"));
+			worst_hd = fmax(worst_hd, check_close(alone_hd[k] + p * H, hd + r * H, H,
+							      bound, "decode hidden"));
+		}
+	}
+	cr_log_info("batched vs alone, %s: logits %.3g, hidden %.3g of the row's largest",
+		    kv_cache, worst_lg, worst_hd);
+
+	for (int k = 0; k < N_SEQ; k++) {
+		cr_assert_eq(tf_seq_free(e, s[k]), TF_OK);
+		free(prompt[k]);
+		free(dec[k]);
+		free(alone_lg[k]);
+		free(alone_hd[k]);
+	}
+	free(tok);
+	free(who);
+	free(from);
+	free(at);
+	free(lg);
+	free(hd);
+	tf_engine_close(e);
+}
+
+Test(engine, batched_equals_alone_f32_cache)
+{
+	batched_vs_alone("runtime.kv_cache=f32", BATCH_MAX_REL_F32);
+}
+
+Test(engine, batched_equals_alone_bf16_cache)
+{
+	batched_vs_alone("runtime.kv_cache=bf16", BATCH_MAX_REL_BF16);
+}
+
+/* out NULL asks for each sequence's last token, in batch order. */
+Test(engine, default_outputs_are_each_last_token)
+{
+	tf_engine *e = engine_open(NULL);
+	int V = tf_engine_vocab(e);
+	int32_t *t = tokens(300, 5, V);
+	tf_seq_id a = seq_new(e), b = seq_new(e);
+	/* Rows of a, b, a, a, b: last of b is token 4, last of a token 3. */
+	const tf_seq_id who[5] = { a, b, a, a, b };
+	float *all = rows_alloc(5, V), *lg = rows_alloc(2, V);
+	tf_batch bt = { .n = 5, .token = t, .seq = who };
+
+	cr_assert_eq(tf_batch_outputs(&bt), 2);
+	poison(lg, 2, V);
+	cr_assert_eq(tf_engine_forward(e, &bt, lg, NULL), TF_OK, "%s", tf_engine_errmsg());
+	check_rows(lg, 2, V, "logits");
+
+	/* The same tokens again on fresh sequences, every output asked for. */
+	tf_seq_id a2 = seq_new(e), b2 = seq_new(e);
+	const tf_seq_id who2[5] = { a2, b2, a2, a2, b2 };
+	forward_all(e, (tf_batch){ .n = 5, .token = t, .seq = who2 }, all, NULL);
+	cr_assert_eq(memcmp(lg, all + 3 * V, (size_t)V * sizeof(*lg)), 0);
+	cr_assert_eq(memcmp(lg + V, all + 4 * V, (size_t)V * sizeof(*lg)), 0);
+	free(t);
+	free(all);
+	free(lg);
+	tf_engine_close(e);
+}
+
+/* ---- (b): a fork continues as the prefix run again would ---- */
+
+Test(engine, fork_reuses_the_prefix)
+{
+	enum { NP = 37, NS1 = 9, NS2 = 12, CALL = 10 };
+	tf_engine *e = engine_open(NULL);
+	int V = tf_engine_vocab(e), H = tf_engine_hidden_size(e);
+	int32_t *p = tokens(400, NP, V), *s1 = tokens(401, NS1, V), *s2 = tokens(402, NS2, V);
+	float *a_lg = rows_alloc(NS1, V), *b_lg = rows_alloc(NS2, V), *c_lg = rows_alloc(NS2, V);
+	float *d_lg = rows_alloc(NS1, V);
+	float *b_hd = rows_alloc(NS2, H), *c_hd = rows_alloc(NS2, H);
+
+	tf_seq_id a = seq_new(e), b;
+	feed(e, a, p, NP, CALL, NULL, NULL);
+	cr_assert_eq(tf_seq_fork(e, a, &b), TF_OK, "fork: %s", tf_engine_errmsg());
+	cr_assert_neq(b, a);
+	cr_assert_eq(tf_seq_len(e, b), NP);
+	cr_assert_eq(memcmp(tf_seq_tokens(e, b), p, NP * sizeof(*p)), 0);
+	/* a moves on first: b's copy must not share its state. */
+	feed(e, a, s1, NS1, CALL, a_lg, NULL);
+	feed(e, b, s2, NS2, CALL, b_lg, b_hd);
+	cr_assert_eq(tf_seq_len(e, a), NP + NS1);
+
+	/* C runs the prefix itself, with the same calls. */
+	tf_seq_id c = seq_new(e);
+	feed(e, c, p, NP, CALL, NULL, NULL);
+	feed(e, c, s2, NS2, CALL, c_lg, c_hd);
+	cr_assert_eq(memcmp(b_lg, c_lg, (size_t)NS2 * V * sizeof(*b_lg)), 0,
+		     "the fork's logits differ from the prefix run again");
+	cr_assert_eq(memcmp(b_hd, c_hd, (size_t)NS2 * H * sizeof(*b_hd)), 0,
+		     "the fork's hidden states differ from the prefix run again");
+
+	/* And the source went on as if never forked. */
+	tf_seq_id d = seq_new(e);
+	feed(e, d, p, NP, CALL, NULL, NULL);
+	feed(e, d, s1, NS1, CALL, d_lg, NULL);
+	cr_assert_eq(memcmp(a_lg, d_lg, (size_t)NS1 * V * sizeof(*a_lg)), 0,
+		     "the fork's source changed");
+	free(p);
+	free(s1);
+	free(s2);
+	free(a_lg);
+	free(b_lg);
+	free(c_lg);
+	free(d_lg);
+	free(b_hd);
+	free(c_hd);
+	tf_engine_close(e);
+}
+
+/* ---- (c): snapshot, rollback, truncate ---- */
+
+/*
+ * One sequence alive at a time.  Truncation replays the kept tokens after
+ * the mark (or from the start) as one call, so the fresh sequence it is
+ * compared with is fed them as one call too: the same steps, the same
+ * bits.
+ */
+Test(engine, snapshot_rollback_truncate)
+{
+	enum { NP = 30, ND = 6, NE = 4, AFTER = NP + 3, BEFORE = 20 };
+	tf_engine *e = engine_open(NULL);
+	int V = tf_engine_vocab(e);
+	int32_t *p = tokens(500, NP, V), *d = tokens(501, ND, V), *x = tokens(502, NE, V);
+	float *l1 = rows_alloc(ND, V), *l2 = rows_alloc(ND, V);
+	float *l3 = rows_alloc(NE, V), *l4 = rows_alloc(NE, V);
+
+	/* The fresh sequences first. */
+	tf_seq_id f = seq_new(e);
+	feed(e, f, p, NP, NP, NULL, NULL);
+	feed(e, f, d, AFTER - NP, AFTER - NP, NULL, NULL);
+	feed(e, f, x, NE, 1, l3, NULL);
+	cr_assert_eq(tf_seq_free(e, f), TF_OK);
+	f = seq_new(e);
+	feed(e, f, p, BEFORE, BEFORE, NULL, NULL);
+	feed(e, f, x, NE, 1, l4, NULL);
+	cr_assert_eq(tf_seq_free(e, f), TF_OK);
+
+	tf_seq_id s = seq_new(e);
+	feed(e, s, p, NP, NP, NULL, NULL);
+	cr_assert_eq(tf_seq_snapshot(e, s), TF_OK, "%s", tf_engine_errmsg());
+	feed(e, s, d, ND, 1, l1, NULL);
+	cr_assert_eq(tf_seq_rollback(e, s), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, s), NP);
+	feed(e, s, d, ND, 1, l2, NULL);
+	cr_assert_eq(memcmp(l1, l2, (size_t)ND * V * sizeof(*l1)), 0,
+		     "decode after rollback differs");
+
+	/* After the mark: back to it, tokens NP..AFTER-1 run again. */
+	float *lt = rows_alloc(NE, V);
+	cr_assert_eq(tf_seq_truncate(e, s, AFTER), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, s), AFTER);
+	cr_assert_eq(memcmp(tf_seq_tokens(e, s) + NP, d, (AFTER - NP) * sizeof(*d)), 0);
+	feed(e, s, x, NE, 1, lt, NULL);
+	cr_assert_eq(memcmp(lt, l3, (size_t)NE * V * sizeof(*lt)), 0,
+		     "truncate after the snapshot differs from a fresh sequence");
+
+	/* Before the mark: from the start, tokens 0..BEFORE-1 run again. */
+	cr_assert_eq(tf_seq_truncate(e, s, BEFORE), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, s), BEFORE);
+	cr_assert_eq(memcmp(tf_seq_tokens(e, s), p, BEFORE * sizeof(*p)), 0);
+	feed(e, s, x, NE, 1, lt, NULL);
+	cr_assert_eq(memcmp(lt, l4, (size_t)NE * V * sizeof(*lt)), 0,
+		     "truncate before the snapshot differs from a fresh sequence");
+
+	/* To its own length: nothing moves. */
+	cr_assert_eq(tf_seq_truncate(e, s, BEFORE + NE), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, s), BEFORE + NE);
+	free(p);
+	free(d);
+	free(x);
+	free(l1);
+	free(l2);
+	free(l3);
+	free(l4);
+	free(lt);
+	tf_engine_close(e);
+}
+
+/* ---- (d): refused calls name what is wrong and move nothing ---- */
+
+struct twins {
+	tf_engine *e;
+	tf_seq_id a, t;                 /* a sees the bad calls, t never does */
+	int32_t next;                   /* a fresh token for each check */
+};
+
+/* Refused with status, the message holding every one of want (up to 3). */
+static void refused(int rc, int status, const char *want0, const char *want1,
+		    const char *want2)
+{
+	const char *want[3] = { want0, want1, want2 };
+	const char *msg = tf_engine_errmsg();
+
+	cr_assert_eq(rc, status, "status %d (%s), wanted %d; message '%s'", rc,
+		     tf_strerror(rc), status, msg);
+	for (int i = 0; i < 3; i++)
+		cr_assert(!want[i] || strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
+}
+
+/* a is where t is: same length and tokens, and the same next logits. */
+static void twins_agree(struct twins *w)
+{
+	tf_engine *e = w->e;
+	int V = tf_engine_vocab(e);
+	int64_t len = tf_seq_len(e, w->t);
+	float *la = rows_alloc(1, V), *lt = rows_alloc(1, V);
+	int32_t tok = w->next++ % V;
+
+	cr_assert_eq(tf_seq_len(e, w->a), len);
+	cr_assert_eq(memcmp(tf_seq_tokens(e, w->a), tf_seq_tokens(e, w->t),
+			    (size_t)len * sizeof(int32_t)), 0);
+	feed(e, w->a, &tok, 1, 1, la, NULL);
+	feed(e, w->t, &tok, 1, 1, lt, NULL);
+	cr_assert_eq(memcmp(la, lt, (size_t)V * sizeof(*la)), 0,
+		     "a refused call changed the sequence");
+	free(la);
+	free(lt);
+}
+
+/* f with v in it, into buf [64]: a message part to look for. */
+static char *fmt(char *buf, const char *f, long v)
+{
+	snprintf(buf, 64, f, v);
+	return buf;
+}
+
+Test(engine, refusals_move_nothing)
+{
+	enum { NP = 21 };
+	struct twins w = { .e = engine_open(NULL), .next = 7 };
+	tf_engine *e = w.e;
+	int V = tf_engine_vocab(e);
+	int32_t *p = tokens(600, NP, V);
+	float *lg = rows_alloc(2, V);
+	char s0[64], s1[64], s2[64];
+
+	w.a = seq_new(e);
+	w.t = seq_new(e);
+	feed(e, w.a, p, NP, 8, NULL, NULL);
+	feed(e, w.t, p, NP, 8, NULL, NULL);
+	twins_agree(&w);
+
+	/* A freed sequence beside a live one. */
+	tf_seq_id gone = seq_new(e);
+	cr_assert_eq(tf_seq_free(e, gone), TF_OK);
+	int32_t two[2] = { 1, 2 };
+	tf_seq_id who[2] = { w.a, gone };
+	tf_batch b = { .n = 2, .token = two, .seq = who };
+	poison(lg, 2, V);
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID,
+		fmt(s0, "sequence %ld", gone), "freed", "batch token 1");
+	cr_assert_eq(tf_seq_len(e, gone), -1);
+	refused(tf_seq_free(e, gone), TF_ERR_INVALID, fmt(s0, "sequence %ld", gone), NULL, NULL);
+	twins_agree(&w);
+
+	/* One never made. */
+	who[1] = 12345;
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID, "sequence 12345",
+		"batch token 1", NULL);
+	who[1] = -1;
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID, "sequence -1", NULL, NULL);
+	twins_agree(&w);
+
+	/* A gap and an overlap in the stated positions. */
+	long len = (long)tf_seq_len(e, w.a);
+	int32_t pos[2] = { (int32_t)len, (int32_t)len + 2 };
+	b = (tf_batch){ .n = 2, .token = two, .one_seq = w.a, .pos = pos };
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID,
+		fmt(s0, "position %ld", len + 2), fmt(s1, "continues at %ld", len + 1), "a gap");
+	pos[1] = (int32_t)len;
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID,
+		fmt(s0, "position %ld", len), fmt(s1, "continues at %ld", len + 1), "an overlap");
+	pos[0] = (int32_t)len - 1;
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID,
+		fmt(s0, "position %ld", len - 1), fmt(s1, "continues at %ld", len),
+		"an overlap");
+	twins_agree(&w);
+
+	/* Tokens outside the vocabulary, after a good one. */
+	b = (tf_batch){ .n = 2, .token = two, .one_seq = w.a };
+	two[1] = V;
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID,
+		fmt(s0, "token id %ld", V), fmt(s1, "[0, %ld)", V), "batch token 1");
+	two[1] = -3;
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID, "token id -3",
+		fmt(s1, "[0, %ld)", V), NULL);
+	twins_agree(&w);
+
+	/* Past the context: exactly full is fine, one more is not. */
+	len = (long)tf_seq_len(e, w.a);
+	int64_t room = CONTEXT - len;
+	int32_t *many = tokens(601, room + 1, V);
+	b = (tf_batch){ .n = room + 1, .token = many, .one_seq = w.a };
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_RANGE,
+		fmt(s0, "sequence %ld", w.a), fmt(s1, "context of %ld tokens", CONTEXT),
+		fmt(s2, "after %ld", len));
+	twins_agree(&w);
+
+	/* More sequences than [runtime] sequences: a and t are alive. */
+	tf_seq_id extra[MAX_SEQS];
+	for (int k = 2; k < MAX_SEQS; k++)
+		extra[k] = seq_new(e);
+	tf_seq_id over;
+	refused(tf_seq_new(e, &over), TF_ERR_RANGE, fmt(s0, "all %ld sequences", MAX_SEQS),
+		"[runtime] sequences", NULL);
+	refused(tf_seq_fork(e, w.a, &over), TF_ERR_RANGE, "[runtime] sequences", NULL, NULL);
+	cr_assert_eq(tf_seq_free(e, extra[2]), TF_OK);
+	extra[2] = seq_new(e);          /* a freed slot is taken again */
+	for (int k = 2; k < MAX_SEQS; k++)
+		cr_assert_eq(tf_seq_free(e, extra[k]), TF_OK);
+	twins_agree(&w);
+
+	/* An empty batch, and none. */
+	b = (tf_batch){ .n = 0, .token = two, .one_seq = w.a };
+	refused(tf_engine_forward(e, &b, lg, NULL), TF_ERR_INVALID, "empty batch", NULL, NULL);
+	refused(tf_engine_forward(e, NULL, lg, NULL), TF_ERR_INVALID, "empty batch", NULL, NULL);
+
+	/* Truncation past the length, rollback without a snapshot. */
+	len = (long)tf_seq_len(e, w.a);
+	refused(tf_seq_truncate(e, w.a, len + 1), TF_ERR_INVALID, fmt(s0, "sequence %ld", w.a),
+		fmt(s1, "holds %ld tokens", len), fmt(s2, "keep %ld", len + 1));
+	refused(tf_seq_truncate(e, w.a, -1), TF_ERR_INVALID, fmt(s0, "sequence %ld", w.a),
+		NULL, NULL);
+	refused(tf_seq_rollback(e, w.a), TF_ERR_INVALID, fmt(s0, "sequence %ld", w.a),
+		"no snapshot", NULL);
+	twins_agree(&w);
+
+	/* Nothing was written for any refused batch. */
+	for (int64_t i = 0; i < 3 * V; i++)
+		cr_assert(isnan(lg[i]), "a refused batch wrote logits");
+
+	/* And the twins fill the context to its last token. */
+	len = (long)tf_seq_len(e, w.a);
+	feed(e, w.a, many, CONTEXT - len, CONTEXT - len, NULL, NULL);
+	int32_t one = 0;
+	b = (tf_batch){ .n = 1, .token = &one, .one_seq = w.a };
+	refused(tf_engine_forward(e, &b, NULL, NULL), TF_ERR_RANGE,
+		fmt(s1, "context of %ld tokens", CONTEXT), NULL, NULL);
+	free(many);
+	free(p);
+	free(lg);
+	tf_engine_close(e);
+}
