@@ -25,9 +25,11 @@ def run(cmd, **kw):
 
 
 def tfrun_logits(ini, tokens, out, *sets):
-    """tfrun's logits [len(tokens), vocab] for the prompt `tokens`."""
+    """tfrun's logits [len(tokens), vocab] for the prompt `tokens`, with the
+    float32 MLA cache (exact against a float64 reference) unless `sets`
+    say otherwise."""
     args = [TFRUN, ini, "--tokens", ",".join(map(str, tokens)), "--dump-logits", out,
-            "-n", "1", "--set", "mtp.enabled=false"]
+            "-n", "1", "--set", "mtp.enabled=false", "--set", "runtime.kv_cache=f32"]
     for s in sets:
         args += ["--set", s]
     run(args)
