@@ -44,28 +44,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tf/checkpoint.h"      /* tf_wclass, tf_wclass_of */
 #include "tf/model.h"
 #include "weights.h"
-
-typedef enum tf_wclass {
-	TF_WCLASS_ROUTED,
-	TF_WCLASS_SHARED,
-	TF_WCLASS_KDA,
-	TF_WCLASS_MLA,
-	TF_WCLASS_DENSE,
-	TF_WCLASS_EMBED,
-	TF_WCLASS_HEAD,
-	TF_WCLASS_MTP,
-	TF_WCLASS_ROUTER,
-	TF_WCLASS_NORM,
-	TF_WCLASS_OTHER,                /* a name none of the above covers */
-	TF_WCLASS_COUNT
-} tf_wclass;
-
-/* The class of a checkpoint tensor, from its name and the layer schedule. */
-tf_wclass tf_wclass_of(const tf_model_config *cfg, const char *tensor_name);
-/* "routed experts", "KDA attention", ... */
-const char *tf_wclass_name(tf_wclass c);
 
 /* Default rows of one prefill step, when the caller has no [runtime]
  * prefill_chunk to give. */
