@@ -713,6 +713,20 @@ static void print_key_type(FILE *f, const tf_plugin_key *k)
 	}
 }
 
+int tf_registry_declare_keys(const tf_registry *r, tf_conf *conf)
+{
+	for (size_t i = 0; i < tf_registry_count(r); i++) {
+		const tf_candidate *c = tf_registry_at(r, i);
+		const tf_plugin_key *k = c->status ? NULL : tf_registry_keys(c);
+		for (; k && k->section; k++) {
+			int rc = tf_conf_declare(conf, c->name, k);
+			if (rc)
+				return tf_diag_prefix(rc, "%s", c->file);
+		}
+	}
+	return tf_conf_check_pending(conf);
+}
+
 int tf_registry_print_keys(const tf_registry *r, FILE *f)
 {
 	fprintf(f, "| key | type | default | plugin | meaning |\n|---|---|---|---|---|\n");

@@ -366,22 +366,6 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.router_close = host_router_close;
 }
 
-/* The keys every sound plugin on the path declares join the INI's schema;
- * then no key may be left that nobody declares. */
-static int rt_declare_keys(tf_runtime *rt)
-{
-	for (size_t i = 0; i < tf_registry_count(rt->reg); i++) {
-		const tf_candidate *c = tf_registry_at(rt->reg, i);
-		const tf_plugin_key *k = c->status ? NULL : tf_registry_keys(c);
-		for (; k && k->section; k++) {
-			int rc = tf_conf_declare(rt->conf, c->name, k);
-			if (rc)
-				return tf_diag_prefix(rc, "%s", c->file);
-		}
-	}
-	return tf_conf_check_pending(rt->conf);
-}
-
 static int rt_start_backend(tf_runtime *rt)
 {
 	const tf_candidate *c;
@@ -485,7 +469,7 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
-		rc = rt_declare_keys(rt);
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
 	if (!rc)
 		rc = rt_start_backend(rt);
 	if (!rc) {
@@ -514,7 +498,7 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
-		rc = rt_declare_keys(rt);
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;
