@@ -103,8 +103,10 @@ const tf_plugin_key *tf_registry_keys(const tf_candidate *c);
 int tf_registry_declare_keys(const tf_registry *r, tf_conf *conf);
 
 /* `tfrun --plugins --keys`: every key the usable and probed-out candidates
- * declare, as the Markdown table docs/ini.md's plugin keys section holds. */
-int tf_registry_print_keys(const tf_registry *r, FILE *f);
+ * declare, as the Markdown table docs/ini.md's plugin keys section holds;
+ * json: an array of {kind, plugin, section, key, type, default (null when
+ * none), help}, with range [min, max] for an integer, choices for an enum. */
+int tf_registry_print_keys(const tf_registry *r, FILE *f, bool json);
 
 /* The listing of `tfrun --plugins`: one line per candidate, or JSON. */
 int tf_registry_print(const tf_registry *r, FILE *f, bool json);
