@@ -18,7 +18,8 @@
  *     for (size_t i = 0; i < tf_checkpoint_count(src); i++) {
  *         const tf_tensor *t = tf_checkpoint_at(src, i);
  *         if (tf_wclass_of(cfg, t->name) == TF_WCLASS_ROUTED)
- *             ...   // tf_quantizer_fn(q)(...) adds its tensors to w
+ *             ...   // tf_quantizer_fn(q) with a tf_tensor_sink (tf/quant.h)
+ *                   // whose add() calls tf_checkpoint_writer_add
  *         else
  *             tf_checkpoint_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
  *     }
@@ -132,7 +133,8 @@ typedef struct tf_quantizer tf_quantizer;
 int tf_quantizer_open(const char *format, tf_quantizer **out);
 void tf_quantizer_close(tf_quantizer *q);
 
-/* Its quantize slot (tf/quant.h): call it with the caller's own tf_host. */
+/* Its quantize slot (tf/quant.h), never NULL: call it with the caller's
+ * own tf_host, whose error service records the quantizer's failures. */
 tf_quantize_fn tf_quantizer_fn(const tf_quantizer *q);
 
 #ifdef __cplusplus
