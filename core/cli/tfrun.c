@@ -27,7 +27,7 @@ static const char usage[] =
 "usage: tfrun MODEL.ini [options] [-p TEXT | -f FILE | --tokens IDS]\n"
 "       tfrun MODEL.ini --check\n"
 "       tfrun MODEL.ini --perplexity FILE [--json]\n"
-"       tfrun [MODEL.ini] --plugins [--json | --keys]\n"
+"       tfrun [MODEL.ini] --plugins [--keys] [--json]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun --version | --help\n"
 "\n"
@@ -44,7 +44,7 @@ static const char usage[] =
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected;\n"
 "                      --keys: the INI keys the plugins declare instead, as\n"
-"                      a Markdown table (docs/ini.md)\n"
+"                      a Markdown table (docs/ini.md), --json: an array\n"
 "  --render-chat FILE  print the prompt the chat template makes of an OpenAI\n"
 "                      chat request body (FILE; - for stdin), nothing else;\n"
 "                      --json: {\"prompt\", \"tokens\"}.  Without MODEL.ini the\n"
@@ -351,7 +351,8 @@ static int run_plugins(const tf_options *o)
 				    o->n_overrides, &rt))
 		return tf_cli_fail(NULL);
 	const tf_registry *r = tf_runtime_registry(rt);
-	int rc = o->keys ? tf_registry_print_keys(r, stdout) : tf_registry_print(r, stdout, o->json);
+	int rc = o->keys ? tf_registry_print_keys(r, stdout, o->json)
+			 : tf_registry_print(r, stdout, o->json);
 	tf_runtime_close(rt);
 	return rc ? tf_cli_fail(NULL) : 0;
 }

@@ -186,6 +186,14 @@ int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
 	return TF_OK;
 }
 
+void tf_memplan_add_state(tf_memplan *p, uint64_t bytes)
+{
+	p->n_other++;
+	p->other_state = mp_add(p->other_state, bytes);
+	p->seq_state = mp_add(p->seq_state, bytes);
+	p->rank_total = mp_add(p->rank_total, mp_mul(bytes, (uint64_t)p->opts.sequences));
+}
+
 int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t context,
 		       int tp_size, tf_memplan *out)
 {
@@ -243,6 +251,11 @@ void tf_memplan_print(const tf_memplan *p, FILE *f)
 	snprintf(note, sizeof(note), "%d layers", p->n_kda);
 	mp_line(f, "KDA state", p->kda_state, note);
 	mp_line(f, "KDA conv", p->kda_conv, "");
+	if (p->n_other) {
+		snprintf(note, sizeof(note), "%d layer%s of plugin types", p->n_other,
+			 p->n_other > 1 ? "s" : "");
+		mp_line(f, "other state", p->other_state, note);
+	}
 	snprintf(note, sizeof(note), "x %d sequence%s", p->opts.sequences,
 		 p->opts.sequences > 1 ? "s" : "");
 	mp_line(f, "all sequences", mp_mul(p->seq_state, (uint64_t)p->opts.sequences), note);

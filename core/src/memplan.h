@@ -25,6 +25,8 @@
  *   KDA state         num_attention_heads x head_dim^2 float32 per KDA layer;
  *   KDA conv state    3 x (short_conv_kernel_size - 1) x heads*head_dim
  *                     float32 per KDA layer.
+ * A layer whose attention type a plugin adds is counted by that plugin's
+ * state_bytes, once the runtime has chosen it (tf_memplan_add_state).
  * Activation scratch is an estimate for one prefill step of `chunk` rows:
  * 3 hidden-size rows, the widest layer intermediate, one row of attention
  * scores per head over the context, and one row of logits, all float32.
@@ -44,28 +46,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tf/checkpoint.h"      /* tf_wclass, tf_wclass_of */
 #include "tf/model.h"
 #include "weights.h"
-
-typedef enum tf_wclass {
-	TF_WCLASS_ROUTED,
-	TF_WCLASS_SHARED,
-	TF_WCLASS_KDA,
-	TF_WCLASS_MLA,
-	TF_WCLASS_DENSE,
-	TF_WCLASS_EMBED,
-	TF_WCLASS_HEAD,
-	TF_WCLASS_MTP,
-	TF_WCLASS_ROUTER,
-	TF_WCLASS_NORM,
-	TF_WCLASS_OTHER,                /* a name none of the above covers */
-	TF_WCLASS_COUNT
-} tf_wclass;
-
-/* The class of a checkpoint tensor, from its name and the layer schedule. */
-tf_wclass tf_wclass_of(const tf_model_config *cfg, const char *tensor_name);
-/* "routed experts", "KDA attention", ... */
-const char *tf_wclass_name(tf_wclass c);
 
 /* Default rows of one prefill step, when the caller has no [runtime]
  * prefill_chunk to give. */
@@ -90,7 +73,9 @@ typedef struct tf_memplan {
 	/* Per sequence, on one rank. */
 	uint64_t mla_cache, kda_state, kda_conv;
 	uint64_t mla_cache_other;       /* the cache in the other element type */
-	uint64_t seq_state;             /* mla_cache + kda_state + kda_conv */
+	uint64_t other_state;           /* layers of types plugins add */
+	int n_other;                    /* how many such layers */
+	uint64_t seq_state;             /* mla_cache + kda_state + kda_conv + other_state */
 	uint64_t scratch;
 
 	uint64_t rank_total;            /* rank_weights + sequences x seq_state + scratch */
@@ -105,6 +90,10 @@ int tf_memplan_compute(const tf_model_config *cfg, const tf_weights *w, int64_t 
 		       int tp_size, tf_memplan *out);
 int tf_memplan_compute_opts(const tf_model_config *cfg, const tf_weights *w,
 			    const tf_memplan_opts *opts, tf_memplan *out);
+
+/* Count `bytes` more state per sequence for one layer of a type a plugin
+ * adds, in seq_state and rank_total. */
+void tf_memplan_add_state(tf_memplan *p, uint64_t bytes);
 
 /* The plan as a human-readable table. */
 void tf_memplan_print(const tf_memplan *p, FILE *f);

@@ -650,6 +650,18 @@ int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 
 /* ---- listing ---- */
 
+/* Print root to f and delete it. */
+static int print_cjson(cJSON *root, FILE *f)
+{
+	char *s = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!s)
+		return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
+	fprintf(f, "%s\n", s);
+	cJSON_free(s);
+	return TF_OK;
+}
+
 static int print_json(const tf_registry *r, FILE *f)
 {
 	cJSON *root = cJSON_CreateArray();
@@ -675,13 +687,7 @@ static int print_json(const tf_registry *r, FILE *f)
 		    (c->status && !cJSON_AddStringToObject(o, "rejected", c->why)))
 			goto nomem;
 	}
-	char *s = cJSON_Print(root);
-	cJSON_Delete(root);
-	if (!s)
-		return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
-	fprintf(f, "%s\n", s);
-	cJSON_free(s);
-	return TF_OK;
+	return print_cjson(root, f);
 nomem:
 	cJSON_Delete(root);
 	return tf_diag_set(TF_ERR_NOMEM, "plugin list: out of memory");
@@ -713,14 +719,96 @@ static void print_key_type(FILE *f, const tf_plugin_key *k)
 	}
 }
 
-int tf_registry_print_keys(const tf_registry *r, FILE *f)
+int tf_registry_declare_keys(const tf_registry *r, tf_conf *conf)
 {
+	for (size_t i = 0; i < tf_registry_count(r); i++) {
+		const tf_candidate *c = tf_registry_at(r, i);
+		const tf_plugin_key *k = c->status ? NULL : tf_registry_keys(c);
+		for (; k && k->section; k++) {
+			int rc = tf_conf_declare(conf, c->name, k);
+			if (rc)
+				return tf_diag_prefix(rc, "%s", c->file);
+		}
+	}
+	return tf_conf_check_pending(conf);
+}
+
+/* The sound plugins' keys, whether or not their probe accepted this
+ * machine. */
+static const tf_plugin_key *print_keys_of(const tf_candidate *c)
+{
+	return !c->status || c->probed ? tf_registry_keys(c) : NULL;
+}
+
+/* One key as {kind, plugin, section, key, type, default, help} plus range
+ * [min, max] for an integer, choices for an enum. */
+static cJSON *key_json(const tf_candidate *c, const tf_plugin_key *k)
+{
+	static const char *const types[] = {
+		[TF_KEY_INT] = "integer", [TF_KEY_SIZE] = "size", [TF_KEY_BOOL] = "bool",
+		[TF_KEY_ENUM] = "enum", [TF_KEY_STRING] = "text",
+	};
+	cJSON *o = cJSON_CreateObject();
+	bool ok = o &&
+		  cJSON_AddStringToObject(o, "kind", tf_registry_kind_name(c->kind)) &&
+		  cJSON_AddStringToObject(o, "plugin", c->name) &&
+		  cJSON_AddStringToObject(o, "section", k->section) &&
+		  cJSON_AddStringToObject(o, "key", k->name ? k->name : "") &&
+		  cJSON_AddStringToObject(o, "type", k->type >= TF_KEY_INT &&
+					  k->type <= TF_KEY_STRING ? types[k->type] : "text") &&
+		  (k->def ? cJSON_AddStringToObject(o, "default", k->def) :
+			    cJSON_AddNullToObject(o, "default")) &&
+		  cJSON_AddStringToObject(o, "help", k->help ? k->help : "");
+	if (ok && k->type == TF_KEY_INT) {
+		cJSON *range = cJSON_AddArrayToObject(o, "range");
+		ok = range && cJSON_AddItemToArray(range, cJSON_CreateNumber((double)k->min)) &&
+		     cJSON_AddItemToArray(range, cJSON_CreateNumber((double)k->max));
+	}
+	if (ok && k->type == TF_KEY_ENUM) {
+		cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+		ok = choices != NULL;
+		for (const char *ch = k->choices ? k->choices : ""; ok && *ch;) {
+			char one[128];
+			size_t n = strcspn(ch, "|");
+			snprintf(one, sizeof(one), "%.*s", (int)n, ch);
+			ok = cJSON_AddItemToArray(choices, cJSON_CreateString(one));
+			ch += n + (ch[n] == '|');
+		}
+	}
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int print_keys_json(const tf_registry *r, FILE *f)
+{
+	cJSON *root = cJSON_CreateArray();
+	if (!root)
+		return tf_diag_set(TF_ERR_NOMEM, "plugin keys: out of memory");
+	for (size_t i = 0; i < r->n; i++) {
+		const tf_candidate *c = &r->c[i];
+		for (const tf_plugin_key *k = print_keys_of(c); k && k->section; k++) {
+			cJSON *o = key_json(c, k);
+			if (!o || !cJSON_AddItemToArray(root, o)) {
+				cJSON_Delete(o);
+				cJSON_Delete(root);
+				return tf_diag_set(TF_ERR_NOMEM, "plugin keys: out of memory");
+			}
+		}
+	}
+	return print_cjson(root, f);
+}
+
+int tf_registry_print_keys(const tf_registry *r, FILE *f, bool json)
+{
+	if (json)
+		return print_keys_json(r, f);
 	fprintf(f, "| key | type | default | plugin | meaning |\n|---|---|---|---|---|\n");
 	for (size_t i = 0; i < r->n; i++) {
 		const tf_candidate *c = &r->c[i];
-		/* sound plugins, whether or not their probe accepted this machine */
-		const tf_plugin_key *k = !c->status || c->probed ? tf_registry_keys(c) : NULL;
-		for (; k && k->section; k++) {
+		for (const tf_plugin_key *k = print_keys_of(c); k && k->section; k++) {
 			fprintf(f, "| `[%s] %s` | ", k->section, k->name ? k->name : "");
 			print_key_type(f, k);
 			fprintf(f, " | %s%s%s | %s %s | %s |\n", k->def ? "`" : "",

@@ -97,9 +97,16 @@ const char *tf_registry_kind_name(tf_plugin_kind kind);
 /* The INI keys a candidate declares (its `keys` slot), or NULL. */
 const tf_plugin_key *tf_registry_keys(const tf_candidate *c);
 
+/* The keys every sound candidate declares join conf's schema (a conf
+ * from tf_conf_load_open); then a key nobody declares is refused.  conf
+ * points into the plugins: free it before r. */
+int tf_registry_declare_keys(const tf_registry *r, tf_conf *conf);
+
 /* `tfrun --plugins --keys`: every key the usable and probed-out candidates
- * declare, as the Markdown table docs/ini.md's plugin keys section holds. */
-int tf_registry_print_keys(const tf_registry *r, FILE *f);
+ * declare, as the Markdown table docs/ini.md's plugin keys section holds;
+ * json: an array of {kind, plugin, section, key, type, default (null when
+ * none), help}, with range [min, max] for an integer, choices for an enum. */
+int tf_registry_print_keys(const tf_registry *r, FILE *f, bool json);
 
 /* The listing of `tfrun --plugins`: one line per candidate, or JSON. */
 int tf_registry_print(const tf_registry *r, FILE *f, bool json);

@@ -282,6 +282,13 @@ static int rt_load_model(tf_runtime *rt, const char *ini, bool weights)
 	return TF_OK;
 }
 
+static int rt_plan_check(tf_runtime *rt)
+{
+	uint64_t limit;
+	int rc = tf_conf_get_size(rt->conf, "runtime", "memory_limit", 0, &limit);
+	return rc ? rc : tf_memplan_check(&rt->plan, limit);
+}
+
 /* Refuse a model that cannot fit before mapping pages in and starting
  * threads: every sequence full at once. */
 static int rt_plan(tf_runtime *rt)
@@ -291,13 +298,26 @@ static int rt_plan(tf_runtime *rt)
 		.chunk = rt->prefill_chunk, .cache_elem = rt->kv_cache_elem,
 		.sequences = (int)rt->sequences,
 	};
-	uint64_t limit;
 	int rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
-	if (!rc)
-		rc = tf_conf_get_size(rt->conf, "runtime", "memory_limit", 0, &limit);
-	if (!rc)
-		rc = tf_memplan_check(&rt->plan, limit);
-	return rc;
+	return rc ? rc : rt_plan_check(rt);
+}
+
+/* The plan knows KDA and MLA state from config.json; a layer of a type a
+ * plugin adds is counted by the plugin chosen for it, then checked again. */
+static int rt_plan_plugin_state(tf_runtime *rt)
+{
+	const tf_model_config *m = &rt->model;
+	for (int i = 0; i < m->n_layers_total; i++) {
+		const tf_plugin_attention *a = rt->attn[i];
+		if (m->layer_attn[i] || !a->state_bytes)
+			continue;
+		int64_t b = a->state_bytes(&rt->host, i, rt->context);
+		if (b < 0)
+			return tf_diag_set(TF_ERR_INTERNAL, "layer %d: %s state_bytes returned %lld",
+					   i, a->hdr.name, (long long)b);
+		tf_memplan_add_state(&rt->plan, (uint64_t)b);
+	}
+	return rt_plan_check(rt);
 }
 
 /* Every layer.<N> key must name a layer the model has; [model]
@@ -344,22 +364,6 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.router_open = host_router_open;
 	rt->host.router_route = host_router_route;
 	rt->host.router_close = host_router_close;
-}
-
-/* The keys every sound plugin on the path declares join the INI's schema;
- * then no key may be left that nobody declares. */
-static int rt_declare_keys(tf_runtime *rt)
-{
-	for (size_t i = 0; i < tf_registry_count(rt->reg); i++) {
-		const tf_candidate *c = tf_registry_at(rt->reg, i);
-		const tf_plugin_key *k = c->status ? NULL : tf_registry_keys(c);
-		for (; k && k->section; k++) {
-			int rc = tf_conf_declare(rt->conf, c->name, k);
-			if (rc)
-				return tf_diag_prefix(rc, "%s", c->file);
-		}
-	}
-	return tf_conf_check_pending(rt->conf);
 }
 
 static int rt_start_backend(tf_runtime *rt)
@@ -465,13 +469,15 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
-		rc = rt_declare_keys(rt);
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
 	if (!rc)
 		rc = rt_start_backend(rt);
 	if (!rc) {
 		rt_probe_rest(rt);
 		rc = rt_choose_plugins(rt);
 	}
+	if (!rc)
+		rc = rt_plan_plugin_state(rt);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;
@@ -492,7 +498,7 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 	if (!rc)
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
-		rc = rt_declare_keys(rt);
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;
@@ -654,6 +660,7 @@ static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 	    !cJSON_AddStringToObject(mem, "kv_cache", p->opts.cache_elem == 2 ? "bf16" : "f32") ||
 	    !cJSON_AddNumberToObject(mem, "mla_cache_bytes", (double)p->mla_cache) ||
 	    !cJSON_AddNumberToObject(mem, "mla_cache_other_bytes", (double)p->mla_cache_other) ||
+	    !cJSON_AddNumberToObject(mem, "other_state_bytes", (double)p->other_state) ||
 	    !cJSON_AddNumberToObject(mem, "scratch_bytes", (double)p->scratch) ||
 	    !cJSON_AddNumberToObject(mem, "total_bytes", (double)p->rank_total) ||
 	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active))

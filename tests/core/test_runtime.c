@@ -185,6 +185,31 @@ Test(runtime, plugin_keys_are_declared_checked_and_read)
 	open_fails(absent, 1, TF_ERR_INVALID, "[toy] mode: unknown key");
 }
 
+Test(runtime, plugin_layer_state_is_planned)
+{
+	/* toy-mean keeps hidden_size doubles per layer and sequence */
+	const char *ov[] = { "plugins.path=" TF_TEST_PLUGINS "/toy", "runtime.sequences=3",
+			     "model.layer.0.attention=toy", "model.layer.1.attention=toy" };
+	tf_runtime *rt = open_ok(ov, 4);
+	const tf_model_config *m = tf_runtime_model(rt);
+	const tf_memplan *p = tf_runtime_plan(rt);
+	uint64_t toy = (uint64_t)m->hidden_size * sizeof(double);
+	tf_memplan core;
+	cr_assert_eq(tf_memplan_compute_opts(m, tf_runtime_weights(rt), &p->opts, &core), TF_OK);
+	cr_assert_eq(p->n_other, 2);
+	cr_assert_eq(p->other_state, 2 * toy);
+	cr_assert_eq(p->seq_state, core.seq_state + 2 * toy);
+	cr_assert_eq(p->rank_total, core.rank_total + 2 * toy * 3);
+	char limit[64];
+	snprintf(limit, sizeof(limit), "runtime.memory_limit=%llu",
+		 (unsigned long long)p->rank_total - 1);
+	tf_runtime_close(rt);
+
+	/* the plan without the toys' state fits; with it, it does not */
+	const char *tight[] = { ov[0], ov[1], ov[2], ov[3], limit };
+	open_fails(tight, 5, TF_ERR_RANGE, "[runtime] memory_limit allows");
+}
+
 Test(runtime, bad_key_declarations_name_plugin_and_key)
 {
 	const char *core[] = { "plugins.path=" TF_TEST_PLUGINS "/keys-core" };

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "diag.h"
+#include "fail.h"
 #include "outdir.h"
 #include "recipe.h"
 
@@ -75,7 +75,7 @@ Test(tfquant, bits_option_and_ini)
 
 	fprintf(f, "[bits]\nshared = 6\nmla=8\n");
 	fclose(f);
-	cr_assert_eq(tfq_recipe_load_ini(&r, path), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tfq_recipe_load_ini(&r, path), TF_OK, "%s", tfq_errmsg());
 	cr_expect_eq(bits_of(&r, "model.layers.1.mlp.shared_experts.up_proj.weight", 2, 128, 256), 6);
 	cr_expect_eq(bits_of(&r, "model.layers.1.attention.dense.weight", 2, 256, 256), 8);
 
@@ -83,7 +83,7 @@ Test(tfquant, bits_option_and_ini)
 	fprintf(f, "[quant]\nshared = 6\n");
 	fclose(f);
 	cr_expect_eq(tfq_recipe_load_ini(&r, path), TF_ERR_INVALID);
-	cr_expect(strstr(tf_diag_msg(), "[quant]"), "%s", tf_diag_msg());
+	cr_expect(strstr(tfq_errmsg(), "[quant]"), "%s", tfq_errmsg());
 	unlink(path);
 }
 
@@ -98,8 +98,8 @@ Test(tfquant, refuses_bad_bits)
 		tfq_recipe_default(&r);
 		cr_expect_eq(tfq_recipe_parse(&r, cases[i].spec, "--bits"), TF_ERR_INVALID,
 			     "%s accepted", cases[i].spec);
-		cr_expect(strstr(tf_diag_msg(), cases[i].needle), "%s: '%s'", cases[i].spec,
-			  tf_diag_msg());
+		cr_expect(strstr(tfq_errmsg(), cases[i].needle), "%s: '%s'", cases[i].spec,
+			  tfq_errmsg());
 	}
 }
 
@@ -118,8 +118,8 @@ Test(tfquant, writes_quantization_config)
 	fprintf(f, "{}");
 	fclose(f);
 
-	cr_assert_eq(tfq_outdir_config(src, dst, &meta), TF_OK, "%s", tf_diag_msg());
-	cr_assert_eq(tfq_outdir_copy_files(src, dst), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tfq_outdir_config(src, dst, &meta), TF_OK, "%s", tfq_errmsg());
+	cr_assert_eq(tfq_outdir_copy_files(src, dst), TF_OK, "%s", tfq_errmsg());
 	snprintf(path, sizeof(path), "%s/tokenizer.json", dst);
 	cr_expect_eq(access(path, R_OK), 0, "tokenizer.json not copied");
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "diag.h"
+#include "fail.h"
 #include "tf/error.h"
 #include "tf/version.h"
 
@@ -38,10 +38,10 @@ static int write_file(const char *path, const void *data, size_t len)
 {
 	FILE *f = fopen(path, "wb");
 	if (!f)
-		return tf_diag_set(TF_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+		return tfq_fail(TF_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
 	size_t w = fwrite(data, 1, len, f);
 	if (fclose(f) || w != len)
-		return tf_diag_set(TF_ERR_IO, "%s: write failed", path);
+		return tfq_fail(TF_ERR_IO, "%s: write failed", path);
 	return TF_OK;
 }
 
@@ -54,12 +54,12 @@ int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m)
 	snprintf(path, sizeof(path), "%s/config.json", src);
 	char *text = read_file(path, &len);
 	if (!text)
-		return tf_diag_set(TF_ERR_IO, "%s: cannot read", path);
+		return tfq_fail(TF_ERR_IO, "%s: cannot read", path);
 	cJSON *root = cJSON_ParseWithLength(text, len);
 	free(text);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
-		return tf_diag_set(TF_ERR_FORMAT, "%s: not a JSON object", path);
+		return tfq_fail(TF_ERR_FORMAT, "%s: not a JSON object", path);
 	}
 	cJSON *q = cJSON_CreateObject(), *cal = cJSON_CreateObject();
 	cJSON_AddStringToObject(q, "quant_method", m->format);
@@ -84,7 +84,7 @@ save:
 	char *out = cJSON_Print(root);
 	cJSON_Delete(root);
 	if (!out)
-		return tf_diag_set(TF_ERR_NOMEM, "config.json: out of memory");
+		return tfq_fail(TF_ERR_NOMEM, "config.json: out of memory");
 	snprintf(path, sizeof(path), "%s/config.json", dst);
 	rc = write_file(path, out, strlen(out));
 	free(out);
@@ -105,7 +105,7 @@ int tfq_outdir_copy_files(const char *src, const char *dst)
 	int rc = TF_OK;
 
 	if (!d)
-		return tf_diag_set(TF_ERR_IO, "%s: cannot list: %s", src, strerror(errno));
+		return tfq_fail(TF_ERR_IO, "%s: cannot list: %s", src, strerror(errno));
 	while (!rc && (e = readdir(d))) {
 		char from[4096], to[4096];
 		struct stat sb;
@@ -116,7 +116,7 @@ int tfq_outdir_copy_files(const char *src, const char *dst)
 			continue;
 		char *data = read_file(from, &len);
 		if (!data) {
-			rc = tf_diag_set(TF_ERR_IO, "%s: cannot read", from);
+			rc = tfq_fail(TF_ERR_IO, "%s: cannot read", from);
 			break;
 		}
 		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);

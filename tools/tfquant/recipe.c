@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "fail.h"
 
 static const struct {
 	const char *key;
@@ -38,13 +38,13 @@ static int recipe_set(tfq_recipe *r, const char *key, const char *value,
 			continue;
 		int head16 = classes[i].cls == TF_WCLASS_HEAD && v == 16;
 		if (end == value || *end || ((v < 1 || v > 8) && !head16))
-			return tf_diag_set(TF_ERR_INVALID,
+			return tfq_fail(TF_ERR_INVALID,
 					   "%s: %s = '%s': expected bits 1..8%s", origin, key,
 					   value, classes[i].cls == TF_WCLASS_HEAD ? " or 16" : "");
 		r->bits[classes[i].cls] = (int)v;
 		return TF_OK;
 	}
-	return tf_diag_set(TF_ERR_INVALID,
+	return tfq_fail(TF_ERR_INVALID,
 			   "%s: unknown class '%s' (routed, shared, kda, mla, dense, head, mtp)",
 			   origin, key);
 }
@@ -55,13 +55,13 @@ int tfq_recipe_parse(tfq_recipe *r, const char *spec, const char *origin)
 	int rc = TF_OK;
 
 	if (strlen(spec) >= sizeof(buf))
-		return tf_diag_set(TF_ERR_INVALID, "%s: too long", origin);
+		return tfq_fail(TF_ERR_INVALID, "%s: too long", origin);
 	strcpy(buf, spec);
 	for (char *save = NULL, *item = strtok_r(buf, ",", &save); item && !rc;
 	     item = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(item, '=');
 		if (!eq)
-			return tf_diag_set(TF_ERR_INVALID, "%s: '%s' is not class=bits",
+			return tfq_fail(TF_ERR_INVALID, "%s: '%s' is not class=bits",
 					   origin, item);
 		*eq = '\0';
 		rc = recipe_set(r, item, eq + 1, origin);
@@ -85,7 +85,7 @@ static int ini_item(void *user, const char *section, const char *key,
 		return 0;
 	snprintf(origin, sizeof(origin), "%s: [%s] %s", c->path, section, key);
 	if (strcmp(section, "bits")) {
-		c->rc = tf_diag_set(TF_ERR_INVALID, "%s: unknown section [%s] (tfquant reads [bits])",
+		c->rc = tfq_fail(TF_ERR_INVALID, "%s: unknown section [%s] (tfquant reads [bits])",
 				    origin, section);
 		return 0;
 	}
@@ -100,9 +100,9 @@ int tfq_recipe_load_ini(tfq_recipe *r, const char *path)
 	if (c.rc)
 		return c.rc;
 	if (line < 0)
-		return tf_diag_set(TF_ERR_IO, "%s: cannot read", path);
+		return tfq_fail(TF_ERR_IO, "%s: cannot read", path);
 	if (line > 0)
-		return tf_diag_set(TF_ERR_FORMAT, "%s:%d: malformed line", path, line);
+		return tfq_fail(TF_ERR_FORMAT, "%s:%d: malformed line", path, line);
 	return TF_OK;
 }
 

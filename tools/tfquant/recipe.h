@@ -11,7 +11,7 @@
 #ifndef TFQ_RECIPE_H
 #define TFQ_RECIPE_H
 
-#include "memplan.h"
+#include "tf/checkpoint.h"      /* tf_wclass, tf_wclass_of */
 #include "tf/tensor.h"
 
 /* Fewer outputs than this stay unquantized: padding a per-head gate of 2

@@ -24,14 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "diag.h"
+#include "fail.h"
 #include "outdir.h"
 #include "recipe.h"
-#include "registry.h"
-#include "st_writer.h"
-#include "tf/quant.h"
-#include "weights.h"
+#include "tf/checkpoint.h"
 
 #define SHARD_BYTES (8ull << 30)
 
@@ -42,7 +38,7 @@ typedef struct tfq_opts {
 	int threads;
 	uint64_t seed;
 	const char *src, *dst;
-	tf_quantize_fn quantize;        /* the plugin's quantizer */
+	tf_quantize_fn quantize;        /* the plugin's quantizer (tf_quantizer_fn) */
 	tf_host host;                   /* what it is given: errors */
 } tfq_opts;
 
@@ -50,7 +46,6 @@ typedef struct tfq_opts {
 typedef struct tfq_store {
 	void **bufs;
 	size_t n, cap;
-	uint64_t bytes;         /* tensor data recorded so far */
 } tfq_store;
 
 static void *store_keep(tfq_store *s, void *p)
@@ -107,7 +102,7 @@ static void weight_prefix(const char *name, char *prefix, size_t size)
 /* A tf_tensor_sink into the writer: each tensor is copied into the store,
  * which keeps it until the save. */
 struct tfq_sink {
-	tf_st_writer *w;
+	tf_checkpoint_writer *w;
 	tfq_store *st;
 };
 
@@ -121,10 +116,9 @@ static int sink_add(void *ctx, const char *name, tf_dtype dt, int ndim, const in
 	size_t bytes = (size_t)n * tf_dtype_size(dt);
 	void *copy = store_keep(s->st, malloc(bytes ? bytes : 1));
 	if (!copy)
-		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", name);
+		return tfq_fail(TF_ERR_NOMEM, "%s: out of memory", name);
 	memcpy(copy, data, bytes);
-	s->st->bytes += bytes;
-	return tf_st_writer_add(s->w, name, dt, ndim, shape, copy);
+	return tf_checkpoint_writer_add(s->w, name, dt, ndim, shape, copy);
 }
 
 /* Overall progress: weights quantized of all to quantize, wall time. */
@@ -150,8 +144,8 @@ static const char *progress_step(tfq_progress *p, double n, char *buf, size_t si
 	return buf;
 }
 
-static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writer *w,
-			tfq_store *st, const tf_weights *src, tfq_progress *pg,
+static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_checkpoint_writer *w,
+			tfq_store *st, const tf_checkpoint *src, tfq_progress *pg,
 			double *bits_sum, double *numel_sum)
 {
 	char pbuf[48];
@@ -160,17 +154,17 @@ static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writ
 				.threads = o->threads, .variant = o->variant };
 	float *f = widen(t), *bf = NULL;
 	double rel_mse = 0;
-	int rc = f ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", t->name);
+	int rc = f ? TF_OK : tfq_fail(TF_ERR_NOMEM, "%s: out of memory", t->name);
 
 	/* A bias moves with its weight. */
 	char bname[512];
 	tf_tensor b;
 	weight_prefix(t->name, prefix, sizeof(prefix));
 	snprintf(bname, sizeof(bname), "%s.bias", prefix);
-	if (!rc && tf_weights_get(src, bname, &b) == TF_OK) {
+	if (!rc && tf_checkpoint_get(src, bname, &b) == TF_OK) {
 		bf = widen(&b);
 		if (!bf || b.ndim != 1 || b.shape[0] != t->shape[0])
-			rc = tf_diag_set(bf ? TF_ERR_FORMAT : TF_ERR_NOMEM,
+			rc = tfq_fail(bf ? TF_ERR_FORMAT : TF_ERR_NOMEM,
 					 "%s: expected a vector of %lld", bname, (long long)t->shape[0]);
 	}
 	double t0 = (double)clock() / CLOCKS_PER_SEC;
@@ -197,50 +191,47 @@ static int quantize_one(const tfq_opts *o, const tf_tensor *t, int K, tf_st_writ
 }
 
 /* An unquantized tensor: as stored, fp32 narrowed to fp16. */
-static int copy_one(const tf_tensor *t, tf_st_writer *w, tfq_store *st)
+static int copy_one(const tf_tensor *t, tf_checkpoint_writer *w, tfq_store *st)
 {
-	st->bytes += t->nbytes;
 	if (t->dtype != TF_DTYPE_F32)
-		return tf_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+		return tf_checkpoint_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
 	int64_t n = tf_tensor_numel(t);
 	uint16_t *h = store_keep(st, malloc((size_t)(n ? n : 1) * 2));
 	if (!h)
-		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", t->name);
+		return tfq_fail(TF_ERR_NOMEM, "%s: out of memory", t->name);
 	for (int64_t i = 0; i < n; i++)
 		h[i] = tf_f32_to_f16(((const float *)t->data)[i]);
-	return tf_st_writer_add(w, t->name, TF_DTYPE_F16, t->ndim, t->shape, h);
+	return tf_checkpoint_writer_add(w, t->name, TF_DTYPE_F16, t->ndim, t->shape, h);
 }
 
 static int convert(const tfq_opts *o)
 {
-	tf_model_config cfg = { .struct_size = sizeof(cfg) };
-	tf_weights *src = NULL;
-	tf_st_writer *w = NULL;
+	const tf_model_config *cfg = NULL;
+	tf_checkpoint *src = NULL;
+	tf_checkpoint_writer *w = NULL;
 	tfq_store st = { 0 };
 	tfq_meta meta = { .format = o->format, .variant = o->variant,
 			  .head_bits = o->recipe.bits[TF_WCLASS_HEAD],
 			  .mtp_bits = o->recipe.bits[TF_WCLASS_MTP] };
 	double bits_sum = 0, numel_sum = 0;
 	tfq_progress pg = { .t0 = wall_s() };
-	char path[4096];
 	int rc;
 
-	snprintf(path, sizeof(path), "%s/config.json", o->src);
-	rc = tf_config_load(path, &cfg);
-	if (!rc)
-		rc = tf_weights_open(o->src, &src);
-	if (!rc)
-		rc = tf_st_writer_init(&w);
+	rc = tf_checkpoint_open(o->src, &src);
+	if (!rc) {
+		cfg = tf_checkpoint_model(src);
+		rc = tf_checkpoint_writer_init(&w);
+	}
 	if (!rc && mkdir(o->dst, 0755) && errno != EEXIST)
-		rc = tf_diag_set(TF_ERR_IO, "%s: cannot create: %s", o->dst, strerror(errno));
-	for (size_t i = 0; !rc && i < tf_weights_count(src); i++) {
-		const tf_tensor *t = tf_weights_at(src, i);
-		if (tfq_recipe_bits(&o->recipe, &cfg, t))
+		rc = tfq_fail(TF_ERR_IO, "%s: cannot create: %s", o->dst, strerror(errno));
+	for (size_t i = 0; !rc && i < tf_checkpoint_count(src); i++) {
+		const tf_tensor *t = tf_checkpoint_at(src, i);
+		if (tfq_recipe_bits(&o->recipe, cfg, t))
 			pg.total += (double)(t->shape[0] * t->shape[1]);
 	}
-	for (size_t i = 0; !rc && i < tf_weights_count(src); i++) {
-		const tf_tensor *t = tf_weights_at(src, i);
-		int K = tfq_recipe_bits(&o->recipe, &cfg, t);
+	for (size_t i = 0; !rc && i < tf_checkpoint_count(src); i++) {
+		const tf_tensor *t = tf_checkpoint_at(src, i);
+		int K = tfq_recipe_bits(&o->recipe, cfg, t);
 		char prefix[480], bname[512];
 		tf_tensor wt;
 
@@ -248,29 +239,25 @@ static int convert(const tfq_opts *o)
 		if (strlen(t->name) > 5 && !strcmp(t->name + strlen(t->name) - 5, ".bias")) {
 			snprintf(prefix, sizeof(prefix), "%.*s", (int)strlen(t->name) - 5, t->name);
 			snprintf(bname, sizeof(bname), "%s.weight", prefix);
-			if (tf_weights_get(src, bname, &wt) == TF_OK &&
-			    tfq_recipe_bits(&o->recipe, &cfg, &wt))
+			if (tf_checkpoint_get(src, bname, &wt) == TF_OK &&
+			    tfq_recipe_bits(&o->recipe, cfg, &wt))
 				continue;
 		}
 		rc = K ? quantize_one(o, t, K, w, &st, src, &pg, &bits_sum, &numel_sum)
 		       : copy_one(t, w, &st);
 	}
 	meta.bits = numel_sum > 0 ? bits_sum / numel_sum : 0;
-	if (!rc) {
-		snprintf(path, sizeof(path), "%s/model.safetensors", o->dst);
-		rc = st.bytes > SHARD_BYTES ? tf_st_writer_save_shards(w, o->dst, SHARD_BYTES)
-					    : tf_st_writer_save(w, path);
-	}
+	if (!rc)
+		rc = tf_checkpoint_writer_save(w, o->dst, SHARD_BYTES);
 	if (!rc)
 		rc = tfq_outdir_config(o->src, o->dst, &meta);
 	if (!rc)
 		rc = tfq_outdir_copy_files(o->src, o->dst);
 	if (!rc)
 		printf("wrote %s: %.2f bits per weight over the budgeted layers\n", o->dst, meta.bits);
-	tf_st_writer_free(w);
+	tf_checkpoint_writer_free(w);
 	store_free(&st);
-	tf_weights_close(src);
-	tf_config_free(&cfg);
+	tf_checkpoint_close(src);
 	return rc;
 }
 
@@ -303,27 +290,7 @@ static int tfq_error(const tf_host *h, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return tf_diag_set(status, "%s", msg);
-}
-
-/* The quantizer of the quant plugin named o->format on the plugin path
- * (the build's folder and $TF_PLUGIN_PATH); r keeps it loaded. */
-static int find_format(tf_registry *r, tfq_opts *o)
-{
-	int rc = tf_registry_scan(r, NULL);
-	for (size_t i = 0; !rc && i < tf_registry_count(r); i++) {
-		const tf_candidate *c = tf_registry_at(r, i);
-		if (c->kind != TF_KIND_QUANT || c->status || strcmp(c->name, o->format))
-			continue;
-		o->quantize = tf_quant_quantizer((const tf_plugin_quant *)c->desc);
-		if (!o->quantize)
-			return tf_diag_set(TF_ERR_UNSUPPORTED, "--format %s: %s has no quantizer",
-					   o->format, c->file);
-		return TF_OK;
-	}
-	return rc ? rc : tf_diag_set(TF_ERR_NOT_FOUND, "--format %s: no usable quant plugin "
-				     "of that name on the plugin path (see tfrun --plugins)",
-				     o->format);
+	return tfq_fail(status, "%s", msg);
 }
 
 int main(int argc, char **argv)
@@ -331,7 +298,7 @@ int main(int argc, char **argv)
 	tfq_opts o = { .format = "exl3", .seed = 1,
 		       .host = { .struct_size = sizeof(tf_host), .log = tfq_log,
 				 .error = tfq_error } };
-	tf_registry *reg = NULL;
+	tf_quantizer *q = NULL;
 	int rc = TF_OK;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -345,7 +312,7 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		if (!v) {
-			rc = tf_diag_set(TF_ERR_INVALID, "%s: missing value", a);
+			rc = tfq_fail(TF_ERR_INVALID, "%s: missing value", a);
 			break;
 		}
 		i++;
@@ -355,7 +322,7 @@ int main(int argc, char **argv)
 			rc = tfq_recipe_load_ini(&o.recipe, v);
 		else if (!strcmp(a, "--threads"))
 			rc = (o.threads = atoi(v)) >= 1 ? TF_OK
-			   : tf_diag_set(TF_ERR_INVALID, "--threads %s: expected >= 1", v);
+			   : tfq_fail(TF_ERR_INVALID, "--threads %s: expected >= 1", v);
 		else if (!strcmp(a, "--seed"))
 			o.seed = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--codebook"))
@@ -363,24 +330,25 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--format"))
 			o.format = v;
 		else
-			rc = tf_diag_set(TF_ERR_INVALID, "%s: unknown option", a);
+			rc = tfq_fail(TF_ERR_INVALID, "%s: unknown option", a);
 	}
 	if (!rc && argc - i != 2) {
 		usage(stderr);
 		return 2;
 	}
-	if (!rc)
-		rc = tf_registry_init(&reg);
-	if (!rc)
-		rc = find_format(reg, &o);
+	/* The quantizer of the quant plugin named --format on the plugin
+	 * path (the build's folder and $TF_PLUGIN_PATH); q keeps it loaded. */
+	if (!rc && (rc = tf_quantizer_open(o.format, &q)))
+		tfq_fail(rc, "--format %s", tf_checkpoint_errmsg());
 	if (!rc) {
+		o.quantize = tf_quantizer_fn(q);
 		o.src = argv[i];
 		o.dst = argv[i + 1];
 		rc = convert(&o);
 	}
-	tf_registry_free(reg);
+	tf_quantizer_close(q);
 	if (rc) {
-		fprintf(stderr, "tfquant: %s\n", *tf_diag_msg() ? tf_diag_msg() : tf_strerror(rc));
+		fprintf(stderr, "tfquant: %s\n", *tfq_errmsg() ? tfq_errmsg() : tf_strerror(rc));
 		return 1;
 	}
 	return 0;

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "diag.h"
+#include "fail.h"               /* tools/tfquant: recipe and outdir failures */
 #include "synth.h"
 
 /* Hugging Face's default shard size is of this order; it bounds memory too. */
@@ -219,7 +220,7 @@ int main(int argc, char **argv)
 	       a.out, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	goto out;
 fail:
-	fprintf(stderr, "tfsynth: %s\n", tf_diag_msg());
+	fprintf(stderr, "tfsynth: %s\n", tfq_errmsg());
 	rc = 1;
 out:
 	tf_synth_plan_free(&plan);
