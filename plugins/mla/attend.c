@@ -4,7 +4,55 @@
 #include <math.h>
 #include <string.h>
 
+#include "tf/dtype.h"
+
 #include "../common/vec.h"
+
+void mla_cache_write(const mla_dims *d, const mla_cache *c, int64_t t, int64_t n,
+		     const float *src)
+{
+	const int64_t lat = d->r + d->dr;
+	for (int64_t i = 0; i < n; i++, t++) {
+		const float *s = src + i * lat;
+		size_t off = (size_t)(t % MLA_PAGE_ROWS) * lat;
+		if (!c->bf16) {
+			memcpy((float *)c->page[t / MLA_PAGE_ROWS] + off, s, (size_t)lat * sizeof(float));
+			continue;
+		}
+		uint16_t *o = (uint16_t *)c->page[t / MLA_PAGE_ROWS] + off;
+		for (int64_t e = 0; e < lat; e++)
+			o[e] = tf_f32_to_bf16(s[e]);
+	}
+}
+
+/* n bf16 elements as floats (the compiler leaves the scalar loop scalar:
+ * a bf16 cache's decode reads every row through here). */
+static void bf16_widen(float *restrict o, const uint16_t *restrict s, int64_t n)
+{
+	int64_t e = 0;
+#if defined(TF_SIMD_AVX2)
+	for (; e + 8 <= n; e += 8) {
+		__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + e)));
+		_mm256_storeu_ps(o + e, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+	}
+#elif defined(TF_SIMD_NEON)
+	for (; e + 4 <= n; e += 4)
+		vst1q_f32(o + e, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(s + e), 16)));
+#endif
+	for (; e < n; e++)
+		o[e] = tf_bf16_to_f32(s[e]);
+}
+
+const float *mla_cache_rows(const mla_dims *d, const mla_cache *c, int64_t t, int64_t n,
+			    float *buf)
+{
+	const int64_t lat = d->r + d->dr;
+	size_t off = (size_t)(t % MLA_PAGE_ROWS) * lat;
+	if (!c->bf16)
+		return (const float *)c->page[t / MLA_PAGE_ROWS] + off;
+	bf16_widen(buf, (const uint16_t *)c->page[t / MLA_PAGE_ROWS] + off, n * lat);
+	return buf;
+}
 
 /* Fold a block of scores with maximum mx into a running softmax: when the
  * maximum grows, rescale the sum and accumulator to it.  Returns the
@@ -31,18 +79,37 @@ size_t mla_naive_work(const mla_dims *d)
  * softmax update, acc_h += P V_h.  Entries past a query's own row are
  * masked to zero weight.
  */
+void mla_naive_split(const mla_dims *d, const mla_cache *c, int64_t t0, int64_t tb,
+		     float *cb, float *kpe)
+{
+	const int64_t lat = d->r + d->dr;
+	for (int64_t t = 0; t < tb; t++) {
+		size_t off = (size_t)((t0 + t) % MLA_PAGE_ROWS) * lat;
+		const void *page = c->page[(t0 + t) / MLA_PAGE_ROWS];
+		if (c->bf16) {
+			const uint16_t *row = (const uint16_t *)page + off;
+			bf16_widen(cb + t * d->r, row, d->r);
+			bf16_widen(kpe + t * d->dr, row + d->r, d->dr);
+		} else {
+			const float *row = (const float *)page + off;
+			memcpy(cb + t * d->r, row, (size_t)d->r * sizeof(float));
+			memcpy(kpe + t * d->dr, row + d->r, (size_t)d->dr * sizeof(float));
+		}
+	}
+}
+
 void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
-		     int64_t len, const float *kv, const float *cache, int64_t t0,
+		     int64_t len, const float *kv, const float *kpe, int64_t t0,
 		     int64_t tb, mla_run *run, float *acc, float *work)
 {
 	const int dq = d->dn + d->dr, dkv = d->dn + d->dv;
-	const int64_t lat = d->r + d->dr, ldkv = (int64_t)d->heads * dkv;
+	const int64_t ldkv = (int64_t)d->heads * dkv;
 	float *kt = work, *s = work + (size_t)dq * MLA_KV_BLOCK;
 
 	/* kt [dq, tb]: the head's expanded k_nope, then the shared k_pe */
 	for (int64_t t = 0; t < tb; t++) {
 		const float *kn = kv + t * ldkv + (int64_t)h * dkv;
-		const float *kp = cache + (t0 + t) * lat + d->r;
+		const float *kp = kpe + t * d->dr;
 		for (int e = 0; e < d->dn; e++)
 			kt[e * tb + t] = kn[e];
 		for (int e = 0; e < d->dr; e++)
@@ -101,20 +168,30 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
 	return TF_OK;
 }
 
-void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
-		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *p)
+size_t mla_absorbed_work(const mla_dims *d)
+{
+	return (size_t)MLA_TILE * (d->heads + d->r + d->dr);
+}
+
+void mla_absorbed_rows(const mla_dims *d, const float *qlat, const mla_cache *c,
+		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *work)
 {
 	const int64_t lat = d->r + d->dr;
+	float *p = work, *buf = work + (size_t)d->heads * MLA_TILE;
 	for (int h = 0; h < d->heads; h++) {
 		run[h].m = -INFINITY;
 		run[h].l = 0.0f;
 	}
 	memset(acc, 0, (size_t)d->heads * d->r * sizeof(float));
-	/* A tile of rows at a time: the tile stays in cache while every head
-	 * scores it and then accumulates it. */
-	for (int64_t tt = t0; tt < t1; tt += MLA_TILE) {
-		int64_t nt = t1 - tt < MLA_TILE ? t1 - tt : MLA_TILE;
-		const float *tile = cache + tt * lat;
+	/* A tile of rows at a time, within one page: the tile stays in cache
+	 * while every head scores it and then accumulates it. */
+	for (int64_t tt = t0, nt; tt < t1; tt += nt) {
+		nt = MLA_PAGE_ROWS - tt % MLA_PAGE_ROWS;
+		if (nt > MLA_TILE)
+			nt = MLA_TILE;
+		if (nt > t1 - tt)
+			nt = t1 - tt;
+		const float *tile = mla_cache_rows(d, c, tt, nt, buf);
 		for (int h = 0; h < d->heads; h++) {
 			float *ph = p + (int64_t)h * MLA_TILE, mx = -INFINITY;
 			for (int64_t t = 0; t < nt; t++) {

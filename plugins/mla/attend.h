@@ -1,14 +1,18 @@
 /*
  * attend.h - MLA attention over the latent cache, in both forms.
  *
- * The cache holds one row of lat = r + dr floats per token: the normed
- * latent c (r) and the roped shared key k_pe (dr).  Per head h the key is
- * [c W_UK_h^T ; k_pe] and the value c W_UV_h^T, with W_UK_h, W_UV_h the
- * head's rows of kv_b_proj ([heads, dn + dv, r]).
+ * The cache holds one row of lat = r + dr elements per token: the normed
+ * latent c (r) and the roped shared key k_pe (dr).  Its rows live in pages
+ * of MLA_PAGE_ROWS rows (row t in page t / MLA_PAGE_ROWS), as float or as
+ * bf16 ([runtime] kv_cache): a bf16 cache rounds each element once when
+ * the row is written and reads it back as float, so everything else runs
+ * in float either way.  Per head h the key is [c W_UK_h^T ; k_pe] and the
+ * value c W_UV_h^T, with W_UK_h, W_UV_h the head's rows of kv_b_proj
+ * ([heads, dn + dv, r]).
  *
  * Naive form (prefill): expand keys and values of a block of cache rows
- * through kv_b_proj and attend per head with an online softmax, block by
- * block, so memory stays bounded by the block.
+ * (one page) through kv_b_proj and attend per head with an online
+ * softmax, block by block, so memory stays bounded by the block.
  *
  * Absorbed form (decode): fold W_UK_h into the query (q_lat = W_UK_h^T
  * q_nope), attend over the raw cache rows, which every head shares, and
@@ -21,6 +25,7 @@
 #ifndef TF_MLA_ATTEND_H
 #define TF_MLA_ATTEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +36,26 @@ typedef struct mla_dims {
 	float scale;            /* softmax scale */
 } mla_dims;
 
+/* Rows per cache page: the naive form's block is one page, and the
+ * absorbed form's tiles stop at a page's end. */
+#define MLA_PAGE_ROWS 256
+
+/* A sequence's cache as the kernels read it. */
+typedef struct mla_cache {
+	void *const *page;      /* pages of MLA_PAGE_ROWS rows of lat elements */
+	bool bf16;              /* elements are bf16 (uint16_t), else float */
+} mla_cache;
+
+/* Round and store n float rows src [n, lat] as cache rows t .. t + n - 1
+ * (their pages allocated). */
+void mla_cache_write(const mla_dims *d, const mla_cache *c, int64_t t, int64_t n,
+		     const float *src);
+
+/* Rows [t, t + n) of one page as floats, row stride lat: a float page in
+ * place, a bf16 page converted into buf (n * lat floats). */
+const float *mla_cache_rows(const mla_dims *d, const mla_cache *c, int64_t t, int64_t n,
+			    float *buf);
+
 /* Running softmax of one (query, head): max and sum of exp(s - max); its
  * accumulator of values is kept beside it. */
 typedef struct mla_run {
@@ -39,19 +64,26 @@ typedef struct mla_run {
 
 /* --- naive form --- */
 
-/* Cache rows expanded at a time, and queries scored together against them. */
-#define MLA_KV_BLOCK 256
+/* Cache rows expanded at a time (one page), and queries scored together
+ * against them. */
+#define MLA_KV_BLOCK MLA_PAGE_ROWS
 #define MLA_QTILE 64
 
 /* Scratch floats mla_naive_block needs. */
 size_t mla_naive_work(const mla_dims *d);
 
+/* Cache rows [t0, t0 + tb) of one page, split as floats into their
+ * latents c [tb, r] (kv_b_proj's input) and shared keys kpe [tb, dr]. */
+void mla_naive_split(const mla_dims *d, const mla_cache *c, int64_t t0, int64_t tb,
+		     float *cb, float *kpe);
+
 /* One head, queries q [n, heads * (dn + dr)] against cache rows [t0,
  * t0 + tb), tb <= MLA_KV_BLOCK, whose expanded keys/values are kv [tb,
- * heads * (dn + dv)].  run [n, heads] and acc [n, heads * dv] carry the
- * online softmax; work: mla_naive_work() floats. */
+ * heads * (dn + dv)] and shared keys kpe [tb, dr].  run [n, heads] and
+ * acc [n, heads * dv] carry the online softmax; work: mla_naive_work()
+ * floats. */
 void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
-		     int64_t len, const float *kv, const float *cache, int64_t t0,
+		     int64_t len, const float *kv, const float *kpe, int64_t t0,
 		     int64_t tb, mla_run *run, float *acc, float *work);
 
 /* --- absorbed form --- */
@@ -75,10 +107,13 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
 /* Cache rows scored and accumulated per tile (absorbed form). */
 #define MLA_TILE 32
 
+/* Scratch floats mla_absorbed_rows needs: a tile's scores and its rows. */
+size_t mla_absorbed_work(const mla_dims *d);
+
 /* Every head over cache rows [t0, t1): run [heads], acc [heads, r];
- * p: heads * MLA_TILE floats of scratch. */
-void mla_absorbed_rows(const mla_dims *d, const float *qlat, const float *cache,
-		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *p);
+ * work: mla_absorbed_work() floats. */
+void mla_absorbed_rows(const mla_dims *d, const float *qlat, const mla_cache *c,
+		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *work);
 
 /* Merge np partial (run, acc) sets (part p at run + p*heads, acc +
  * p*heads*r), then o_h = W_UV_h o_lat for heads [h0, h1).  lat: r floats. */

@@ -1,15 +1,19 @@
 /*
  * mla.c - the gated MLA attention plugin (layer type "mla").
  *
- * One instance per MLA layer: its projections, kv_b_proj dequantised once
- * for the absorbed form, and the latent cache of the sequence (r + dr
- * floats per token: the normed latent and the roped shared key).
+ * One instance per MLA layer holds its projections and kv_b_proj
+ * dequantised once for the absorbed form.  Each sequence's state
+ * (state_new) is its latent cache: r + dr elements per token, the normed
+ * latent and the roped shared key, in pages of MLA_PAGE_ROWS tokens taken
+ * as the sequence grows, stored as bf16 or float ([runtime] kv_cache).
  *
- * forward(): project queries (q_proj, or q_a_proj -> norm -> q_b_proj) and
- * the compressed kv, norm the latent, rope the rope slices, append to the
- * cache, attend (attend.c: absorbed form for a few tokens, naive form for a
- * prefill), multiply each head by its sigmoid gate, and project with
- * `dense`.  Shapes all come from config.json.
+ * forward_batch(): over all rows at once, project queries (q_proj, or
+ * q_a_proj -> norm -> q_b_proj), the compressed kv and the gate, norm the
+ * latents and rope the rope slices at each row's position; then per
+ * segment append its rows to its sequence's cache and attend over that
+ * cache (attend.c: absorbed form for a few rows, naive form for a
+ * prefill); multiply each head by its sigmoid gate and project all rows
+ * with `dense`.  Shapes all come from config.json.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -43,26 +47,36 @@ struct mla_layer {
 	bool interleave;
 	float eps;
 
+	bool bf16;                      /* the cache's element type, from kv_cache */
+	size_t page_bytes;              /* one cache page */
+
 	tf_lin q_proj, q_a_proj, q_b_proj, kv_a_proj, kv_b_proj, g_proj, dense;
 	float *q_a_norm;                /* [rq] */
 	float *kv_a_norm;               /* [r] */
 	float *wkvb;                    /* [heads, dn + dv, r], when kvb needs it */
 	mla_kvb kvb;                    /* the absorbed form's W_UK, W_UV products */
 
-	/* Sequence state. */
-	int64_t max_ctx, len;
-	float *cache;                   /* [max_ctx, lat] */
-
 	/* Views into the shared arena (mla_scratch), valid during one forward. */
 	float *q, *qa, *ckv, *gate, *o; /* [n, heads*dq], [n, rq], [n, lat], [n, gate_w], [n, heads*dv] */
 	mla_run *run;                   /* [max(n, workers), heads] */
 	float *acc;                     /* [workers, heads, r] (absorbed) */
 	float *qlat;                    /* [heads, lat] */
-	float *cblk, *kvblk;            /* [KV_BLOCK, r], [KV_BLOCK, heads*(dn+dv)] */
+	float *cblk, *kpe, *kvblk;      /* [KV_BLOCK, r], [KV_BLOCK, dr], [KV_BLOCK, heads*(dn+dv)] */
 	float *work;                    /* per worker: work_per floats */
 	size_t work_per;
 	int n_workers;
 	bool scratch_ref;               /* holds a reference on mla_scratch */
+};
+
+/*
+ * One sequence: its first len tokens' rows in pages [0, n_pages), taken in
+ * order as it grows and kept until state_free (a reset or a rollback
+ * keeps them for the tokens that come next).
+ */
+struct mla_state {
+	int64_t max_ctx, len;
+	int64_t n_pages;
+	void **page;                    /* [ceil(max_ctx / MLA_PAGE_ROWS)] */
 };
 
 static tf_scratch mla_scratch = TF_SCRATCH_INIT;
@@ -92,10 +106,32 @@ static int mla_check_config(const tf_host *h, int layer)
 	return TF_OK;
 }
 
+/* [runtime] kv_cache: bf16 (index 0, the default, also where the host
+ * has no typed enum read) or f32. */
+static int mla_conf_bf16(const tf_host *h, bool *bf16)
+{
+	int idx = 0, rc = TF_OK;
+	if (TF_HAS_SLOT(h, tf_host, conf_enum) && h->conf_enum)
+		rc = h->conf_enum(h, "runtime", "kv_cache", 0, &idx);
+	*bf16 = idx == 0;
+	return rc;
+}
+
+static int64_t mla_pages(int64_t rows)
+{
+	return (rows + MLA_PAGE_ROWS - 1) / MLA_PAGE_ROWS;
+}
+
+/* Every page of a full context, and its page table. */
 static int64_t mla_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
 {
 	const tf_model_config *c = h->model;
-	return max_ctx * (int64_t)(c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+	bool bf16;
+	if (mla_conf_bf16(h, &bf16))
+		bf16 = false;           /* layer_init will refuse; count the larger */
+	int64_t page = (int64_t)MLA_PAGE_ROWS * (c->kv_lora_rank + c->qk_rope_head_dim) *
+		       (bf16 ? 2 : 4);
+	return mla_pages(max_ctx) * (page + (int64_t)sizeof(void *));
 }
 
 /* Floats of one forward's activations, as mla_act_carve lays them out
@@ -110,6 +146,7 @@ static size_t mla_act_floats(const struct mla_layer *L, int64_t n)
 	       tf_scratch_round((size_t)L->n_workers * d->heads * d->r) +
 	       tf_scratch_round((size_t)d->heads * L->lat) +
 	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->r) +
+	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->dr) +
 	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv)) +
 	       tf_scratch_round((size_t)L->n_workers * L->work_per);
 }
@@ -127,6 +164,7 @@ static void mla_act_carve(struct mla_layer *L, int64_t n, float *mem)
 	L->acc = tf_scratch_take(&mem, (size_t)L->n_workers * d->heads * d->r);
 	L->qlat = tf_scratch_take(&mem, (size_t)d->heads * L->lat);
 	L->cblk = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->r);
+	L->kpe = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->dr);
 	L->kvblk = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv));
 	L->work = tf_scratch_take(&mem, (size_t)L->n_workers * L->work_per);
 }
@@ -146,7 +184,6 @@ static void mla_layer_fini(void *inst)
 	free(L->q_a_norm);
 	free(L->kv_a_norm);
 	free(L->wkvb);
-	free(L->cache);
 	free(L);
 }
 
@@ -236,30 +273,24 @@ static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->gate_w = c->gate_head_wise ? L->d.heads : L->d.heads * L->d.dv;
 	L->interleave = c->rope_interleave;
 	L->eps = c->rms_norm_eps;
-	L->max_ctx = max_ctx;
 	L->n_workers = L->be->n_threads(L->bctx);
 	if (L->n_workers < 1)
 		L->n_workers = 1;
 
-	if ((rc = mla_rope_init(h, L->d.dr, &L->rope)) || (rc = mla_load(L, prefix)))
+	if ((rc = mla_conf_bf16(h, &L->bf16)) || (rc = mla_rope_init(h, L->d.dr, &L->rope)) ||
+	    (rc = mla_load(L, prefix)))
 		goto fail;
 	L->d.scale = L->rope.scale_mult / sqrtf((float)(L->d.dn + L->d.dr));
+	L->page_bytes = (size_t)MLA_PAGE_ROWS * L->lat * (L->bf16 ? 2 : 4);
 
 	const mla_dims *d = &L->d;
-	L->cache = malloc((size_t)max_ctx * L->lat * sizeof(float));
-	/* per worker: the naive block's scratch, the absorbed tile's scores,
-	 * one latent */
+	/* per worker: the naive block's scratch, the absorbed tile's, one
+	 * latent */
 	L->work_per = mla_naive_work(d);
-	if (L->work_per < (size_t)d->heads * MLA_TILE)
-		L->work_per = (size_t)d->heads * MLA_TILE;
+	if (L->work_per < mla_absorbed_work(d))
+		L->work_per = mla_absorbed_work(d);
 	if (L->work_per < (size_t)d->r)
 		L->work_per = (size_t)d->r;
-	if (!L->cache) {
-		rc = h->error(h, TF_ERR_NOMEM,
-			      "layer %d (mla): out of memory for a cache of %lld tokens",
-			      layer, (long long)max_ctx);
-		goto fail;
-	}
 	tf_scratch_ref(&mla_scratch);
 	L->scratch_ref = true;
 	*inst = L;
@@ -269,21 +300,145 @@ fail:
 	return rc;
 }
 
-/* --- absorbed form: one query at a time, cache rows split over workers --- */
+/* --- sequence state --- */
+
+static void mla_state_free(void *inst, void *state)
+{
+	struct mla_state *S = state;
+	if (!S)
+		return;
+	for (int64_t p = 0; p < S->n_pages; p++)
+		free(S->page[p]);
+	free(S->page);
+	free(S);
+}
+
+/* Only the page table now: pages come as the sequence grows. */
+static int mla_state_new(void *inst, int64_t max_ctx, void **state)
+{
+	struct mla_layer *L = inst;
+	if (max_ctx <= 0)
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): context %lld must be positive", L->layer,
+				   (long long)max_ctx);
+	struct mla_state *S = calloc(1, sizeof(*S));
+	if (S)
+		S->page = calloc((size_t)mla_pages(max_ctx), sizeof(void *));
+	if (!S || !S->page) {
+		free(S);
+		return L->h->error(L->h, TF_ERR_NOMEM,
+				   "layer %d (mla): out of memory for a %lld-token page table",
+				   L->layer, (long long)max_ctx);
+	}
+	S->max_ctx = max_ctx;
+	*state = S;
+	return TF_OK;
+}
+
+/* Pages for the first `rows` tokens.  Pages taken before a failure stay
+ * as spare room: the tokens held are unchanged. */
+static int mla_state_reserve(const struct mla_layer *L, struct mla_state *S, int64_t rows)
+{
+	for (int64_t need = mla_pages(rows); S->n_pages < need; S->n_pages++) {
+		S->page[S->n_pages] = malloc(L->page_bytes);
+		if (!S->page[S->n_pages])
+			return L->h->error(L->h, TF_ERR_NOMEM,
+					   "layer %d (mla): out of memory for a cache of %lld tokens",
+					   L->layer, (long long)rows);
+	}
+	return TF_OK;
+}
+
+/* The pages stay for the tokens that come next. */
+static void mla_state_reset(void *inst, void *state)
+{
+	((struct mla_state *)state)->len = 0;
+}
+
+static int64_t mla_state_len(void *inst, const void *state)
+{
+	return ((const struct mla_state *)state)->len;
+}
+
+static int mla_state_copy(void *inst, void *dst, const void *src)
+{
+	struct mla_layer *L = inst;
+	struct mla_state *D = dst;
+	const struct mla_state *S = src;
+	const size_t row_bytes = L->page_bytes / MLA_PAGE_ROWS;
+	int rc;
+
+	if (D == S)
+		return TF_OK;
+	if (S->len > D->max_ctx)
+		return L->h->error(L->h, TF_ERR_RANGE,
+				   "layer %d (mla): a copy of %lld tokens exceeds the context of %lld",
+				   L->layer, (long long)S->len, (long long)D->max_ctx);
+	if ((rc = mla_state_reserve(L, D, S->len)))
+		return rc;
+	for (int64_t t = 0; t < S->len; t += MLA_PAGE_ROWS) {
+		int64_t rows = S->len - t < MLA_PAGE_ROWS ? S->len - t : MLA_PAGE_ROWS;
+		memcpy(D->page[t / MLA_PAGE_ROWS], S->page[t / MLA_PAGE_ROWS],
+		       (size_t)rows * row_bytes);
+	}
+	D->len = S->len;
+	return TF_OK;
+}
+
+/* The cache is append-only: a snapshot is its length. */
+static size_t mla_state_snapshot_size(void *inst, const void *state)
+{
+	return sizeof(struct mla_snap);
+}
+
+static int mla_state_snapshot(void *inst, const void *state, void *buf)
+{
+	struct mla_snap s = { .magic = MLA_SNAP_MAGIC,
+			      .len = ((const struct mla_state *)state)->len };
+	memcpy(buf, &s, sizeof(s));
+	return TF_OK;
+}
+
+/* Only backwards: rows past the current length may have been overwritten
+ * since the snapshot. */
+static int mla_state_rollback(void *inst, void *state, const void *buf)
+{
+	struct mla_layer *L = inst;
+	struct mla_state *S = state;
+	struct mla_snap s;
+	memcpy(&s, buf, sizeof(s));
+	if (s.magic != MLA_SNAP_MAGIC || s.len < 0)
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): rollback buffer is not an mla snapshot", L->layer);
+	if (s.len > S->len)
+		return L->h->error(L->h, TF_ERR_INVALID,
+				   "layer %d (mla): cannot roll forward from %lld to %lld tokens",
+				   L->layer, (long long)S->len, (long long)s.len);
+	S->len = s.len;
+	return TF_OK;
+}
+
+/* --- attention of one segment over its sequence's cache --- */
 
 struct mla_job {
 	struct mla_layer *L;
-	int64_t n, i;                   /* tokens of this forward; current query */
+	mla_cache c;
+	int64_t len, n;                 /* cache rows before the segment; its rows */
+	const float *q;                 /* the segment's queries [n, heads * (dn + dr)] */
+	float *o;                       /* its outputs [n, heads * dv] */
+	int64_t i;                      /* absorbed: the current query */
 	int64_t rows, parts;            /* absorbed: rows seen, parts they are split in */
 	int64_t t0, tb;                 /* naive: the expanded block */
 	atomic_int rc;                  /* absorbed: a slice product's failure */
 };
 
+/* absorbed form: one query at a time, cache rows split over workers */
+
 static void absorb_query_fn(void *arg, int64_t h0, int64_t h1, int worker)
 {
 	struct mla_job *j = arg;
 	const mla_dims *d = &j->L->d;
-	int rc = mla_absorb_query(d, &j->L->kvb, j->L->q + j->i * d->heads * (d->dn + d->dr),
+	int rc = mla_absorb_query(d, &j->L->kvb, j->q + j->i * d->heads * (d->dn + d->dr),
 				  (int)h0, (int)h1, j->L->qlat);
 	if (rc)
 		atomic_store(&j->rc, rc);
@@ -294,7 +449,7 @@ static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
 	struct mla_job *j = arg;
 	struct mla_layer *L = j->L;
 	for (int64_t p = p0; p < p1; p++)
-		mla_absorbed_rows(&L->d, L->qlat, L->cache, j->rows * p / j->parts,
+		mla_absorbed_rows(&L->d, L->qlat, &j->c, j->rows * p / j->parts,
 				  j->rows * (p + 1) / j->parts, L->run + p * L->d.heads,
 				  L->acc + p * L->d.heads * L->d.r,
 				  L->work + (size_t)worker * L->work_per);
@@ -305,62 +460,59 @@ static void absorbed_out_fn(void *arg, int64_t h0, int64_t h1, int worker)
 	struct mla_job *j = arg;
 	struct mla_layer *L = j->L;
 	int rc = mla_absorbed_out(&L->d, &L->kvb, L->run, L->acc, (int)j->parts, (int)h0,
-				  (int)h1, L->o + j->i * L->d.heads * L->d.dv,
+				  (int)h1, j->o + j->i * L->d.heads * L->d.dv,
 				  L->work + (size_t)worker * L->work_per);
 	if (rc)
 		atomic_store(&j->rc, rc);
 }
 
-static int mla_attend_absorbed(struct mla_layer *L, int64_t n)
+static int mla_attend_absorbed(struct mla_layer *L, struct mla_job *j)
 {
-	struct mla_job j = { .L = L, .n = n };
-	atomic_init(&j.rc, TF_OK);
-	for (j.i = 0; j.i < n && !atomic_load(&j.rc); j.i++) {
-		j.rows = L->len + j.i + 1;
-		j.parts = (j.rows + MLA_ROWS_MIN - 1) / MLA_ROWS_MIN;
-		if (j.parts > L->n_workers)
-			j.parts = L->n_workers;
+	for (j->i = 0; j->i < j->n && !atomic_load(&j->rc); j->i++) {
+		j->rows = j->len + j->i + 1;
+		j->parts = (j->rows + MLA_ROWS_MIN - 1) / MLA_ROWS_MIN;
+		if (j->parts > L->n_workers)
+			j->parts = L->n_workers;
 		L->be->parallel_for(L->bctx, L->d.heads, tf_tu_grain(2 * L->d.dn * L->d.r),
-				    absorb_query_fn, &j);
-		L->be->parallel_for(L->bctx, j.parts, 1, absorbed_rows_fn, &j);
+				    absorb_query_fn, j);
+		L->be->parallel_for(L->bctx, j->parts, 1, absorbed_rows_fn, j);
 		L->be->parallel_for(L->bctx, L->d.heads, tf_tu_grain(2 * L->d.dv * L->d.r),
-				    absorbed_out_fn, &j);
+				    absorbed_out_fn, j);
 	}
-	return atomic_load(&j.rc);
+	return atomic_load(&j->rc);
 }
 
-/* --- naive form: expand a block of cache rows, every head attends to it --- */
+/* naive form: expand a block (page) of cache rows, every head attends to it */
 
 static void naive_fn(void *arg, int64_t h0, int64_t h1, int worker)
 {
 	struct mla_job *j = arg;
 	struct mla_layer *L = j->L;
 	for (int64_t h = h0; h < h1; h++)
-		mla_naive_block(&L->d, (int)h, L->q, j->n, L->len, L->kvblk, L->cache, j->t0,
-				j->tb, L->run, L->o, L->work + (size_t)worker * L->work_per);
+		mla_naive_block(&L->d, (int)h, j->q, j->n, j->len, L->kvblk, L->kpe, j->t0,
+				j->tb, L->run, j->o, L->work + (size_t)worker * L->work_per);
 }
 
-static int mla_attend_naive(struct mla_layer *L, int64_t n)
+static int mla_attend_naive(struct mla_layer *L, struct mla_job *j)
 {
 	const mla_dims *d = &L->d;
-	struct mla_job j = { .L = L, .n = n };
+	const int64_t end = j->len + j->n;
 	int rc;
 
-	for (int64_t i = 0; i < n * d->heads; i++)
+	for (int64_t i = 0; i < j->n * d->heads; i++)
 		L->run[i] = (mla_run){ .m = -INFINITY, .l = 0.0f };
-	memset(L->o, 0, (size_t)n * d->heads * d->dv * sizeof(float));
-	for (j.t0 = 0; j.t0 < L->len + n; j.t0 += MLA_KV_BLOCK) {
-		j.tb = L->len + n - j.t0 < MLA_KV_BLOCK ? L->len + n - j.t0 : MLA_KV_BLOCK;
-		for (int64_t t = 0; t < j.tb; t++)
-			memcpy(L->cblk + t * d->r, L->cache + (j.t0 + t) * L->lat,
-			       (size_t)d->r * sizeof(float));
-		if ((rc = tf_lin_forward(&L->kv_b_proj, L->cblk, j.tb, L->kvblk)))
+	memset(j->o, 0, (size_t)j->n * d->heads * d->dv * sizeof(float));
+	for (j->t0 = 0; j->t0 < end; j->t0 += MLA_KV_BLOCK) {
+		j->tb = end - j->t0 < MLA_KV_BLOCK ? end - j->t0 : MLA_KV_BLOCK;
+		mla_naive_split(d, &j->c, j->t0, j->tb, L->cblk, L->kpe);
+		if ((rc = tf_lin_forward(&L->kv_b_proj, L->cblk, j->tb, L->kvblk)))
 			return rc;
 		L->be->parallel_for(L->bctx, d->heads,
-				    tf_tu_grain(2 * n * j.tb * (d->dn + d->dr + d->dv)), naive_fn, &j);
+				    tf_tu_grain(2 * j->n * j->tb * (d->dn + d->dr + d->dv)),
+				    naive_fn, j);
 	}
-	for (int64_t i = 0; i < n * d->heads; i++)
-		tf_vec_scale(L->o + i * d->dv, 1.0f / L->run[i].l, d->dv);
+	for (int64_t i = 0; i < j->n * d->heads; i++)
+		tf_vec_scale(j->o + i * d->dv, 1.0f / L->run[i].l, d->dv);
 	return TF_OK;
 }
 
@@ -376,12 +528,28 @@ static bool mla_use_absorbed(const struct mla_layer *L, int64_t n)
 	return n * 2 * L->lat < (int64_t)L->d.r * (L->d.dn + L->d.dv);
 }
 
-/* The forward proper, while this layer holds the arena. */
-static int mla_forward_locked(struct mla_layer *L, const float *x, int64_t n,
-			      const int32_t *pos, float *y)
+/* Append a segment's latents to its cache, whose pages are taken, and
+ * attend over it; the state's length moves only once the batch is done. */
+static int mla_attend_seg(struct mla_layer *L, const tf_attn_seg *g)
 {
 	const mla_dims *d = &L->d;
-	const int64_t dq = d->dn + d->dr;
+	const struct mla_state *S = g->state;
+	struct mla_job j = {
+		.L = L, .c = { .page = S->page, .bf16 = L->bf16 }, .len = S->len, .n = g->n,
+		.q = L->q + g->row0 * d->heads * (d->dn + d->dr),
+		.o = L->o + g->row0 * d->heads * d->dv,
+	};
+	atomic_init(&j.rc, TF_OK);
+	mla_cache_write(d, &j.c, S->len, g->n, L->ckv + g->row0 * L->lat);
+	return mla_use_absorbed(L, g->n) ? mla_attend_absorbed(L, &j) : mla_attend_naive(L, &j);
+}
+
+/* The forward proper, while this layer holds the arena. */
+static int mla_forward_locked(struct mla_layer *L, const float *x, const tf_attn_batch *b,
+			      float *y)
+{
+	const mla_dims *d = &L->d;
+	const int64_t n = b->n, dq = d->dn + d->dr;
 	int rc;
 
 	if (L->rq) {
@@ -400,104 +568,98 @@ static int mla_forward_locked(struct mla_layer *L, const float *x, int64_t n,
 	for (int64_t i = 0; i < n; i++)
 		L->be->rmsnorm(L->bctx, L->ckv + i * L->lat, L->ckv + i * L->lat, L->kv_a_norm,
 			       1, d->r, L->eps);
-	L->be->rope(L->bctx, L->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr, pos,
+	L->be->rope(L->bctx, L->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr, b->pos,
 		    L->rope.inv_freq, L->rope.attn_factor, L->interleave);
-	L->be->rope(L->bctx, L->ckv + d->r, n, 1, L->lat, 0, d->dr, pos, L->rope.inv_freq,
+	L->be->rope(L->bctx, L->ckv + d->r, n, 1, L->lat, 0, d->dr, b->pos, L->rope.inv_freq,
 		    L->rope.attn_factor, L->interleave);
-	memcpy(L->cache + L->len * L->lat, L->ckv, (size_t)n * L->lat * sizeof(float));
 
-	if ((rc = mla_use_absorbed(L, n) ? mla_attend_absorbed(L, n) : mla_attend_naive(L, n)))
-		return rc;
+	for (int k = 0; k < b->n_seg; k++)
+		if (b->seg[k].n && (rc = mla_attend_seg(L, &b->seg[k])))
+			return rc;
 
 	/* Sigmoid gate: one scalar per head, or one per output channel. */
 	const int per = L->gate_w == d->heads ? d->dv : 1;
 	for (int64_t i = 0; i < n * d->heads * d->dv; i++)
 		L->o[i] *= tf_tu_sigmoid(L->gate[i / per]);
 
-	L->len += n;
 	return tf_lin_forward(&L->dense, L->o, n, y);
 }
 
-static int mla_forward(void *inst, const float *x, int64_t n, const int32_t *pos,
-		       float *y)
+/* Segments tile the rows in order, each with a state that has room for
+ * them; checked before any state changes. */
+static int mla_batch_check(const struct mla_layer *L, const tf_attn_batch *b)
 {
-	struct mla_layer *L = inst;
+	const tf_host *h = L->h;
+	int64_t row = 0;
 	int rc;
 
-	if (n < 0 || (n > 0 && !pos))
-		return L->h->error(L->h, TF_ERR_INVALID,
-				   "layer %d (mla): %lld tokens, positions %s", L->layer,
-				   (long long)n, pos ? "given" : "missing");
-	if ((rc = tf_tu_check_room(L->h, L->layer, "mla", n, L->len, L->max_ctx)))
-		return rc;
-	if (n == 0)
-		return TF_OK;
-	float *mem = tf_scratch_acquire(&mla_scratch, mla_act_floats(L, n));
-	if (!mem)
-		return L->h->error(L->h, TF_ERR_NOMEM,
-				   "layer %d (mla): out of memory for %lld tokens of activations",
-				   L->layer, (long long)n);
-	mla_act_carve(L, n, mem);
-	rc = mla_forward_locked(L, x, n, pos, y);
-	tf_scratch_release(&mla_scratch);
-	return rc;
-}
-
-static void mla_reset(void *inst)
-{
-	((struct mla_layer *)inst)->len = 0;
-}
-
-static int64_t mla_seq_len(void *inst)
-{
-	return ((struct mla_layer *)inst)->len;
-}
-
-/* The cache is append-only: a snapshot is its length. */
-static size_t mla_snapshot_size(void *inst)
-{
-	return sizeof(struct mla_snap);
-}
-
-static int mla_snapshot(void *inst, void *buf)
-{
-	struct mla_snap s = { .magic = MLA_SNAP_MAGIC, .len = ((struct mla_layer *)inst)->len };
-	memcpy(buf, &s, sizeof(s));
+	if (b->n < 0 || b->n_seg < 0 || (b->n > 0 && !b->pos) || (b->n_seg > 0 && !b->seg))
+		return h->error(h, TF_ERR_INVALID,
+				"layer %d (mla): a batch of %lld rows in %d segments, positions %s",
+				L->layer, (long long)b->n, b->n_seg, b->pos ? "given" : "missing");
+	for (int k = 0; k < b->n_seg; k++) {
+		const tf_attn_seg *g = &b->seg[k];
+		const struct mla_state *S = g->state;
+		if (!S || g->row0 != row || g->n < 0)
+			return h->error(h, TF_ERR_INVALID,
+					"layer %d (mla): batch segment %d (rows %lld + %lld%s) does not continue at row %lld",
+					L->layer, k, (long long)g->row0, (long long)g->n,
+					S ? "" : ", no state", (long long)row);
+		if ((rc = tf_tu_check_room(h, L->layer, "mla", g->n, S->len, S->max_ctx)))
+			return rc;
+		row += g->n;
+	}
+	if (row != b->n)
+		return h->error(h, TF_ERR_INVALID,
+				"layer %d (mla): batch segments cover %lld of its %lld rows",
+				L->layer, (long long)row, (long long)b->n);
 	return TF_OK;
 }
 
-/* Only backwards: rows past the current length may have been overwritten
- * since the snapshot. */
-static int mla_rollback(void *inst, const void *buf)
+static int mla_forward_batch(void *inst, const float *x, const tf_attn_batch *b, float *y)
 {
 	struct mla_layer *L = inst;
-	struct mla_snap s;
-	memcpy(&s, buf, sizeof(s));
-	if (s.magic != MLA_SNAP_MAGIC || s.len < 0)
-		return L->h->error(L->h, TF_ERR_INVALID,
-				   "layer %d (mla): rollback buffer is not an mla snapshot", L->layer);
-	if (s.len > L->len)
-		return L->h->error(L->h, TF_ERR_INVALID,
-				   "layer %d (mla): cannot roll forward from %lld to %lld tokens",
-				   L->layer, (long long)L->len, (long long)s.len);
-	L->len = s.len;
+	int rc = mla_batch_check(L, b);
+	if (rc || b->n == 0)
+		return rc;
+	/* Every page first: an out-of-memory leaves each sequence as it was. */
+	for (int k = 0; k < b->n_seg; k++) {
+		struct mla_state *S = b->seg[k].state;
+		if ((rc = mla_state_reserve(L, S, S->len + b->seg[k].n)))
+			return rc;
+	}
+	float *mem = tf_scratch_acquire(&mla_scratch, mla_act_floats(L, b->n));
+	if (!mem)
+		return L->h->error(L->h, TF_ERR_NOMEM,
+				   "layer %d (mla): out of memory for %lld tokens of activations",
+				   L->layer, (long long)b->n);
+	mla_act_carve(L, b->n, mem);
+	rc = mla_forward_locked(L, x, b, y);
+	tf_scratch_release(&mla_scratch);
+	if (rc)
+		return rc;
+	for (int k = 0; k < b->n_seg; k++)
+		((struct mla_state *)b->seg[k].state)->len += b->seg[k].n;
 	return TF_OK;
 }
 
 static const tf_plugin_attention mla_plugin = {
-	.hdr = TF_PLUGIN_HEADER(tf_plugin_attention, TF_KIND_ATTENTION, "mla", "0.1.0",
-				"Gated MLA: absorbed decode, naive prefill over a latent cache (CPU)",
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_attention, TF_KIND_ATTENTION, "mla", "0.2.0",
+				"Gated MLA: absorbed decode, naive prefill over a paged latent cache (CPU)",
 				mla_probe),
 	.layer_type = "mla",
 	.state_bytes = mla_state_bytes,
 	.layer_init = mla_layer_init,
 	.layer_fini = mla_layer_fini,
-	.forward = mla_forward,
-	.reset = mla_reset,
-	.seq_len = mla_seq_len,
-	.snapshot_size = mla_snapshot_size,
-	.snapshot = mla_snapshot,
-	.rollback = mla_rollback,
+	.state_new = mla_state_new,
+	.state_free = mla_state_free,
+	.state_reset = mla_state_reset,
+	.state_len = mla_state_len,
+	.state_copy = mla_state_copy,
+	.state_snapshot_size = mla_state_snapshot_size,
+	.state_snapshot = mla_state_snapshot,
+	.state_rollback = mla_state_rollback,
+	.forward_batch = mla_forward_batch,
 };
 
 TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tf/dtype.h"
+
 static void matvec(const float *W, int out, int in, const double *x, double *y)
 {
 	for (int o = 0; o < out; o++) {
@@ -115,6 +117,10 @@ void mla_ref_forward(const mla_ref_weights *w, mla_ref_state *s, const float *x,
 		rmsnorm(ckv, w->r, w->kva_norm, w->eps);
 		double *kpe = ckv + w->r;
 		rope(w, kpe, pos[t]);
+		/* a bf16 cache holds each element rounded once, from float */
+		if (w->bf16_cache)
+			for (int i = 0; i < w->r + w->dr; i++)
+				ckv[i] = tf_bf16_to_f32(tf_f32_to_bf16((float)ckv[i]));
 		for (int h = 0; h < nH; h++)
 			rope(w, q + h * dq + w->dn, pos[t]);
 		matvec(w->wkvb, nH * dkv, w->r, ckv, kv);

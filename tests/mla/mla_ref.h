@@ -12,6 +12,7 @@
 typedef struct mla_ref_weights {
 	int hidden, heads, dn, dr, dv, r, rq;
 	bool gate_head_wise, interleave;
+	bool bf16_cache;                        /* cache c and k_pe rounded to bf16 */
 	double eps, theta;
 	/* YaRN when factor > 0 */
 	double factor, orig_ctx, beta_fast, beta_slow, mscale, mscale_all_dim;

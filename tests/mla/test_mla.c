@@ -3,10 +3,13 @@
  * test host, against the float64 reference layer (mla_ref.c): the naive
  * form (prefill), the absorbed form (decode, short verify runs) and mixes
  * of both over one cache must all agree with it, with plain RoPE, YaRN, the
- * q_lora variant and the element-wise gate; snapshot/rollback, context
- * overflow and bad checkpoints.
+ * q_lora variant and the element-wise gate, with a float cache closely and
+ * a bf16 cache within its rounding; several sequences in one batch as
+ * alone, forks, pages taken on demand, snapshot/rollback, context overflow
+ * and bad checkpoints.
  */
 #include <criterion/criterion.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,7 @@ struct mla_case {
 	tf_model_config cfg;
 	mla_ref_weights w;
 	attn_bufs bufs;
+	const char *kv_cache;           /* [runtime] kv_cache; NULL: the default (bf16) */
 };
 
 /* Norm weights around 1, exact in bf16 (some are stored so). */
@@ -107,6 +111,8 @@ static tf_testhost *case_host(const struct mla_case *c, const char *skip)
 	const int64_t H = w->hidden, nH = w->heads, dq = w->dn + w->dr, rq = w->rq;
 	const int64_t gw = w->gate_head_wise ? nH : nH * w->dv;
 	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
+	if (c->kv_cache)
+		tf_testhost_set_conf(th, "runtime", "kv_cache", c->kv_cache);
 	const tf_test_tensor t[] = {
 		{ "q_proj.weight", TF_DTYPE_BF16, 2, { nH * dq, H }, w->wq },
 		{ "q_a_proj.weight", TF_DTYPE_BF16, 2, { rq, H }, w->wqa },
@@ -155,53 +161,102 @@ static void reference(const struct mla_case *c, const float *x, int64_t n, float
 	free(pos);
 }
 
-/* x through a fresh layer in the pieces of `plan`, into NaN-poisoned y. */
+static void poison(float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = NAN;
+}
+
+/* x through a fresh sequence in the pieces of `plan`, into NaN-poisoned y. */
 static void run_plan(const tf_plugin_attention *p, tf_testhost *th, const float *x, int64_t n,
 		     int H, const struct plan *plan, float *y)
 {
 	void *inst = attn_fixture_open(p, th, PREFIX, n + 5);
-	for (int64_t i = 0; i < n * H; i++)
-		y[i] = NAN;
-	attn_fixture_run(p, inst, x, n, H, plan->s, plan->n, y);
-	cr_expect_eq(p->seq_len(inst), n);
+	void *state = attn_fixture_state(p, inst, n + 5);
+	poison(y, (size_t)n * H);
+	attn_fixture_run(p, inst, state, x, n, H, plan->s, plan->n, y);
+	cr_expect_eq(p->state_len(inst, state), n);
+	p->state_free(inst, state);
 	p->layer_fini(inst);
 }
 
-static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64_t seed)
+/*
+ * Against the exact float64 layer, a bf16 cache errs by its rounding: each
+ * cached element (normed latent, roped k_pe) rounded once to 8 significant
+ * bits, relative error at most u = 2^-8.  Each output is a softmax average
+ * of values W_UV c, whose rounded c err by about u relative, with weights
+ * exp(s) whose scores s = q.k err by at most u sum|q_i k_i|, a few u with
+ * these scores of order 1.  So a few u in all, against the largest output:
+ * 4u = 2^-6 (measured: about u / 2, logged).
+ */
+#define BF16_TOL (4.0 / 256)
+
+/*
+ * Against a float64 layer that rounds its cache to bf16 the same way, the
+ * float error is back: the reference rounds float64 values cast to float,
+ * the plugin its float32 results, and the two part only where a value lies
+ * within float error of a rounding tie (about one element in 2^14; none
+ * with these seeds, and one would move the outputs near it by up to ~u).
+ */
+#define BF16_ROUNDED_TOL 1e-5
+
+static void check_layer_kv(bool q_lora, bool head_wise, int yarn, int64_t n, uint64_t seed,
+			   const char *kv_cache, double tol)
 {
 	const tf_plugin_attention *p = mla_plugin();
+	const bool bf16 = !strcmp(kv_cache, "bf16");
 	struct mla_case c;
 	case_init(&c, q_lora, head_wise, yarn, seed);
+	c.kv_cache = kv_cache;
 	const int H = c.w.hidden;
 	tf_testhost *th = case_host(&c, NULL);
 
 	float *x = malloc((size_t)n * H * sizeof(float));
 	float *y = malloc((size_t)n * H * sizeof(float));
 	float *yd = malloc((size_t)n * H * sizeof(float));
+	float *ye = malloc((size_t)n * H * sizeof(float));
 	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
+	reference(&c, x, n, ye);
+	c.w.bf16_cache = bf16;
 	reference(&c, x, n, yd);
 
 	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++) {
 		run_plan(p, th, x, n, H, &plans[k], y);
 		double e = tf_test_rel_err(y, yd, (size_t)n * H, 1e-3);
-		cr_log_info("%s (q_lora %d, head-wise %d, yarn %d): rel err %.3g", plans[k].what,
-			    q_lora, head_wise, yarn, e);
-		cr_expect(e < 1e-5, "%s (q_lora %d, head-wise %d, yarn %d): rel err %.3g vs f64",
-			  plans[k].what, q_lora, head_wise, yarn, e);
+		double ee = tf_test_rel_err(y, ye, (size_t)n * H, 1e-3);
+		cr_log_info("%s (q_lora %d, head-wise %d, yarn %d, %s cache): rel err %.3g, vs an exact cache %.3g",
+			    plans[k].what, q_lora, head_wise, yarn, kv_cache, e, ee);
+		cr_expect(e < tol, "%s (q_lora %d, head-wise %d, yarn %d, %s cache): rel err %.3g vs f64",
+			  plans[k].what, q_lora, head_wise, yarn, kv_cache, e);
+		cr_expect(!bf16 || ee < BF16_TOL,
+			  "%s (q_lora %d, head-wise %d, yarn %d): bf16 cache's rel err %.3g vs an exact cache",
+			  plans[k].what, q_lora, head_wise, yarn, ee);
 	}
 	free(x);
 	free(y);
 	free(yd);
+	free(ye);
 	tf_testhost_free(th);
 	case_free(&c);
 }
 
-/* 300 tokens: more than one expanded block and several absorbed parts. */
+static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64_t seed)
+{
+	check_layer_kv(q_lora, head_wise, yarn, n, seed, "f32", 1e-5);
+}
+
+/* 300 tokens: more than one expanded block (and cache page) and several
+ * absorbed parts. */
 Test(mla, plain_rope_matches_f64) { check_layer(false, true, YARN_NONE, 300, 31); }
 Test(mla, yarn_matches_f64) { check_layer(false, true, YARN_FACTOR_ONLY, 60, 32); }
 Test(mla, yarn_mscale_matches_f64) { check_layer(false, true, YARN_MSCALE, 60, 33); }
 Test(mla, q_lora_matches_f64) { check_layer(true, true, YARN_NONE, 60, 34); }
 Test(mla, elementwise_gate_matches_f64) { check_layer(false, false, YARN_NONE, 60, 35); }
+Test(mla, bf16_cache_matches_f64)
+{
+	check_layer_kv(false, true, YARN_NONE, 300, 31, "bf16", BF16_ROUNDED_TOL);
+	check_layer_kv(true, false, YARN_MSCALE, 60, 36, "bf16", BF16_ROUNDED_TOL);
+}
 
 /*
  * kv_b_proj in EXL3 with 128-wide heads: the absorbed form multiplies
@@ -217,6 +272,7 @@ Test(mla, exl3_kv_b_slices_match_naive)
 	uint64_t seed = 41;
 	struct mla_case c;
 	case_init_dims(&c, false, true, YARN_NONE, 128, 128, 128, seed);
+	c.kv_cache = "f32";
 	const int H = c.w.hidden;
 	const int64_t out = c.w.heads * (c.w.dn + c.w.dv);
 	tf_testhost *th = case_host(&c, "kv_b_proj.weight");
@@ -250,64 +306,290 @@ Test(mla, exl3_kv_b_slices_match_naive)
 	case_free(&c);
 }
 
-Test(mla, state_bytes_is_the_latent_cache)
+/* One layer of the small case (nope 16, v 12, kv rank 24: lat 32). */
+struct mla_open {
+	const tf_plugin_attention *p;
+	struct mla_case c;
+	tf_testhost *th;
+	void *inst;
+	int H;
+};
+
+static void open_layer(struct mla_open *o, uint64_t seed, const char *kv_cache, int64_t max_ctx)
+{
+	o->p = mla_plugin();
+	case_init(&o->c, false, true, YARN_NONE, seed);
+	o->c.kv_cache = kv_cache;
+	o->th = case_host(&o->c, NULL);
+	o->inst = attn_fixture_open(o->p, o->th, PREFIX, max_ctx);
+	o->H = o->c.w.hidden;
+}
+
+static void close_layer(struct mla_open *o)
+{
+	o->p->layer_fini(o->inst);
+	tf_testhost_free(o->th);
+	case_free(&o->c);
+}
+
+/* n random rows of x (free()). */
+static float *random_rows(int64_t n, int H, uint64_t seed)
+{
+	float *x = malloc((size_t)n * H * sizeof(float));
+	cr_assert(x);
+	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
+	return x;
+}
+
+/* One cache page of lat 32 elements per row, plus its page-table entry. */
+#define PAGE_BYTES(elem) (256 * (24 + 8) * (elem) + (int64_t)sizeof(void *))
+
+Test(mla, state_bytes_is_the_full_paged_cache)
 {
 	const tf_plugin_attention *p = mla_plugin();
 	struct mla_case c;
 	case_init(&c, false, true, YARN_NONE, 3);
 	tf_testhost *th = case_host(&c, NULL);
-	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1000), 1000 * (24 + 8) * 4);
+	/* 1000 tokens: 4 pages */
+	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1000), 4 * PAGE_BYTES(2));
+	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1024), 4 * PAGE_BYTES(2));
+	tf_testhost_free(th);
+	c.kv_cache = "f32";
+	th = case_host(&c, NULL);
+	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1000), 4 * PAGE_BYTES(4));
+	tf_testhost_free(th);
+	c.kv_cache = "f16";
+	th = case_host(&c, NULL);
+	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_INVALID, "kv_cache");
 	tf_testhost_free(th);
 	case_free(&c);
 }
 
-/* Run N, snapshot, run M, roll back, run the same M: identical outputs. */
+/* Run N, snapshot, run M, roll back, run the same M: identical outputs;
+ * across a page boundary. */
 Test(mla, rollback_replays_identically)
 {
-	const tf_plugin_attention *p = mla_plugin();
-	struct mla_case c;
-	case_init(&c, false, true, YARN_NONE, 21);
-	tf_testhost *th = case_host(&c, NULL);
-	void *inst = attn_fixture_open(p, th, PREFIX, 128);
+	struct mla_open o;
+	open_layer(&o, 21, NULL, 300);
+	const tf_plugin_attention *p = o.p;
+	void *st = attn_fixture_state(p, o.inst, 300);
 	/* Pieces of 4: the size of a drafter's verify batch. */
-	void *snap = attn_fixture_expect_replay(p, inst, c.w.hidden, 30, 12, 4);
+	void *snap = attn_fixture_expect_replay(p, o.inst, st, o.H, 250, 12, 4);
 
 	/* The cache only truncates: a snapshot ahead of the sequence is refused. */
-	void *ahead = attn_fixture_snapshot(p, inst);
-	p->reset(inst);
-	cr_expect_eq(p->seq_len(inst), 0);
-	cr_expect_eq(p->rollback(inst, ahead), TF_ERR_INVALID);
-	cr_expect(strstr(tf_testhost_last_error(th), "roll forward"), "%s",
-		  tf_testhost_last_error(th));
-	memset(snap, 0, p->snapshot_size(inst));
-	cr_expect_eq(p->rollback(inst, snap), TF_ERR_INVALID, "a zeroed buffer is no snapshot");
+	void *ahead = attn_fixture_snapshot(p, o.inst, st);
+	p->state_reset(o.inst, st);
+	cr_expect_eq(p->state_len(o.inst, st), 0);
+	cr_expect_eq(p->state_rollback(o.inst, st, ahead), TF_ERR_INVALID);
+	cr_expect(strstr(tf_testhost_last_error(o.th), "roll forward"), "%s",
+		  tf_testhost_last_error(o.th));
+	memset(snap, 0, p->state_snapshot_size(o.inst, st));
+	cr_expect_eq(p->state_rollback(o.inst, st, snap), TF_ERR_INVALID,
+		     "a zeroed buffer is no snapshot");
+	cr_expect_eq(p->state_len(o.inst, st), 0);
 	free(ahead);
 	free(snap);
-	p->layer_fini(inst);
-	tf_testhost_free(th);
-	case_free(&c);
+	p->state_free(o.inst, st);
+	close_layer(&o);
 }
 
 Test(mla, forward_beyond_context_is_a_range_error)
 {
-	const tf_plugin_attention *p = mla_plugin();
-	struct mla_case c;
-	case_init(&c, false, true, YARN_NONE, 4);
-	tf_testhost *th = case_host(&c, NULL);
-	void *inst = attn_fixture_open(p, th, PREFIX, 8);
-	float x[10 * 48], y[10 * 48];
-	int32_t pos[10] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
-	uint64_t seed = 8;
-	tf_test_fill_uniform(x, sizeof(x) / sizeof(x[0]), 1.0f, &seed);
-	cr_assert_eq(p->forward(inst, x, 5, pos, y), TF_OK);
-	cr_expect_eq(p->forward(inst, x, 4, pos + 5, y), TF_ERR_RANGE);
-	cr_expect(strstr(tf_testhost_last_error(th), "context"), "%s", tf_testhost_last_error(th));
-	cr_expect_eq(p->seq_len(inst), 5, "a refused forward consumes nothing");
-	cr_expect_eq(p->forward(inst, x, 3, pos + 5, y), TF_OK);
-	cr_expect_eq(p->forward(inst, x, 1, NULL, y), TF_ERR_INVALID, "positions are required");
-	p->layer_fini(inst);
-	tf_testhost_free(th);
-	case_free(&c);
+	struct mla_open o;
+	open_layer(&o, 4, NULL, 8);
+	const tf_plugin_attention *p = o.p;
+	void *st = attn_fixture_state(p, o.inst, 8);
+	float *x = random_rows(10, o.H, 8), y[10 * 48];
+	int64_t n5 = 5, n4 = 4, n3 = 3;
+
+	/* positions are required; segments must tile the rows */
+	tf_attn_seg seg = { .state = st, .row0 = 0, .n = 1 };
+	tf_attn_batch b = { .n = 1, .pos = NULL, .n_seg = 1, .seg = &seg };
+	cr_expect_eq(p->forward_batch(o.inst, x, &b, y), TF_ERR_INVALID, "positions are required");
+	int32_t pos0 = 0;
+	b.pos = &pos0;
+	seg.row0 = 1;
+	cr_expect_eq(p->forward_batch(o.inst, x, &b, y), TF_ERR_INVALID, "a gap before a segment");
+	cr_expect_eq(p->state_len(o.inst, st), 0, "a refused forward consumes nothing");
+
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, &st, &n5, 1, x, o.H, y), TF_OK);
+	cr_expect_eq(attn_fixture_run_batch(p, o.inst, &st, &n4, 1, x, o.H, y), TF_ERR_RANGE);
+	cr_expect(strstr(tf_testhost_last_error(o.th), "context"), "%s",
+		  tf_testhost_last_error(o.th));
+	cr_expect_eq(p->state_len(o.inst, st), 5, "a refused forward consumes nothing");
+	cr_expect_eq(attn_fixture_run_batch(p, o.inst, &st, &n3, 1, x, o.H, y), TF_OK);
+	cr_expect_eq(p->state_len(o.inst, st), 8);
+	free(x);
+	p->state_free(o.inst, st);
+	close_layer(&o);
+}
+
+/* A batch whose second sequence would pass its context fails as a whole:
+ * the first sequence continues afterwards exactly as one never batched. */
+Test(mla, batch_range_error_leaves_every_state)
+{
+	struct mla_open o;
+	open_layer(&o, 9, NULL, 64);
+	const tf_plugin_attention *p = o.p;
+	void *st[2] = { attn_fixture_state(p, o.inst, 64), attn_fixture_state(p, o.inst, 8) };
+	void *ref = attn_fixture_state(p, o.inst, 64);
+	float *x = random_rows(16, o.H, 10), *y = malloc(sizeof(float) * 16 * o.H);
+	float *y1 = malloc(sizeof(float) * 6 * o.H), *y2 = malloc(sizeof(float) * 6 * o.H);
+	int64_t first[2] = { 10, 5 }, more[2] = { 6, 4 }, ten = 10, six = 6;
+
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, st, first, 2, x, o.H, y), TF_OK);
+	cr_expect_eq(attn_fixture_run_batch(p, o.inst, st, more, 2, x, o.H, y), TF_ERR_RANGE);
+	cr_expect(strstr(tf_testhost_last_error(o.th), "context"), "%s",
+		  tf_testhost_last_error(o.th));
+	cr_expect_eq(p->state_len(o.inst, st[0]), 10);
+	cr_expect_eq(p->state_len(o.inst, st[1]), 5);
+
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, &ref, &ten, 1, x, o.H, y), TF_OK);
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, &ref, &six, 1, x + 10 * o.H, o.H, y1), TF_OK);
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, st, &six, 1, x + 10 * o.H, o.H, y2), TF_OK);
+	cr_expect(!memcmp(y1, y2, sizeof(float) * 6 * o.H), "the refused batch changed a state");
+	free(x);
+	free(y);
+	free(y1);
+	free(y2);
+	p->state_free(o.inst, ref);
+	p->state_free(o.inst, st[0]);
+	p->state_free(o.inst, st[1]);
+	close_layer(&o);
+}
+
+/*
+ * Three sequences of 3, 50 and 300 rows (absorbed, naive, naive across a
+ * page) give in one batch what they give alone, and so does a decode row
+ * of each: the projections run over other row counts, so equal to float
+ * rounding, not bit for bit.
+ */
+Test(mla, batched_equals_alone)
+{
+	enum { NS = 3 };
+	struct mla_open o;
+	open_layer(&o, 11, NULL, 400);
+	const tf_plugin_attention *p = o.p;
+	const int64_t rows[NS] = { 3, 50, 300 }, ones[NS] = { 1, 1, 1 }, one = 1;
+	const int64_t n = 353, H = o.H;
+	void *alone[NS], *batch[NS];
+	float *x = random_rows(n + NS, o.H, 12);
+	float *ya = malloc(sizeof(float) * (n + NS) * H), *yb = malloc(sizeof(float) * (n + NS) * H);
+
+	poison(ya, (size_t)(n + NS) * H);
+	poison(yb, (size_t)(n + NS) * H);
+	for (int k = 0, r = 0; k < NS; r += rows[k++]) {
+		alone[k] = attn_fixture_state(p, o.inst, 400);
+		batch[k] = attn_fixture_state(p, o.inst, 400);
+		cr_assert_eq(attn_fixture_run_batch(p, o.inst, &alone[k], &rows[k], 1, x + r * H,
+						    o.H, ya + r * H), TF_OK);
+		cr_assert_eq(attn_fixture_run_batch(p, o.inst, &alone[k], &one, 1,
+						    x + (n + k) * H, o.H, ya + (n + k) * H), TF_OK);
+	}
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, batch, rows, NS, x, o.H, yb), TF_OK);
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, batch, ones, NS, x + n * H, o.H, yb + n * H),
+		     TF_OK);
+	double e = tf_test_rel_err(yb, ya, (size_t)n * H, 1e-3);
+	double ed = tf_test_rel_err(yb + n * H, ya + n * H, (size_t)NS * H, 1e-3);
+	cr_log_info("batched vs alone: prefill rel err %.3g, decode %.3g", e, ed);
+	cr_expect(e < 1e-5, "prefill batched vs alone: rel err %.3g", e);
+	cr_expect(ed < 1e-5, "decode batched vs alone: rel err %.3g", ed);
+	for (int k = 0; k < NS; k++) {
+		cr_expect_eq(p->state_len(o.inst, batch[k]), rows[k] + 1);
+		p->state_free(o.inst, alone[k]);
+		p->state_free(o.inst, batch[k]);
+	}
+	free(x);
+	free(ya);
+	free(yb);
+	close_layer(&o);
+}
+
+/*
+ * A fork (state_copy) of a 300-token sequence into a state that held
+ * other tokens continues bit for bit as the sequence itself would, and
+ * owns its rows: the source refilled with other tokens changes nothing.
+ */
+Test(mla, fork_continues_identically)
+{
+	static const int pieces[] = { 64, 100, 7, 129 }, cont[] = { 1, 7, 32 };
+	struct mla_open o;
+	open_layer(&o, 13, NULL, 400);
+	const tf_plugin_attention *p = o.p;
+	const int64_t H = o.H;
+	void *src = attn_fixture_state(p, o.inst, 400), *ref = attn_fixture_state(p, o.inst, 400);
+	void *fork = attn_fixture_state(p, o.inst, 400), *small = attn_fixture_state(p, o.inst, 100);
+	float *x = random_rows(340, o.H, 14), *junk = random_rows(300, o.H, 15);
+	float *y = malloc(sizeof(float) * 300 * H);
+	float *y1 = malloc(sizeof(float) * 40 * H), *y2 = malloc(sizeof(float) * 40 * H);
+
+	attn_fixture_run(p, o.inst, src, x, 300, o.H, pieces, 4, y);
+	attn_fixture_run(p, o.inst, ref, x, 300, o.H, pieces, 4, y);
+	attn_fixture_run(p, o.inst, fork, junk, 20, o.H, cont, 3, y);
+	cr_assert_eq(p->state_copy(o.inst, fork, src), TF_OK);
+	cr_expect_eq(p->state_len(o.inst, fork), 300);
+	cr_expect_eq(p->state_copy(o.inst, small, src), TF_ERR_RANGE, "300 tokens into 100");
+	cr_expect_eq(p->state_len(o.inst, small), 0);
+
+	p->state_reset(o.inst, src);
+	attn_fixture_run(p, o.inst, src, junk, 300, o.H, pieces, 4, y);
+	poison(y2, (size_t)40 * H);
+	attn_fixture_run(p, o.inst, ref, x + 300 * H, 40, o.H, cont, 3, y1);
+	attn_fixture_run(p, o.inst, fork, x + 300 * H, 40, o.H, cont, 3, y2);
+	cr_expect(!memcmp(y1, y2, sizeof(float) * 40 * H), "the fork continues differently");
+	free(x);
+	free(junk);
+	free(y);
+	free(y1);
+	free(y2);
+	p->state_free(o.inst, src);
+	p->state_free(o.inst, ref);
+	p->state_free(o.inst, fork);
+	p->state_free(o.inst, small);
+	close_layer(&o);
+}
+
+/*
+ * 64 sequences of a 262144-token context (a full bf16 cache is 16 MiB
+ * each, 1 GiB in all) fed 10 tokens each take one page and a page table
+ * apiece.  Measured as malloc's bytes in use (mallinfo2: the main arena,
+ * where this thread allocates, plus every mmapped block), which counts
+ * untouched memory too; the page tables' share proves the count sees
+ * the plugin's allocations.
+ */
+Test(mla, pages_are_taken_as_the_sequence_grows)
+{
+	enum { NS = 64, CTX = 262144 };
+	struct mla_open o;
+	open_layer(&o, 17, NULL, CTX);
+	const tf_plugin_attention *p = o.p;
+	const size_t table = CTX / 256 * sizeof(void *), page = 256 * (24 + 8) * 2;
+	void *st[NS];
+	float *x = random_rows(10, o.H, 18), y[10 * 48];
+	const int ten[] = { 10 };
+
+	cr_expect_eq(p->state_bytes(tf_testhost_host(o.th), 3, CTX),
+		     (int64_t)(CTX / 256) * PAGE_BYTES(2), "state_bytes is the worst case");
+	/* the activation arena grows on a first forward: not a state's */
+	st[0] = attn_fixture_state(p, o.inst, CTX);
+	attn_fixture_run(p, o.inst, st[0], x, 10, o.H, ten, 1, y);
+	p->state_free(o.inst, st[0]);
+
+	struct mallinfo2 m0 = mallinfo2();
+	for (int k = 0; k < NS; k++) {
+		st[k] = attn_fixture_state(p, o.inst, CTX);
+		attn_fixture_run(p, o.inst, st[k], x, 10, o.H, ten, 1, y);
+	}
+	struct mallinfo2 m1 = mallinfo2();
+	size_t used = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+	cr_log_info("64 states of 10 tokens: %zu bytes (a page %zu, a table %zu)", used, page,
+		    table);
+	cr_expect_geq(used, NS * table, "the count misses the page tables: %zu bytes", used);
+	cr_expect_leq(used, NS * (table + page + 1024), "%zu bytes for 64 x 10 tokens", used);
+	for (int k = 0; k < NS; k++)
+		p->state_free(o.inst, st[k]);
+	free(x);
+	close_layer(&o);
 }
 
 Test(mla, missing_tensor_is_named)

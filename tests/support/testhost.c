@@ -92,8 +92,8 @@ static const char *th_conf_get(const tf_host *h, const char *section,
 
 /* The typed reads of tf_host over the strings tf_testhost_set_conf stored:
  * the whole value must parse, or the read fails naming the key.  There is
- * no schema here (no ranges, no enums): the runtime's reads are tested in
- * tests/core. */
+ * no schema here (no ranges; enums below): the runtime's reads are tested
+ * in tests/core. */
 static int th_conf_int(const tf_host *h, const char *section, const char *key,
 		       int64_t def, int64_t *out)
 {
@@ -131,6 +131,42 @@ static int th_conf_bool(const tf_host *h, const char *section, const char *key,
 		return th_error(h, TF_ERR_INVALID, "[%s] %s: '%s' is not true or false",
 				section, key, v);
 	return TF_OK;
+}
+
+/* The choices of the core's enum keys that plugins read (docs/ini.md);
+ * conf_enum refuses any other key, as the runtime refuses a read of a key
+ * as a type its schema does not give it. */
+static const struct th_enum {
+	const char *section, *key, *choices;
+} th_enums[] = {
+	{ "runtime", "kv_cache", "bf16|f32" },
+};
+
+static int th_conf_enum(const tf_host *h, const char *section, const char *key, int def,
+			int *out)
+{
+	const char *v = th_conf_get(h, section, key);
+	*out = def;
+	for (size_t i = 0; i < sizeof(th_enums) / sizeof(th_enums[0]); i++) {
+		const struct th_enum *e = &th_enums[i];
+		if (strcmp(e->section, section) || strcmp(e->key, key))
+			continue;
+		if (!v)
+			return TF_OK;
+		size_t len = strlen(v);
+		int idx = 0;
+		for (const char *c = e->choices; *c; idx++) {
+			size_t cl = strcspn(c, "|");
+			if (cl == len && !strncmp(c, v, len)) {
+				*out = idx;
+				return TF_OK;
+			}
+			c += cl + (c[cl] == '|');
+		}
+		return th_error(h, TF_ERR_INVALID, "[%s] %s: '%s' is not one of %s", section,
+				key, v, e->choices);
+	}
+	return th_error(h, TF_ERR_INVALID, "[%s] %s is not an enum key", section, key);
 }
 
 /* A new reader of a released tensor gets its bytes back, as the
@@ -270,6 +306,7 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 		.conf_int = th_conf_int,
 		.conf_size = th_conf_size,
 		.conf_bool = th_conf_bool,
+		.conf_enum = th_conf_enum,
 		.weight_get = th_weight_get,
 		.weight_release = th_weight_release,
 		.model = &th->cfg,
