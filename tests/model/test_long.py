@@ -9,7 +9,7 @@
   blocked MLA attention and chunked KDA at this length and runs the last
   layer for the sampled rows only): the whole-model tolerances of
   tfmodel.py (REF_MAX_REL, REF_MAX_KL, top-1 1.0).
-* bf16 cache against the f32 cache, at the bounds below.
+* bf16 cache against the f32 cache, every row, at the bounds below.
 
 The rows (65): 48 spread evenly over the sequence, the first two rows of some
 chunks (where a chunk first reads the cache the chunks before it wrote)
@@ -19,20 +19,25 @@ and the last 8.  The tiny model's config says max_position_embeddings
 test runs a copy of the checkpoint (the tensors linked) whose config says
 CONTEXT instead.
 
-bf16 cache vs f32 cache.  bf16 keeps 8 significant bits: each cached
-latent and rope-key element is rounded with relative error <= 2^-9 (2e-3),
-in the two MLA layers only.  A score q.k then moves by at most 2^-9 of
-sum |q_i k_i| and the value side by at most 2^-9 of each latent; the
-errors of the keys have random signs and the attention output averages
-them over the keys a query attends (here thousands), so the MLA output
-moves by well under 2^-9 of its size and the logits, through the rest of
-the model, by less again.  Bounds: max rel 2e-3 (2^-9 itself: the whole
-worst case of one rounding, not shrunk by any averaging), mean KL 1e-6
-(KL goes as the square of the logit error: (2e-3)^2 / 4), top-1 1.0 over
-the sampled rows.  Measured on ling-tiny with the bf16 cache of branch
-mla15: see BF16_MEASURED.  Without a bf16 cache (the plugin storing f32
-whatever the INI says) the two runs are equal and the bounds hold
-trivially.
+bf16 cache vs f32 cache, over all 16384 rows.  bf16 keeps 8 significant
+bits: each cached latent and rope-key element is rounded once, with
+relative error <= 2^-9 (2.0e-3), in the two MLA layers only.  The MLA
+output, sums of such elements, moves by about 2^-9 of its size however
+many keys a query averages (the signal and the rounding average alike):
+the mla15 unit test measured 2.2e-3 per layer against the exact reference.
+The MLA layers are two of eight residual contributions, so a typical row's
+logits move by less than 2^-9 (bound: median row rel err <= 2^-9).  But
+the router's top-k is discontinuous: a row whose expert scores are near a
+tie takes another expert and moves by a whole expert's output, as in the
+Exl3Q8 test of test_reference.py, so no bound holds for the worst row
+(printed, not asserted).  Those rows are few (top-1 >= 0.999, 16 flips of
+16384) and carry the mean KL (bound 5e-4, ~10x the measured).
+
+Measured on ling-tiny with branch mla15's bf16 cache: median row rel err
+3.0e-5, 99th percentile 1.9e-3, max 0.18 (a router flip at row 9038),
+top-1 0.99982 (3 rows), mean KL 4.5e-5; over the 65 sampled rows alone
+max rel 3.9e-3, KL 1.7e-6.  With the plugin storing f32 whatever the INI
+says (before mla15), the two runs are equal and the bounds hold trivially.
 
 Time on a 2-core machine: each tfrun prefill 20-90 s (the load of the
 machine decides), the reference 60-150 s; under ASan tfrun is ~2-3x
@@ -59,10 +64,10 @@ CONTEXT = N_TOKENS + 16          # room for the one generated token
 SEED = 41
 TFRUN_TIMEOUT_S = 500            # per run; ctest's TIMEOUT bounds the whole test
 
-BF16_MAX_REL = 2e-3
-BF16_MAX_KL = 1e-6
-BF16_MIN_TOP1 = 1.0
-BF16_MEASURED = "see the docstring"
+BF16_MEDIAN_REL = 2.0 ** -9
+BF16_MAX_KL = 5e-4
+BF16_MIN_TOP1 = 0.999
+ROWS_PER_READ = 1024             # rows of both dumps in memory at once
 
 
 def sample_rows(n, chunk):
@@ -92,11 +97,26 @@ def long_model(tmp, model, context):
     return dst
 
 
+def row_metrics(a, b):
+    """Per row of a against reference b (float32 arrays or memmaps): rel
+    err ||a_t - b_t||_inf / ||b_t||_inf, top-1 agreement, KL(b_t || a_t);
+    read ROWS_PER_READ rows at a time."""
+    rel, top1, kl = [], [], []
+    for r0 in range(0, a.shape[0], ROWS_PER_READ):
+        x = np.array(a[r0:r0 + ROWS_PER_READ], dtype=np.float64)
+        y = np.array(b[r0:r0 + ROWS_PER_READ], dtype=np.float64)
+        rel.append(np.max(np.abs(x - y), axis=-1) / np.max(np.abs(y), axis=-1))
+        top1.append(x.argmax(axis=-1) == y.argmax(axis=-1))
+        lx, ly = tm.compare.log_softmax(x), tm.compare.log_softmax(y)
+        kl.append(np.sum(np.exp(ly) * (ly - lx), axis=-1))
+    return np.concatenate(rel), np.concatenate(top1), np.concatenate(kl)
+
+
 class Long(unittest.TestCase):
-    def prefill(self, ini, tokens, rows, vocab, kv_cache):
-        """tfrun's logits of `rows` with [runtime] kv_cache = kv_cache.  The
-        whole dump (n x vocab float32: 128 MiB here) is read through a
-        memmap and deleted."""
+    def prefill(self, ini, tokens, vocab, kv_cache):
+        """tfrun's logits with [runtime] kv_cache = kv_cache, as a read-only
+        memmap of the dump (n x vocab float32: 128 MiB here), which is
+        deleted with the test's folder."""
         out = os.path.join(os.path.dirname(ini), f"logits-{kv_cache}.f32")
         cmd = [tm.env("TF_TFRUN"), ini, "--tokens", ",".join(map(str, tokens)), "--json",
                "-n", "1", "--dump-logits", out, "--set", f"runtime.kv_cache={kv_cache}"]
@@ -104,15 +124,8 @@ class Long(unittest.TestCase):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=TFRUN_TIMEOUT_S)
         print(f"  tfrun, {kv_cache} cache: {time.monotonic() - t0:.0f} s", flush=True)
         self.assertEqual(p.returncode, 0, f"tfrun ({kv_cache} cache): {p.stderr.strip()}")
-        try:
-            self.assertEqual(os.path.getsize(out), 4 * len(tokens) * vocab, "dump size")
-            dump = np.memmap(out, dtype="<f4", mode="r", shape=(len(tokens), vocab))
-            got = np.array(dump[rows], dtype=np.float64)
-            del dump
-        finally:
-            os.remove(out)
-        self.assertTrue(np.all(np.isfinite(got)), f"{kv_cache} cache: non-finite logits")
-        return got
+        self.assertEqual(os.path.getsize(out), 4 * len(tokens) * vocab, "dump size")
+        return np.memmap(out, dtype="<f4", mode="r", shape=(len(tokens), vocab))
 
     def test_long_prefill(self):
         model = tm.model_dir("ling-tiny")
@@ -122,18 +135,29 @@ class Long(unittest.TestCase):
         toks = tm.prompt(N_TOKENS, SEED, ref.m.V)
         rows = sample_rows(N_TOKENS, CHUNK)
         ini = tm.write_ini(tmp.name, long_model(tmp.name, model, CONTEXT), CONTEXT, CHUNK)
-        f32 = self.prefill(ini, toks, rows, ref.m.V, "f32")
-        bf16 = self.prefill(ini, toks, rows, ref.m.V, "bf16")
+        f32 = self.prefill(ini, toks, ref.m.V, "f32")
+        bf16 = self.prefill(ini, toks, ref.m.V, "bf16")
+
         t0 = time.monotonic()
         want, _ = ref.m.forward(toks, rows)
         print(f"  reference: {time.monotonic() - t0:.0f} s", flush=True)
-        tm.check(self, f"f32 cache, {N_TOKENS} tokens vs reference", f32, want,
+        got = np.array(f32[rows], dtype=np.float64)
+        self.assertTrue(np.all(np.isfinite(got)), "f32 cache: non-finite logits")
+        tm.check(self, f"f32 cache, {N_TOKENS} tokens vs reference", got, want,
                  tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
-        # The same rows' worst row, to place the error in the sequence.
-        rel = np.max(np.abs(f32 - want), axis=-1) / np.max(np.abs(want), axis=-1)
+        rel = np.max(np.abs(got - want), axis=-1) / np.max(np.abs(want), axis=-1)
         print(f"  worst row {rows[np.argmax(rel)]} of {N_TOKENS}", flush=True)
-        tm.check(self, "bf16 cache vs f32 cache", bf16, f32,
-                 BF16_MAX_REL, BF16_MAX_KL, BF16_MIN_TOP1)
+
+        rel, top1, kl = row_metrics(bf16, f32)
+        self.assertTrue(np.all(np.isfinite(rel)) and np.all(np.isfinite(kl)),
+                        "bf16 cache: non-finite logits")
+        print(f"  bf16 cache vs f32 cache, all {N_TOKENS} rows: median rel "
+              f"{np.median(rel):.2e}  99% {np.quantile(rel, 0.99):.2e}  max {rel.max():.2e} "
+              f"(row {rel.argmax()})  top-1 {top1.mean():.5f}  KL {kl.mean():.2e}", flush=True)
+        self.assertLessEqual(np.median(rel), BF16_MEDIAN_REL, "bf16 cache: median row rel err")
+        self.assertLessEqual(kl.mean(), BF16_MAX_KL, "bf16 cache: mean KL")
+        self.assertGreaterEqual(top1.mean(), BF16_MIN_TOP1, "bf16 cache: top-1 agreement")
+        del f32, bf16
 
 
 if __name__ == "__main__":
