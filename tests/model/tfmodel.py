@@ -84,14 +84,17 @@ def prompt(n, seed, vocab):
 def write_ini(folder, model, context=4096, chunk=64):
     """A model INI for `model` in `folder`.  No [plugins] quant pin: an EXL3
     checkpoint also holds the fp16 projections tfquant leaves unquantized,
-    and each linear takes the quant plugin that recognises it.  $TF_ROUTER,
-    when set, pins the router plugin."""
+    and each linear takes the quant plugin that recognises it.  The MLA
+    latent cache is f32 ([runtime] kv_cache; bf16 is the default): the
+    tolerances here are fp32 rounding, and a bf16 cache rounds each cached
+    element by up to 2^-9 (test_long.py bounds that).  $TF_ROUTER, when set,
+    pins the router plugin."""
     path = os.path.join(folder, os.path.basename(model) + ".ini")
     router = os.environ.get("TF_ROUTER")
     with open(path, "w") as f:
         f.write(f"[model]\npath = {model}\n\n"
                 f"[runtime]\ncontext = {context}\nthreads = 2\nmemory_limit = 1G\n"
-                f"prefill_chunk = {chunk}\n\n"
+                f"prefill_chunk = {chunk}\nkv_cache = f32\n\n"
                 "[sampling]\ntemperature = 0\n\n[mtp]\nenabled = false\n")
         if router:
             f.write(f"\n[plugins]\nrouter = {router}\n")
