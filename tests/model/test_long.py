@@ -39,9 +39,11 @@ top-1 0.99982 (3 rows), mean KL 4.5e-5; over the 65 sampled rows alone
 max rel 3.9e-3, KL 1.7e-6.  With the plugin storing f32 whatever the INI
 says (before mla15), the two runs are equal and the bounds hold trivially.
 
-Time on a 2-core machine: each tfrun prefill 20-90 s (the load of the
-machine decides), the reference 60-150 s; under ASan tfrun is ~2-3x
-slower, hence the ctest TIMEOUT of 900 s there (tests/model/CMakeLists.txt).
+Time on a 2-core machine shared with other work (measured): each tfrun
+prefill 27-41 s, the reference 43-87 s, 113-171 s in all; the ASan build's
+tfrun (RelWithDebInfo) takes 96-158 s a prefill, 4-6 minutes in all (one
+run: 237 s, clean), hence the ctest TIMEOUT of 900 s there, 600 s natively
+(tests/model/CMakeLists.txt).
 """
 import json
 import os
