@@ -180,6 +180,11 @@ class Model:
         except NotImplementedError as e:
             raise NotImplementedError(f"{folder}/config.json: {e}") from None
         self.dtype = dtype         # float32 sizes an fp32 implementation's rounding
+        # Inputs longer than `long` tokens take the forms whose cost stays
+        # bounded: MLA attention in blocks of attn_block query rows
+        # (mla_blocked, memory linear in T), KDA in its chunked form.
+        self.long = 512
+        self.attn_block = 512
         self._cache = {}
         self.trace = None          # a list to collect per-layer statistics in
 
@@ -229,6 +234,8 @@ class Model:
 
     # Attention
     def delta_rule(self, q, k, v, g, beta):
+        if q.shape[0] > self.long and q.dtype == np.float64:   # chunked is float64
+            return kda_chunked(q, k, v, g, beta, chunk=32)
         return kda_recurrent(q, k, v, g, beta)
 
     def rope(self, x, pos):
@@ -282,19 +289,55 @@ class Model:
         k_pe = self.rope(ckv[:, r:], pos)
         return q[..., :dn], q_pe, lat, k_pe
 
-    def mla(self, x, p, pos):
-        """Spec 1.6 / 3.2: gated MLA, naive (expanded K and V) form."""
+    def mla(self, x, p, pos, rows=None):
+        """Spec 1.6 / 3.2: gated MLA, naive (expanded K and V) form.  With
+        `rows` (ascending positions), the output of those rows only: keys and
+        values of every position, queries of these."""
         c = self.cfg
         T = x.shape[0]
         nH, dn, dv = c["num_attention_heads"], c["qk_nope_head_dim"], c["v_head_dim"]
         q_nope, q_pe, lat, k_pe = self.mla_project(x, p, pos)
         kv = self.linear(lat, f"{p}.kv_b_proj", nH * (dn + dv)).reshape(T, nH, dn + dv)
         k_nope, v = kv[..., :dn], kv[..., dn:]
-        pr = causal_softmax((np.einsum("thd,shd->hts", q_nope, k_nope) +
-                             np.einsum("thd,sd->hts", q_pe, k_pe)) * self.qk_scale())
-        o = np.einsum("hts,shd->thd", pr, v)
+        if rows is not None:
+            o = self.mla_blocked(q_nope[rows], q_pe[rows], k_nope, k_pe, v, np.asarray(rows))
+            x = x[rows]
+        elif T > self.long:
+            o = self.mla_blocked(q_nope, q_pe, k_nope, k_pe, v, np.arange(T))
+        else:
+            pr = causal_softmax((np.einsum("thd,shd->hts", q_nope, k_nope) +
+                                 np.einsum("thd,sd->hts", q_pe, k_pe)) * self.qk_scale())
+            o = np.einsum("hts,shd->thd", pr, v)
         o = o * sigmoid(self.linear(x, f"{p}.g_proj", nH))[:, :, None]
-        return self.linear(o.reshape(T, nH * dv), f"{p}.dense", self.H)
+        return self.linear(o.reshape(x.shape[0], nH * dv), f"{p}.dense", self.H)
+
+    def mla_blocked(self, q_nope, q_pe, k_nope, k_pe, v, qpos):
+        """mla()'s attention a head and attn_block queries at a time, each
+        query's softmax exact over keys 0..its position: the same sums as
+        the whole [nH, T, T] square of causal_softmax (equal up to the order
+        of float64 sums), in memory linear in T.  q_nope [N, nH, dn], q_pe
+        [N, nH, dr] at ascending positions qpos [N]; k_nope [T, nH, dn],
+        k_pe [T, dr], v [T, nH, dv]; returns o [N, nH, dv]."""
+        N, nH, dv = q_nope.shape[0], v.shape[1], v.shape[2]
+        kp = np.ascontiguousarray(k_pe)
+        o = np.empty((N, nH, dv), dtype=v.dtype)
+        for h in range(nH):
+            qn, qp = np.ascontiguousarray(q_nope[:, h]), np.ascontiguousarray(q_pe[:, h])
+            kn, vh = np.ascontiguousarray(k_nope[:, h]), np.ascontiguousarray(v[:, h])
+            for b0 in range(0, N, self.attn_block):
+                b1 = min(b0 + self.attn_block, N)
+                qb = qpos[b0:b1]
+                n = qb[-1] + 1                 # keys 0..n-1: all any query here sees
+                s = qn[b0:b1] @ kn[:n].T
+                s += qp[b0:b1] @ kp[:n].T
+                s *= self.qk_scale()
+                tail = s[:, qb[0] + 1:]        # keys after the block's first query
+                tail[np.arange(qb[0] + 1, n)[None, :] > qb[:, None]] = -np.inf
+                s -= s.max(axis=-1, keepdims=True)
+                np.exp(s, out=s)
+                s /= s.sum(axis=-1, keepdims=True)
+                o[b0:b1, h] = s @ vh[:n]
+        return o
 
     def mla_absorbed(self, x, p, pos):
         """Spec 3.3: the same layer with W_UK / W_UV absorbed (MQA over the latent)."""
@@ -362,13 +405,18 @@ class Model:
         return y
 
     # Layers
-    def layer(self, h, i, pos):
+    def layer(self, h, i, pos, rows=None):
+        """Layer i on h [T, H]; with `rows` (ascending positions), returns
+        the output of those rows only."""
         p = f"model.layers.{i}"
         x = rms_norm(h, self.vec(f"{p}.input_layernorm.weight", self.H), self.eps)
         if self.is_mla(i):
-            h = h + self.mla(x, f"{p}.attention", pos)
+            a = (self.mla(x, f"{p}.attention", pos) if rows is None
+                 else self.mla(x, f"{p}.attention", pos, rows))
         else:
-            h = h + self.kda(x, f"{p}.attention")
+            a = self.kda(x, f"{p}.attention")
+            a = a if rows is None else a[rows]
+        h = (h if rows is None else h[rows]) + a
         x = rms_norm(h, self.vec(f"{p}.post_attention_layernorm.weight", self.H), self.eps)
         if self.is_dense(i):
             h = h + self.swiglu(x, f"{p}.mlp", self.cfg["intermediate_size"], 0.0)
@@ -386,12 +434,20 @@ class Model:
     def head(self, h):
         return self.linear(h, "lm_head", self.V)
 
-    def forward(self, tokens):
-        """Spec 1.4: returns (logits [T, V], final-normed hidden [T, H])."""
+    def forward(self, tokens, rows=None):
+        """Spec 1.4: returns (logits [T, V], final-normed hidden [T, H]).
+        With `rows` (ascending positions), those rows of both only: the last
+        layer's queries, FFN and the head run for these rows alone, which
+        nothing else reads (what a long input's sampled check needs)."""
         pos = np.arange(len(tokens), dtype=np.float64)
         h = self.embed(tokens)
+        if rows is not None:
+            rows = np.asarray(rows)
+            if rows.ndim != 1 or np.any(np.diff(rows) <= 0) or \
+                    (rows.size and (rows[0] < 0 or rows[-1] >= len(tokens))):
+                raise ValueError("rows must be ascending positions of the input")
         for i in range(self.L):
-            h = self.layer(h, i, pos)
+            h = self.layer(h, i, pos, rows if i == self.L - 1 else None)
         hf = rms_norm(h, self.vec("model.norm.weight", self.H), self.eps)
         return self.head(hf), hf
 

@@ -8,7 +8,9 @@
   (exl3.md 4.3-4.4); bit slicing equals the kernels' word-window extraction;
   the rebuilt weight equals the factored forward (exl3.md 3).
 * With MODEL_DIR: MLA absorbed form equals the naive form on every MLA layer;
-  the forward is causal; the float32 mode does not silently widen to float64.
+  the forms long inputs take (MLA attention in query blocks, chunked KDA,
+  logits of some rows only) equal the plain ones; the forward is causal;
+  the float32 mode does not silently widen to float64.
 Exits non-zero on the first failure.
 """
 import os
@@ -189,6 +191,25 @@ def check_yarn():
           f"softmax x{scale:.4f})")
 
 
+def check_long_forms(folder):
+    """A long input's forms (Model.long, attn_block, forward's rows) on a
+    short one: the same float64 sums in another order."""
+    m = ling_ref.Model(folder)
+    toks = [int(t) for t in np.random.default_rng(7).integers(0, m.V, 40)]
+    want, _ = m.forward(toks)
+    m.long, m.attn_block = 0, 16        # 40 rows: two blocks of 16 and a ragged one
+    got, _ = m.forward(toks)
+    e = rel(got, want)
+    check("blocked MLA attention, chunked KDA == plain forms", e < 1e-12, f"(rel err {e:.1e})")
+    rows = [0, 5, 15, 16, 17, 33, 39]
+    for long in (0, 1000):
+        m.long = long
+        sub, _ = m.forward(toks, rows)
+        e = rel(sub, want[rows])
+        check(f"logits of some rows == those rows of all (long = {long})", e < 1e-12,
+              f"(rel err {e:.1e})")
+
+
 def check_causal(folder):
     """Appending tokens leaves the logits of earlier positions unchanged."""
     m = ling_ref.Model(folder)
@@ -216,6 +237,7 @@ def main():
     check_yarn()
     if len(sys.argv) > 1:
         check_mla(sys.argv[1], rng)
+        check_long_forms(sys.argv[1])
         check_causal(sys.argv[1])
         check_fp32(sys.argv[1])
     if failures:
