@@ -24,6 +24,9 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_generation_tokens_total Tokens sampled.\n"
 		     "# TYPE tf_generation_tokens_total counter\n"
 		     "tf_generation_tokens_total %llu\n"
+		     "# HELP tf_steps_total Batched forward steps; tokens over steps is the batch.\n"
+		     "# TYPE tf_steps_total counter\n"
+		     "tf_steps_total %llu\n"
 		     "# HELP tf_queue_depth Requests waiting for a slot.\n"
 		     "# TYPE tf_queue_depth gauge\n"
 		     "tf_queue_depth %d\n"
@@ -41,7 +44,7 @@ char *serve_metrics_text(const serve *s)
 		     "# TYPE tf_uptime_seconds gauge\n"
 		     "tf_uptime_seconds %.3f\n",
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
-		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->gen_tokens,
+		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)
 		return NULL;

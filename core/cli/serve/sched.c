@@ -229,6 +229,7 @@ static bool step(struct sched *sc)
 	pthread_mutex_lock(&s->lock);
 	s->m.step_seconds += tf_cli_now_s() - t0;
 	s->m.step_tokens += (uint64_t)decoding;
+	s->m.steps++;
 	s->m.gen_tokens += (uint64_t)rows;
 	pthread_mutex_unlock(&s->lock);
 	return true;

@@ -80,6 +80,7 @@ typedef struct serve_metrics {
 	uint64_t ttft_count;
 	double ttft_sum, step_seconds;
 	uint64_t step_tokens;           /* decoded in step_seconds */
+	uint64_t steps;
 } serve_metrics;
 
 typedef struct serve serve;
