@@ -15,6 +15,7 @@ if(NOT TF_SELFTEST_ONLY)
   pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
   pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
   pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+  pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 endif()
 
 # Warnings everywhere; -Werror when asked (CI asks).

@@ -18,6 +18,7 @@ set -eu
 
 pkgs="build-essential cmake pkg-config git
       libinih-dev libcjson-dev libpcre2-dev libcriterion-dev
+      libmicrohttpd-dev
       libibverbs-dev librdmacm-dev
       python3 python3-numpy python3-jinja2
       clang libclang-rt-14-dev llvm

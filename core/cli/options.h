@@ -22,6 +22,7 @@ typedef enum tf_run_mode {
 	TF_RUN_HELP,                    /* --help */
 	TF_RUN_RENDER_CHAT,             /* --render-chat REQUEST.json */
 	TF_RUN_PERPLEXITY,              /* --perplexity FILE */
+	TF_RUN_SERVE,                   /* tfrun serve MODEL.ini */
 } tf_run_mode;
 
 /* Where the prompt comes from; exactly one. */
@@ -51,6 +52,8 @@ typedef struct tf_options {
 	const char *dump_logits;        /* write each step's logits here */
 	const char *render_request;     /* TF_RUN_RENDER_CHAT: the request file */
 	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
+	const char *host, *api_key;     /* serve: over [server] host, api_key */
+	int port;                       /* serve: 0 for [server] port */
 	const char **stops;             /* --stop strings (core/src/stopstr.h) */
 	int n_stops;
 

@@ -15,6 +15,7 @@
 #include "options.h"
 #include "perplexity_cmd.h"
 #include "render_cmd.h"
+#include "serve_cmd.h"
 #include "engine/pipeline.h"
 #include "runtime.h"
 #include "tf/plugin.h"
@@ -29,6 +30,7 @@ static const char usage[] =
 "       tfrun MODEL.ini --perplexity FILE [--json]\n"
 "       tfrun [MODEL.ini] --plugins [--keys] [--json]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
+"       tfrun serve MODEL.ini [--host ADDR] [--port N] [--api-key KEY] [--set ...]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -54,6 +56,14 @@ static const char usage[] =
 "                      runtime.context=N), each window a fresh sequence\n"
 "  -V, --version       print the version and plugin ABI\n"
 "  -h, --help          print this help\n"
+"\n"
+"serve: an OpenAI-compatible HTTP server (POST /v1/chat/completions,\n"
+"POST /v1/completions, GET /v1/models, /health, /metrics); [server] keys\n"
+"in docs/ini.md.  [server] slots requests are decoded together, each one\n"
+"of [runtime] sequences.  SIGTERM finishes the replies under way first.\n"
+"      --host ADDR     address to listen on       [server] host (127.0.0.1)\n"
+"      --port N                                   [server] port (8080)\n"
+"      --api-key KEY   a Bearer token to ask for  [server] api_key\n"
 "\n"
 "Input (one of; generation only):\n"
 "  -p, --prompt TEXT   the prompt\n"
@@ -90,6 +100,7 @@ enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
 	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS, OPT_PERPLEXITY,
+	OPT_HOST, OPT_PORT, OPT_API_KEY,
 };
 
 static const struct option long_opts[] = {
@@ -115,6 +126,9 @@ static const struct option long_opts[] = {
 	{ "render-chat", required_argument, NULL, OPT_RENDER_CHAT },
 	{ "stop",        required_argument, NULL, OPT_STOP },
 	{ "perplexity",  required_argument, NULL, OPT_PERPLEXITY },
+	{ "host",        required_argument, NULL, OPT_HOST },
+	{ "port",        required_argument, NULL, OPT_PORT },
+	{ "api-key",     required_argument, NULL, OPT_API_KEY },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -259,13 +273,16 @@ static int check_combination(const tf_options *o, const char *mode_flag)
 		return conflict("-i", "--dump-logits");
 	if (o->keys && o->mode != TF_RUN_PLUGINS)
 		return usage_error("%s", "--keys needs --plugins");
+	if ((o->host || o->port || o->api_key) && o->mode != TF_RUN_SERVE)
+		return usage_error("%s", "--host, --port and --api-key need tfrun serve");
 	return 0;
 }
 
 /* 0, or the exit status to leave with. */
 static int options_parse(int argc, char **argv, tf_options *o)
 {
-	const char *mode_flag = NULL;
+	const char *mode_flag = o->mode == TF_RUN_SERVE ? "serve" : NULL;
+	char *end;
 	bool help = false, version = false;
 	int c, rc = 0;
 	opterr = 0;
@@ -297,6 +314,13 @@ static int options_parse(int argc, char **argv, tf_options *o)
 			o->render_request = strcmp(optarg, "-") ? optarg : "/dev/stdin";
 			break;
 		case OPT_STOP: rc = add_stop(o, optarg); break;
+		case OPT_HOST: o->host = optarg; break;
+		case OPT_API_KEY: o->api_key = optarg; break;
+		case OPT_PORT:
+			o->port = (int)strtol(optarg, &end, 10);
+			if (*end || o->port < 1 || o->port > 65535)
+				rc = usage_error("--port %s: expected 1..65535", optarg);
+			break;
 		case 'p':
 			rc = set_input(o, TF_INPUT_TEXT);
 			o->prompt = optarg;
@@ -400,8 +424,10 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--tokenizer"))
 			return tf_cli_tokenizer(argc, argv);
 
-	tf_options o = { 0 };
-	int rc = options_parse(argc, argv, &o);
+	/* "serve" is a subcommand word: the flags follow it. */
+	bool serve = argc > 1 && !strcmp(argv[1], "serve");
+	tf_options o = { .mode = serve ? TF_RUN_SERVE : TF_RUN_GENERATE };
+	int rc = options_parse(argc - serve, argv + serve, &o);
 	if (rc) {
 		options_free(&o);
 		return rc;
@@ -428,6 +454,9 @@ int main(int argc, char **argv)
 		break;
 	case TF_RUN_PERPLEXITY:
 		rc = tf_cli_perplexity(&o);
+		break;
+	case TF_RUN_SERVE:
+		rc = tf_cli_serve(&o);
 		break;
 	}
 	options_free(&o);

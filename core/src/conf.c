@@ -92,6 +92,17 @@ static const struct conf_key conf_schema[] = {
 	RANGE("mtp", "max_depth", T_INT, 1, 16),
 	RANGE("mtp", "p_min", T_FLOAT, 0, 1),
 
+	KEY("server", "host", T_STR),
+	RANGE("server", "port", T_INT, 1, 65535),
+	KEY("server", "api_key", T_STR),
+	RANGE("server", "slots", T_INT, 1, 4096),
+	RANGE("server", "queue", T_INT, 0, 1 << 20),
+	KEY("server", "max_body", T_SIZE),
+	RANGE("server", "max_tokens", T_INT, 1, 1 << 30),
+	RANGE("server", "max_messages", T_INT, 1, 1 << 20),
+	RANGE("server", "max_prompt", T_INT, 1, 1 << 30),
+	RANGE("server", "grace", T_FLOAT, 0, 3600),
+
 	RANGE("tp", "size", T_INT, 1, 64),
 	RANGE("tp", "rank", T_INT, 0, 63),
 	KEY("tp", "peers", T_STR),

@@ -1,0 +1,263 @@
+/* emit.c - responses as OpenAI writes them: JSON bodies and SSE chunks. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "serve.h"
+
+static const char *err_type(int status)
+{
+	switch (status) {
+	case 401: return "authentication_error";
+	case 404: return "not_found_error";
+	case 429: return "rate_limit_error";
+	case 503: return "service_unavailable";
+	default: return status >= 500 ? "server_error" : "invalid_request_error";
+	}
+}
+
+char *serve_err_json(const serve_err *err)
+{
+	cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+	char *s = NULL;
+
+	if (e && cJSON_AddStringToObject(e, "message", err->msg) &&
+	    cJSON_AddStringToObject(e, "type", err_type(err->status)) &&
+	    (err->param ? cJSON_AddStringToObject(e, "param", err->param) :
+			  cJSON_AddNullToObject(e, "param")) &&
+	    cJSON_AddNullToObject(e, "code"))
+		s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+/* {"id", "object", "created", "model"}: every response starts so. */
+static cJSON *head(const serve *s, const serve_req *r, const char *object)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o && cJSON_AddStringToObject(o, "id", r->id) &&
+	    cJSON_AddStringToObject(o, "object", object) &&
+	    cJSON_AddNumberToObject(o, "created", (double)r->created) &&
+	    cJSON_AddStringToObject(o, "model", s->model_name))
+		return o;
+	cJSON_Delete(o);
+	return NULL;
+}
+
+/* One choice of a chunk or body, with its finish_reason (NULL: null). */
+static cJSON *choice(cJSON *o, const char *finish)
+{
+	cJSON *list = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+
+	if (!list || !c || !cJSON_AddItemToArray(list, c)) {
+		cJSON_Delete(c);
+		return NULL;
+	}
+	if (cJSON_AddNumberToObject(c, "index", 0) && cJSON_AddNullToObject(c, "logprobs") &&
+	    (finish ? cJSON_AddStringToObject(c, "finish_reason", finish) :
+		      cJSON_AddNullToObject(c, "finish_reason")))
+		return c;
+	return NULL;
+}
+
+static bool add_usage(cJSON *o, const serve_req *r)
+{
+	cJSON *u = cJSON_AddObjectToObject(o, "usage");
+
+	return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt.n) &&
+	       cJSON_AddNumberToObject(u, "completion_tokens", (double)r->n_gen) &&
+	       cJSON_AddNumberToObject(u, "total_tokens", (double)r->prompt.n + (double)r->n_gen);
+}
+
+/* o (consumed) into r->out: a "data: " line when streaming, else the body;
+ * the connection is woken. */
+static int put(serve *s, serve_req *r, cJSON *o)
+{
+	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+	int rc = TF_OK;
+
+	cJSON_Delete(o);
+	if (!text)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	pthread_mutex_lock(&s->lock);
+	if ((r->stream && tf_bytes_append(&r->out, "data: ", 6)) ||
+	    tf_bytes_append(&r->out, text, strlen(text)) ||
+	    (r->stream && tf_bytes_append(&r->out, "\n\n", 2)))
+		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	pthread_cond_broadcast(&s->progress);
+	pthread_mutex_unlock(&s->lock);
+	cJSON_free(text);
+	return rc;
+}
+
+/* A chunk whose one choice is filled by the caller: *c, NULL on failure. */
+static cJSON *chunk(const serve *s, const serve_req *r, const char *finish, cJSON **c)
+{
+	cJSON *o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion.chunk" :
+			"text_completion");
+
+	*c = o ? choice(o, finish) : NULL;
+	/* With include_usage every chunk says "usage": null but the last. */
+	if (*c && r->include_usage && !cJSON_AddNullToObject(o, "usage"))
+		*c = NULL;
+	return o;
+}
+
+static cJSON *add_text(cJSON *o, const char *key, const char *text, size_t len)
+{
+	char *t = strndup(text, len);
+	cJSON *v = t ? cJSON_AddStringToObject(o, key, t) : NULL;
+
+	free(t);
+	return v;
+}
+
+int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, size_t len)
+{
+	cJSON *c, *o, *d;
+
+	if (!r->stream) {
+		tf_bytes *b = reasoning ? &r->reasoning : &r->answer;
+		return tf_bytes_append(b, text, len) ? tf_diag_set(TF_ERR_NOMEM, "out of memory")
+						     : TF_OK;
+	}
+	o = chunk(s, r, NULL, &c);
+	if (r->kind == SERVE_COMPLETION) {
+		if (c && !add_text(c, "text", text, len))
+			c = NULL;
+	} else if (c) {
+		d = cJSON_AddObjectToObject(c, "delta");
+		/* The first delta names the role, as OpenAI's does. */
+		if (!d || (!r->n_chunks && !cJSON_AddStringToObject(d, "role", "assistant")) ||
+		    !add_text(d, reasoning ? "reasoning_content" : "content", text, len))
+			c = NULL;
+	}
+	r->n_chunks++;
+	if (!c) {
+		cJSON_Delete(o);
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	return put(s, r, o);
+}
+
+int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call)
+{
+	char id[64];
+	size_t k = tf_val_len(r->calls);
+	tf_bytes json = { 0 };
+	cJSON *o, *c, *d, *list, *item = NULL;
+
+	snprintf(id, sizeof(id), "call_%s_%zu", r->id, k);
+	if (tf_val_dict_set(call, "id", 2, tf_val_cstr(id)) ||
+	    tf_val_list_push(r->calls, tf_val_ref(call)))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (!r->stream)
+		return TF_OK;
+	o = chunk(s, r, NULL, &c);
+	if (!tf_val_dump_json(call, &json))
+		item = cJSON_ParseWithLength(json.p, json.len);
+	tf_bytes_free(&json);
+	d = c ? cJSON_AddObjectToObject(c, "delta") : NULL;
+	list = d ? cJSON_AddArrayToObject(d, "tool_calls") : NULL;
+	if (!list || !item || !cJSON_AddNumberToObject(item, "index", (double)k) ||
+	    (!r->n_chunks && !cJSON_AddStringToObject(d, "role", "assistant")) ||
+	    !cJSON_AddItemToArray(list, item)) {
+		cJSON_Delete(item);
+		cJSON_Delete(o);
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	r->n_chunks++;
+	return put(s, r, o);
+}
+
+/* The whole non-streaming body. */
+static cJSON *body(const serve *s, const serve_req *r)
+{
+	cJSON *o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion" : "text_completion");
+	cJSON *c = o ? choice(o, r->finish) : NULL;
+	bool ok = c && add_usage(o, r);
+
+	if (ok && r->kind == SERVE_COMPLETION) {
+		ok = add_text(c, "text", r->answer.p ? r->answer.p : "", r->answer.len);
+	} else if (ok) {
+		tf_val *msg = NULL;
+		tf_bytes json = { 0 };
+		cJSON *m = NULL;
+		if (!tf_reply_message(&r->reasoning, &r->answer, r->calls, &msg) &&
+		    !tf_val_dump_json(msg, &json))
+			m = cJSON_ParseWithLength(json.p, json.len);
+		ok = m && cJSON_AddItemToObject(c, "message", m);
+		if (!ok)
+			cJSON_Delete(m);
+		tf_bytes_free(&json);
+		tf_val_unref(msg);
+	}
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+int serve_emit_end(serve *s, serve_req *r)
+{
+	cJSON *o, *c = NULL, *d;
+	int rc;
+
+	if (!r->stream)
+		return put(s, r, body(s, r));
+	o = chunk(s, r, r->finish, &c);
+	if (r->kind == SERVE_COMPLETION) {
+		if (c && !cJSON_AddStringToObject(c, "text", ""))
+			c = NULL;
+	} else if (c) {
+		d = cJSON_AddObjectToObject(c, "delta");
+		if (!d || (!r->n_chunks && !cJSON_AddStringToObject(d, "role", "assistant")))
+			c = NULL;
+	}
+	if (!c) {
+		cJSON_Delete(o);
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	if ((rc = put(s, r, o)))
+		return rc;
+	if (r->include_usage) {
+		o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion.chunk" :
+			 "text_completion");
+		if (!o || !cJSON_AddArrayToObject(o, "choices") || !add_usage(o, r)) {
+			cJSON_Delete(o);
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		}
+		if ((rc = put(s, r, o)))
+			return rc;
+	}
+	pthread_mutex_lock(&s->lock);
+	rc = tf_bytes_append(&r->out, "data: [DONE]\n\n", 14) ?
+		tf_diag_set(TF_ERR_NOMEM, "out of memory") : TF_OK;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+char *serve_models_json(const serve *s)
+{
+	cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "data");
+	cJSON *m = cJSON_CreateObject();
+	char *text = NULL;
+
+	if (list && m && cJSON_AddItemToArray(list, m)) {
+		if (cJSON_AddStringToObject(o, "object", "list") &&
+		    cJSON_AddStringToObject(m, "id", s->model_name) &&
+		    cJSON_AddStringToObject(m, "object", "model") &&
+		    cJSON_AddNumberToObject(m, "created", (double)s->created) &&
+		    cJSON_AddStringToObject(m, "owned_by", "tensorfold"))
+			text = cJSON_PrintUnformatted(o);
+	} else {
+		cJSON_Delete(m);
+	}
+	cJSON_Delete(o);
+	return text;
+}

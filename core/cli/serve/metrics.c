@@ -1,0 +1,52 @@
+/* metrics.c - GET /metrics: counters in Prometheus' text format. */
+#define _GNU_SOURCE
+#include <stdio.h>
+
+#include "serve.h"
+#include "util.h"
+
+char *serve_metrics_text(const serve *s)
+{
+	const serve_metrics *m = &s->m;
+	char *text = NULL;
+	double tps = m->step_seconds > 0 ? (double)m->step_tokens / m->step_seconds : 0;
+
+	if (asprintf(&text,
+		     "# HELP tf_requests_total Requests queued for generation.\n"
+		     "# TYPE tf_requests_total counter\n"
+		     "tf_requests_total %llu\n"
+		     "# HELP tf_requests_rejected_total Requests refused: queue full or shutting down.\n"
+		     "# TYPE tf_requests_rejected_total counter\n"
+		     "tf_requests_rejected_total %llu\n"
+		     "# HELP tf_prompt_tokens_total Prompt tokens of queued requests.\n"
+		     "# TYPE tf_prompt_tokens_total counter\n"
+		     "tf_prompt_tokens_total %llu\n"
+		     "# HELP tf_generation_tokens_total Tokens sampled.\n"
+		     "# TYPE tf_generation_tokens_total counter\n"
+		     "tf_generation_tokens_total %llu\n"
+		     "# HELP tf_steps_total Batched forward steps; tokens over steps is the batch.\n"
+		     "# TYPE tf_steps_total counter\n"
+		     "tf_steps_total %llu\n"
+		     "# HELP tf_queue_depth Requests waiting for a slot.\n"
+		     "# TYPE tf_queue_depth gauge\n"
+		     "tf_queue_depth %d\n"
+		     "# HELP tf_active_requests Requests being decoded.\n"
+		     "# TYPE tf_active_requests gauge\n"
+		     "tf_active_requests %d\n"
+		     "# HELP tf_decode_tokens_per_second Decoded tokens per second of step time.\n"
+		     "# TYPE tf_decode_tokens_per_second gauge\n"
+		     "tf_decode_tokens_per_second %.3f\n"
+		     "# HELP tf_time_to_first_token_seconds Arrival to first token.\n"
+		     "# TYPE tf_time_to_first_token_seconds summary\n"
+		     "tf_time_to_first_token_seconds_sum %.6f\n"
+		     "tf_time_to_first_token_seconds_count %llu\n"
+		     "# HELP tf_uptime_seconds Seconds since the server started.\n"
+		     "# TYPE tf_uptime_seconds gauge\n"
+		     "tf_uptime_seconds %.3f\n",
+		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
+		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
+		     s->n_queued, s->n_active, tps, m->ttft_sum,
+		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)
+		return NULL;
+	return text;
+}

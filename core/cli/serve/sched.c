@@ -1,0 +1,326 @@
+/* sched.c - the thread that owns the engine: continuous batching. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "engine/access.h"
+#include "serve.h"
+#include "util.h"
+
+/* What the scheduler holds across steps. */
+struct sched {
+	serve *s;
+	serve_req **active;             /* [slots] */
+	int n;
+	int32_t *tok;                   /* one step's batch */
+	tf_seq_id *seq;
+	uint8_t *out;
+	float *logits;                  /* [slots, vocab] */
+	int vocab;
+	int64_t chunk;                  /* prompt tokens a request adds per step */
+};
+
+int serve_submit(serve *s, serve_req *r, serve_err *err)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->ready)
+		rc = serve_fail(err, 503, NULL, "the model is loading");
+	else if (s->draining)
+		rc = serve_fail(err, 503, NULL, "the server is shutting down");
+	else if (s->n_active + s->n_queued >= s->conf.slots + s->conf.queue)
+		rc = serve_fail(err, 429, NULL, "%d requests are waiting already: try again later "
+				"([server] queue)", s->n_queued);
+	if (!rc) {
+		r->refs++;
+		if (s->queued_tail)
+			s->queued_tail->next_queued = r;
+		else
+			s->queued = r;
+		s->queued_tail = r;
+		s->n_queued++;
+		s->m.requests++;
+		s->m.prompt_tokens += r->prompt.n;
+		pthread_cond_signal(&s->wake);
+	} else {
+		s->m.rejected++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int on_reply(void *ctx, const tf_reply_event *ev)
+{
+	serve_req *r = ctx;
+	tf_val *call;
+	int rc;
+
+	if (ev->part != TF_REPLY_TOOL_CALL)
+		return serve_emit_text(r->srv, r, ev->part == TF_REPLY_REASONING, ev->text,
+				       ev->len);
+	if ((rc = tf_reply_tool_call(ev, &call)) == TF_OK) {
+		rc = serve_emit_tool_call(r->srv, r, call);
+		tf_val_unref(call);
+	}
+	return rc;
+}
+
+/* Text through the stop strings, then the reply parser (chat) or out. */
+static int pass_text(serve *s, serve_req *r, const char *text, size_t len)
+{
+	const char *out;
+	size_t n;
+	int rc = tf_stopstr_push(&r->stopstr, text, len, &out, &n);
+
+	if (rc || !n)
+		return rc;
+	if (r->kind == SERVE_CHAT)
+		return tf_reply_push(&r->rp, out, n);
+	return serve_emit_text(s, r, false, out, n);
+}
+
+/* The reply ends: what is held back, then the last chunks. */
+static int finish(serve *s, serve_req *r)
+{
+	const char *text;
+	size_t len;
+	int rc = tf_detok_flush(&r->dt, &text, &len);
+
+	if (!rc)
+		rc = pass_text(s, r, text, len);
+	if (!rc) {
+		tf_stopstr_flush(&r->stopstr, &text, &len);
+		rc = r->kind == SERVE_CHAT ? tf_reply_push(&r->rp, text, len) :
+		     len ? serve_emit_text(s, r, false, text, len) : TF_OK;
+	}
+	if (!rc && r->kind == SERVE_CHAT)
+		rc = tf_reply_finish(&r->rp);
+	if (!rc && tf_val_len(r->calls) && !strcmp(r->finish, "stop"))
+		r->finish = "tool_calls";
+	return rc ? rc : serve_emit_end(s, r);
+}
+
+/* Take r out of the active set: its sequence freed, its client woken. */
+static void retire(struct sched *sc, int i)
+{
+	serve *s = sc->s;
+	serve_req *r = sc->active[i];
+
+	tf_seq_free(s->e, r->sid);
+	tf_detok_free(&r->dt);
+	tf_reply_free(&r->rp);
+	sc->active[i] = sc->active[--sc->n];
+	pthread_mutex_lock(&s->lock);
+	r->done = true;
+	s->n_active = sc->n;
+	pthread_cond_broadcast(&s->progress);
+	serve_req_unref(r);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* r's sequence, sampler and stream state; false when it cannot start. */
+static bool start(serve *s, serve_req *r)
+{
+	tf_detok_init(&r->dt, s->tok, TF_TOK_SKIP_SPECIAL);
+	tf_reply_init(&r->rp, r->opened, on_reply, r);
+	if (tf_seq_new(s->e, &r->sid) || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab)) {
+		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
+		return false;
+	}
+	return (r->calls = tf_val_list()) != NULL;
+}
+
+/* The token r sampled from its row of logits, and whether r goes on. */
+static bool advance(serve *s, serve_req *r, const float *row)
+{
+	int32_t t;
+	const char *text;
+	size_t len;
+
+	if (tf_seq_sample(s->e, r->sid, row, &t))
+		goto fail;
+	if (!r->n_gen++) {
+		r->t_first = tf_cli_now_s();
+		pthread_mutex_lock(&s->lock);
+		s->m.ttft_count++;
+		s->m.ttft_sum += r->t_first - r->t_arrive;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (tf_stop_has(&s->stops, t)) {
+		r->finish = "stop";
+		r->n_gen--;             /* OpenAI does not count the end token */
+		return false;
+	}
+	if (tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
+		goto fail;
+	if (r->stopstr.stopped) {
+		r->finish = "stop";
+		return false;
+	}
+	if (r->n_gen >= r->max_tokens || tf_seq_len(s->e, r->sid) >= tf_engine_context(s->e)) {
+		r->finish = "length";
+		return false;
+	}
+	r->next = t;
+	return true;
+fail:
+	fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
+	r->finish = "length";
+	return false;
+}
+
+/* Admit queued requests into free slots (the lock held). */
+static void admit(struct sched *sc)
+{
+	serve *s = sc->s;
+
+	while (s->queued && sc->n < s->conf.slots) {
+		serve_req *r = s->queued;
+		s->queued = r->next_queued;
+		if (!s->queued)
+			s->queued_tail = NULL;
+		s->n_queued--;
+		sc->active[sc->n++] = r;
+	}
+	s->n_active = sc->n;
+}
+
+/* One batched step: each request its next token or a chunk of its prompt;
+ * false when the step failed (every request in it is ended). */
+static bool step(struct sched *sc)
+{
+	serve *s = sc->s;
+	int64_t n = 0;
+	int rows = 0, decoding = 0;
+	double t0 = tf_cli_now_s();
+
+	for (int i = 0; i < sc->n; i++) {
+		serve_req *r = sc->active[i];
+		int64_t left = (int64_t)r->prompt.n - r->fed;
+		int64_t m = !left ? 1 : left < sc->chunk ? left : sc->chunk;
+		for (int64_t k = 0; k < m; k++) {
+			sc->tok[n] = left ? r->prompt.ids[r->fed + k] : r->next;
+			sc->seq[n] = r->sid;
+			sc->out[n++] = k == m - 1 && m >= left;
+		}
+		decoding += !left;
+		r->row = m >= left ? rows++ : -1;
+		r->fed += left ? m : 0;
+	}
+	const tf_batch b = { .n = n, .token = sc->tok, .seq = sc->seq, .out = sc->out };
+	if (tf_engine_forward(s->e, &b, sc->logits, NULL)) {
+		fprintf(stderr, "tfrun serve: a step failed: %s\n", tf_engine_errmsg());
+		return false;
+	}
+	/* Downwards: retire() moves the last request into the freed place. */
+	for (int i = sc->n - 1; i >= 0; i--) {
+		serve_req *r = sc->active[i];
+		if (r->row < 0)
+			continue;
+		if (!advance(s, r, sc->logits + (size_t)r->row * (size_t)sc->vocab)) {
+			if (finish(s, r))
+				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
+			retire(sc, i);
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	s->m.step_seconds += tf_cli_now_s() - t0;
+	s->m.step_tokens += (uint64_t)decoding;
+	s->m.steps++;
+	s->m.gen_tokens += (uint64_t)rows;
+	pthread_mutex_unlock(&s->lock);
+	return true;
+}
+
+/* Requests whose client left, or all of them when stopping, end unanswered. */
+static void drop_gone(struct sched *sc, bool all)
+{
+	for (int i = sc->n - 1; i >= 0; i--) {
+		pthread_mutex_lock(&sc->s->lock);
+		bool gone = all || sc->active[i]->gone;
+		pthread_mutex_unlock(&sc->s->lock);
+		if (gone)
+			retire(sc, i);
+	}
+}
+
+static void *run(void *arg)
+{
+	struct sched *sc = arg;
+	serve *s = sc->s;
+
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		while (!s->stop && !sc->n && !s->queued)
+			pthread_cond_wait(&s->wake, &s->lock);
+		bool stop = s->stop;
+		int before = sc->n;
+		if (!stop)
+			admit(sc);
+		pthread_mutex_unlock(&s->lock);
+		for (int i = before; i < sc->n; i++)
+			if (!start(s, sc->active[i])) {
+				sc->active[i]->finish = "length";
+				retire(sc, i--);
+			}
+		drop_gone(sc, stop);
+		if (stop)
+			break;
+		if (sc->n && !step(sc))
+			drop_gone(sc, true);
+	}
+	/* Those still queued are answered by nobody: let their clients go. */
+	pthread_mutex_lock(&s->lock);
+	while (s->queued) {
+		serve_req *r = s->queued;
+		s->queued = r->next_queued;
+		r->done = true;
+		serve_req_unref(r);
+	}
+	s->queued_tail = NULL;
+	s->n_queued = 0;
+	pthread_cond_broadcast(&s->progress);
+	pthread_mutex_unlock(&s->lock);
+	free(sc->active);
+	free(sc->tok);
+	free(sc->seq);
+	free(sc->out);
+	free(sc->logits);
+	free(sc);
+	return NULL;
+}
+
+int serve_sched_start(serve *s, pthread_t *thread)
+{
+	struct sched *sc = calloc(1, sizeof(*sc));
+	int slots = s->conf.slots;
+
+	if (!sc)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	*sc = (struct sched){
+		.s = s,
+		.vocab = tf_engine_vocab(s->e),
+		/* A prompt's chunk shares the step with the decoders. */
+		.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(s->e)),
+	};
+	int64_t cap = (int64_t)slots * sc->chunk;
+	sc->active = calloc((size_t)slots, sizeof(*sc->active));
+	sc->tok = calloc((size_t)cap, sizeof(*sc->tok));
+	sc->seq = calloc((size_t)cap, sizeof(*sc->seq));
+	sc->out = calloc((size_t)cap, 1);
+	sc->logits = calloc((size_t)slots * (size_t)sc->vocab, sizeof(float));
+	if (!sc->active || !sc->tok || !sc->seq || !sc->out || !sc->logits ||
+	    pthread_create(thread, NULL, run, sc)) {
+		free(sc->active);
+		free(sc->tok);
+		free(sc->seq);
+		free(sc->out);
+		free(sc->logits);
+		free(sc);
+		return tf_diag_set(TF_ERR_NOMEM, "cannot start the scheduler");
+	}
+	return TF_OK;
+}

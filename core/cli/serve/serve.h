@@ -1,0 +1,154 @@
+/*
+ * serve.h - `tfrun serve`: an OpenAI-compatible HTTP server.
+ *
+ * libmicrohttpd runs one thread per connection; each parses and renders
+ * its request (serve_parse_*), queues it and waits.  One scheduler thread
+ * owns the engine: each step every active request contributes its next
+ * token (a new one its prompt, a chunk at a time) to one batched forward.
+ * What a request produces is written (serve_emit_*) into its `out` buffer
+ * under the server lock, which the connection's thread drains to the
+ * client.  A request is freed by whichever side lets go of it last.
+ */
+#ifndef TF_CLI_SERVE_H
+#define TF_CLI_SERVE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chat/reply.h"
+#include "chat/stops.h"
+#include "chat/template.h"
+#include "conf.h"
+#include "detok.h"
+#include "stopstr.h"
+#include "tf/engine.h"
+#include "tokenizer.h"
+
+/* [server] keys, with --host, --port and --api-key over them. */
+typedef struct serve_conf {
+	const char *host;
+	int port;
+	const char *api_key;            /* NULL: no key asked */
+	int slots;                      /* requests decoded together */
+	int queue;                      /* requests waiting beyond the slots */
+	uint64_t max_body;              /* bytes */
+	int64_t max_tokens, max_messages, max_prompt;
+	double grace;                   /* seconds SIGTERM waits for replies */
+} serve_conf;
+
+typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION } serve_kind;
+
+typedef struct serve_req {
+	/* Set by the connection's thread before the request is queued. */
+	serve_kind kind;
+	bool stream, include_usage;
+	tf_sampler_params sp;
+	int64_t max_tokens;
+	tf_tokens prompt;
+	bool opened;                    /* the prompt opened <think> */
+	tf_stopstr stopstr;
+	char id[48];
+	int64_t created;
+	double t_arrive;
+	struct serve *srv;
+
+	/* The scheduler's alone. */
+	tf_seq_id sid;
+	int row;                        /* its logits row this step, or -1 */
+	int64_t fed;                    /* prompt tokens run so far */
+	int32_t next;                   /* sampled, to be run next step */
+	tf_detok dt;
+	tf_reply rp;
+	int64_t n_gen;
+	int64_t n_chunks;               /* SSE chunks written */
+	double t_first;                 /* the first token sampled */
+	tf_bytes answer, reasoning;     /* non-streaming: the whole reply */
+	tf_val *calls;
+	const char *finish;             /* stop, length, tool_calls */
+
+	/* Under the server lock. */
+	tf_bytes out;                   /* for the client, not yet sent */
+	bool done;                      /* out holds the last of it */
+	bool gone;                      /* the client left: stop decoding */
+	int refs;
+	struct serve_req *next_queued;
+} serve_req;
+
+typedef struct serve_metrics {
+	uint64_t requests, rejected, prompt_tokens, gen_tokens;
+	uint64_t ttft_count;
+	double ttft_sum, step_seconds;
+	uint64_t step_tokens;           /* decoded in step_seconds */
+	uint64_t steps;
+} serve_metrics;
+
+typedef struct serve serve;
+
+struct serve {
+	serve_conf conf;
+	char model_name[256];
+	/* Set once before the server is ready, read-only after. */
+	tf_engine *e;
+	tf_tokenizer *tok;
+	tf_chat_template *tmpl;
+	tf_stopset stops;
+	bool think;
+	tf_sampler_params sp;           /* [sampling] defaults */
+	int64_t max_tokens;
+	int n_vocab;                    /* sampled ids: below the tokenizer's */
+
+	pthread_mutex_t prep;           /* the tokenizer and template: one user */
+	pthread_mutex_t lock;           /* what follows, and every req's shared part */
+	pthread_cond_t wake;            /* the scheduler: work or stop */
+	pthread_cond_t progress;        /* connections: some out grew or ended */
+	bool ready;                     /* the engine is open */
+	bool draining;                  /* SIGTERM: no new requests */
+	bool stop;                      /* the scheduler cancels all and ends */
+	serve_req *queued, *queued_tail;
+	int n_queued, n_active;
+	int n_open;                     /* HTTP requests not yet fully answered */
+	serve_metrics m;
+	double t_start;                 /* monotonic, for uptime */
+	int64_t created;                /* wall clock, for /v1/models */
+};
+
+/* An error as OpenAI sends it: the HTTP status and {"error": {...}}. */
+typedef struct serve_err {
+	int status;
+	char msg[512];
+	const char *param;
+} serve_err;
+
+int serve_fail(serve_err *err, int status, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* {"error": {"message", "type", "param", "code"}}, malloc'd. */
+char *serve_err_json(const serve_err *err);
+
+/* parse.c: a request body into r's first part; -1 with *err when refused. */
+int serve_parse_chat(serve *s, const char *body, size_t len, serve_req *r, serve_err *err);
+int serve_parse_completion(serve *s, const char *body, size_t len, serve_req *r,
+			   serve_err *err);
+serve_req *serve_req_new(serve_kind kind);
+/* Drop one reference (the lock held); the last frees r. */
+void serve_req_unref(serve_req *r);
+
+/* emit.c: what a request says, into r->out (the lock held). */
+int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, size_t len);
+int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call);
+int serve_emit_end(serve *s, serve_req *r);
+/* GET /v1/models's body, malloc'd. */
+char *serve_models_json(const serve *s);
+
+/* sched.c */
+int serve_sched_start(serve *s, pthread_t *thread);
+/* Queue r (taking a reference); 429 when the queue is full, 503 draining. */
+int serve_submit(serve *s, serve_req *r, serve_err *err);
+
+/* metrics.c: the Prometheus text of GET /metrics (the lock held). */
+char *serve_metrics_text(const serve *s);
+
+/* http.c */
+struct MHD_Daemon *serve_http_start(serve *s);
+
+#endif /* TF_CLI_SERVE_H */

@@ -1,0 +1,187 @@
+/* serve_cmd.c - see serve_cmd.h: configuration, start, SIGTERM. */
+#define _GNU_SOURCE
+#include "serve_cmd.h"
+
+#include <inttypes.h>
+#include <libgen.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "diag.h"
+#include "engine/access.h"
+#include "fail.h"
+#include "serve/serve.h"
+#include "util.h"
+
+/* [sampling] as the defaults a request's fields override. */
+static int read_sampling(serve *s, const tf_conf *c)
+{
+	double temp, top_p, min_p, rep, pres;
+	int64_t top_k, last_n, seed;
+	tf_sampler_params *sp = &s->sp;
+	int rc;
+
+	tf_sampler_params_default(sp);
+	if ((rc = tf_conf_get_float(c, "sampling", "temperature", sp->temperature, &temp)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "top_p", sp->top_p, &top_p)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "min_p", sp->min_p, &min_p)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "repeat_penalty", sp->repeat_penalty, &rep)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "presence_penalty", sp->presence_penalty,
+				    &pres)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "top_k", sp->top_k, &top_k)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "repeat_last_n", 64, &last_n)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "seed", 0, &seed)) ||
+	    (rc = tf_conf_get_int(c, "sampling", "max_tokens", 128, &s->max_tokens)))
+		return rc;
+	sp->temperature = (float)temp;
+	sp->top_p = (float)top_p;
+	sp->min_p = (float)min_p;
+	sp->repeat_penalty = (float)rep;
+	sp->presence_penalty = (float)pres;
+	sp->top_k = (int)top_k;
+	sp->repeat_last_n = (int)last_n;
+	sp->seed = seed < 0 ? (uint64_t)time(NULL) : (uint64_t)seed;
+	return TF_OK;
+}
+
+/* Tokenizer, template and stop ids from the checkpoint folder. */
+static int read_chat(serve *s, const tf_conf *c)
+{
+	char path[4200];
+	const tf_model_config *cfg = tf_engine_model(s->e);
+	int rc;
+
+	if ((rc = tf_cli_model_file(c, "tokenizer.json", path, sizeof(path))) ||
+	    (rc = tf_tok_load(path, &s->tok)) ||
+	    (rc = tf_chat_template_from_conf(c, &s->tmpl)) ||
+	    (rc = tf_conf_get_bool(c, "chat", "think", true, &s->think)))
+		return rc;
+	for (int i = 0; i < cfg->n_eos; i++)
+		if ((rc = tf_stop_add(&s->stops, cfg->eos_token_id[i])))
+			return rc;
+	if ((rc = tf_cli_model_file(c, "generation_config.json", path, sizeof(path))) ||
+	    (rc = tf_stop_add_generation_config(&s->stops, path)))
+		return rc;
+	s->n_vocab = tf_engine_vocab(s->e);
+	if (tf_tok_vocab_size(s->tok) < s->n_vocab)
+		s->n_vocab = tf_tok_vocab_size(s->tok);
+	return tf_stop_add_tokens(&s->stops, tf_chat_template_stops(s->tmpl), s->tok);
+}
+
+/* [server], with the command line's --host, --port and --api-key over it. */
+static int read_server(serve *s, const tf_conf *c, const tf_options *o)
+{
+	serve_conf *sc = &s->conf;
+	int64_t port, slots, queue, ctx = tf_engine_context(s->e);
+	int seqs = tf_engine_max_seqs(s->e);
+	int rc;
+
+	sc->host = o->host ? o->host : tf_conf_get(c, "server", "host");
+	sc->host = sc->host ? sc->host : "127.0.0.1";
+	sc->api_key = o->api_key ? o->api_key : tf_conf_get(c, "server", "api_key");
+	if ((rc = tf_conf_get_int(c, "server", "port", 8080, &port)) ||
+	    (rc = tf_conf_get_int(c, "server", "slots", seqs, &slots)) ||
+	    (rc = tf_conf_get_int(c, "server", "queue", 64, &queue)) ||
+	    (rc = tf_conf_get_size(c, "server", "max_body", 1 << 20, &sc->max_body)) ||
+	    (rc = tf_conf_get_int(c, "server", "max_tokens", ctx, &sc->max_tokens)) ||
+	    (rc = tf_conf_get_int(c, "server", "max_messages", 256, &sc->max_messages)) ||
+	    (rc = tf_conf_get_int(c, "server", "max_prompt", ctx, &sc->max_prompt)) ||
+	    (rc = tf_conf_get_float(c, "server", "grace", 10, &sc->grace)))
+		return rc;
+	sc->port = o->port ? o->port : (int)port;
+	sc->slots = (int)slots;
+	sc->queue = (int)queue;
+	if (slots > seqs)
+		return tf_diag_set(TF_ERR_INVALID, "[server] slots = %" PRId64 " needs as many "
+				   "sequences: set [runtime] sequences = %" PRId64 " (now %d)",
+				   slots, slots, seqs);
+	return TF_OK;
+}
+
+/* SIGTERM: no new connections, the replies under way get `grace` seconds
+ * to be generated and sent, then the rest is cancelled. */
+static void drain(serve *s, struct MHD_Daemon *d, pthread_t sched)
+{
+	struct timespec until;
+
+	MHD_quiesce_daemon(d);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)s->conf.grace;
+	pthread_mutex_lock(&s->lock);
+	s->draining = true;
+	while (s->n_open &&
+	       !pthread_cond_timedwait(&s->progress, &s->lock, &until))
+		;
+	s->stop = true;
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(sched, NULL);
+	MHD_stop_daemon(d);
+}
+
+int tf_cli_serve(const tf_options *o)
+{
+	serve s = {
+		.prep = PTHREAD_MUTEX_INITIALIZER,
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.wake = PTHREAD_COND_INITIALIZER,
+		.progress = PTHREAD_COND_INITIALIZER,
+		.t_start = tf_cli_now_s(),
+		.created = (int64_t)time(NULL),
+	};
+	struct MHD_Daemon *d = NULL;
+	pthread_t sched;
+	sigset_t sigs;
+	int sig, rc = EXIT_FAILURE;
+	char name[256];
+
+	/* Every thread started from here on leaves these to sigwait(). */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);       /* a client gone mid-write */
+
+	snprintf(name, sizeof(name), "%s", o->ini);
+	snprintf(s.model_name, sizeof(s.model_name), "%s", basename(name));
+	char *dot = strrchr(s.model_name, '.');
+	if (dot && !strcmp(dot, ".ini"))
+		*dot = 0;
+	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &s.e))
+		return tf_cli_fail(o->ini);
+	const tf_conf *c = tf_runtime_conf(tf_engine_runtime(s.e));
+	if (read_sampling(&s, c) || read_chat(&s, c) || read_server(&s, c, o)) {
+		tf_cli_fail(o->ini);
+		goto out;
+	}
+	s.ready = true;
+	if (serve_sched_start(&s, &sched)) {
+		tf_cli_fail("serve");
+		goto out;
+	}
+	if (!(d = serve_http_start(&s))) {
+		fprintf(stderr, "tfrun: serve: cannot listen on %s port %d\n", s.conf.host,
+			s.conf.port);
+		pthread_mutex_lock(&s.lock);
+		s.stop = true;
+		pthread_cond_signal(&s.wake);
+		pthread_mutex_unlock(&s.lock);
+		pthread_join(sched, NULL);
+		goto out;
+	}
+	fprintf(stderr, "tfrun serve: %s on http://%s:%d/v1, %d slots\n", s.model_name,
+		s.conf.host, s.conf.port, s.conf.slots);
+	sigwait(&sigs, &sig);
+	fprintf(stderr, "tfrun serve: %s: finishing the replies under way\n", strsignal(sig));
+	drain(&s, d, sched);
+	rc = EXIT_SUCCESS;
+out:
+	tf_tok_free(s.tok);
+	tf_chat_template_free(s.tmpl);
+	tf_engine_close(s.e);
+	return rc;
+}

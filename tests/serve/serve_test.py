@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+"""serve_test.py TFRUN INI SUITE [--set K=V ...] - tfrun serve over loopback.
+
+Starts the server on a free port, runs SUITE against it with the standard
+library's http.client, sends SIGTERM and checks it exits 0.  Every request
+has a timeout, so a hung server fails the test instead of hanging it.
+
+SUITE nano: the OpenAI endpoints, errors, batching, a client that leaves.
+SUITE tiny: reasoning_content (the ling3 template thinks), 429, SIGTERM.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+KEY = "sk-test-key"
+TIMEOUT = 60
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, tfrun, ini, sets):
+        self.port = free_port()
+        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY]
+        for s in sets:
+            args += ["--set", s]
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit("server exited: %s" % self.proc.stderr.read())
+            try:
+                if self.request("GET", "/health", auth=False)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.proc.kill()
+        sys.exit("server did not come up")
+
+    def conn(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
+
+    def request(self, method, path, body=None, auth=True, headers=None, raw=None):
+        h = dict(headers or {})
+        if auth:
+            h["Authorization"] = "Bearer " + KEY
+        if body is not None:
+            raw = json.dumps(body).encode()
+        if raw is not None:
+            h["Content-Type"] = "application/json"
+        c = self.conn()
+        c.request(method, path, body=raw, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, r.getheader("Content-Type") or "", data
+
+    def json(self, method, path, body=None, **kw):
+        status, ctype, data = self.request(method, path, body, **kw)
+        return status, json.loads(data) if "json" in ctype else data.decode()
+
+    def stream(self, path, body):
+        """The SSE events of a streamed reply, checked for framing."""
+        c = self.conn()
+        c.request("POST", path, body=json.dumps(body),
+                  headers={"Authorization": "Bearer " + KEY,
+                           "Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 200, (r.status, r.read())
+        assert r.getheader("Content-Type") == "text/event-stream"
+        text = r.read().decode()
+        c.close()
+        assert text.endswith("data: [DONE]\n\n"), text[-200:]
+        events = text.split("\n\n")[:-1]
+        for e in events:
+            assert e.startswith("data: ") and "\n" not in e, repr(e)
+        return [json.loads(e[6:]) for e in events[:-1]]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("the server did not exit after SIGTERM")
+        err = self.proc.stderr.read()
+        assert rc == 0, "exit %d: %s" % (rc, err)
+
+
+def chat(content, **kw):
+    body = {"model": "x", "messages": [{"role": "user", "content": content}]}
+    body.update(kw)
+    return body
+
+
+def check_error(srv, status, method, path, body=None, **kw):
+    got, ctype, data = srv.request(method, path, body, **kw)
+    assert got == status, (got, status, data)
+    e = json.loads(data)["error"]
+    assert isinstance(e["message"], str) and e["message"], e
+    assert set(e) == {"message", "type", "param", "code"}, e
+
+
+def wait_idle(srv):
+    """Until no request is decoding: a client that left frees its slot."""
+    deadline = time.time() + TIMEOUT
+    while "\ntf_active_requests 0\n" not in srv.request("GET", "/metrics")[2].decode():
+        assert time.time() < deadline, "a slot stayed taken"
+        time.sleep(0.05)
+
+
+def content_of(srv, body):
+    status, r = srv.json("POST", "/v1/chat/completions", body)
+    assert status == 200, r
+    return r["choices"][0]["message"]["content"], r
+
+
+# --- nano ---
+
+def t_chat(srv):
+    text, r = content_of(srv, chat("In the beginning", max_tokens=16, temperature=0))
+    assert r["object"] == "chat.completion" and r["id"].startswith("chatcmpl-")
+    ch = r["choices"][0]
+    assert ch["message"]["role"] == "assistant" and text
+    assert ch["finish_reason"] in ("stop", "length")
+    u = r["usage"]
+    assert u["completion_tokens"] <= 16 and u["prompt_tokens"] > 0
+    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+    assert r["model"] == "ling-nano"
+
+
+def t_stream(srv):
+    body = chat("And God said", max_tokens=12, temperature=0, stream=True,
+                stream_options={"include_usage": True})
+    ev = srv.stream("/v1/chat/completions", body)
+    assert ev[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert all(e["object"] == "chat.completion.chunk" for e in ev)
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in ev if e["choices"])
+    last = ev[-2]["choices"][0]
+    assert last["finish_reason"] in ("stop", "length") and last["delta"].keys() <= {"role"}
+    assert ev[-1]["choices"] == [] and ev[-1]["usage"]["completion_tokens"] <= 12
+    whole, _ = content_of(srv, chat("And God said", max_tokens=12, temperature=0))
+    assert text == whole, (text, whole)
+
+
+def t_completions(srv):
+    status, r = srv.json("POST", "/v1/completions",
+                         {"prompt": "In the beginning God", "max_tokens": 8, "temperature": 0})
+    assert status == 200 and r["object"] == "text_completion", r
+    text = r["choices"][0]["text"]
+    assert text and r["usage"]["completion_tokens"] <= 8
+    ev = srv.stream("/v1/completions", {"prompt": "In the beginning God", "max_tokens": 8,
+                                        "temperature": 0, "stream": True})
+    assert "".join(e["choices"][0]["text"] for e in ev) == text
+
+
+def t_models_health_metrics(srv):
+    status, r = srv.json("GET", "/v1/models")
+    assert status == 200 and r["object"] == "list" and r["data"][0]["id"] == "ling-nano", r
+    status, r = srv.json("GET", "/health", auth=False)
+    assert status == 200 and r["status"] == "ok"
+    status, ctype, text = srv.request("GET", "/metrics")
+    text = text.decode()
+    assert status == 200 and ctype.startswith("text/plain"), ctype
+    for name in ("tf_requests_total", "tf_generation_tokens_total", "tf_queue_depth",
+                 "tf_decode_tokens_per_second", "tf_time_to_first_token_seconds_count"):
+        assert "\n" + name + " " in text, name
+
+
+def t_seed(srv):
+    body = chat("Blessed are", max_tokens=16, temperature=1.0, seed=7)
+    a, _ = content_of(srv, body)
+    b, _ = content_of(srv, body)
+    assert a == b, (a, b)
+    outs = {content_of(srv, chat("Blessed are", max_tokens=16, temperature=1.0,
+                                 seed=s))[0] for s in range(1, 5)}
+    assert len(outs) > 1, outs
+
+
+def t_stop(srv):
+    whole, _ = content_of(srv, chat("In the beginning", max_tokens=24, temperature=0))
+    cut = whole[len(whole) // 2:len(whole) // 2 + 3]
+    assert cut, whole
+    text, r = content_of(srv, chat("In the beginning", max_tokens=24, temperature=0,
+                                   stop=["\u2603", cut]))
+    assert text == whole[:whole.index(cut)], (text, whole, cut)
+    assert r["choices"][0]["finish_reason"] == "stop"
+
+
+PROMPTS = ["In the beginning", "And the LORD spake", "Blessed are the meek",
+           "The kings of the earth"]
+
+
+def t_concurrent(srv):
+    alone = [content_of(srv, chat(p, max_tokens=20, temperature=0))[0] for p in PROMPTS]
+    got = [None] * len(PROMPTS)
+
+    def run(i):
+        body = chat(PROMPTS[i], max_tokens=20, temperature=0, stream=i % 2 == 1)
+        if i % 2:
+            ev = srv.stream("/v1/chat/completions", body)
+            got[i] = "".join(e["choices"][0]["delta"].get("content", "") for e in ev)
+        else:
+            got[i] = content_of(srv, body)[0]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert got == alone, (got, alone)
+
+
+def t_errors(srv):
+    check_error(srv, 400, "POST", "/v1/chat/completions", raw=b"{not json")
+    check_error(srv, 400, "POST", "/v1/chat/completions", raw=b"[1, 2]")
+    check_error(srv, 400, "POST", "/v1/chat/completions", {"messages": "hi"})
+    check_error(srv, 400, "POST", "/v1/chat/completions", {"messages": []})
+    check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", temperature="hot"))
+    check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", max_tokens=0))
+    check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", max_tokens=10 ** 6))
+    check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", n=2))
+    check_error(srv, 400, "POST", "/v1/chat/completions",
+                {"messages": [{"role": "wizard", "content": "x"}]})
+    check_error(srv, 400, "POST", "/v1/completions", {"prompt": 3})
+    check_error(srv, 413, "POST", "/v1/chat/completions", chat("x" * 70000))
+    check_error(srv, 404, "GET", "/v1/nothing")
+    check_error(srv, 404, "POST", "/v1/models")
+    check_error(srv, 401, "GET", "/v1/models", auth=False)
+    check_error(srv, 401, "GET", "/v1/models", auth=False,
+                headers={"Authorization": "Bearer sk-test-kez"})
+    check_error(srv, 401, "POST", "/v1/chat/completions", chat("x"), auth=False)
+    check_error(srv, 400, "POST", "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": "x"}] * 300})
+
+
+def t_vanish(srv):
+    """A client that leaves mid-stream: the others are still served and
+    its slot comes free."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
+    body = json.dumps(chat("In the beginning", max_tokens=400, stream=True)).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+              b"Authorization: Bearer " + KEY.encode() + b"\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+              + body)
+    got = b""
+    while b"data: " not in got:
+        got += s.recv(4096)
+    s.close()
+    text, _ = content_of(srv, chat("And God said", max_tokens=8, temperature=0))
+    assert text
+    wait_idle(srv)
+
+
+# --- tiny ---
+
+def t_reasoning(srv):
+    body = chat("Hi", max_tokens=8, temperature=0,
+                chat_template_kwargs={"enable_thinking": True})
+    status, r = srv.json("POST", "/v1/chat/completions", body)
+    assert status == 200, r
+    msg = r["choices"][0]["message"]
+    assert msg.get("reasoning_content"), msg
+    body["stream"] = True
+    ev = srv.stream("/v1/chat/completions", body)
+    deltas = [e["choices"][0]["delta"] for e in ev if e["choices"]]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == msg["reasoning_content"]
+    assert "".join(d.get("content", "") for d in deltas) == (msg["content"] or "")
+
+
+def t_queue_full(srv):
+    """One slot, no queue: a second request while the first decodes is 429."""
+    c = srv.conn()
+    c.request("POST", "/v1/chat/completions",
+              body=json.dumps(chat("Hi", max_tokens=2000, stream=True,
+                                   temperature=1.0)),
+              headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200
+    r.readline()
+    check_error(srv, 429, "POST", "/v1/chat/completions", chat("Hi", max_tokens=2))
+    c.close()
+
+
+def t_sigterm(srv):
+    """SIGTERM while a reply streams: the reply ends well, the server exits 0."""
+    wait_idle(srv)
+    c = srv.conn()
+    c.request("POST", "/v1/chat/completions",
+              body=json.dumps(chat("Hi", max_tokens=200, stream=True)),
+              headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200
+    r.readline()
+    srv.proc.send_signal(signal.SIGTERM)
+    text = r.read().decode()
+    assert text.endswith("data: [DONE]\n\n"), text[-200:]
+
+
+SUITES = {
+    "nano": [t_chat, t_stream, t_completions, t_models_health_metrics, t_seed, t_stop,
+             t_concurrent, t_errors, t_vanish],
+    "tiny": [t_reasoning, t_queue_full, t_sigterm],
+}
+
+
+def main():
+    tfrun, ini, suite = sys.argv[1:4]
+    sets = [a for i, a in enumerate(sys.argv[4:]) if sys.argv[4:][i - 1] == "--set"]
+    srv = Server(tfrun, ini, sets)
+    failed = 0
+    try:
+        for t in SUITES[suite]:
+            t0 = time.time()
+            try:
+                t(srv)
+                print("ok   %s (%.2f s)" % (t.__name__, time.time() - t0), flush=True)
+            except Exception as e:
+                failed += 1
+                print("FAIL %s: %r" % (t.__name__, e), flush=True)
+        srv.stop()
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+    sys.exit(1 if failed else 0)
+
+
+main()
