@@ -192,7 +192,8 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 /* --- what the time went to --- */
 
 /* Stages of a step: embed, kda, mla, dense, moe, norm+residual, lm_head,
- * other (a layer type a plugin adds). */
+ * other (a layer type a plugin adds, the MTP layer's eh_proj); the MTP
+ * layer's attention and FFN count under their types. */
 int tf_engine_stage_count(void);
 const char *tf_engine_stage_name(int stage);
 /* Seconds spent in a stage since open or the last reset. */

@@ -109,13 +109,11 @@ void tf_engine_close(tf_engine *e)
 
 static int engine_open_mtp(tf_engine *e)
 {
-	const tf_conf *c = tf_runtime_conf(e->rt);
-	bool on;
-	int rc;
-	if ((rc = tf_conf_get_bool(c, "mtp", "enabled", false, &on)) != TF_OK || !on)
-		return rc;
 	int64_t depth;
-	if ((rc = tf_conf_get_int(c, "mtp", "max_depth", 2, &depth)) != TF_OK)
+	int rc;
+	if (!tf_pipeline_has_mtp(e->p))
+		return TF_OK;
+	if ((rc = tf_conf_get_int(tf_runtime_conf(e->rt), "mtp", "max_depth", 2, &depth)) != TF_OK)
 		return rc;
 	e->mtp_depth = (int)depth;      /* the INI's range is 1..16 */
 	e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float));
@@ -607,6 +605,13 @@ static int32_t argmax(const float *x, int n)
 	return best;
 }
 
+static int mtp_open(const tf_engine *e, tf_seq_id s)
+{
+	if (e->mtp_depth)
+		return TF_OK;
+	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
+}
+
 int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
 		 float *logits)
 {
@@ -614,10 +619,8 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = seq_usable(q, s)) != TF_OK)
+	if ((rc = seq_usable(q, s)) != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
 		return rc;
-	if (!e->mtp_depth)
-		return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
 	if (q->len < 1)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d is empty: nothing to draft after", s);
 	if (next < 0 || next >= e->vocab)
@@ -656,6 +659,8 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
+	if ((rc = mtp_open(e, s)) != TF_OK)
+		return rc;
 	if (depth < 1 || depth > e->mtp_depth)
 		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside 1..%d ([mtp] max_depth)",
 				   s, depth, e->mtp_depth);

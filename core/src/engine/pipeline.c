@@ -456,52 +456,39 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 {
 	const tf_backend *be = p->be;
 	int64_t hd = p->hidden;
-	double t = now_s(), t2;
+	double t = now_s();
 	int rc;
 
 	if (n < 1 || n > p->chunk || n_seg < 1 || (p->first_legacy >= 0 && n_seg > 1))
 		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
 				   " rows in %d segments", n, n_seg);
 	be->embed(p->bctx, p->hbuf, p->embed.data, p->embed.dtype, hd, tokens, n);
-	t2 = now_s();
-	p->stage_s[TF_STAGE_EMBED] += t2 - t;
-	t = t2;
+	lap(p, TF_STAGE_EMBED, &t);
 
 	for (int i = 0; i < p->n_layers; i++) {
 		struct tf_layer *l = &p->layers[i];
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, p->cfg->rms_norm_eps);
-		t2 = now_s();
-		p->stage_s[TF_STAGE_NORM] += t2 - t;
-		t = t2;
+		lap(p, TF_STAGE_NORM, &t);
 		if ((rc = attend(p, i, pos, n, seg, n_seg)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
-		t2 = now_s();
-		p->stage_s[l->attn_stage] += t2 - t;
-		t = t2;
+		lap(p, l->attn_stage, &t);
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, p->cfg->rms_norm_eps);
-		t2 = now_s();
-		p->stage_s[TF_STAGE_NORM] += t2 - t;
-		t = t2;
+		lap(p, TF_STAGE_NORM, &t);
 		rc = l->ffn->forward(l->ffn_inst, p->xbuf, n, p->ybuf);
 		if (rc != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->ffn->hdr.name);
-		t2 = now_s();
-		p->stage_s[l->ffn_stage] += t2 - t;
-		t = t2;
+		lap(p, l->ffn_stage, &t);
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	}
 	/* Only the rows asked for need the final norm, and the MTP layer. */
 	for (int64_t k = 0; k < out->n; k++)
 		be->rmsnorm(p->bctx, hidden + out->at[k] * hd, p->hbuf + out->row[k] * hd,
 			    p->final_norm, 1, hd, p->cfg->rms_norm_eps);
-	if (!p->mtp) {
-		p->stage_s[TF_STAGE_NORM] += now_s() - t;
-		return TF_OK;
-	}
-	be->rmsnorm(p->bctx, p->fbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
-	p->stage_s[TF_STAGE_NORM] += now_s() - t;
-	return mtp_follow(p, tokens, pos, seg, n_seg);
+	if (p->mtp)
+		be->rmsnorm(p->bctx, p->fbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
+	lap(p, TF_STAGE_NORM, &t);
+	return p->mtp ? mtp_follow(p, tokens, pos, seg, n_seg) : TF_OK;
 }
 
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
