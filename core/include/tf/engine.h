@@ -122,15 +122,23 @@ int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, i
  * penalties see s's own tokens, the draw is the one for s's next position. */
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token);
 
-/* --- speculation ([mtp] enabled) --- */
+/*
+ * --- speculation ([mtp] enabled) ---
+ *
+ * With [mtp] enabled the checkpoint's MTP layer is open, each sequence
+ * holds its state too (forks, snapshots and truncation cover it), and
+ * every step feeds it the rows whose next token is known, so any sequence
+ * can draft at once.
+ */
 
 /* [mtp] max_depth, or 0 when [mtp] enabled is false. */
 int tf_engine_mtp_depth(const tf_engine *e);
 
 /*
- * Draft depth tokens greedily with the checkpoint's MTP layer after s's
- * last token, given the token to follow it (next): draft[i] is the guess
- * for the token after next, draft[0..i).  logits, when not NULL, receives
+ * Draft depth tokens greedily with the MTP layer after s's last token and
+ * next, the token to follow it: draft[0] guesses the token after next,
+ * draft[i] the one after draft[i - 1], each MTP row fed the output of the
+ * one before (spec 4.2).  logits, when not NULL, receives
  * the MTP head's [depth, vocab] rows the drafts were picked from; with
  * depth 1 and the true next token, row 0 is the teacher-forced MTP
  * prediction.  s is left as it was.
