@@ -52,6 +52,16 @@ struct gen {
 	const char *finish;             /* eos, length, context or stop */
 	double t_prefill, t_decode;
 	double t_load;                  /* INI to a ready engine */
+
+	/* [mtp] enabled: speculative steps and, per reply, what came of them. */
+	int depth;                      /* [mtp] max_depth, 0: serial */
+	int32_t *spec;                  /* [depth + 1]: one step's tokens */
+	struct {
+		int64_t forwards;       /* main-model passes: decode or verify */
+		int64_t replays;        /* passes undoing drafts (tf_seq_truncate) */
+		int64_t steps, drafted, accepted;
+		int64_t tried_at[16], kept_at[16];      /* by draft position */
+	} sp;
 };
 
 static void gen_free(struct gen *g)
@@ -65,6 +75,7 @@ static void gen_free(struct gen *g)
 	tf_bytes_free(&g->thinking);
 	free(g->logits);
 	free(g->every);
+	free(g->spec);
 	tf_engine_close(g->e);
 }
 
@@ -259,37 +270,56 @@ static int prompt_ids(struct gen *g, tf_tokens *ids)
 /*
  * Run ids[0..n) after everything fed so far, chunk by chunk with a progress
  * bar.  The last token's logits land in g->logits row 0, or, with
- * `dump`, every row is written there.
+ * `dump`, every row is written there.  With `mtp` the prompt goes one
+ * token a step, each followed by the MTP layer's teacher-forced logits
+ * for the token after the next one, written there.
  */
-static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump)
+static int feed(struct gen *g, const int32_t *ids, int64_t n, FILE *dump, FILE *mtp)
 {
 	tf_progress bar;
 	int64_t ctx = tf_engine_context(g->e), held = tf_seq_len(g->e, g->sid);
+	int64_t chunk = mtp ? 1 : g->chunk;
+	float *row = NULL;
+	int rc = TF_OK;
 	if (held + n > ctx)
 		return tf_diag_set(TF_ERR_RANGE, "the prompt needs %" PRId64 " tokens after %"
 				   PRId64 " already held, more than the context of %" PRId64
 				   " tokens ([runtime] context)", n, held, ctx);
+	if (mtp && !(row = malloc((size_t)g->vocab * sizeof(*row))))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory for MTP logits");
 	tf_progress_init(&bar, "prefill", (uint64_t)n, TF_PROGRESS_TOKENS);
 	for (int64_t done = 0; done < n;) {
-		int64_t m = n - done < g->chunk ? n - done : g->chunk;
+		int64_t m = n - done < chunk ? n - done : chunk;
 		const tf_batch b = { .n = m, .token = ids + done, .one_seq = g->sid,
 				     .out = dump ? g->every : NULL };
-		int rc = tf_engine_forward(g->e, &b, g->logits, NULL);
-		if (rc != TF_OK)
-			return rc;
+		if ((rc = tf_engine_forward(g->e, &b, g->logits, NULL)) != TF_OK)
+			goto out;
 		if (dump) {
 			size_t k = (size_t)m * (size_t)g->vocab;
-			if (fwrite(g->logits, sizeof(float), k, dump) != k)
-				return tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
+			if (fwrite(g->logits, sizeof(float), k, dump) != k) {
+				rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
+				goto out;
+			}
 		}
 		done += m;
+		if (mtp && done < n) {
+			int32_t draft;
+			if ((rc = tf_seq_draft(g->e, g->sid, ids[done], 1, &draft, row)) != TF_OK)
+				goto out;
+			if (fwrite(row, sizeof(float), (size_t)g->vocab, mtp) != (size_t)g->vocab) {
+				rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_mtp);
+				goto out;
+			}
+		}
 		tf_progress_update(&bar, (uint64_t)done);
 	}
 	tf_progress_finish(&bar);
 	if (dump)                       /* the last row is the one sampled from */
-		memmove(g->logits, g->logits + ((n - 1) % g->chunk) * g->vocab,
+		memmove(g->logits, g->logits + ((n - 1) % chunk) * g->vocab,
 			(size_t)g->vocab * sizeof(float));
-	return TF_OK;
+out:
+	free(row);
+	return rc;
 }
 
 /* Streamed reply: reasoning to stderr, the answer and each tool call (a
@@ -366,12 +396,66 @@ static int flush_text(struct gen *g, tf_detok *dt, tf_reply *rp)
 	return tf_reply_finish(rp);
 }
 
+/* One token of the reply: counted, streamed, and *done when it ends the
+ * reply (a stop token or a --stop string). */
+static int take(struct gen *g, tf_detok *dt, tf_reply *rp, int32_t next, bool *done)
+{
+	const char *text;
+	size_t len;
+	int rc;
+	g->n_gen++;
+	bool eos = tf_stop_has(&g->stops, next);
+	if (eos) {
+		g->finish = "eos";
+	} else if (g->tok) {
+		if ((rc = tf_detok_push(dt, next, &text, &len)) != TF_OK ||
+		    (rc = pass_text(g, rp, text, len)) != TF_OK)
+			return rc;
+	} else if (!g->o->json) {
+		printf("%s%d", g->n_gen > 1 ? "," : "", next);
+		fflush(stdout);
+	}
+	*done = eos || g->stopstr.stopped;
+	return TF_OK;
+}
+
+/*
+ * A speculative step of up to depth drafts: its tokens are taken as
+ * serial decoding would have sampled them; one that ends the reply cuts
+ * the sequence back to where serial decoding would have stopped feeding.
+ */
+static int speculate(struct gen *g, tf_detok *dt, tf_reply *rp, int depth, bool *done)
+{
+	int64_t pos = tf_seq_len(g->e, g->sid);
+	int n, i = 0, rc;
+	if ((rc = tf_seq_speculate(g->e, g->sid, depth, g->logits, g->spec, &n)) != TF_OK)
+		return rc;
+	g->sp.forwards++;
+	g->sp.replays += n - 1 < depth;
+	g->sp.steps++;
+	g->sp.drafted += depth;
+	g->sp.accepted += n - 1;
+	for (int j = 0; j < depth; j++) {
+		g->sp.tried_at[j]++;
+		g->sp.kept_at[j] += j < n - 1;
+	}
+	*done = false;
+	while (i < n && !*done)
+		if ((rc = take(g, dt, rp, g->spec[i++], done)) != TF_OK)
+			return rc;
+	if (*done && i < n)
+		rc = tf_seq_truncate(g->e, g->sid, pos + i);
+	return rc;
+}
+
 /*
  * Sample up to max_tokens tokens after the prompt, and say why the reply
  * ended (g->finish): a stop token (eos), max_tokens (length), the context
  * full (context) or a --stop string (stop).  A stop token is fed too when
  * the context has room; only then does the sequence hold the turn as the
- * next turn's render has it (g->in_step).
+ * next turn's render has it (g->in_step).  With [mtp] enabled the tokens
+ * come in speculative steps while two or more are left to sample and room
+ * is left to feed them, the same tokens as one at a time.
  */
 static int reply(struct gen *g)
 {
@@ -385,28 +469,30 @@ static int reply(struct gen *g)
 	g->n_gen = 0;
 	g->finish = "length";
 	g->in_step = false;
+	memset(&g->sp, 0, sizeof(g->sp));
 	double t0 = tf_cli_now_s();
 	while (g->n_gen < g->max_tokens) {
 		int32_t next;
-		const char *text;
-		size_t len;
+		bool done;
 		int64_t pos = tf_seq_len(g->e, g->sid);
-		rc = tf_seq_sample(g->e, g->sid, g->logits, &next);
-		if (rc != TF_OK)
-			break;
-		g->n_gen++;
-		bool eos = tf_stop_has(&g->stops, next);
-		if (eos) {
-			g->finish = "eos";
-		} else if (g->tok) {
-			if ((rc = tf_detok_push(&dt, next, &text, &len)) != TF_OK ||
-			    (rc = pass_text(g, &rp, text, len)) != TF_OK)
+		/* The reply's last token is sampled, never fed. */
+		int64_t k = g->max_tokens - g->n_gen - 2;
+		if (k > tf_engine_context(g->e) - pos - 1)
+			k = tf_engine_context(g->e) - pos - 1;
+		if (k > g->depth)
+			k = g->depth;
+		if (k > 0) {
+			if ((rc = speculate(g, &dt, &rp, (int)k, &done)) != TF_OK)
 				break;
-		} else if (!g->o->json) {
-			printf("%s%d", g->n_gen > 1 ? "," : "", next);
-			fflush(stdout);
+			if (done) {
+				g->in_step = !strcmp(g->finish, "eos");
+				break;
+			}
+			continue;
 		}
-		bool done = eos || g->stopstr.stopped;
+		if ((rc = tf_seq_sample(g->e, g->sid, g->logits, &next)) != TF_OK ||
+		    (rc = take(g, &dt, &rp, next, &done)) != TF_OK)
+			break;
 		if (!done && g->n_gen == g->max_tokens)
 			break;
 		if (pos >= tf_engine_context(g->e)) {  /* no slot for next */
@@ -417,8 +503,9 @@ static int reply(struct gen *g)
 		const tf_batch b = { .n = 1, .token = &next, .one_seq = g->sid };
 		if ((rc = tf_engine_forward(g->e, &b, g->logits, NULL)) != TF_OK)
 			break;
+		g->sp.forwards++;
 		if (done) {
-			g->in_step = eos;
+			g->in_step = !strcmp(g->finish, "eos");
 			break;
 		}
 	}
@@ -456,6 +543,27 @@ static double peak_rss_mib(void)
 	return getrusage(RUSAGE_SELF, &ru) ? 0.0 : (double)ru.ru_maxrss / 1024.0;
 }
 
+/* The drafts of the reply: a line, or with --json an object. */
+static void print_mtp(const struct gen *g, FILE *f)
+{
+	const bool json = g->o->json;
+	double steps = g->sp.steps ? (double)g->sp.steps : 1;
+	double passes = g->sp.forwards ? (double)g->sp.forwards : 1;
+	fprintf(f, json ? "{\"drafted\": %" PRId64 ", \"accepted\": %" PRId64
+		", \"accepted_by_position\": [" : "mtp: drafted %" PRId64 ", accepted %" PRId64
+		", by position", g->sp.drafted, g->sp.accepted);
+	for (int j = 0; j < g->depth && g->sp.tried_at[j]; j++)
+		fprintf(f, json ? "%s%.4f" : "%s%.2f", json && j ? ", " : " ",
+			(double)g->sp.kept_at[j] / (double)g->sp.tried_at[j]);
+	fprintf(f, json ? "], \"mean_accepted\": %.4f, \"steps\": %" PRId64
+		", \"forwards\": %" PRId64 ", \"replays\": %" PRId64
+		", \"tokens_per_forward\": %.4f}" :
+		", mean accepted %.2f in %" PRId64 " steps, main-model passes %" PRId64
+		" + %" PRId64 " replays, tokens per pass %.2f\n",
+		(double)g->sp.accepted / steps, g->sp.steps, g->sp.forwards, g->sp.replays,
+		(double)g->n_gen / passes);
+}
+
 static void print_stats(const struct gen *g)
 {
 	double pp = g->t_prefill > 0 ? (double)g->n_prompt / g->t_prefill : 0;
@@ -464,6 +572,8 @@ static void print_stats(const struct gen *g)
 		fprintf(stderr, "\nprompt tokens: %" PRId64 ", prefill: %.2f tok/s, "
 			"generated tokens: %" PRId64 ", decode: %.2f tok/s, finish: %s\n",
 			g->n_prompt, pp, g->n_gen, tg, g->finish);
+		if (g->depth)
+			print_mtp(g, stderr);
 		return;
 	}
 	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
@@ -481,6 +591,10 @@ static void print_stats(const struct gen *g)
 			printf(", \"tool_calls\": %.*s", (int)calls.len, calls.p);
 		tf_bytes_free(&calls);
 	}
+	if (g->depth) {
+		printf(", \"mtp\": ");
+		print_mtp(g, stdout);
+	}
 	printf(", \"stages_s\": {");
 	for (int s = 0; s < tf_engine_stage_count(); s++)
 		printf("%s\"%s\": %.6f", s ? ", " : "", tf_engine_stage_name(s),
@@ -492,7 +606,7 @@ static void print_stats(const struct gen *g)
 static int run_once(struct gen *g)
 {
 	tf_tokens ids = { 0 };
-	FILE *dump = NULL;
+	FILE *dump = NULL, *mtp = NULL;
 	int rc = prompt_ids(g, &ids);
 	if (rc != TF_OK) {
 		tf_tokens_free(&ids);
@@ -508,13 +622,25 @@ static int run_once(struct gen *g)
 		tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_logits, strerror(errno));
 		return tf_cli_fail("--dump-logits");
 	}
+	if (g->o->dump_mtp && (!tf_engine_mtp_depth(g->e) || !(mtp = fopen(g->o->dump_mtp, "wb")))) {
+		tf_tokens_free(&ids);
+		if (dump)
+			fclose(dump);
+		if (!tf_engine_mtp_depth(g->e))
+			tf_diag_set(TF_ERR_INVALID, "[mtp] enabled is false: the MTP layer is not open");
+		else
+			tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_mtp, strerror(errno));
+		return tf_cli_fail("--dump-mtp-logits");
+	}
 	g->n_prompt = (int64_t)ids.n;
 	double t0 = tf_cli_now_s();
-	rc = feed(g, ids.ids, (int64_t)ids.n, dump);
+	rc = feed(g, ids.ids, (int64_t)ids.n, dump, mtp);
 	g->t_prefill = tf_cli_now_s() - t0;
 	tf_tokens_free(&ids);
 	if (dump && fclose(dump) != 0 && rc == TF_OK)
 		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_logits);
+	if (mtp && fclose(mtp) != 0 && rc == TF_OK)
+		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", g->o->dump_mtp);
 	if (rc != TF_OK)
 		return tf_cli_fail("prefill");
 	if ((rc = reply(g)) != TF_OK)
@@ -635,7 +761,7 @@ static int run_chat(struct gen *g)
 		}
 		g->n_prompt = (int64_t)ids.n;
 		double t0 = tf_cli_now_s();
-		int err = feed(g, ids.ids, (int64_t)ids.n, NULL);
+		int err = feed(g, ids.ids, (int64_t)ids.n, NULL, NULL);
 		g->t_prefill = tf_cli_now_s() - t0;
 		tf_tokens_free(&ids);
 		if (err != TF_OK || reply(g) != TF_OK || remember_reply(g) != TF_OK) {
@@ -676,7 +802,9 @@ int tf_cli_generate(const tf_options *o)
 	g.every = malloc((size_t)g.chunk);
 	if (g.every)
 		memset(g.every, 1, (size_t)g.chunk);
-	if (!g.logits || !g.every) {
+	g.depth = tf_engine_mtp_depth(g.e);
+	g.spec = malloc((size_t)(g.depth + 1) * sizeof(*g.spec));
+	if (!g.logits || !g.every || !g.spec) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);
 		tf_cli_fail(o->ini);
 		goto out;

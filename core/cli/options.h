@@ -50,6 +50,7 @@ typedef struct tf_options {
 	bool json;                      /* machine-readable output */
 	bool keys;                      /* --plugins --keys */
 	const char *dump_logits;        /* write each step's logits here */
+	const char *dump_mtp;           /* and the MTP layer's, teacher-forced */
 	const char *render_request;     /* TF_RUN_RENDER_CHAT: the request file */
 	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
 	const char *host, *api_key;     /* serve: over [server] host, api_key */

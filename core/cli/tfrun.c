@@ -79,6 +79,9 @@ static const char usage[] =
 "      --json          machine-readable output (--plugins: a JSON array)\n"
 "      --dump-logits FILE  write the logits of every prompt position to FILE\n"
 "                      (float32 little-endian, [prompt tokens, vocab_size])\n"
+"      --dump-mtp-logits FILE  write the MTP layer's teacher-forced logits:\n"
+"                      row t predicts prompt token t + 2 ([mtp] enabled;\n"
+"                      float32 little-endian, [prompt tokens - 1, vocab_size])\n"
 "\n"
 "Sampling and chat (each sets the INI key in brackets):\n"
 "  -n N                tokens to generate         [sampling] max_tokens\n"
@@ -97,7 +100,7 @@ static const char usage[] =
 "[plugins] path and before the build's own plugin folder.\n";
 
 enum {
-	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS,
+	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS, OPT_DUMP_MTP,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
 	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS, OPT_PERPLEXITY,
 	OPT_HOST, OPT_PORT, OPT_API_KEY,
@@ -115,6 +118,7 @@ static const struct option long_opts[] = {
 	{ "tokens",      required_argument, NULL, OPT_TOKENS },
 	{ "interactive", no_argument,       NULL, 'i' },
 	{ "dump-logits", required_argument, NULL, OPT_DUMP_LOGITS },
+	{ "dump-mtp-logits", required_argument, NULL, OPT_DUMP_MTP },
 	{ "temp",        required_argument, NULL, OPT_TEMP },
 	{ "top-k",       required_argument, NULL, OPT_TOP_K },
 	{ "top-p",       required_argument, NULL, OPT_TOP_P },
@@ -263,7 +267,8 @@ static int check_combination(const tf_options *o, const char *mode_flag)
 	};
 	const char *input = o->input ? input_flags[o->input] : NULL;
 	const char *gen = input ? input : o->interactive ? "-i" : o->n_stops ? "--stop" :
-			  o->dump_logits ? "--dump-logits" : NULL;
+			  o->dump_logits ? "--dump-logits" :
+			  o->dump_mtp ? "--dump-mtp-logits" : NULL;
 
 	if (mode_flag && gen)
 		return conflict(mode_flag, gen);
@@ -271,6 +276,8 @@ static int check_combination(const tf_options *o, const char *mode_flag)
 		return conflict(input, "-i");
 	if (o->interactive && o->dump_logits)
 		return conflict("-i", "--dump-logits");
+	if (o->interactive && o->dump_mtp)
+		return conflict("-i", "--dump-mtp-logits");
 	if (o->keys && o->mode != TF_RUN_PLUGINS)
 		return usage_error("%s", "--keys needs --plugins");
 	if ((o->host || o->port || o->api_key) && o->mode != TF_RUN_SERVE)
@@ -308,6 +315,7 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case OPT_KEYS: o->keys = true; break;
 		case 'i': o->interactive = true; break;
 		case OPT_DUMP_LOGITS: o->dump_logits = optarg; break;
+		case OPT_DUMP_MTP: o->dump_mtp = optarg; break;
 		case OPT_SET: rc = add_override(o, "--set", strdup(optarg)); break;
 		case OPT_RENDER_CHAT:
 			rc = set_mode(o, &mode_flag, TF_RUN_RENDER_CHAT, "--render-chat");

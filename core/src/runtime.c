@@ -429,10 +429,12 @@ static int rt_choose_plugins(tf_runtime *rt)
 		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "mtp", "enabled",
 				    "the checkpoint has no MTP layer "
 				    "(num_nextn_predict_layers is 0)");
-	if (mtp) {
+	/* The core runs the MTP layer; a drafter plugin, when named, only
+	 * carries drafting policy (tf/drafter.h). */
+	if (mtp && tf_conf_get(rt->conf, "plugins", "drafter")) {
 		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_DRAFTER, NULL,
 					     -1, &c)))
-			return tf_diag_prefix(rc, "[mtp] enabled");
+			return rc;
 		rt->drafter = (const tf_plugin_drafter *)c->desc;
 	}
 	if (rt->host.tp_size > 1) {

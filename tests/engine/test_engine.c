@@ -620,3 +620,100 @@ Test(engine, refusals_move_nothing)
 	free(lg);
 	tf_engine_close(e);
 }
+
+/*
+ * ---- the MTP layer: its state moves with the sequence ----
+ *
+ * Each sequence holds the MTP layer's state too: a fork, a rollback and a
+ * truncation to the mark give the drafts and their logits of the sequence
+ * they copy or return to, bit for bit (the same steps ran).  A speculative
+ * step leaves the sequence as serial decoding does: the same tokens, and
+ * then the same drafts.
+ */
+Test(engine, mtp_state_moves_with_the_sequence)
+{
+	enum { NP = 40, DEPTH = 3, NE = 5, NS = 24 };
+	const char *sets[] = { "mtp.enabled=true", "mtp.max_depth=3", "runtime.kv_cache=f32" };
+	tf_engine *e = NULL;
+	cr_assert_eq(tf_engine_open(ini, sets, 3, &e), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_engine_mtp_depth(e), DEPTH);
+	int V = tf_engine_vocab(e);
+	int32_t *p = tokens(900, NP + 1, V), *x = tokens(901, NE, V);
+	int32_t d1[DEPTH], d2[DEPTH], spec[DEPTH + 1];
+	float *l1 = rows_alloc(DEPTH, V), *l2 = rows_alloc(DEPTH, V);
+	float *la = rows_alloc(1, V), *lb = rows_alloc(1, V);
+
+	tf_seq_id a = seq_new(e), b;
+	feed(e, a, p, NP, CHUNK, NULL, NULL);
+	cr_assert_eq(tf_seq_draft(e, a, p[NP], DEPTH, d1, l1), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, a), NP);
+
+	/* Drafting again: the first left no trace. */
+	cr_assert_eq(tf_seq_draft(e, a, p[NP], DEPTH, d2, l2), TF_OK);
+	cr_assert_eq(memcmp(l1, l2, (size_t)DEPTH * V * sizeof(float)), 0);
+
+	cr_assert_eq(tf_seq_fork(e, a, &b), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_draft(e, b, p[NP], DEPTH, d2, l2), TF_OK);
+	cr_assert_eq(memcmp(l1, l2, (size_t)DEPTH * V * sizeof(float)), 0, "fork");
+
+	cr_assert_eq(tf_seq_snapshot(e, a), TF_OK);
+	feed(e, a, x, NE, 1, NULL, NULL);
+	cr_assert_eq(tf_seq_rollback(e, a), TF_OK);
+	cr_assert_eq(tf_seq_draft(e, a, p[NP], DEPTH, d2, l2), TF_OK);
+	cr_assert_eq(memcmp(l1, l2, (size_t)DEPTH * V * sizeof(float)), 0, "rollback");
+
+	feed(e, a, x, NE, NE, NULL, NULL);
+	cr_assert_eq(tf_seq_truncate(e, a, NP), TF_OK);
+	cr_assert_eq(tf_seq_draft(e, a, p[NP], DEPTH, d2, l2), TF_OK);
+	cr_assert_eq(memcmp(l1, l2, (size_t)DEPTH * V * sizeof(float)), 0, "truncate");
+
+	/* a speculates, b decodes one token at a time, greedily. */
+	tf_sampler_params greedy;
+	tf_sampler_params_default(&greedy);
+	greedy.temperature = 0;
+	cr_assert_eq(tf_seq_set_sampling(e, a, &greedy, 0), TF_OK);
+	cr_assert_eq(tf_seq_set_sampling(e, b, &greedy, 0), TF_OK);
+	tf_batch last = { .n = 1, .token = p + NP - 1, .one_seq = a };
+	cr_assert_eq(tf_seq_truncate(e, a, NP - 1), TF_OK);
+	cr_assert_eq(tf_engine_forward(e, &last, la, NULL), TF_OK);
+	memcpy(lb, la, (size_t)V * sizeof(float));
+	while (tf_seq_len(e, a) < NP + NS) {
+		int n;
+		cr_assert_eq(tf_seq_speculate(e, a, DEPTH, la, spec, &n), TF_OK, "%s",
+			     tf_engine_errmsg());
+		cr_assert(n >= 1 && n <= DEPTH + 1);
+		for (int i = 0; i < n; i++) {
+			int32_t t;
+			cr_assert_eq(tf_seq_sample(e, b, lb, &t), TF_OK);
+			cr_assert_eq(t, spec[i], "token %ld", (long)tf_seq_len(e, b));
+			tf_batch one = { .n = 1, .token = &t, .one_seq = b };
+			cr_assert_eq(tf_engine_forward(e, &one, lb, NULL), TF_OK);
+		}
+		cr_assert_eq(tf_seq_len(e, a), tf_seq_len(e, b));
+		cr_assert_lt(rel_diff(lb, la, V), BATCH_MAX_REL_F32);
+	}
+	cr_assert_eq(tf_seq_draft(e, a, 0, DEPTH, d1, NULL), TF_OK);
+	cr_assert_eq(tf_seq_draft(e, b, 0, DEPTH, d2, NULL), TF_OK);
+	cr_assert_eq(memcmp(d1, d2, sizeof(d1)), 0, "the MTP state after speculating");
+
+	/* Refused: depths outside 1..max_depth, past the context. */
+	cr_assert_eq(tf_seq_speculate(e, a, 0, la, spec, &(int){ 0 }), TF_ERR_RANGE);
+	cr_assert_eq(tf_seq_speculate(e, a, DEPTH + 1, la, spec, &(int){ 0 }), TF_ERR_RANGE);
+	cr_assert(strstr(tf_engine_errmsg(), "[mtp] max_depth"), "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, a), tf_seq_len(e, b));
+	free(p);
+	free(x);
+	free(l1);
+	free(l2);
+	free(la);
+	free(lb);
+	tf_engine_close(e);
+
+	/* Without [mtp] enabled nothing drafts. */
+	e = engine_open(NULL);
+	a = seq_new(e);
+	feed(e, a, (int32_t[]){ 1, 2 }, 2, 2, NULL, NULL);
+	cr_assert_eq(tf_seq_draft(e, a, 3, 1, d1, NULL), TF_ERR_INVALID);
+	cr_assert(strstr(tf_engine_errmsg(), "[mtp] enabled"), "%s", tf_engine_errmsg());
+	tf_engine_close(e);
+}

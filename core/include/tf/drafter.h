@@ -1,9 +1,13 @@
 /*
  * tf/drafter.h - the drafter kind: speculative token proposals.
  *
- * ABI 1.0 fixes the lifecycle only; the proposal slots will be appended by
- * the MTP work under the usual append-only rule.  No drafter plugin exists
- * yet: [mtp] enabled fails until one is on the plugin path.
+ * The MTP layer itself is a model layer: the core runs it through the
+ * attention and ffn plugins chosen for layer num_hidden_layers, and drafts
+ * greedily with it when [mtp] enabled (tf_seq_speculate, tf/engine.h).  A
+ * drafter plugin will carry drafting policy only (how deep to draft); it
+ * is chosen when [plugins] drafter names one.  ABI 1.0 fixes the
+ * lifecycle only; the policy slots will be appended under the usual
+ * append-only rule.
  */
 #ifndef TF_DRAFTER_H
 #define TF_DRAFTER_H

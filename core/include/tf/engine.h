@@ -122,6 +122,45 @@ int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, i
  * penalties see s's own tokens, the draw is the one for s's next position. */
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token);
 
+/*
+ * --- speculation ([mtp] enabled) ---
+ *
+ * With [mtp] enabled the checkpoint's MTP layer is open, each sequence
+ * holds its state too (forks, snapshots and truncation cover it), and
+ * every step feeds it the rows whose next token is known, so any sequence
+ * can draft at once.
+ */
+
+/* [mtp] max_depth, or 0 when [mtp] enabled is false. */
+int tf_engine_mtp_depth(const tf_engine *e);
+
+/*
+ * Draft depth tokens greedily with the MTP layer after s's last token and
+ * next, the token to follow it: draft[0] guesses the token after next,
+ * draft[i] the one after draft[i - 1], each MTP row fed the output of the
+ * one before (spec 4.2).  logits, when not NULL, receives
+ * the MTP head's [depth, vocab] rows the drafts were picked from; with
+ * depth 1 and the true next token, row 0 is the teacher-forced MTP
+ * prediction.  s is left as it was.
+ */
+int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		 float *logits);
+
+/*
+ * One speculative step of s, exact against tf_seq_sample: from the logits
+ * [vocab] of s's last token, sample the next token, draft depth more
+ * (1..[mtp] max_depth) after it, run all depth + 1 in one batch and keep
+ * the drafts up to the first one tf_seq_sample would not have chosen at
+ * its position.  tokens [depth + 1] receives the *n tokens s now holds
+ * beyond what it held (the sampled one and the drafts kept), logits the
+ * logits of the last of them: the state serial decoding reaches after *n
+ * tokens.  Uses s's snapshot (tf_seq_snapshot), replacing its mark; the
+ * drafts not kept are undone by truncating to the mark and replaying the
+ * kept ones.  TF_ERR_RANGE when depth + 1 tokens do not fit the context.
+ */
+int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
+		     int *n);
+
 /* --- steps --- */
 
 /*
@@ -161,7 +200,8 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 /* --- what the time went to --- */
 
 /* Stages of a step: embed, kda, mla, dense, moe, norm+residual, lm_head,
- * other (a layer type a plugin adds). */
+ * other (a layer type a plugin adds, the MTP layer's eh_proj); the MTP
+ * layer's attention and FFN count under their types. */
 int tf_engine_stage_count(void);
 const char *tf_engine_stage_name(int stage);
 /* Seconds spent in a stage since open or the last reset. */

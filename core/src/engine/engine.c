@@ -10,6 +10,10 @@
  *
  * Each sequence keeps its tokens: truncation replays them after the last
  * snapshot, because recurrent (KDA) state cannot be cut.
+ *
+ * Speculation drafts with the MTP layer (pipeline.h), verifies the drafts
+ * in one batch, and truncates to the accepted ones: the snapshot taken
+ * before the verify makes that a replay of the accepted tokens only.
  */
 #include "tf/engine.h"
 
@@ -65,6 +69,11 @@ struct tf_engine {
 	int64_t batch_cap;
 	float *hid;                     /* [hid_cap, hidden] backend memory */
 	int64_t hid_cap;
+
+	/* [mtp] enabled: the drafts' hidden [hidden] (backend memory), their
+	 * logits [vocab] and a verify's [max_depth + 1, vocab]. */
+	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
+	float *dhid, *dlog, *vlog;
 };
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
@@ -80,6 +89,10 @@ void tf_engine_close(tf_engine *e)
 	}
 	if (e->hid)
 		e->be->free(e->bctx, e->hid);
+	if (e->dhid)
+		e->be->free(e->bctx, e->dhid);
+	free(e->dlog);
+	free(e->vlog);
 	tf_pipeline_free(e->p);
 	tf_runtime_close(e->rt);
 	free(e->seq);
@@ -92,6 +105,23 @@ void tf_engine_close(tf_engine *e)
 	free(e->order);
 	free(e->out_at);
 	free(e);
+}
+
+static int engine_open_mtp(tf_engine *e)
+{
+	int64_t depth;
+	int rc;
+	if (!tf_pipeline_has_mtp(e->p))
+		return TF_OK;
+	if ((rc = tf_conf_get_int(tf_runtime_conf(e->rt), "mtp", "max_depth", 2, &depth)) != TF_OK)
+		return rc;
+	e->mtp_depth = (int)depth;      /* the INI's range is 1..16 */
+	e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float));
+	e->dlog = malloc((size_t)e->vocab * sizeof(float));
+	e->vlog = malloc((size_t)(e->mtp_depth + 1) * (size_t)e->vocab * sizeof(float));
+	if (!e->dhid || !e->dlog || !e->vlog)
+		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
+	return TF_OK;
 }
 
 int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
@@ -124,6 +154,8 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 		rc = tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
 		goto fail;
 	}
+	if ((rc = engine_open_mtp(e)) != TF_OK)
+		goto fail;
 	*out = e;
 	return TF_OK;
 fail:
@@ -136,6 +168,7 @@ int tf_engine_vocab(const tf_engine *e) { return e->vocab; }
 int tf_engine_hidden_size(const tf_engine *e) { return e->hidden; }
 int64_t tf_engine_context(const tf_engine *e) { return e->context; }
 int tf_engine_max_seqs(const tf_engine *e) { return e->max_seqs; }
+int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
 
 /* ---- sequences ---- */
 
@@ -353,14 +386,19 @@ int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, i
 	return TF_OK;
 }
 
+/* The sampler's choice after the first len tokens of q, from logits: a
+ * verify checks its drafts with the choices serial decoding makes. */
+static int seq_pick(struct tf_seq *q, tf_seq_id s, const float *logits, int64_t len,
+		    int32_t *token)
+{
+	int rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)len, 0, (uint64_t)len, token);
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
+}
+
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token)
 {
 	struct tf_seq *q = seq_get(e, s);
-	if (!q)
-		return TF_ERR_INVALID;
-	int rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)q->len, 0, (uint64_t)q->len,
-				   token);
-	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
+	return q ? seq_pick(q, s, logits, q->len, token) : TF_ERR_INVALID;
 }
 
 /* ---- batches ---- */
@@ -553,6 +591,106 @@ out:
 int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden)
 {
 	return engine_run(e, b, logits, hidden, false);
+}
+
+/* ---- speculation ---- */
+
+/* The first of the n largest, over the sampler's vocabulary. */
+static int32_t argmax(const float *x, int n)
+{
+	int32_t best = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+static int mtp_open(const tf_engine *e, tf_seq_id s)
+{
+	if (e->mtp_depth)
+		return TF_OK;
+	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
+}
+
+int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		 float *logits)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if ((rc = seq_usable(q, s)) != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
+		return rc;
+	if (q->len < 1)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d is empty: nothing to draft after", s);
+	if (next < 0 || next >= e->vocab)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d: token id %d is outside the vocabulary [0, %d)",
+				   s, next, e->vocab);
+	if (depth < 1 || q->len - 1 + depth > e->context)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d drafts after %" PRId64
+				   " tokens: outside 1..%" PRId64 " ([runtime] context)",
+				   s, depth, q->len, e->context - q->len + 1);
+	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	/* Draft i at position len + i; each MTP row feeds the next. */
+	const float *h = NULL;
+	for (int i = 0; i < depth; i++) {
+		int32_t pos = (int32_t)(q->len - 1 + i);
+		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
+		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
+					  e->dhid)) != TF_OK ||
+		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
+			break;
+		draft[i] = argmax(row, q->smp.n_vocab);
+		h = e->dhid;
+	}
+	int back = tf_seqstate_mtp_back(q->st);
+	if (back != TF_OK) {
+		q->broken = true;
+		rc = back;
+	}
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+}
+
+int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
+		     int *n)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if ((rc = mtp_open(e, s)) != TF_OK)
+		return rc;
+	if (depth < 1 || depth > e->mtp_depth)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside 1..%d ([mtp] max_depth)",
+				   s, depth, e->mtp_depth);
+	if (q->len + 1 + depth > e->context)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d tokens after %" PRId64
+				   " exceed the context of %" PRId64 " tokens ([runtime] context)",
+				   s, depth + 1, q->len, e->context);
+	int64_t len = q->len;
+	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
+	    (rc = tf_seq_draft(e, s, tokens[0], depth, tokens + 1, NULL)) != TF_OK ||
+	    (rc = tf_seq_snapshot(e, s)) != TF_OK)
+		return rc;
+	static const uint8_t every[17] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+	const tf_batch b = { .n = depth + 1, .token = tokens, .one_seq = s, .out = every };
+	if ((rc = tf_engine_forward(e, &b, e->vlog, NULL)) != TF_OK)
+		return rc;
+	/* Draft i stands where serial decoding would have sampled the same. */
+	int a = 0;
+	for (int32_t pick; a < depth; a++) {
+		if ((rc = seq_pick(q, s, e->vlog + (size_t)a * (size_t)e->vocab, len + 1 + a,
+				   &pick)) != TF_OK)
+			return rc;
+		if (pick != tokens[a + 1])
+			break;
+	}
+	if (a < depth && (rc = tf_seq_truncate(e, s, len + 1 + a)) != TF_OK)
+		return rc;
+	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
+	*n = a + 1;
+	return TF_OK;
 }
 
 /* ---- stages ---- */

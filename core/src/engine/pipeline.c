@@ -42,6 +42,17 @@ struct tf_pipeline {
 	int64_t hidden, vocab, chunk;
 	float *hbuf, *xbuf, *ybuf;      /* [chunk, hidden] each */
 	tf_attn_seg *segbuf;            /* [chunk]: a step's segments, per layer */
+
+	/* The MTP layer, layers[n_layers], when [mtp] enabled. */
+	bool mtp;
+	float *enorm, *hnorm, *mtp_norm;        /* [hidden] */
+	tf_lin eh_proj;                         /* [embedding; hidden] -> hidden */
+	float *fbuf;                    /* [chunk, hidden]: a step's final-normed rows */
+	float *pbuf;                    /* [chunk, hidden]: hidden states sequences kept */
+	float *cbuf;                    /* [chunk, 2 hidden]: eh_proj's input */
+	const float **mhid;             /* [chunk]: each MTP row's hidden input */
+	int32_t *mtok, *mpos;           /* [chunk]: each MTP row's token and position */
+	tf_pipe_seg *mseg;              /* [chunk] */
 	int first_legacy;               /* a pre-1.5 attention layer, or -1 */
 	const void *legacy_owner;       /* the seqstate its instances hold */
 	double stage_s[TF_STAGE_COUNT];
@@ -133,6 +144,40 @@ static int init_layer(tf_pipeline *p, int i)
 	return TF_OK;
 }
 
+/* The MTP layer (spec 1.10): a layer like the others at index
+ * num_hidden_layers, and its own norms and eh_proj around it. */
+static int init_mtp(tf_pipeline *p)
+{
+	int L = p->n_layers, rc;
+	char name[256];
+	size_t rowbytes = (size_t)p->chunk * (size_t)p->hidden * sizeof(float);
+
+	if ((rc = init_layer(p, L)) != TF_OK)
+		return tf_diag_prefix(rc, "[mtp] enabled");
+	snprintf(name, sizeof(name), "model.layers.%d.enorm.weight", L);
+	if ((rc = load_norm(p, name, &p->enorm)) != TF_OK)
+		return rc;
+	snprintf(name, sizeof(name), "model.layers.%d.hnorm.weight", L);
+	if ((rc = load_norm(p, name, &p->hnorm)) != TF_OK)
+		return rc;
+	snprintf(name, sizeof(name), "model.layers.%d.final_layernorm.weight", L);
+	if ((rc = load_norm(p, name, &p->mtp_norm)) != TF_OK)
+		return rc;
+	snprintf(name, sizeof(name), "model.layers.%d.eh_proj", L);
+	if ((rc = p->h->lin_open(p->h, name, 2 * p->hidden, p->hidden, &p->eh_proj)) != TF_OK)
+		return rc;
+	p->fbuf = p->be->alloc(p->bctx, rowbytes);
+	p->pbuf = p->be->alloc(p->bctx, rowbytes);
+	p->cbuf = p->be->alloc(p->bctx, 2 * rowbytes);
+	p->mhid = malloc((size_t)p->chunk * sizeof(*p->mhid));
+	p->mtok = malloc((size_t)p->chunk * sizeof(*p->mtok));
+	p->mpos = malloc((size_t)p->chunk * sizeof(*p->mpos));
+	p->mseg = malloc((size_t)p->chunk * sizeof(*p->mseg));
+	if (!p->fbuf || !p->pbuf || !p->cbuf || !p->mhid || !p->mtok || !p->mpos || !p->mseg)
+		return tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for the MTP layer");
+	return TF_OK;
+}
+
 /*
  * Read every weight page once, with a progress bar.  The checkpoint is
  * mmap'd, so otherwise the first prompt would pay the disk reads inside
@@ -181,6 +226,8 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->vocab = p->cfg->vocab_size;
 	p->chunk = tf_runtime_prefill_chunk(rt);
 	p->first_legacy = -1;
+	if ((rc = tf_conf_get_bool(tf_runtime_conf(rt), "mtp", "enabled", false, &p->mtp)))
+		goto fail;
 	if (prefault)
 		prefault_weights(tf_runtime_weights(rt));
 
@@ -202,7 +249,7 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->xbuf = p->be->alloc(p->bctx, rowbytes);
 	p->ybuf = p->be->alloc(p->bctx, rowbytes);
 	p->segbuf = malloc((size_t)p->chunk * sizeof(*p->segbuf));
-	p->layers = calloc((size_t)p->n_layers, sizeof(*p->layers));
+	p->layers = calloc((size_t)p->n_layers + 1, sizeof(*p->layers));
 	if (!p->hbuf || !p->xbuf || !p->ybuf || !p->segbuf || !p->layers) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for %" PRId64
 				 "-token activation buffers", p->chunk);
@@ -212,6 +259,8 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	for (int i = 0; i < p->n_layers; i++)
 		if ((rc = init_layer(p, i)) != TF_OK)
 			goto fail;
+	if (p->mtp && (rc = init_mtp(p)) != TF_OK)
+		goto fail;
 	if ((rc = load_norm(p, "model.norm.weight", &p->final_norm)) != TF_OK)
 		goto fail;
 	/* Its messages name lm_head's tensors. */
@@ -244,7 +293,7 @@ void tf_pipeline_free(tf_pipeline *p)
 	if (!p)
 		return;
 	p->be->quiesce(p->bctx);
-	for (int i = 0; p->layers && i < p->n_layers; i++) {
+	for (int i = 0; p->layers && i < p->n_layers + p->mtp; i++) {
 		struct tf_layer *l = &p->layers[i];
 		if (l->attn_inst)
 			l->attn->layer_fini(l->attn_inst);
@@ -255,6 +304,18 @@ void tf_pipeline_free(tf_pipeline *p)
 	}
 	if (p->head.impl)
 		p->h->lin_close(p->h, &p->head);
+	if (p->eh_proj.impl)
+		p->h->lin_close(p->h, &p->eh_proj);
+	p->be->free(p->bctx, p->enorm);
+	p->be->free(p->bctx, p->hnorm);
+	p->be->free(p->bctx, p->mtp_norm);
+	p->be->free(p->bctx, p->fbuf);
+	p->be->free(p->bctx, p->pbuf);
+	p->be->free(p->bctx, p->cbuf);
+	free(p->mhid);
+	free(p->mtok);
+	free(p->mpos);
+	free(p->mseg);
 	p->be->free(p->bctx, p->final_norm);
 	p->be->free(p->bctx, p->hbuf);
 	p->be->free(p->bctx, p->xbuf);
@@ -278,52 +339,156 @@ static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf
 	return l->attn->forward_batch(l->attn_inst, p->xbuf, &b, p->ybuf);
 }
 
+/* Charge the time since *t to stage s. */
+static void lap(tf_pipeline *p, tf_stage s, double *t)
+{
+	double t2 = now_s();
+	p->stage_s[s] += t2 - *t;
+	*t = t2;
+}
+
+/*
+ * The MTP layer over n rows set up in mtok, mpos and mhid, grouped by
+ * sequence in seg: eh_proj([enorm(embed(token)); hnorm(hidden)]), then the
+ * layer's attention, which appends to each sequence's MTP state.  With
+ * `out` the FFN and final_layernorm follow, out [n, hidden] receiving
+ * the rows; without, only the attention state was wanted.
+ */
+static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg, float *out)
+{
+	const tf_backend *be = p->be;
+	struct tf_layer *l = &p->layers[p->n_layers];
+	int64_t hd = p->hidden;
+	float eps = p->cfg->rms_norm_eps;
+	double t = now_s();
+	int rc;
+
+	be->embed(p->bctx, p->ybuf, p->embed.data, p->embed.dtype, hd, p->mtok, n);
+	lap(p, TF_STAGE_EMBED, &t);
+	for (int64_t r = 0; r < n; r++) {       /* the embedding first */
+		be->rmsnorm(p->bctx, p->cbuf + 2 * r * hd, p->ybuf + r * hd, p->enorm, 1, hd, eps);
+		be->rmsnorm(p->bctx, p->cbuf + (2 * r + 1) * hd, p->mhid[r], p->hnorm, 1, hd, eps);
+	}
+	lap(p, TF_STAGE_NORM, &t);
+	if ((rc = tf_lin_forward(&p->eh_proj, p->cbuf, n, p->hbuf)) != TF_OK)
+		return tf_diag_prefix(rc, "MTP layer %d: eh_proj", p->n_layers);
+	lap(p, TF_STAGE_OTHER, &t);
+	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, eps);
+	lap(p, TF_STAGE_NORM, &t);
+	if ((rc = attend(p, p->n_layers, p->mpos, n, seg, n_seg)) != TF_OK)
+		return tf_diag_prefix(rc, "MTP layer %d (%s)", p->n_layers, l->attn->hdr.name);
+	lap(p, l->attn_stage, &t);
+	if (!out)
+		return TF_OK;
+	be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
+	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, eps);
+	lap(p, TF_STAGE_NORM, &t);
+	if ((rc = l->ffn->forward(l->ffn_inst, p->xbuf, n, p->ybuf)) != TF_OK)
+		return tf_diag_prefix(rc, "MTP layer %d (%s)", p->n_layers, l->ffn->hdr.name);
+	lap(p, l->ffn_stage, &t);
+	be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
+	be->rmsnorm(p->bctx, out, p->hbuf, p->mtp_norm, n, hd, eps);
+	lap(p, TF_STAGE_NORM, &t);
+	return TF_OK;
+}
+
+/*
+ * Keep each sequence's MTP state one position behind its main state.  The
+ * MTP row at position t takes the final-normed hidden of t and the token
+ * of t + 1, so a step's rows at positions P.. feed the rows P - 1 (with
+ * the hidden the sequence kept from its last step) up to one before their
+ * last, whose hidden the sequence keeps instead.
+ */
+static int mtp_follow(tf_pipeline *p, const int32_t *tokens, const int32_t *pos,
+		      const tf_pipe_seg *seg, int n_seg)
+{
+	const tf_backend *be = p->be;
+	int64_t hd = p->hidden, m = 0;
+	size_t bytes = (size_t)hd * sizeof(float);
+	int ms = 0, rc;
+
+	for (int k = 0; k < n_seg; k++) {
+		const tf_pipe_seg *g = &seg[k];
+		float *kept = tf_seqstate_hidden(g->state);
+		int64_t r0 = m;
+		if (pos[g->row0] > 0) {
+			if ((rc = be->upload(p->bctx, p->pbuf + k * hd, kept, bytes)) != TF_OK)
+				return tf_diag_set(rc, "MTP layer: upload failed");
+			p->mhid[m] = p->pbuf + k * hd;
+			p->mtok[m] = tokens[g->row0];
+			p->mpos[m++] = pos[g->row0] - 1;
+		}
+		for (int64_t j = g->row0; j < g->row0 + g->n - 1; j++) {
+			p->mhid[m] = p->fbuf + j * hd;
+			p->mtok[m] = tokens[j + 1];
+			p->mpos[m++] = pos[j];
+		}
+		rc = be->download(p->bctx, kept, p->fbuf + (g->row0 + g->n - 1) * hd, bytes);
+		if (rc != TF_OK)
+			return tf_diag_set(rc, "MTP layer: download failed");
+		if (m > r0)
+			p->mseg[ms++] = (tf_pipe_seg){ .state = g->state, .row0 = r0, .n = m - r0 };
+	}
+	return m ? mtp_rows(p, m, p->mseg, ms, NULL) : TF_OK;
+}
+
+int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
+		    const float *hidden, float *out)
+{
+	if (!p->mtp)
+		return tf_diag_set(TF_ERR_INVALID, "[mtp] enabled is false: no MTP layer is open");
+	if (!hidden) {
+		int rc = p->be->upload(p->bctx, p->pbuf, tf_seqstate_hidden(s),
+				       (size_t)p->hidden * sizeof(float));
+		if (rc != TF_OK)
+			return tf_diag_set(rc, "MTP layer: upload failed");
+		hidden = p->pbuf;
+	}
+	p->mhid[0] = hidden;
+	p->mtok[0] = token;
+	p->mpos[0] = pos;
+	const tf_pipe_seg seg = { .state = s, .row0 = 0, .n = 1 };
+	return mtp_rows(p, 1, &seg, 1, out);
+}
+
 int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
 		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
 {
 	const tf_backend *be = p->be;
 	int64_t hd = p->hidden;
-	double t = now_s(), t2;
+	double t = now_s();
 	int rc;
 
 	if (n < 1 || n > p->chunk || n_seg < 1 || (p->first_legacy >= 0 && n_seg > 1))
 		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
 				   " rows in %d segments", n, n_seg);
 	be->embed(p->bctx, p->hbuf, p->embed.data, p->embed.dtype, hd, tokens, n);
-	t2 = now_s();
-	p->stage_s[TF_STAGE_EMBED] += t2 - t;
-	t = t2;
+	lap(p, TF_STAGE_EMBED, &t);
 
 	for (int i = 0; i < p->n_layers; i++) {
 		struct tf_layer *l = &p->layers[i];
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, p->cfg->rms_norm_eps);
-		t2 = now_s();
-		p->stage_s[TF_STAGE_NORM] += t2 - t;
-		t = t2;
+		lap(p, TF_STAGE_NORM, &t);
 		if ((rc = attend(p, i, pos, n, seg, n_seg)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
-		t2 = now_s();
-		p->stage_s[l->attn_stage] += t2 - t;
-		t = t2;
+		lap(p, l->attn_stage, &t);
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, p->cfg->rms_norm_eps);
-		t2 = now_s();
-		p->stage_s[TF_STAGE_NORM] += t2 - t;
-		t = t2;
+		lap(p, TF_STAGE_NORM, &t);
 		rc = l->ffn->forward(l->ffn_inst, p->xbuf, n, p->ybuf);
 		if (rc != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->ffn->hdr.name);
-		t2 = now_s();
-		p->stage_s[l->ffn_stage] += t2 - t;
-		t = t2;
+		lap(p, l->ffn_stage, &t);
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	}
-	/* Only the rows asked for need the final norm. */
+	/* Only the rows asked for need the final norm, and the MTP layer. */
 	for (int64_t k = 0; k < out->n; k++)
 		be->rmsnorm(p->bctx, hidden + out->at[k] * hd, p->hbuf + out->row[k] * hd,
 			    p->final_norm, 1, hd, p->cfg->rms_norm_eps);
-	p->stage_s[TF_STAGE_NORM] += now_s() - t;
-	return TF_OK;
+	if (p->mtp)
+		be->rmsnorm(p->bctx, p->fbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
+	lap(p, TF_STAGE_NORM, &t);
+	return p->mtp ? mtp_follow(p, tokens, pos, seg, n_seg) : TF_OK;
 }
 
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
@@ -340,7 +505,8 @@ int64_t tf_pipeline_rows(const tf_pipeline *p) { return p->chunk; }
 int tf_pipeline_vocab(const tf_pipeline *p) { return (int)p->vocab; }
 int tf_pipeline_hidden_size(const tf_pipeline *p) { return (int)p->hidden; }
 const tf_host *tf_pipeline_host(const tf_pipeline *p) { return p->h; }
-int tf_pipeline_layers(const tf_pipeline *p) { return p->n_layers; }
+int tf_pipeline_layers(const tf_pipeline *p) { return p->n_layers + p->mtp; }
+bool tf_pipeline_has_mtp(const tf_pipeline *p) { return p->mtp; }
 
 const tf_plugin_attention *tf_pipeline_attn(const tf_pipeline *p, int i, void **inst)
 {

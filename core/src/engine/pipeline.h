@@ -11,9 +11,13 @@
  * activation buffers of one step of at most [runtime] prefill_chunk rows.
  * The rows of a step belong to one or more sequences, each a tf_seqstate
  * (seqstate.h) holding that sequence's state in every layer: linears and
- * the FFN run over all rows at once, attention per sequence.  The MTP
- * layer at index num_hidden_layers is not part of the stack; the drafter
- * runs it.
+ * the FFN run over all rows at once, attention per sequence.
+ *
+ * With [mtp] enabled the MTP layer at index num_hidden_layers opens too,
+ * through the plugins chosen for that index, and its state is one more
+ * layer of every tf_seqstate.  Each step feeds it the rows whose next
+ * token is known, so it stays one position behind the main stack, ready
+ * to draft (tf_pipeline_mtp).
  */
 #ifndef TF_PIPELINE_H
 #define TF_PIPELINE_H
@@ -65,6 +69,17 @@ typedef struct tf_pipe_out {
 int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
 		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden);
 
+/*
+ * One row of the MTP layer for s at position pos (spec 1.10): token is the
+ * one at pos + 1, hidden (backend memory) the final-normed hidden at pos,
+ * or NULL for the one s kept from its last step.  out [hidden_size]
+ * (backend memory, may alias hidden) receives the layer's final-normed
+ * output, the head's input and the next row's hidden.  The MTP layer's
+ * state in s grows by the row.
+ */
+int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
+		    const float *hidden, float *out);
+
 /* logits [n, vocab] (host memory) = lm_head(hidden [n, hidden_size]). */
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits);
 
@@ -77,9 +92,11 @@ double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s);
 void tf_pipeline_stats_reset(tf_pipeline *p);
 const char *tf_stage_name(tf_stage s);
 
-/* For seqstate.c: layer i's attention plugin and instance, and whether
- * the plugin keeps state apart (ABI 1.5) or in the instance. */
+/* For seqstate.c: the layers with state (the MTP layer last, when open),
+ * layer i's attention plugin and instance, and whether the plugin keeps
+ * state apart (ABI 1.5) or in the instance. */
 int tf_pipeline_layers(const tf_pipeline *p);
+bool tf_pipeline_has_mtp(const tf_pipeline *p);
 const tf_plugin_attention *tf_pipeline_attn(const tf_pipeline *p, int i, void **inst);
 bool tf_pipeline_attn_batched(const tf_pipeline *p, int i);
 /* The pipeline's pre-1.5 layers hold one sequence: claim them for `owner`

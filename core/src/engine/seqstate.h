@@ -32,6 +32,16 @@ int tf_seqstate_copy(tf_seqstate *dst, const tf_seqstate *src);
 int tf_seqstate_snapshot(tf_seqstate *s);
 int tf_seqstate_rollback(tf_seqstate *s);
 
+/*
+ * With the MTP layer (pipeline.h): mark its state alone, apart from the
+ * snapshot, and go back to the mark, so drafts past the main state leave
+ * no trace; and the final-normed hidden [hidden_size] (host memory) of the
+ * last position, which the snapshot and the copy cover with the rest.
+ */
+int tf_seqstate_mtp_mark(tf_seqstate *s);
+int tf_seqstate_mtp_back(tf_seqstate *s);
+float *tf_seqstate_hidden(tf_seqstate *s);
+
 /* Layer i's state object (the instance itself for a pre-1.5 plugin). */
 void *tf_seqstate_layer(const tf_seqstate *s, int i);
 

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""The MTP layer (spec 1.10) and speculative decoding (spec 4.2).
+
+    MtpLogits    tfrun --dump-mtp-logits on ling-tiny against ling_ref's
+                 Model.mtp in float64: row t from the main model's hidden at
+                 t and token t + 1, at position t
+    Speculative  [mtp] enabled generates, token for token, what serial
+                 decoding generates: greedy and seeded sampling, drafts 1..3
+                 deep, several prompts, and drafts running into the end of
+                 the context; on ling-tiny (its random MTP head is always
+                 rejected) and the trained ling-nano (often accepted)
+    BadInput     [mtp] enabled without an MTP layer, max_depth out of range
+"""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import tfmodel as tm
+import compare  # noqa: E402  (tests/reference, on the path tfmodel set)
+import ling_ref  # noqa: E402
+
+ROOT = os.path.join(tm.HERE, "..", "..")
+NANO = os.path.join(ROOT, "models", "ling-nano")
+NANO_INI = os.path.join(ROOT, "conf", "ling-nano.ini")
+DEPTHS = (1, 2, 3)
+SEEDS = (1, 2, 3)
+
+
+def run(ini, tokens, *extra):
+    """tfrun's generated ids (a checkpoint without tokenizer.json prints
+    ids) and its stderr."""
+    cmd = [tm.env("TF_TFRUN"), ini, "--tokens", ",".join(map(str, tokens))] + list(extra)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+    if p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
+    return [int(t) for t in p.stdout.strip().split(",") if t], p.stderr
+
+
+def ids_only(model, d, config=None):
+    """model's checkpoint in folder d (made), less tokenizer.json, so that
+    tfrun takes and prints ids; with its config.json replaced by `config`
+    when given."""
+    os.mkdir(d)
+    for f in os.listdir(model):
+        if f != "tokenizer.json" and not (config and f == "config.json"):
+            os.symlink(os.path.abspath(os.path.join(model, f)), os.path.join(d, f))
+    if config:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(config, f)
+    return d
+
+
+def nano_sets(d):
+    """--set overrides running conf/ling-nano.ini on ids (in folder d)."""
+    return (f"model.path={ids_only(NANO, os.path.join(d, 'nano'))}", "chat.template=raw")
+
+
+def mtp_line(stderr):
+    """The stats line's drafts: (drafted, accepted, tokens per pass)."""
+    m = re.search(r"mtp: drafted (\d+), accepted (\d+),.* tokens per pass ([0-9.]+)", stderr)
+    if not m:
+        raise AssertionError(f"no mtp stats line in: {stderr!r}")
+    return int(m.group(1)), int(m.group(2)), float(m.group(3))
+
+
+class MtpLogits(unittest.TestCase):
+    def test_ling_tiny(self):
+        model = tm.model_dir("ling-tiny")
+        ref = ling_ref.Model(model)
+        toks = tm.prompt(48, 5, ref.V)
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            out = os.path.join(d, "mtp.f32")
+            run(ini, toks, "-n", "1", "--set", "mtp.enabled=true", "--dump-mtp-logits", out)
+            got = compare.load(out, ref.V).reshape(len(toks) - 1, ref.V)
+        _, hidden = ref.forward(toks)
+        want = ref.mtp(hidden[:-1], toks[1:])[0]
+        tm.check(self, "ling-tiny MTP logits vs float64", got, want,
+                 tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
+    def test_needs_mtp_enabled(self):
+        model = tm.model_dir("ling-tiny")
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, model)
+            p = tm.tfrun(ini, [1, 2, 3], "--dump-mtp-logits", os.path.join(d, "x"))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("[mtp] enabled", p.stderr)
+
+
+class Speculative(unittest.TestCase):
+    """Each prompt, sampling and depth: the ids with drafts are the ids
+    without."""
+
+    def same(self, tag, ini, prompts, n, sets=(), seeds=SEEDS):
+        base = [a for kv in sets for a in ("--set", kv)]
+        for pi, toks in enumerate(prompts):
+            for temp, seeds in (("0", (0,)), ("0.8", seeds)):
+                for seed in seeds:
+                    samp = base + ["-n", str(n), "--temp", temp, "--seed", str(seed)]
+                    want, _ = run(ini, toks, *samp)
+                    for depth in DEPTHS:
+                        with self.subTest(tag=tag, prompt=pi, temp=temp, seed=seed,
+                                          depth=depth):
+                            got, err = run(ini, toks, *samp, "--set", "mtp.enabled=true",
+                                           "--set", f"mtp.max_depth={depth}")
+                            self.assertEqual(got, want)
+                            drafted, accepted, tpp = mtp_line(err)
+                            print(f"  {tag} prompt {pi} temp {temp} seed {seed} "
+                                  f"depth {depth}: accepted {accepted}/{drafted}, "
+                                  f"tokens per pass {tpp:.2f}", flush=True)
+
+    def test_ling_tiny(self):
+        """A random MTP head: every draft rejected."""
+        model = tm.model_dir("ling-tiny")
+        vocab = tm.vocab_of(model)
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            self.same("ling-tiny", ini, [tm.prompt(n, s, vocab) for n, s in
+                                         ((5, 11), (40, 13))], 32, seeds=SEEDS[:2])
+
+    def test_ling_nano(self):
+        """A trained MTP head: drafts accepted, some all the way."""
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            sets = nano_sets(d)
+            vocab = tm.vocab_of(NANO)
+            self.same("ling-nano", NANO_INI, [tm.prompt(8, 21, vocab),
+                                              tm.prompt(24, 22, vocab)], 48, sets)
+
+    def test_context_end(self):
+        """The context fills mid-draft: the reply stops where serial
+        decoding's does, drafts cut to the room left."""
+        model = tm.model_dir("ling-tiny")
+        vocab = tm.vocab_of(model)
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")), context=30)
+            self.same("ling-tiny context 30", ini, [tm.prompt(20, 14, vocab)], 40,
+                      seeds=SEEDS[:2])
+            sets = nano_sets(d) + ("runtime.context=40",)
+            self.same("ling-nano context 40", NANO_INI,
+                      [tm.prompt(24, 23, tm.vocab_of(NANO))], 40, sets)
+
+
+class BadInput(unittest.TestCase):
+    def fails(self, ini, sets, want):
+        p = tm.tfrun(ini, [1, 2, 3], *[a for kv in sets for a in ("--set", kv)])
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertIn(want, p.stderr)
+
+    def test_no_mtp_layer(self):
+        model = tm.model_dir("ling-tiny")
+        with open(os.path.join(model, "config.json")) as f:
+            cfg = json.load(f)
+        n = cfg["num_hidden_layers"]
+        cfg["num_nextn_predict_layers"] = 0
+        for k, v in cfg.items():        # per-layer lists lose the MTP layer's entry
+            if isinstance(v, list) and len(v) == n + 1:
+                cfg[k] = v[:n]
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt"), cfg))
+            self.fails(ini, ["mtp.enabled=true"], "[mtp] enabled")
+            self.fails(ini, ["mtp.enabled=true"], "no MTP layer")
+
+    def test_max_depth(self):
+        model = tm.model_dir("ling-tiny")
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, model)
+            for depth in ("0", "17", "two"):
+                self.fails(ini, ["mtp.enabled=true", f"mtp.max_depth={depth}"],
+                           "[mtp] max_depth")
+
+
+if __name__ == "__main__":
+    tm.main()
