@@ -50,6 +50,7 @@ struct row {
 	int seqs;
 	bool one_seq;
 	double tok_s, lo, hi;           /* median, min, max of the repeats */
+	double experts;                 /* mean union of experts per MoE pass */
 };
 
 static void usage(void)
@@ -134,9 +135,11 @@ static int cmp_double(const void *a, const void *b)
 
 /*
  * One repeat: S sequences prefilled, then `steps` greedy decode steps of
- * all S; the aggregate decoded tokens per second.
+ * all S; the aggregate decoded tokens per second, and in *experts the mean
+ * number of distinct experts a decode step's MoE pass read.
  */
-static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, int rep)
+static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, int rep,
+		       double *experts)
 {
 	int V = tf_engine_vocab(e);
 	tf_seq_id *s = malloc((size_t)S * sizeof(*s));
@@ -162,6 +165,7 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 	}
 
 	tf_batch d = { .n = S, .token = tok, .seq = one_seq ? NULL : s, .one_seq = s[0] };
+	tf_engine_stats_reset(e);
 	double t0 = now_s();
 	for (int step = 0; step < o->steps; step++) {
 		for (int k = 0; k < S; k++)
@@ -170,6 +174,8 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 			die("decode step", rc);
 	}
 	double t = now_s() - t0;
+	tf_moe_stats m = tf_engine_moe_stats(e);
+	*experts = m.passes ? (double)m.experts / (double)m.passes : 0.0;
 
 	for (int k = 0; k < S; k++)
 		tf_seq_free(e, s[k]);
@@ -180,11 +186,11 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 }
 
 /* The median, min and max of n timings (sorted in place). */
-static struct row summarise(double *v, int n, int S, bool one_seq)
+static struct row summarise(double *v, int n, int S, bool one_seq, double experts)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	struct row w = { .seqs = S, .one_seq = one_seq, .tok_s = v[n / 2], .lo = v[0],
-			 .hi = v[n - 1] };
+			 .hi = v[n - 1], .experts = experts };
 	if (n % 2 == 0)
 		w.tok_s = 0.5 * (v[n / 2 - 1] + v[n / 2]);
 	return w;
@@ -239,10 +245,11 @@ static void print_json(const struct opts *o, const char *cmd, const char *cpu,
 	       o->prompt, o->steps, o->repeats);
 	for (int i = 0; i < n; i++)
 		printf("    {\"seqs\": %d, \"path\": \"%s\", \"tok_s\": %.2f, \"tok_s_min\": %.2f, "
-		       "\"tok_s_max\": %.2f, \"per_seq_tok_s\": %.2f, \"vs_1\": %.3f}%s\n",
+		       "\"tok_s_max\": %.2f, \"per_seq_tok_s\": %.2f, \"vs_1\": %.3f, "
+		       "\"experts_per_moe_pass\": %.2f}%s\n",
 		       rows[i].seqs, rows[i].one_seq ? "one_seq" : "batch", rows[i].tok_s,
 		       rows[i].lo, rows[i].hi, rows[i].tok_s / rows[i].seqs,
-		       rows[i].tok_s / base, i + 1 < n ? "," : "");
+		       rows[i].tok_s / base, rows[i].experts, i + 1 < n ? "," : "");
 	printf("  ]\n}\n");
 }
 
@@ -251,14 +258,14 @@ static void print_table(const struct opts *o, const char *cmd, const char *cpu,
 {
 	printf("%s\n%s, %s, %ld CPUs; prompt %d, %d decode steps, median of %d\n\n", cmd, cpu,
 	       u->machine, sysconf(_SC_NPROCESSORS_ONLN), o->prompt, o->steps, o->repeats);
-	printf("| seqs | path    |   tok/s | min..max        | tok/s/seq | vs 1 |\n");
-	printf("| ---: | :------ | ------: | :-------------- | --------: | ---: |\n");
+	printf("| seqs | path    |   tok/s | min..max        | tok/s/seq | vs 1 | experts/pass |\n");
+	printf("| ---: | :------ | ------: | :-------------- | --------: | ---: | -----------: |\n");
 	for (int i = 0; i < n; i++) {
 		char range[32];
 		snprintf(range, sizeof(range), "%.1f..%.1f", rows[i].lo, rows[i].hi);
-		printf("| %4d | %-7s | %7.1f | %-15s | %9.1f | %4.2f |\n", rows[i].seqs,
+		printf("| %4d | %-7s | %7.1f | %-15s | %9.1f | %4.2f | %12.1f |\n", rows[i].seqs,
 		       rows[i].one_seq ? "one_seq" : "batch", rows[i].tok_s, range,
-		       rows[i].tok_s / rows[i].seqs, rows[i].tok_s / base);
+		       rows[i].tok_s / rows[i].seqs, rows[i].tok_s / base, rows[i].experts);
 	}
 }
 
@@ -290,20 +297,24 @@ int main(int argc, char **argv)
 	 * change in the machine's load falls on all rows alike. */
 	int n = o.n_counts + 1;
 	double *v = malloc((size_t)n * (size_t)o.repeats * sizeof(*v));
+	double experts[MAX_COUNTS + 1] = { 0 };
 	if (!v) {
 		fprintf(stderr, "bench_batch: out of memory\n");
 		return 1;
 	}
 	for (int r = 0; r <= o.repeats; r++)    /* r = 0 warms up: caches, pages, threads */
 		for (int i = 0; i < n; i++) {
-			double t = run_once(e, &o, i ? o.counts[i - 1] : 1, !i, r);
-			if (r)
+			double x, t = run_once(e, &o, i ? o.counts[i - 1] : 1, !i, r, &x);
+			if (r) {
 				v[i * o.repeats + r - 1] = t;
+				experts[i] += x / o.repeats;
+			}
 		}
 	struct row rows[MAX_COUNTS + 1];
 	double base = 0;
 	for (int i = 0; i < n; i++) {
-		rows[i] = summarise(v + i * o.repeats, o.repeats, i ? o.counts[i - 1] : 1, !i);
+		rows[i] = summarise(v + i * o.repeats, o.repeats, i ? o.counts[i - 1] : 1, !i,
+				    experts[i]);
 		if (i && rows[i].seqs == 1)
 			base = rows[i].tok_s;
 	}

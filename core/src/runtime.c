@@ -44,6 +44,9 @@ struct tf_runtime {
 	tf_memplan plan;
 	struct lin_count lins[MAX_QUANT_COUNTS];        /* in order of first use */
 	int n_lins;
+	tf_moe_stats moe;               /* routing since open or the last reset */
+	uint8_t *moe_seen;              /* [moe_seen_n] experts seen in one pass */
+	int moe_seen_n;
 };
 
 /* ---- the host services ---- */
@@ -193,6 +196,27 @@ static int host_router_open(const tf_host *h, int layer, const char *prefix,
 	return TF_OK;
 }
 
+/* The union of experts one MoE pass reads: batching grows it. */
+static void moe_count(tf_runtime *rt, const int32_t *idx, int64_t nk, int n_experts)
+{
+	if (n_experts > rt->moe_seen_n) {
+		uint8_t *s = realloc(rt->moe_seen, (size_t)n_experts);
+		if (!s)
+			return;         /* a statistic, not worth failing a step over */
+		rt->moe_seen = s;
+		rt->moe_seen_n = n_experts;
+	}
+	memset(rt->moe_seen, 0, (size_t)n_experts);
+	uint64_t distinct = 0;
+	for (int64_t i = 0; i < nk; i++) {
+		distinct += !rt->moe_seen[idx[i]];
+		rt->moe_seen[idx[i]] = 1;
+	}
+	rt->moe.passes++;
+	rt->moe.slots += (uint64_t)nk;
+	rt->moe.experts += distinct;
+}
+
 static int host_router_route(const tf_host *h, const struct tf_router *r,
 			     const float *x, int64_t n, int32_t *idx, float *w)
 {
@@ -208,6 +232,7 @@ static int host_router_route(const tf_host *h, const struct tf_router *r,
 				   "in 0..%d and weights finite", r->ops->hdr.name,
 				   (long long)t, idx[at], (double)w[at], j, r->n_experts - 1);
 	}
+	moe_count(h->ctx, idx, n * r->top_k, r->n_experts);
 	return TF_OK;
 }
 
@@ -530,8 +555,12 @@ void tf_runtime_close(tf_runtime *rt)
 	free(rt->attn);
 	free(rt->ffn);
 	free(rt->router);
+	free(rt->moe_seen);
 	free(rt);
 }
+
+tf_moe_stats tf_runtime_moe_stats(const tf_runtime *rt) { return rt->moe; }
+void tf_runtime_moe_stats_reset(tf_runtime *rt) { memset(&rt->moe, 0, sizeof(rt->moe)); }
 
 /* ---- accessors ---- */
 

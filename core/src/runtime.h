@@ -28,6 +28,7 @@
 #include "registry.h"
 #include "tf/attention.h"
 #include "tf/drafter.h"
+#include "tf/engine.h"
 #include "tf/ffn.h"
 #include "tf/transport.h"
 #include "weights.h"
@@ -71,6 +72,11 @@ const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer);
 /* NULL unless [mtp] enabled with [plugins] drafter / [tp] size > 1. */
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt);
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt);
+
+/* MoE routing through the host's router_route since open or the last
+ * reset (tf/engine.h tf_moe_stats). */
+tf_moe_stats tf_runtime_moe_stats(const tf_runtime *rt);
+void tf_runtime_moe_stats_reset(tf_runtime *rt);
 
 /* Linears the quant plugin `quant` has opened so far (through lin_open). */
 int64_t tf_runtime_lins(const tf_runtime *rt, const char *quant);

@@ -336,6 +336,44 @@ Test(engine, default_outputs_are_each_last_token)
 	tf_engine_close(e);
 }
 
+/* The MoE counts: one pass per MoE layer and step, its union of experts
+ * between one token's top-k and the whole batch's slots. */
+Test(engine, moe_stats_count_each_pass)
+{
+	tf_engine *e = engine_open(NULL);
+	const tf_model_config *c = tf_engine_model(e);
+	int V = tf_engine_vocab(e), moe_layers = 0;
+	for (int i = 0; i < c->num_hidden_layers; i++)
+		moe_layers += !strcmp(c->ffn_type[i], "moe");
+	cr_assert_gt(moe_layers, 0, "ling-tiny has MoE layers");
+	int32_t *t = tokens(301, 6, V);
+	tf_seq_id s[3] = { seq_new(e), seq_new(e), seq_new(e) };
+	const tf_seq_id who[6] = { s[0], s[1], s[2], s[0], s[1], s[2] };
+	float *lg = rows_alloc(3, V);
+
+	tf_engine_stats_reset(e);
+	cr_assert_eq(tf_engine_moe_stats(e).passes, 0);
+	tf_batch one = { .n = 1, .token = t, .one_seq = s[0] };
+	cr_assert_eq(tf_engine_forward(e, &one, lg, NULL), TF_OK, "%s", tf_engine_errmsg());
+	tf_moe_stats m = tf_engine_moe_stats(e);
+	cr_expect_eq(m.passes, (uint64_t)moe_layers);
+	cr_expect_eq(m.slots, (uint64_t)moe_layers * c->num_experts_per_tok);
+	cr_expect_eq(m.experts, m.slots, "one token's experts are distinct");
+
+	tf_engine_stats_reset(e);
+	tf_batch all = { .n = 5, .token = t + 1, .seq = who + 1 };
+	cr_assert_eq(tf_engine_forward(e, &all, lg, NULL), TF_OK, "%s", tf_engine_errmsg());
+	m = tf_engine_moe_stats(e);
+	cr_expect_eq(m.passes, (uint64_t)moe_layers);
+	cr_expect_eq(m.slots, (uint64_t)moe_layers * 5 * c->num_experts_per_tok);
+	cr_expect_geq(m.experts, (uint64_t)moe_layers * c->num_experts_per_tok);
+	cr_expect_leq(m.experts, m.slots);
+	cr_expect_leq(m.experts, (uint64_t)moe_layers * c->num_experts);
+	free(t);
+	free(lg);
+	tf_engine_close(e);
+}
+
 /* ---- (b): a fork continues as the prefix run again would ---- */
 
 Test(engine, fork_reuses_the_prefix)

@@ -206,6 +206,19 @@ int tf_engine_stage_count(void);
 const char *tf_engine_stage_name(int stage);
 /* Seconds spent in a stage since open or the last reset. */
 double tf_engine_stage_seconds(const tf_engine *e, int stage);
+
+/*
+ * MoE routing since open or the last reset, over every pass of a MoE layer
+ * (the MTP layer's too): experts / passes is the mean union of experts a
+ * pass's rows route to, the weights it reads; it grows as more sequences
+ * share a step.  slots / passes is rows x experts per token.
+ */
+typedef struct tf_moe_stats {
+	uint64_t passes, slots, experts;
+} tf_moe_stats;
+tf_moe_stats tf_engine_moe_stats(const tf_engine *e);
+
+/* Zero the stage seconds and the MoE counts. */
 void tf_engine_stats_reset(tf_engine *e);
 
 #ifdef __cplusplus

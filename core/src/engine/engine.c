@@ -703,6 +703,12 @@ double tf_engine_stage_seconds(const tf_engine *e, int stage)
 	return tf_pipeline_stage_seconds(e->p, (tf_stage)stage);
 }
 
-void tf_engine_stats_reset(tf_engine *e) { tf_pipeline_stats_reset(e->p); }
+tf_moe_stats tf_engine_moe_stats(const tf_engine *e) { return tf_runtime_moe_stats(e->rt); }
+
+void tf_engine_stats_reset(tf_engine *e)
+{
+	tf_pipeline_stats_reset(e->p);
+	tf_runtime_moe_stats_reset(e->rt);
+}
 
 tf_runtime *tf_engine_runtime(const tf_engine *e) { return e->rt; }
