@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "chat/reply.h"
@@ -82,30 +81,9 @@ static void gen_free(struct gen *g)
 static int read_sampling(struct gen *g)
 {
 	tf_sampler_params sp;
-	double temp, top_p, min_p, rep, pres;
-	int64_t top_k, last_n, seed;
-	const tf_conf *c = g->conf;
-	int rc;
-
-	tf_sampler_params_default(&sp);
-	if ((rc = tf_conf_get_float(c, "sampling", "temperature", sp.temperature, &temp)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "top_p", sp.top_p, &top_p)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "min_p", sp.min_p, &min_p)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "repeat_penalty", sp.repeat_penalty, &rep)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "presence_penalty", sp.presence_penalty, &pres)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "top_k", sp.top_k, &top_k)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "repeat_last_n", 64, &last_n)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "seed", 0, &seed)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "max_tokens", 128, &g->max_tokens)))
+	int rc = tf_cli_sampling(g->conf, &sp, &g->max_tokens);
+	if (rc != TF_OK)
 		return rc;
-	sp.temperature = (float)temp;
-	sp.top_p = (float)top_p;
-	sp.min_p = (float)min_p;
-	sp.repeat_penalty = (float)rep;
-	sp.presence_penalty = (float)pres;
-	sp.top_k = (int)top_k;
-	sp.repeat_last_n = (int)last_n;
-	sp.seed = seed < 0 ? (uint64_t)time(NULL) : (uint64_t)seed;
 	/* Ling pads its vocabulary past the tokenizer's ids: never sample a
 	 * padding row, which could not be decoded. */
 	int n = g->vocab;
@@ -137,12 +115,7 @@ static int read_chat(struct gen *g)
 		return rc;
 	g->system = tf_conf_get(g->conf, "chat", "system");
 
-	const tf_model_config *cfg = tf_engine_model(g->e);
-	for (int i = 0; i < cfg->n_eos; i++)
-		if ((rc = tf_stop_add(&g->stops, cfg->eos_token_id[i])) != TF_OK)
-			return rc;
-	snprintf(path, sizeof(path), "%s/generation_config.json", d);
-	if ((rc = tf_stop_add_generation_config(&g->stops, path)) != TF_OK)
+	if ((rc = tf_cli_stop_ids(g->conf, tf_engine_model(g->e), &g->stops)) != TF_OK)
 		return rc;
 	if (g->tok && (rc = tf_stop_add_tokens(&g->stops, tf_chat_template_stops(g->tmpl),
 					       g->tok)) != TF_OK)

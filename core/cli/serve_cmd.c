@@ -18,36 +18,6 @@
 #include "util.h"
 
 /* [sampling] as the defaults a request's fields override. */
-static int read_sampling(serve *s, const tf_conf *c)
-{
-	double temp, top_p, min_p, rep, pres;
-	int64_t top_k, last_n, seed;
-	tf_sampler_params *sp = &s->sp;
-	int rc;
-
-	tf_sampler_params_default(sp);
-	if ((rc = tf_conf_get_float(c, "sampling", "temperature", sp->temperature, &temp)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "top_p", sp->top_p, &top_p)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "min_p", sp->min_p, &min_p)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "repeat_penalty", sp->repeat_penalty, &rep)) ||
-	    (rc = tf_conf_get_float(c, "sampling", "presence_penalty", sp->presence_penalty,
-				    &pres)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "top_k", sp->top_k, &top_k)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "repeat_last_n", 64, &last_n)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "seed", 0, &seed)) ||
-	    (rc = tf_conf_get_int(c, "sampling", "max_tokens", 128, &s->max_tokens)))
-		return rc;
-	sp->temperature = (float)temp;
-	sp->top_p = (float)top_p;
-	sp->min_p = (float)min_p;
-	sp->repeat_penalty = (float)rep;
-	sp->presence_penalty = (float)pres;
-	sp->top_k = (int)top_k;
-	sp->repeat_last_n = (int)last_n;
-	sp->seed = seed < 0 ? (uint64_t)time(NULL) : (uint64_t)seed;
-	return TF_OK;
-}
-
 /* Tokenizer, template and stop ids from the checkpoint folder. */
 static int read_chat(serve *s, const tf_conf *c)
 {
@@ -60,11 +30,7 @@ static int read_chat(serve *s, const tf_conf *c)
 	    (rc = tf_chat_template_from_conf(c, &s->tmpl)) ||
 	    (rc = tf_conf_get_bool(c, "chat", "think", true, &s->think)))
 		return rc;
-	for (int i = 0; i < cfg->n_eos; i++)
-		if ((rc = tf_stop_add(&s->stops, cfg->eos_token_id[i])))
-			return rc;
-	if ((rc = tf_cli_model_file(c, "generation_config.json", path, sizeof(path))) ||
-	    (rc = tf_stop_add_generation_config(&s->stops, path)))
+	if ((rc = tf_cli_stop_ids(c, cfg, &s->stops)))
 		return rc;
 	s->n_vocab = tf_engine_vocab(s->e);
 	if (tf_tok_vocab_size(s->tok) < s->n_vocab)
@@ -154,7 +120,8 @@ int tf_cli_serve(const tf_options *o)
 	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &s.e))
 		return tf_cli_fail(o->ini);
 	const tf_conf *c = tf_runtime_conf(tf_engine_runtime(s.e));
-	if (read_sampling(&s, c) || read_chat(&s, c) || read_server(&s, c, o)) {
+	if (tf_cli_sampling(c, &s.sp, &s.max_tokens) || read_chat(&s, c) ||
+	    read_server(&s, c, o)) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
