@@ -27,13 +27,15 @@ native() {
 	JOBS=$jobs "$root/scripts/build.sh" "$root/build" &&
 		ctest --test-dir "$root/build" -j "$jobs" --output-on-failure --timeout 600
 }
+asan_ctest() {
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		ctest --test-dir "$root/build-asan" --output-on-failure --timeout 900 "$@"
+}
 asan() {
 	cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DTF_WERROR=ON -DTF_SANITIZE=address,undefined >/dev/null &&
 		cmake --build "$root/build-asan" -j "$jobs" &&
-		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-			ctest --test-dir "$root/build-asan" -j "$jobs" --output-on-failure \
-			--timeout 900
+		suite_ctest_lsan asan_ctest -j "$jobs"
 }
 cross() { JOBS=$jobs "$root/scripts/cross-test.sh" "$root/build-aarch64"; }
 fuzz() { "$root/scripts/fuzz.sh" "$secs"; }

@@ -43,4 +43,37 @@ printf '%s\n' "$out" | grep -q 'asan ctest 24 passed 1 failed (failed: model_mak
 printf '%s\n' "$out" | grep -q "aarch64 qemu 0 passed 1 failed (did not configure, build or run: /usr/bin/aarch64-linux-gnu-ld: cannot find crt1.o" ||
 	fail "aarch64 not named with its error: $out"
 [ "$(printf '%s\n' "$out" | tail -n 1)" = "summary: 35 passed, 2 failed" ] || fail "total: $out"
+# LeakSanitizer's tracer crash: the failed test runs again; a pass then
+# counts, a real failure still fails.
+lsan_then() {
+	if [ "$1" = --rerun-failed ]; then
+		echo "100% tests passed, 0 tests failed out of 1"
+		return "$again"
+	fi
+	echo "Tracer caught signal 11: addr=0x130 pc=0x7f4b310e80f0"
+	echo "==1==LeakSanitizer has encountered a fatal error."
+	echo "98% tests passed, 1 tests failed out of 50"
+	return 8
+}
+lsan_suite() { suite_ctest_lsan lsan_then -j 2; }
+suite_names=""
+again=0
+suite_run "asan ctest" lsan_suite >/dev/null
+out=$(suite_summary) || fail "a tracer crash passing on rerun, yet status $?: $out"
+printf '%s\n' "$out" | grep -qx 'suites: asan ctest 50 passed 0 failed' || fail "rerun counts: $out"
+suite_names=""
+again=8
+suite_run "asan ctest" lsan_suite >/dev/null
+out=$(suite_summary) && fail "a rerun that fails again, yet status 0: $out"
+# Any other failure is not run again.
+no_lsan() {
+	[ "$1" = --rerun-failed ] && { touch "$logs/rerun"; return 0; }
+	echo "90% tests passed, 1 tests failed out of 10"
+	return 8
+}
+plain_suite() { suite_ctest_lsan no_lsan -j 2; }
+suite_names=""
+suite_run "asan ctest" plain_suite >/dev/null
+out=$(suite_summary) && fail "a plain failure, yet status 0: $out"
+[ ! -e "$logs/rerun" ] || fail "a plain failure was run again"
 echo "PASS: suites"
