@@ -247,6 +247,16 @@ static void drop_gone(struct sched *sc, bool all)
 	}
 }
 
+static void sched_free(struct sched *sc)
+{
+	free(sc->active);
+	free(sc->tok);
+	free(sc->seq);
+	free(sc->out);
+	free(sc->logits);
+	free(sc);
+}
+
 static void *run(void *arg)
 {
 	struct sched *sc = arg;
@@ -284,12 +294,7 @@ static void *run(void *arg)
 	s->n_queued = 0;
 	pthread_cond_broadcast(&s->progress);
 	pthread_mutex_unlock(&s->lock);
-	free(sc->active);
-	free(sc->tok);
-	free(sc->seq);
-	free(sc->out);
-	free(sc->logits);
-	free(sc);
+	sched_free(sc);
 	return NULL;
 }
 
@@ -314,12 +319,7 @@ int serve_sched_start(serve *s, pthread_t *thread)
 	sc->logits = calloc((size_t)slots * (size_t)sc->vocab, sizeof(float));
 	if (!sc->active || !sc->tok || !sc->seq || !sc->out || !sc->logits ||
 	    pthread_create(thread, NULL, run, sc)) {
-		free(sc->active);
-		free(sc->tok);
-		free(sc->seq);
-		free(sc->out);
-		free(sc->logits);
-		free(sc);
+		sched_free(sc);
 		return tf_diag_set(TF_ERR_NOMEM, "cannot start the scheduler");
 	}
 	return TF_OK;
