@@ -33,31 +33,6 @@ void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const cha
 	return inst;
 }
 
-void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *seed)
-{
-	tf_test_fill_uniform(x, n, scale, seed);
-	if (bf16)
-		for (size_t i = 0; i < n; i++)
-			x[i] = tf_bf16_to_f32(tf_f32_to_bf16(x[i]));
-}
-
-float *attn_bufs_random(attn_bufs *b, size_t n, float scale, bool bf16, uint64_t *seed)
-{
-	cr_assert_lt(b->n, ATTN_BUFS_MAX, "raise ATTN_BUFS_MAX");
-	float *p = malloc(n * sizeof(float));
-	cr_assert(p);
-	attn_fixture_random(p, n, scale, bf16, seed);
-	b->p[b->n++] = p;
-	return p;
-}
-
-void attn_bufs_free(attn_bufs *b)
-{
-	for (int i = 0; i < b->n; i++)
-		free(b->p[i]);
-	b->n = 0;
-}
-
 void *attn_fixture_state(const tf_plugin_attention *p, void *inst, int64_t max_ctx)
 {
 	cr_assert(p->state_new && p->forward_batch, "%s: no ABI 1.5 state slots", p->hdr.name);

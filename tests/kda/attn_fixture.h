@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "attn_bufs.h"
 #include "support/testhost.h"
 #include "tf/attention.h"
 
@@ -20,10 +21,6 @@ const tf_plugin_attention *attn_fixture_plugin(const char *so, const char *layer
 
 void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const char *prefix,
 			int64_t max_ctx);
-
-/* Uniform values in [-scale, scale], rounded through bf16 when asked (what
- * a reference must see of a weight stored as bf16). */
-void attn_fixture_random(float *x, size_t n, float scale, bool bf16, uint64_t *seed);
 
 /* A new empty state of inst for max_ctx tokens (state_free it). */
 void *attn_fixture_state(const tf_plugin_attention *p, void *inst, int64_t max_ctx);
@@ -38,17 +35,6 @@ void attn_fixture_run(const tf_plugin_attention *p, void *inst, void *state, con
  * sequences' rows one after another in x[sum rows, hidden] and y. */
 int attn_fixture_run_batch(const tf_plugin_attention *p, void *inst, void *const *state,
 			   const int64_t *rows, int n_seq, const float *x, int hidden, float *y);
-
-/* The weight arrays of one test case, freed together. */
-#define ATTN_BUFS_MAX 24
-typedef struct attn_bufs {
-	float *p[ATTN_BUFS_MAX];
-	int n;
-} attn_bufs;
-
-/* A new array of n attn_fixture_random values, owned by b. */
-float *attn_bufs_random(attn_bufs *b, size_t n, float scale, bool bf16, uint64_t *seed);
-void attn_bufs_free(attn_bufs *b);
 
 /* A snapshot of state in a new buffer (free()). */
 void *attn_fixture_snapshot(const tf_plugin_attention *p, void *inst, const void *state);

@@ -14,108 +14,13 @@
 #include <string.h>
 
 #include "attn_fixture.h"
-#include "kda_ref.h"
+#include "kda_case.h"
 
-#define PREFIX "model.layers.0.attention"
+#define PREFIX KDA_CASE_PREFIX
 
 static const tf_plugin_attention *kda_plugin(void)
 {
 	return attn_fixture_plugin("kda.so", "kda");
-}
-
-/* A small layer: all tensors as the reference sees them (bf16-rounded). */
-struct kda_case {
-	tf_model_config cfg;
-	kda_ref_weights w;
-	attn_bufs bufs;
-};
-
-/* dt_shift moves sigmoid(exp(A_log) (f + dt_bias)) towards 1 (gate near the
- * lower bound) or 0 (gate near zero).  low_rank: Kimi's f_a/f_b, g_a/g_b.
- * W: the short convolutions' width. */
-static void case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank,
-			    float dt_shift, int W, uint64_t seed)
-{
-	memset(c, 0, sizeof(*c));
-	attn_bufs *b = &c->bufs;
-	const int H = 48, nH = 3, D = 16, P = nH * D;
-	c->cfg = (tf_model_config){
-		.hidden_size = H, .num_attention_heads = nH, .head_dim = D,
-		.short_conv_kernel_size = W, .no_kda_lora = !low_rank,
-		.kda_safe_gate = safe_gate, .kda_lower_bound = -5.0f,
-		.rms_norm_eps = 1e-6f,
-	};
-	kda_ref_weights *w = &c->w;
-	*w = (kda_ref_weights){ .hidden = H, .heads = nH, .dim = D, .width = W,
-				.safe_gate = safe_gate, .lower_bound = -5.0,
-				.eps = 1e-6 };
-	float s = 1.0f / sqrtf((float)H);
-	w->wq = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
-	w->wk = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
-	w->wv = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
-	if (low_rank) {
-		w->rank = D;
-		w->wfa = attn_bufs_random(b, (size_t)D * H, s, true, &seed);
-		w->wfb = attn_bufs_random(b, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
-		w->wga = attn_bufs_random(b, (size_t)D * H, s, true, &seed);
-		w->wgb = attn_bufs_random(b, (size_t)P * D, 1.0f / sqrtf((float)D), true, &seed);
-	} else {
-		w->wf = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
-		w->wg = attn_bufs_random(b, (size_t)P * H, s, true, &seed);
-	}
-	w->wb = attn_bufs_random(b, (size_t)nH * H, 2 * s, true, &seed);
-	w->wo = attn_bufs_random(b, (size_t)H * P, 1.0f / sqrtf((float)P), true, &seed);
-	for (int i = 0; i < 3; i++)
-		w->conv[i] = attn_bufs_random(b, (size_t)P * W, 0.6f, false, &seed);
-	w->A_log = attn_bufs_random(b, (size_t)nH, 0.5f, false, &seed);
-	float *dt = attn_bufs_random(b, (size_t)P, 0.5f, false, &seed);
-	for (int i = 0; i < P; i++)
-		dt[i] += dt_shift;
-	w->dt_bias = dt;
-	float *on = attn_bufs_random(b, (size_t)D, 0.3f, false, &seed);
-	for (int i = 0; i < D; i++)
-		on[i] += 1.0f;
-	w->o_norm = on;
-}
-
-static void case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64_t seed)
-{
-	case_init_gates(c, safe_gate, false, dt_shift, 4, seed);
-}
-
-static void case_free(struct kda_case *c)
-{
-	attn_bufs_free(&c->bufs);
-}
-
-/* The tensors in a host; `skip` (a leaf name) is left out. */
-static tf_testhost *case_host(const struct kda_case *c, const char *skip)
-{
-	const kda_ref_weights *w = &c->w;
-	const int64_t H = w->hidden, nH = w->heads, D = w->dim, P = nH * D;
-	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
-	const tf_test_tensor t[] = {
-		{ "q_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wq },
-		{ "k_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wk },
-		{ "v_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wv },
-		{ "f_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wf },
-		{ "f_a_proj.weight", TF_DTYPE_BF16, 2, { w->rank, H }, w->wfa },
-		{ "f_b_proj.weight", TF_DTYPE_BF16, 2, { P, w->rank }, w->wfb },
-		{ "g_a_proj.weight", TF_DTYPE_BF16, 2, { w->rank, H }, w->wga },
-		{ "g_b_proj.weight", TF_DTYPE_BF16, 2, { P, w->rank }, w->wgb },
-		{ "b_proj.weight", TF_DTYPE_BF16, 2, { nH, H }, w->wb },
-		{ "g_proj.weight", TF_DTYPE_BF16, 2, { P, H }, w->wg },
-		{ "o_proj.weight", TF_DTYPE_BF16, 2, { H, P }, w->wo },
-		{ "q_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[0] },
-		{ "k_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[1] },
-		{ "v_conv1d.weight", TF_DTYPE_F32, 3, { P, 1, w->width }, w->conv[2] },
-		/* Kimi stores A_log as [1, 1, heads, 1] */
-		{ "A_log", TF_DTYPE_F32, w->rank ? 4 : 1, { w->rank ? 1 : nH, 1, nH, 1 }, w->A_log },
-		{ "dt_bias", TF_DTYPE_F32, 1, { P }, w->dt_bias },
-		{ "o_norm.weight", TF_DTYPE_F32, 1, { D }, w->o_norm },
-	};
-	tf_testhost_add_layer(th, PREFIX, t, sizeof(t) / sizeof(t[0]), skip);
-	return th;
 }
 
 /* Prefill, decode and chunked prefills of one sequence against the f64
@@ -125,22 +30,19 @@ static void check_layer(bool safe_gate, bool low_rank, float dt_shift, int width
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init_gates(&c, safe_gate, low_rank, dt_shift, width, seed);
+	kda_case_init_gates(&c, safe_gate, low_rank, dt_shift, width, seed);
 	const int H = c.w.hidden;
 	const int64_t n = 150;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 
 	float *x = malloc((size_t)n * H * sizeof(float));
 	float *y = malloc((size_t)n * H * sizeof(float));
 	float *yd = malloc((size_t)n * H * sizeof(float));
-	double *ref = malloc((size_t)n * H * sizeof(double));
 	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
 
 	kda_ref_state rs;
 	kda_ref_state_init(&rs, &c.w);
-	kda_ref_forward(&c.w, &rs, x, n, ref);
-	for (int64_t i = 0; i < n * H; i++)
-		yd[i] = (float)ref[i];
+	kda_case_reference(&c, &rs, x, n, yd);
 
 	static const int whole[] = { 150 }, decode[] = { 1 }, mixed[] = { 7, 33, 1, 64, 20 },
 			 verify[] = { 3, 5, 2 };
@@ -189,9 +91,8 @@ static void check_layer(bool safe_gate, bool low_rank, float dt_shift, int width
 	free(x);
 	free(y);
 	free(yd);
-	free(ref);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 Test(kda, safe_gate_mid_range_matches_f64) { check_layer(true, false, 0.0f, 4, 11); }
@@ -210,8 +111,8 @@ Test(kda, state_bytes_is_the_snapshot_payload)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 3);
-	tf_testhost *th = case_host(&c, NULL);
+	kda_case_init(&c, true, 0.0f, 3);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 64);
 	void *st = attn_fixture_state(p, inst, 64);
 	int64_t bytes = p->state_bytes(tf_testhost_host(th), 0, 64);
@@ -221,7 +122,7 @@ Test(kda, state_bytes_is_the_snapshot_payload)
 	p->state_free(inst, st);
 	p->layer_fini(inst);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* Run N, snapshot, run M, roll back, run the same M: identical outputs. */
@@ -229,8 +130,8 @@ Test(kda, rollback_replays_identically)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 21);
-	tf_testhost *th = case_host(&c, NULL);
+	kda_case_init(&c, true, 0.0f, 21);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 128);
 	void *st = attn_fixture_state(p, inst, 128);
 	void *snap = attn_fixture_expect_replay(p, inst, st, c.w.hidden, 37, 20, 64);
@@ -249,16 +150,16 @@ Test(kda, rollback_replays_identically)
 	p->state_free(inst, st);
 	p->layer_fini(inst);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 Test(kda, forward_beyond_context_is_a_range_error)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 4);
+	kda_case_init(&c, true, 0.0f, 4);
 	const int H = c.w.hidden;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 8);
 	void *st = attn_fixture_state(p, inst, 8);
 	float x[10 * 48], y[10 * 48];
@@ -273,7 +174,7 @@ Test(kda, forward_beyond_context_is_a_range_error)
 	p->state_free(inst, st);
 	p->layer_fini(inst);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 Test(kda, missing_tensor_is_named)
@@ -281,16 +182,16 @@ Test(kda, missing_tensor_is_named)
 	static const char *const leaves[] = { "A_log", "dt_bias", "k_conv1d.weight",
 					      "o_norm.weight", "g_proj.weight" };
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 5);
+	kda_case_init(&c, true, 0.0f, 5);
 	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
-		tf_testhost *th = case_host(&c, leaves[i]);
+		tf_testhost *th = kda_case_host(&c, leaves[i]);
 		char want[128];
 		size_t stem = strcspn(leaves[i], ".");
 		snprintf(want, sizeof(want), "%s.%.*s", PREFIX, (int)stem, leaves[i]);
 		attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_NOT_FOUND, want);
 		tf_testhost_free(th);
 	}
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* config.json disagrees with the tensors (3 heads of 16): the first
@@ -298,17 +199,17 @@ Test(kda, missing_tensor_is_named)
 Test(kda, config_inconsistent_with_tensors_is_named)
 {
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 6);
+	kda_case_init(&c, true, 0.0f, 6);
 	c.cfg.num_attention_heads = 4;
 	c.cfg.head_dim = 12;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	/* 4 x 12 == 3 x 16: the projections fit, the per-head b_proj does not */
 	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT, PREFIX ".b_proj");
 	tf_testhost_free(th);
 
 	c.cfg.num_attention_heads = 3;
 	c.cfg.head_dim = 20;
-	th = case_host(&c, NULL);
+	th = kda_case_host(&c, NULL);
 	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT, PREFIX ".q_proj");
 	tf_testhost_free(th);
 
@@ -316,19 +217,19 @@ Test(kda, config_inconsistent_with_tensors_is_named)
 	c.cfg.num_attention_heads = 3;
 	c.cfg.head_dim = 16;
 	c.cfg.short_conv_kernel_size = 3;
-	th = case_host(&c, NULL);
+	th = kda_case_host(&c, NULL);
 	attn_fixture_expect_init_error(kda_plugin(), th, PREFIX, TF_ERR_FORMAT, PREFIX ".q_conv1d.weight");
 	cr_expect(strstr(tf_testhost_last_error(th), "[48, 1, 3]"), "%s", tf_testhost_last_error(th));
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* A small tensor in a dtype the plugin cannot widen. */
 Test(kda, wrong_dtype_is_named)
 {
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 7);
-	tf_testhost *th = case_host(&c, "dt_bias");
+	kda_case_init(&c, true, 0.0f, 7);
+	tf_testhost *th = kda_case_host(&c, "dt_bias");
 	const int64_t P = (int64_t)c.w.heads * c.w.dim;
 	int32_t *bad = calloc((size_t)P, sizeof(int32_t));
 	tf_testhost_add_tensor(th, PREFIX ".dt_bias", TF_DTYPE_I32, 1, &P, bad);
@@ -336,7 +237,7 @@ Test(kda, wrong_dtype_is_named)
 				       PREFIX ".dt_bias: dtype I32");
 	free(bad);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* Two layers alive at once share the plugin's activation arena: a large
@@ -346,10 +247,10 @@ Test(kda, layers_interleaved_share_the_arena)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 17);
+	kda_case_init(&c, true, 0.0f, 17);
 	const int H = c.w.hidden, n = 100;
 	uint64_t seed = 9;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *a = attn_fixture_open(p, th, PREFIX, 128), *b = attn_fixture_open(p, th, PREFIX, 128);
 	void *sa = attn_fixture_state(p, a, 128), *sb = attn_fixture_state(p, b, 128);
 	float *x = malloc((size_t)n * H * sizeof(float));
@@ -370,7 +271,7 @@ Test(kda, layers_interleaved_share_the_arena)
 	free(ya);
 	free(yb);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* max |a - b| over max |b|: within fp32 rounding of the same sums. */
@@ -392,11 +293,11 @@ Test(kda, batched_equals_alone)
 	enum { NSEQ = 3 };
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 31);
+	kda_case_init(&c, true, 0.0f, 31);
 	const int H = c.w.hidden;
 	const int64_t len[NSEQ] = { 5, 40, 70 }, one[NSEQ] = { 1, 1, 1 };
 	const int64_t n = 5 + 40 + 70, total = n + NSEQ;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 128);
 	float *x = malloc((size_t)total * H * sizeof(float));
 	float *ya = malloc((size_t)total * H * sizeof(float));
@@ -434,7 +335,7 @@ Test(kda, batched_equals_alone)
 	free(ya);
 	free(yb);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* A copy of a state after a prefix continues exactly as the original. */
@@ -442,9 +343,9 @@ Test(kda, state_copy_forks_identically)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 33);
+	kda_case_init(&c, true, 0.0f, 33);
 	const int H = c.w.hidden, pre = 30, m = 20;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 64), *other = attn_fixture_open(p, th, PREFIX, 64);
 	float *x = malloc((size_t)(pre + m) * H * sizeof(float));
 	float *y1 = malloc((size_t)(pre + m) * H * sizeof(float));
@@ -483,7 +384,7 @@ Test(kda, state_copy_forks_identically)
 	free(y1);
 	free(y2);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }
 
 /* A batch refused (one segment past its context, a state twice, no
@@ -493,9 +394,9 @@ Test(kda, refused_batch_touches_no_state)
 {
 	const tf_plugin_attention *p = kda_plugin();
 	struct kda_case c;
-	case_init(&c, true, 0.0f, 35);
+	kda_case_init(&c, true, 0.0f, 35);
 	const int H = c.w.hidden;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = kda_case_host(&c, NULL);
 	void *inst = attn_fixture_open(p, th, PREFIX, 64);
 	float x[20 * 48], y[20 * 48], yt[48];
 	uint64_t seed = 36;
@@ -527,5 +428,5 @@ Test(kda, refused_batch_touches_no_state)
 	p->state_free(inst, twin);
 	p->layer_fini(inst);
 	tf_testhost_free(th);
-	case_free(&c);
+	kda_case_free(&c);
 }

@@ -23,116 +23,13 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #include <unistd.h>
 
 #include "kda/attn_fixture.h"
-#include "mla_ref.h"
+#include "mla_case.h"
 
-#define PREFIX "model.layers.3.attention"
+#define PREFIX MLA_CASE_PREFIX
 
 static const tf_plugin_attention *mla_plugin(void)
 {
 	return attn_fixture_plugin("mla.so", "mla");
-}
-
-enum { YARN_NONE, YARN_FACTOR_ONLY, YARN_MSCALE };
-
-struct mla_case {
-	tf_model_config cfg;
-	mla_ref_weights w;
-	attn_bufs bufs;
-	const char *kv_cache;           /* [runtime] kv_cache; NULL: the default (bf16) */
-};
-
-/* Norm weights around 1, exact in bf16 (some are stored so). */
-static float *case_norm(struct mla_case *c, int n, uint64_t *seed)
-{
-	float *p = attn_bufs_random(&c->bufs, (size_t)n, 0.3f, false, seed);
-	for (int i = 0; i < n; i++)
-		p[i] = tf_bf16_to_f32(tf_f32_to_bf16(p[i] + 1.0f));
-	return p;
-}
-
-/* hidden 48, 3 heads, rope 8 (q rank 20), nope dn, v dv, kv rank r. */
-static void case_init_dims(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
-			   int dn, int dv, int r, uint64_t seed)
-{
-	memset(c, 0, sizeof(*c));
-	attn_bufs *b = &c->bufs;
-	const int H = 48, nH = 3, dr = 8, rq = q_lora ? 20 : 0;
-	const int dq = dn + dr, gw = head_wise ? nH : nH * dv;
-	c->cfg = (tf_model_config){
-		.hidden_size = H, .num_attention_heads = nH, .q_lora_rank = rq,
-		.kv_lora_rank = r, .qk_nope_head_dim = dn, .qk_rope_head_dim = dr,
-		.v_head_dim = dv, .rope_theta = 10000.0, .rope_interleave = true,
-		.max_position_embeddings = 4096, .gate_head_wise = head_wise,
-		.rms_norm_eps = 1e-6f,
-	};
-	mla_ref_weights *w = &c->w;
-	*w = (mla_ref_weights){ .hidden = H, .heads = nH, .dn = dn, .dr = dr, .dv = dv,
-				.r = r, .rq = rq, .gate_head_wise = head_wise,
-				.interleave = true, .eps = 1e-6, .theta = 10000.0 };
-	if (yarn != YARN_NONE) {
-		/* orig 32 puts the ramp inside the 4 rope pairs: one pair keeps its
-		 * frequency, the rest are interpolated */
-		c->cfg.rope_scaling = (tf_rope_scaling){
-			.kind = TF_ROPE_YARN, .factor = 4.0, .original_max_position_embeddings = 32,
-			.beta_fast = 32, .beta_slow = 1,
-			.mscale = yarn == YARN_MSCALE ? 1.0 : 0.0,
-			.mscale_all_dim = yarn == YARN_MSCALE ? 0.8 : 0.0,
-		};
-		w->factor = 4.0;
-		w->orig_ctx = 32;
-		w->beta_fast = 32;
-		w->beta_slow = 1;
-		w->mscale = c->cfg.rope_scaling.mscale;
-		w->mscale_all_dim = c->cfg.rope_scaling.mscale_all_dim;
-	}
-	float s = 1.0f / sqrtf((float)H);
-	if (q_lora) {
-		w->wqa = attn_bufs_random(b, (size_t)rq * H, s, true, &seed);
-		w->qa_norm = case_norm(c, rq, &seed);
-		w->wqb = attn_bufs_random(b, (size_t)nH * dq * rq, 1.0f / sqrtf((float)rq), true, &seed);
-	} else {
-		w->wq = attn_bufs_random(b, (size_t)nH * dq * H, s, true, &seed);
-	}
-	w->wkva = attn_bufs_random(b, (size_t)(r + dr) * H, s, true, &seed);
-	w->kva_norm = case_norm(c, r, &seed);
-	w->wkvb = attn_bufs_random(b, (size_t)nH * (dn + dv) * r, 2.0f / sqrtf((float)r), true, &seed);
-	w->wg = attn_bufs_random(b, (size_t)gw * H, 2 * s, true, &seed);
-	w->wdense = attn_bufs_random(b, (size_t)H * nH * dv, 1.0f / sqrtf((float)(nH * dv)), true, &seed);
-}
-
-/* nope 16 / v 12, kv rank 24. */
-static void case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn,
-		      uint64_t seed)
-{
-	case_init_dims(c, q_lora, head_wise, yarn, 16, 12, 24, seed);
-}
-
-static void case_free(struct mla_case *c)
-{
-	attn_bufs_free(&c->bufs);
-}
-
-static tf_testhost *case_host(const struct mla_case *c, const char *skip)
-{
-	const mla_ref_weights *w = &c->w;
-	const int64_t H = w->hidden, nH = w->heads, dq = w->dn + w->dr, rq = w->rq;
-	const int64_t gw = w->gate_head_wise ? nH : nH * w->dv;
-	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
-	if (c->kv_cache)
-		tf_testhost_set_conf(th, "runtime", "kv_cache", c->kv_cache);
-	const tf_test_tensor t[] = {
-		{ "q_proj.weight", TF_DTYPE_BF16, 2, { nH * dq, H }, w->wq },
-		{ "q_a_proj.weight", TF_DTYPE_BF16, 2, { rq, H }, w->wqa },
-		{ "q_a_layernorm.weight", TF_DTYPE_BF16, 1, { rq }, w->qa_norm },
-		{ "q_b_proj.weight", TF_DTYPE_BF16, 2, { nH * dq, rq }, w->wqb },
-		{ "kv_a_proj_with_mqa.weight", TF_DTYPE_BF16, 2, { w->r + w->dr, H }, w->wkva },
-		{ "kv_a_layernorm.weight", TF_DTYPE_F32, 1, { w->r }, w->kva_norm },
-		{ "kv_b_proj.weight", TF_DTYPE_BF16, 2, { nH * (w->dn + w->dv), w->r }, w->wkvb },
-		{ "g_proj.weight", TF_DTYPE_BF16, 2, { gw, H }, w->wg },
-		{ "dense.weight", TF_DTYPE_BF16, 2, { H, nH * w->dv }, w->wdense },
-	};
-	tf_testhost_add_layer(th, PREFIX, t, sizeof(t) / sizeof(t[0]), skip);
-	return th;
 }
 
 /* One sequence fed as one prefill, token by token, and in mixed pieces
@@ -148,25 +45,6 @@ static const struct plan {
 	{ whole, 1, "one prefill (naive)" }, { decode, 1, "decode (absorbed)" },
 	{ mixed, 6, "mixed pieces" },
 };
-
-/* The float64 reference layer's output for n tokens x at positions 0.., as float. */
-static void reference(const struct mla_case *c, const float *x, int64_t n, float *yd)
-{
-	const int H = c->w.hidden;
-	double *ref = malloc((size_t)n * H * sizeof(double));
-	int32_t *pos = malloc((size_t)n * sizeof(int32_t));
-	mla_ref_state rs;
-
-	for (int64_t i = 0; i < n; i++)
-		pos[i] = (int32_t)i;
-	mla_ref_state_init(&rs, &c->w, n);
-	mla_ref_forward(&c->w, &rs, x, n, pos, ref);
-	for (int64_t i = 0; i < n * H; i++)
-		yd[i] = (float)ref[i];
-	mla_ref_state_free(&rs);
-	free(ref);
-	free(pos);
-}
 
 static void poison(float *y, size_t n)
 {
@@ -213,19 +91,19 @@ static void check_layer_kv(bool q_lora, bool head_wise, int yarn, int64_t n, uin
 	const tf_plugin_attention *p = mla_plugin();
 	const bool bf16 = !strcmp(kv_cache, "bf16");
 	struct mla_case c;
-	case_init(&c, q_lora, head_wise, yarn, seed);
+	mla_case_init(&c, q_lora, head_wise, yarn, seed);
 	c.kv_cache = kv_cache;
 	const int H = c.w.hidden;
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = mla_case_host(&c, NULL);
 
 	float *x = malloc((size_t)n * H * sizeof(float));
 	float *y = malloc((size_t)n * H * sizeof(float));
 	float *yd = malloc((size_t)n * H * sizeof(float));
 	float *ye = malloc((size_t)n * H * sizeof(float));
 	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
-	reference(&c, x, n, ye);
+	mla_case_reference(&c, x, n, ye);
 	c.w.bf16_cache = bf16;
-	reference(&c, x, n, yd);
+	mla_case_reference(&c, x, n, yd);
 
 	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++) {
 		run_plan(p, th, x, n, H, &plans[k], y);
@@ -244,7 +122,7 @@ static void check_layer_kv(bool q_lora, bool head_wise, int yarn, int64_t n, uin
 	free(yd);
 	free(ye);
 	tf_testhost_free(th);
-	case_free(&c);
+	mla_case_free(&c);
 }
 
 static void check_layer(bool q_lora, bool head_wise, int yarn, int64_t n, uint64_t seed)
@@ -278,11 +156,11 @@ Test(mla, exl3_kv_b_slices_match_naive)
 	const int64_t n = 150;
 	uint64_t seed = 41;
 	struct mla_case c;
-	case_init_dims(&c, false, true, YARN_NONE, 128, 128, 128, seed);
+	mla_case_init_dims(&c, false, true, YARN_NONE, 128, 128, 128, seed);
 	c.kv_cache = "f32";
 	const int H = c.w.hidden;
 	const int64_t out = c.w.heads * (c.w.dn + c.w.dv);
-	tf_testhost *th = case_host(&c, "kv_b_proj.weight");
+	tf_testhost *th = mla_case_host(&c, "kv_b_proj.weight");
 	const tf_host *h = tf_testhost_host(th);
 	tf_lin kvb = { 0 };
 
@@ -297,7 +175,7 @@ Test(mla, exl3_kv_b_slices_match_naive)
 	float *x = malloc(sizeof(float) * n * H), *yn = malloc(sizeof(float) * n * H);
 	float *y = malloc(sizeof(float) * n * H), *yd = malloc(sizeof(float) * n * H);
 	tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &seed);
-	reference(&c, x, n, yd);
+	mla_case_reference(&c, x, n, yd);
 
 	run_plan(p, th, x, n, H, &plans[0], yn);
 	double e = tf_test_rel_err(yn, yd, (size_t)n * H, 1e-3);
@@ -310,7 +188,7 @@ Test(mla, exl3_kv_b_slices_match_naive)
 	}
 	free(wkvb); free(x); free(yn); free(y); free(yd);
 	tf_testhost_free(th);
-	case_free(&c);
+	mla_case_free(&c);
 }
 
 /* One layer of the small case (nope 16, v 12, kv rank 24: lat 32). */
@@ -325,9 +203,9 @@ struct mla_open {
 static void open_layer(struct mla_open *o, uint64_t seed, const char *kv_cache, int64_t max_ctx)
 {
 	o->p = mla_plugin();
-	case_init(&o->c, false, true, YARN_NONE, seed);
+	mla_case_init(&o->c, false, true, YARN_NONE, seed);
 	o->c.kv_cache = kv_cache;
-	o->th = case_host(&o->c, NULL);
+	o->th = mla_case_host(&o->c, NULL);
 	o->inst = attn_fixture_open(o->p, o->th, PREFIX, max_ctx);
 	o->H = o->c.w.hidden;
 }
@@ -336,7 +214,7 @@ static void close_layer(struct mla_open *o)
 {
 	o->p->layer_fini(o->inst);
 	tf_testhost_free(o->th);
-	case_free(&o->c);
+	mla_case_free(&o->c);
 }
 
 /* n random rows of x (free()). */
@@ -355,21 +233,21 @@ Test(mla, state_bytes_is_the_full_paged_cache)
 {
 	const tf_plugin_attention *p = mla_plugin();
 	struct mla_case c;
-	case_init(&c, false, true, YARN_NONE, 3);
-	tf_testhost *th = case_host(&c, NULL);
+	mla_case_init(&c, false, true, YARN_NONE, 3);
+	tf_testhost *th = mla_case_host(&c, NULL);
 	/* 1000 tokens: 4 pages */
 	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1000), 4 * PAGE_BYTES(2));
 	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1024), 4 * PAGE_BYTES(2));
 	tf_testhost_free(th);
 	c.kv_cache = "f32";
-	th = case_host(&c, NULL);
+	th = mla_case_host(&c, NULL);
 	cr_expect_eq(p->state_bytes(tf_testhost_host(th), 3, 1000), 4 * PAGE_BYTES(4));
 	tf_testhost_free(th);
 	c.kv_cache = "f16";
-	th = case_host(&c, NULL);
+	th = mla_case_host(&c, NULL);
 	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_INVALID, "kv_cache");
 	tf_testhost_free(th);
-	case_free(&c);
+	mla_case_free(&c);
 }
 
 /* Run N, snapshot, run M, roll back, run the same M: identical outputs;
@@ -677,23 +555,23 @@ Test(mla, missing_tensor_is_named)
 					      "dense.weight", "g_proj.weight", "q_proj.weight" };
 	const tf_plugin_attention *p = mla_plugin();
 	struct mla_case c;
-	case_init(&c, false, true, YARN_NONE, 5);
+	mla_case_init(&c, false, true, YARN_NONE, 5);
 	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
-		tf_testhost *th = case_host(&c, leaves[i]);
+		tf_testhost *th = mla_case_host(&c, leaves[i]);
 		char want[128];
 		snprintf(want, sizeof(want), "%s.%.*s", PREFIX, (int)strcspn(leaves[i], "."),
 			 leaves[i]);
 		attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_NOT_FOUND, want);
 		tf_testhost_free(th);
 	}
-	case_free(&c);
+	mla_case_free(&c);
 
 	/* q_lora: its norm weight is required */
-	case_init(&c, true, true, YARN_NONE, 5);
-	tf_testhost *th = case_host(&c, "q_a_layernorm.weight");
+	mla_case_init(&c, true, true, YARN_NONE, 5);
+	tf_testhost *th = mla_case_host(&c, "q_a_layernorm.weight");
 	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_NOT_FOUND, PREFIX ".q_a_layernorm");
 	tf_testhost_free(th);
-	case_free(&c);
+	mla_case_free(&c);
 }
 
 /* config.json disagrees with the tensors: the tensor is named. */
@@ -701,22 +579,22 @@ Test(mla, config_inconsistent_with_tensors_is_named)
 {
 	const tf_plugin_attention *p = mla_plugin();
 	struct mla_case c;
-	case_init(&c, false, true, YARN_NONE, 6);
+	mla_case_init(&c, false, true, YARN_NONE, 6);
 	c.cfg.kv_lora_rank = 20;        /* tensors hold 24 */
-	tf_testhost *th = case_host(&c, NULL);
+	tf_testhost *th = mla_case_host(&c, NULL);
 	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_FORMAT, PREFIX ".kv_a_proj_with_mqa");
 	tf_testhost_free(th);
 
 	c.cfg.kv_lora_rank = 24;
 	c.cfg.num_attention_heads = 4;  /* tensors hold 3 heads */
-	th = case_host(&c, NULL);
+	th = mla_case_host(&c, NULL);
 	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_FORMAT, PREFIX ".q_proj");
 	tf_testhost_free(th);
 
 	c.cfg.num_attention_heads = 3;
 	c.cfg.qk_rope_head_dim = 7;     /* odd: no rope pairs */
-	th = case_host(&c, NULL);
+	th = mla_case_host(&c, NULL);
 	attn_fixture_expect_init_error(p, th, PREFIX, TF_ERR_INVALID, "qk_rope_head_dim");
 	tf_testhost_free(th);
-	case_free(&c);
+	mla_case_free(&c);
 }
