@@ -3,10 +3,14 @@
  * model (TF_CONF_MODEL) of the type it serves: a layer of that type when
  * the model has one, else layer 1 given that type by the INI ([model]
  * layer.1.attention), which only a weightless type can open.  There is
- * no reference attention plugin (KDA's and MLA's float64 references are
- * tests/kda and tests/mla), so the cases hold every implementation to the
- * kind's contract (tf/attention.h) on random inputs:
+ * no reference attention plugin: a plugin of a type with a float64
+ * reference in the tree (tests/kda, tests/mla) is checked against it on
+ * a random layer of its own (check_reference; other types are skipped
+ * there), and every implementation is held to the kind's contract
+ * (tf/attention.h) on random inputs:
  *
+ *   reference    a prefill in pieces, then decode steps, against the
+ *                float64 layer (the unit tests' tolerance)
  *   prefill      n tokens at once equal n one-token steps (1e-4)
  *   rollback     snapshot, m tokens, rollback, the same m tokens: the same
  *                bits, and the length back where it was
@@ -24,6 +28,8 @@
 
 #include "conformance.h"
 #include "diag.h"
+#include "kda/kda_case.h"
+#include "mla/mla_case.h"
 #include "runtime.h"
 #include "tf/attention.h"
 #include "tf/backend.h"
@@ -39,8 +45,8 @@ struct layer {
 	void *inst;
 	void *st;                       /* ABI 1.5: the sequence's state; else NULL */
 	int64_t hidden;
-	float *x, *y, *z;               /* backend memory, [N, hidden] */
-	int32_t pos[N];
+	float *x, *y, *z;               /* backend memory, [rows, hidden] */
+	const int32_t *pos;             /* [rows] */
 };
 
 /* One forward_batch of n rows of x from row `from` on st, at positions pos. */
@@ -193,6 +199,148 @@ static void check_layer(struct layer *l, const char *name, int layer, cf_tally *
 		t->skip++;
 }
 
+/*
+ * The reference case: a random layer of the plugin's type, built as the
+ * unit tests build it (tests/kda/kda_case.c, tests/mla/mla_case.c), fed a
+ * prefill in pieces that cross the forms a plugin may switch between (mla:
+ * absorbed under 11 rows, naive above; kda: one chunk and two), then
+ * decode steps; every row against the type's float64 reference.
+ */
+static const int ref_pieces[] = { 9, 70, 21, 1, 1, 1, 1, 1, 1 };
+#define REF_ROWS 106
+
+union ref_case {
+	struct kda_case kda;
+	struct mla_case mla;
+};
+
+static tf_testhost *kda_init(union ref_case *c)
+{
+	kda_case_init(&c->kda, true, 0.0f, 11);
+	return kda_case_host(&c->kda, NULL);
+}
+
+static void kda_reference(const union ref_case *c, const float *x, int64_t n, float *yd)
+{
+	kda_ref_state rs;
+	kda_ref_state_init(&rs, &c->kda.w);
+	kda_case_reference(&c->kda, &rs, x, n, yd);
+	kda_ref_state_free(&rs);
+}
+
+static void kda_fini(union ref_case *c)
+{
+	kda_case_free(&c->kda);
+}
+
+static tf_testhost *mla_init(union ref_case *c)
+{
+	mla_case_init(&c->mla, false, true, YARN_NONE, 31);
+	/* the reference keeps its cache exact; a bf16 one errs by its rounding */
+	c->mla.kv_cache = "f32";
+	return mla_case_host(&c->mla, NULL);
+}
+
+static void mla_reference(const union ref_case *c, const float *x, int64_t n, float *yd)
+{
+	mla_case_reference(&c->mla, x, n, yd);
+}
+
+static void mla_fini(union ref_case *c)
+{
+	mla_case_free(&c->mla);
+}
+
+/* Each layer type with a reference; tol: its unit test's bound on the
+ * relative error (tf_test_rel_err, floor 1e-3). */
+static const struct ref_type {
+	const char *type, *prefix;
+	double tol;
+	tf_testhost *(*init)(union ref_case *c);
+	void (*reference)(const union ref_case *c, const float *x, int64_t n, float *yd);
+	void (*fini)(union ref_case *c);
+} ref_types[] = {
+	{ "kda", KDA_CASE_PREFIX, 2e-5, kda_init, kda_reference, kda_fini },
+	{ "mla", MLA_CASE_PREFIX, 1e-5, mla_init, mla_reference, mla_fini },
+};
+
+/* The pieces of ref_pieces through l: its outputs in host memory yh. */
+static int run_pieces(struct layer *l, float *yh)
+{
+	const tf_backend *be = l->h->backend;
+	const size_t bytes = (size_t)(REF_ROWS * l->hidden) * sizeof(float);
+	int rc = be->upload(l->h->backend_ctx, l->x, yh, bytes);
+	for (int64_t i = 0, r = 0; !rc && i < (int64_t)(sizeof(ref_pieces) / sizeof(int)); i++) {
+		rc = fwd(l, r, ref_pieces[i], l->y + r * l->hidden);
+		r += ref_pieces[i];
+	}
+	if (!rc)
+		rc = be->sync(l->h->backend_ctx);
+	return rc ? rc : be->download(l->h->backend_ctx, yh, l->y, bytes);
+}
+
+static void check_reference(const tf_plugin_attention *a, const char *name, cf_tally *t)
+{
+	const struct ref_type *rt = NULL;
+	for (size_t i = 0; i < sizeof(ref_types) / sizeof(ref_types[0]); i++)
+		if (!strcmp(ref_types[i].type, a->layer_type))
+			rt = &ref_types[i];
+	if (!rt) {
+		printf("  %s: skipped: no float64 reference for layer type \"%s\"\n", name,
+		       a->layer_type);
+		t->skip++;
+		return;
+	}
+	union ref_case c;
+	tf_testhost *th = rt->init(&c);
+	const tf_host *h = tf_testhost_host(th);
+	struct layer l = { .a = a, .h = h, .hidden = h->model->hidden_size };
+	const size_t n = (size_t)(REF_ROWS * l.hidden);
+	float *y = malloc(n * sizeof(float)), *yd = malloc(n * sizeof(float));
+	int32_t pos[REF_ROWS];
+	const char *why = "";
+	uint64_t seed = 78;
+	int rc = TF_ERR_NOMEM;
+
+	for (int i = 0; i < REF_ROWS; i++)
+		pos[i] = i;
+	l.pos = pos;
+	l.x = h->backend->alloc(h->backend_ctx, n * sizeof(float));
+	l.y = h->backend->alloc(h->backend_ctx, n * sizeof(float));
+	if (y && yd && l.x && l.y) {
+		/* y holds the inputs until the outputs replace them */
+		tf_test_fill_uniform(y, n, 1.0f, &seed);
+		rt->reference(&c, y, REF_ROWS, yd);
+		rc = a->hdr.probe(h, &why) > 0 ? TF_OK : TF_ERR_UNSUPPORTED;
+	}
+	if (!rc)
+		rc = a->layer_init(h, 0, rt->prefix, REF_ROWS, &l.inst);
+	if (!rc && a->state_new)
+		rc = a->state_new(l.inst, REF_ROWS, &l.st);
+	if (!rc)
+		rc = run_pieces(&l, y);
+	double err = rc ? INFINITY : tf_test_rel_err(y, yd, n, 1e-3);
+	if (cf_case(t, !rc, name, "%s reference layer: status %d: %s%s", rt->type, rc,
+		    why ? why : "", tf_testhost_last_error(th))) {
+		printf("  %s: %d rows against the float64 %s reference: rel err %.3g\n", name,
+		       REF_ROWS, rt->type, err);
+		cf_case(t, err < rt->tol, name, "%d rows against the float64 %s reference: "
+			"rel err %.3g, over %.0e", REF_ROWS, rt->type, err, rt->tol);
+	}
+	if (l.st)
+		a->state_free(l.inst, l.st);
+	if (l.inst)
+		a->layer_fini(l.inst);
+	if (l.x)
+		h->backend->free(h->backend_ctx, l.x);
+	if (l.y)
+		h->backend->free(h->backend_ctx, l.y);
+	free(y);
+	free(yd);
+	tf_testhost_free(th);
+	rt->fini(&c);
+}
+
 /* The first layer of `type` in rt's model, or -1. */
 static int layer_of(const tf_runtime *rt, const char *type)
 {
@@ -212,6 +360,7 @@ void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const
 	tf_runtime *rt = NULL;
 	int layer;
 
+	check_reference(a, impl->name, t);
 	snprintf(path, sizeof(path), "model.path=%s", TF_CONF_MODEL);
 	snprintf(as, sizeof(as), "model.layer.1.attention=%s", a->layer_type);
 	if (tf_runtime_open(NULL, ov, 1, &rt)) {
@@ -241,12 +390,14 @@ void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const
 	size_t bytes = (size_t)(N * l.hidden) * sizeof(float);
 	float *host = malloc(bytes);
 	uint64_t seed = 77;
+	int32_t pos[N];
+	l.pos = pos;
 	l.x = h->backend->alloc(h->backend_ctx, bytes);
 	l.y = h->backend->alloc(h->backend_ctx, bytes);
 	l.z = h->backend->alloc(h->backend_ctx, bytes);
 	tf_test_fill_uniform(host, (size_t)(N * l.hidden), 1.0f, &seed);
 	for (int i = 0; i < N; i++)
-		l.pos[i] = i;
+		pos[i] = i;
 	int rc = a->state_new ? a->state_new(l.inst, CTX, &l.st) : TF_OK;
 	if (cf_case(t, !rc, impl->name, "layer %d: state_new: %s", layer, tf_diag_msg()) &&
 	    cf_case(t, host && l.x && l.y && l.z &&

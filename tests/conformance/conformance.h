@@ -9,7 +9,8 @@
  *
  * Kinds covered: backend (every op, against cpu-ref), router (against
  * ling-ref), quant (every bit width its quantizer offers, against float64
- * arithmetic on its own weight; quant_cases.c) and attention (the kind's
+ * arithmetic on its own weight; quant_cases.c) and attention (the kda and
+ * mla types against their float64 layers, every type to the kind's
  * contract on the tiny test model; attention_cases.c).
  */
 #ifndef TF_CONFORMANCE_H
