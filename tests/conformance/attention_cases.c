@@ -207,7 +207,7 @@ static void check_layer(struct layer *l, const char *name, int layer, cf_tally *
  * decode steps; every row against the type's float64 reference.
  */
 static const int ref_pieces[] = { 9, 70, 21, 1, 1, 1, 1, 1, 1 };
-#define REF_ROWS 106
+#define REF_ROWS 106    /* their sum */
 
 union ref_case {
 	struct kda_case kda;
@@ -270,10 +270,8 @@ static int run_pieces(struct layer *l, float *yh)
 	const tf_backend *be = l->h->backend;
 	const size_t bytes = (size_t)(REF_ROWS * l->hidden) * sizeof(float);
 	int rc = be->upload(l->h->backend_ctx, l->x, yh, bytes);
-	for (int64_t i = 0, r = 0; !rc && i < (int64_t)(sizeof(ref_pieces) / sizeof(int)); i++) {
+	for (int64_t r = 0, i = 0; !rc && r < REF_ROWS; r += ref_pieces[i++])
 		rc = fwd(l, r, ref_pieces[i], l->y + r * l->hidden);
-		r += ref_pieces[i];
-	}
 	if (!rc)
 		rc = be->sync(l->h->backend_ctx);
 	return rc ? rc : be->download(l->h->backend_ctx, yh, l->y, bytes);
