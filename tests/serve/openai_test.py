@@ -113,6 +113,28 @@ def t_models(srv):
     assert models[0].object == "model"
 
 
+def t_logprobs(srv):
+    """One entry a completion token, streamed or not; at temperature 0 the
+    token is its own likeliest alternative."""
+    r = ask(srv, "In the beginning", max_tokens=12, temperature=0, logprobs=True,
+            top_logprobs=3)
+    ch = r.choices[0]
+    lp = ch.logprobs.content
+    assert len(lp) == r.usage.completion_tokens, (lp, r.usage)
+    for e in lp:
+        alts = [a.logprob for a in e.top_logprobs]
+        assert e.logprob <= 0 and len(alts) == 3 and alts == sorted(alts, reverse=True), e
+        assert alts[0] == e.logprob, e
+        assert e.token.encode() == bytes(e.bytes) or "\ufffd" in e.token, e
+    assert b"".join(bytes(e.bytes) for e in lp).decode() == ch.message.content
+    chunks = ask(srv, "In the beginning", max_tokens=12, temperature=0, logprobs=True,
+                 top_logprobs=3, stream=True)
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs
+                for e in c.choices[0].logprobs.content]
+    assert streamed == lp, (streamed, lp)
+    assert ask(srv, "In the beginning", max_tokens=2).choices[0].logprobs is None
+
+
 def t_errors(srv):
     try:
         client(srv, key="sk-wrong").models.list()
@@ -125,8 +147,13 @@ def t_errors(srv):
     except openai.BadRequestError as e:
         assert e.status_code == 400 and e.param == "max_tokens", (e, e.param)
         assert e.type == "invalid_request_error", e.type
+    try:
+        ask(srv, "x", top_logprobs=2)
+        raise AssertionError("top_logprobs without logprobs was taken")
+    except openai.BadRequestError as e:
+        assert e.param == "top_logprobs", e
 
 
 if __name__ == "__main__":
     run(sys.argv[2], sys.argv[3], sets_of(sys.argv[4:]),
-        [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_errors])
+        [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs, t_errors])
