@@ -314,13 +314,12 @@ SUITES = {
 }
 
 
-def main():
-    tfrun, ini, suite = sys.argv[1:4]
-    sets = [a for i, a in enumerate(sys.argv[4:]) if sys.argv[4:][i - 1] == "--set"]
+def run(tfrun, ini, sets, tests):
+    """Start the server, run tests against it, stop it; exit 1 if one failed."""
     srv = Server(tfrun, ini, sets)
     failed = 0
     try:
-        for t in SUITES[suite]:
+        for t in tests:
             t0 = time.time()
             try:
                 t(srv)
@@ -335,4 +334,10 @@ def main():
     sys.exit(1 if failed else 0)
 
 
-main()
+def sets_of(argv):
+    """The values of the --set options in argv."""
+    return [a for i, a in enumerate(argv) if i and argv[i - 1] == "--set"]
+
+
+if __name__ == "__main__":
+    run(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]), SUITES[sys.argv[3]])

@@ -1,6 +1,7 @@
 /* emit.c - responses as OpenAI writes them: JSON bodies and SSE chunks. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,13 +95,40 @@ static int put(serve *s, serve_req *r, cJSON *o)
 	return rc;
 }
 
+/* The logprob entries gathered so far into c's "logprobs", when asked
+ * for; a chunk that carries no token keeps null, as OpenAI's does. */
+static bool take_logprobs(serve_req *r, cJSON *c)
+{
+	cJSON *lp, *content = r->lp;
+
+	if (!r->logprobs || (r->stream && !content))
+		return true;
+	r->lp = NULL;
+	if (!content)
+		content = cJSON_CreateArray();
+	lp = cJSON_CreateObject();
+	if (!content || !lp || !cJSON_AddItemToObject(lp, "content", content)) {
+		cJSON_Delete(content);
+		cJSON_Delete(lp);
+		return false;
+	}
+	if (!cJSON_AddNullToObject(lp, "refusal") ||
+	    !cJSON_ReplaceItemInObject(c, "logprobs", lp)) {
+		cJSON_Delete(lp);
+		return false;
+	}
+	return true;
+}
+
 /* A chunk whose one choice is filled by the caller: *c, NULL on failure. */
-static cJSON *chunk(const serve *s, const serve_req *r, const char *finish, cJSON **c)
+static cJSON *chunk(const serve *s, serve_req *r, const char *finish, cJSON **c)
 {
 	cJSON *o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion.chunk" :
 			"text_completion");
 
 	*c = o ? choice(o, finish) : NULL;
+	if (*c && !take_logprobs(r, *c))
+		*c = NULL;
 	/* With include_usage every chunk says "usage": null but the last. */
 	if (*c && r->include_usage && !cJSON_AddNullToObject(o, "usage"))
 		*c = NULL;
@@ -114,6 +142,73 @@ static cJSON *add_text(cJSON *o, const char *key, const char *text, size_t len)
 
 	free(t);
 	return v;
+}
+
+/* {"token", "logprob", "bytes"} of token id. */
+static cJSON *lp_entry(const serve *s, int32_t id, double logprob)
+{
+	cJSON *e = cJSON_CreateObject(), *bytes = NULL;
+	tf_bytes text = { 0 };
+	size_t len = 0;
+	const char *p = tf_tok_piece(s->tok, id, &len);
+
+	if (e && p && !tf_tok_decode(s->tok, &id, 1, 0, &text) &&
+	    add_text(e, "token", text.p ? text.p : "", text.len) &&
+	    cJSON_AddNumberToObject(e, "logprob", logprob))
+		bytes = cJSON_AddArrayToObject(e, "bytes");
+	tf_bytes_free(&text);
+	for (size_t i = 0; bytes && i < len; i++) {
+		cJSON *b = cJSON_CreateNumber((unsigned char)p[i]);
+		if (!cJSON_AddItemToArray(bytes, b)) {
+			cJSON_Delete(b);
+			bytes = NULL;
+		}
+	}
+	if (!bytes) {
+		cJSON_Delete(e);
+		return NULL;
+	}
+	return e;
+}
+
+int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row)
+{
+	int32_t top[20];
+	int k = 0, want = r->top_logprobs;
+	float max = row[0];
+	double sum = 0, lse;
+	cJSON *e, *alts;
+
+	for (int i = 1; i < s->n_vocab; i++)
+		max = row[i] > max ? row[i] : max;
+	for (int i = 0; i < s->n_vocab; i++) {
+		sum += exp((double)row[i] - max);
+		/* The `want` likeliest so far, best first: one pass, no sort. */
+		if (want && (k < want || row[i] > row[top[k - 1]])) {
+			int j = k < want ? k++ : k - 1;
+			for (; j > 0 && row[top[j - 1]] < row[i]; j--)
+				top[j] = top[j - 1];
+			top[j] = i;
+		}
+	}
+	/* Of the model's own distribution, before temperature and the cuts. */
+	lse = max + log(sum);
+	if (!r->lp && !(r->lp = cJSON_CreateArray()))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	e = lp_entry(s, t, row[t] - lse);
+	alts = e ? cJSON_AddArrayToObject(e, "top_logprobs") : NULL;
+	for (int i = 0; alts && i < k; i++) {
+		cJSON *a = lp_entry(s, top[i], row[top[i]] - lse);
+		if (!cJSON_AddItemToArray(alts, a)) {
+			cJSON_Delete(a);
+			alts = NULL;
+		}
+	}
+	if (!alts || !cJSON_AddItemToArray(r->lp, e)) {
+		cJSON_Delete(e);
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	}
+	return TF_OK;
 }
 
 int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, size_t len)
@@ -175,11 +270,11 @@ int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call)
 }
 
 /* The whole non-streaming body. */
-static cJSON *body(const serve *s, const serve_req *r)
+static cJSON *body(const serve *s, serve_req *r)
 {
 	cJSON *o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion" : "text_completion");
 	cJSON *c = o ? choice(o, r->finish) : NULL;
-	bool ok = c && add_usage(o, r);
+	bool ok = c && add_usage(o, r) && take_logprobs(r, c);
 
 	if (ok && r->kind == SERVE_COMPLETION) {
 		ok = add_text(c, "text", r->answer.p ? r->answer.p : "", r->answer.len);

@@ -1,5 +1,6 @@
 /* parse.c - request bodies into requests: fields checked, prompt encoded. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,6 +53,7 @@ void serve_req_unref(serve_req *r)
 	tf_bytes_free(&r->reasoning);
 	tf_bytes_free(&r->out);
 	tf_val_unref(r->calls);
+	cJSON_Delete(r->lp);
 	free(r);
 }
 
@@ -165,6 +167,22 @@ static int parse_common(serve *s, const tf_val *body, serve_req *r, serve_err *e
 	return 0;
 }
 
+/* Chat's logprobs and top_logprobs; the second asks for the first, as
+ * OpenAI's does. */
+static int parse_logprobs(const tf_val *body, serve_req *r, serve_err *err)
+{
+	int64_t top = -1;
+
+	if (get_bool(tf_val_dict_get(body, "logprobs"), "logprobs", &r->logprobs, err) ||
+	    get_int(body, "top_logprobs", 0, 20, &top, err))
+		return -1;
+	if (top >= 0 && !r->logprobs)
+		return serve_fail(err, 400, "top_logprobs",
+				  "'top_logprobs' needs 'logprobs': true");
+	r->top_logprobs = top < 0 ? 0 : (int)top;
+	return 0;
+}
+
 /* The body as a JSON object. */
 static int parse_body(const char *body, size_t len, tf_val **out, serve_err *err)
 {
@@ -236,6 +254,8 @@ int serve_parse_chat(serve *s, const char *text, size_t len, serve_req *r, serve
 	}
 	if (!rc)
 		rc = parse_common(s, body, r, err);
+	if (!rc)
+		rc = parse_logprobs(body, r, err);
 	if (!rc)
 		rc = render(s, body, r, err);
 	if (!rc)

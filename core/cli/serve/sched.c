@@ -154,7 +154,9 @@ static bool advance(serve *s, serve_req *r, const float *row)
 		r->n_gen--;             /* OpenAI does not count the end token */
 		return false;
 	}
-	if (tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
+	/* Before its text: the chunk that carries the text carries the entry. */
+	if ((r->logprobs && serve_emit_logprob(s, r, t, row)) ||
+	    tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
 		goto fail;
 	if (r->stopstr.stopped) {
 		r->finish = "stop";

@@ -43,6 +43,8 @@ typedef struct serve_req {
 	/* Set by the connection's thread before the request is queued. */
 	serve_kind kind;
 	bool stream, include_usage;
+	bool logprobs;                  /* chat: each token's logprob ... */
+	int top_logprobs;               /* ... and its likeliest alternatives */
 	tf_sampler_params sp;
 	int64_t max_tokens;
 	tf_tokens prompt;
@@ -65,6 +67,7 @@ typedef struct serve_req {
 	double t_first;                 /* the first token sampled */
 	tf_bytes answer, reasoning;     /* non-streaming: the whole reply */
 	tf_val *calls;
+	struct cJSON *lp;               /* logprob entries no chunk took yet */
 	const char *finish;             /* stop, length, tool_calls */
 
 	/* Under the server lock. */
@@ -136,6 +139,8 @@ void serve_req_unref(serve_req *r);
 /* emit.c: what a request says, into r->out (the lock held). */
 int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, size_t len);
 int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call);
+/* Token t's logprob entry from its row of logits, for the next chunk. */
+int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row);
 int serve_emit_end(serve *s, serve_req *r);
 /* GET /v1/models's body, malloc'd. */
 char *serve_models_json(const serve *s);

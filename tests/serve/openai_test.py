@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""openai_test.py VENV TFRUN INI [--set K=V ...] - tfrun serve with the openai client.
+
+The official `openai` Python package is what most programs reach the server
+with, so its parsing of our replies is tested, not only our JSON.  The
+package is not a Debian one: the first run makes a virtual environment at
+VENV (python3-venv) and pip-installs `openai` from PyPI into it, later runs
+reuse it.  Without the network that first run FAILS, saying so: a skipped
+client test would pass unseen.  The script then runs again under the venv's
+Python and checks the endpoints through the client against ling-nano.
+"""
+import os
+import subprocess
+import sys
+
+
+def venv_python(venv):
+    """VENV's Python, the venv made and openai installed if need be."""
+    py = os.path.join(venv, "bin", "python")
+    if os.path.exists(py) and subprocess.run([py, "-c", "import openai"],
+                                             stderr=subprocess.DEVNULL).returncode == 0:
+        return py
+    if subprocess.run([sys.executable, "-m", "venv", "--clear", venv]).returncode:
+        sys.exit("FAIL: '%s -m venv' failed: is python3-venv installed "
+                 "(scripts/deps.sh)?" % sys.executable)
+    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q",
+           "--timeout", "30", "openai"]
+    if subprocess.run(pip).returncode:
+        sys.exit("FAIL: pip could not install the 'openai' package from PyPI into %s: "
+                 "this test needs the network (https://pypi.org) once" % venv)
+    return py
+
+
+if os.path.realpath(sys.prefix) != os.path.realpath(sys.argv[1]):
+    py = venv_python(sys.argv[1])
+    os.execv(py, [py] + sys.argv)
+
+import openai                                   # noqa: E402 (the venv's)
+from serve_test import KEY, TIMEOUT, run, sets_of   # noqa: E402
+
+MODEL = "ling-nano"
+
+
+def client(srv, key=KEY):
+    return openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % srv.port, api_key=key,
+                         timeout=TIMEOUT, max_retries=0)
+
+
+def ask(srv, content, **kw):
+    return client(srv).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": content}], **kw)
+
+
+def t_chat(srv):
+    r = ask(srv, "In the beginning", max_tokens=16, temperature=0)
+    assert r.object == "chat.completion" and r.model == MODEL, r
+    ch = r.choices[0]
+    assert ch.message.role == "assistant" and ch.message.content, ch
+    assert ch.finish_reason in ("stop", "length"), ch
+    u = r.usage
+    assert 0 < u.completion_tokens <= 16 and u.prompt_tokens > 0, u
+    assert u.total_tokens == u.prompt_tokens + u.completion_tokens, u
+
+
+def t_stream(srv):
+    chunks = list(ask(srv, "And God said", max_tokens=12, temperature=0, stream=True,
+                      stream_options={"include_usage": True}))
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    with_choice = [c for c in chunks if c.choices]
+    text = "".join(c.choices[0].delta.content or "" for c in with_choice)
+    assert with_choice[0].choices[0].delta.role == "assistant"
+    assert with_choice[-1].choices[0].finish_reason in ("stop", "length")
+    last = chunks[-1]
+    assert last.choices == [] and 0 < last.usage.completion_tokens <= 12, last
+    whole = ask(srv, "And God said", max_tokens=12, temperature=0)
+    assert text == whole.choices[0].message.content, (text, whole)
+    assert last.usage == whole.usage, (last.usage, whole.usage)
+
+
+def t_stop(srv):
+    whole = ask(srv, "In the beginning", max_tokens=24, temperature=0).choices[0]
+    text = whole.message.content
+    cut = text[len(text) // 2:len(text) // 2 + 3]
+    assert cut, text
+    r = ask(srv, "In the beginning", max_tokens=24, temperature=0, stop=["\u2603", cut])
+    assert r.choices[0].message.content == text[:text.index(cut)], (r, text, cut)
+    assert r.choices[0].finish_reason == "stop"
+
+
+def t_seed(srv):
+    def once(seed):
+        return ask(srv, "Blessed are", max_tokens=16, temperature=1.0,
+                   seed=seed).choices[0].message.content
+    assert once(7) == once(7)
+    assert len({once(s) for s in range(1, 5)}) > 1
+
+
+def t_completions(srv):
+    c = client(srv)
+    r = c.completions.create(model=MODEL, prompt="In the beginning God", max_tokens=8,
+                             temperature=0)
+    assert r.object == "text_completion" and r.choices[0].text, r
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert 0 < r.usage.completion_tokens <= 8, r.usage
+    parts = c.completions.create(model=MODEL, prompt="In the beginning God", max_tokens=8,
+                                 temperature=0, stream=True)
+    assert "".join(p.choices[0].text for p in parts) == r.choices[0].text
+
+
+def t_models(srv):
+    models = list(client(srv).models.list())
+    assert [m.id for m in models] == [MODEL], models
+    assert models[0].object == "model"
+
+
+def t_logprobs(srv):
+    """One entry a completion token, streamed or not; at temperature 0 the
+    token is its own likeliest alternative."""
+    r = ask(srv, "In the beginning", max_tokens=12, temperature=0, logprobs=True,
+            top_logprobs=3)
+    ch = r.choices[0]
+    lp = ch.logprobs.content
+    assert len(lp) == r.usage.completion_tokens, (lp, r.usage)
+    for e in lp:
+        alts = [a.logprob for a in e.top_logprobs]
+        assert e.logprob <= 0 and len(alts) == 3 and alts == sorted(alts, reverse=True), e
+        assert alts[0] == e.logprob, e
+        assert e.token.encode() == bytes(e.bytes) or "\ufffd" in e.token, e
+    assert b"".join(bytes(e.bytes) for e in lp).decode() == ch.message.content
+    chunks = ask(srv, "In the beginning", max_tokens=12, temperature=0, logprobs=True,
+                 top_logprobs=3, stream=True)
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs
+                for e in c.choices[0].logprobs.content]
+    assert streamed == lp, (streamed, lp)
+    assert ask(srv, "In the beginning", max_tokens=2).choices[0].logprobs is None
+
+
+def t_errors(srv):
+    try:
+        client(srv, key="sk-wrong").models.list()
+        raise AssertionError("a wrong key was let in")
+    except openai.AuthenticationError as e:
+        assert e.status_code == 401, e
+    try:
+        ask(srv, "x", max_tokens=0)
+        raise AssertionError("max_tokens=0 was taken")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400 and e.param == "max_tokens", (e, e.param)
+        assert e.type == "invalid_request_error", e.type
+    try:
+        ask(srv, "x", top_logprobs=2)
+        raise AssertionError("top_logprobs without logprobs was taken")
+    except openai.BadRequestError as e:
+        assert e.param == "top_logprobs", e
+
+
+if __name__ == "__main__":
+    run(sys.argv[2], sys.argv[3], sets_of(sys.argv[4:]),
+        [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs, t_errors])
