@@ -9,11 +9,13 @@
 # is not a Debian package here: CUDA plugins build when nvcc is found (on
 # PATH or in /usr/local/cuda/bin) and are skipped with a message otherwise.
 #
-#     scripts/deps.sh [--train]
+#     scripts/deps.sh [--train] [--fresh-root]
 #
 # --train adds what tools/train and its tests need: PyTorch (large), the KJV
 # text and its reader, OpenBLAS (Debian's torch calls the system BLAS; the
 # reference BLAS is ~5x slower), matplotlib for the loss plot.
+# --fresh-root adds debootstrap, which makes the bare Debian root that
+# tests/README.md's fresh-machine proof runs .ci/run in.
 set -eu
 
 pkgs="build-essential cmake pkg-config git
@@ -23,10 +25,18 @@ pkgs="build-essential cmake pkg-config git
       python3 python3-numpy python3-jinja2 python3-venv
       clang libclang-rt-14-dev llvm
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
-if [ "${1:-}" = --train ]; then
-	pkgs="$pkgs python3-torch python3-matplotlib bible-kjv bible-kjv-text
-	      libopenblas0-pthread"
-fi
+for opt in "$@"; do
+	case $opt in
+	--train)
+		pkgs="$pkgs python3-torch python3-matplotlib bible-kjv bible-kjv-text
+		      libopenblas0-pthread" ;;
+	--fresh-root)
+		pkgs="$pkgs debootstrap" ;;
+	*)
+		echo "usage: scripts/deps.sh [--train] [--fresh-root]" >&2
+		exit 2 ;;
+	esac
+done
 
 missing=""
 for p in $pkgs; do
