@@ -74,6 +74,7 @@ struct tf_engine {
 	 * logits [vocab] and a verify's [max_depth + 1, vocab]. */
 	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
 	float *dhid, *dlog, *vlog;
+	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
 };
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
@@ -93,6 +94,7 @@ void tf_engine_close(tf_engine *e)
 		e->be->free(e->bctx, e->dhid);
 	free(e->dlog);
 	free(e->vlog);
+	free(e->vout);
 	tf_pipeline_free(e->p);
 	tf_runtime_close(e->rt);
 	free(e->seq);
@@ -115,12 +117,14 @@ static int engine_open_mtp(tf_engine *e)
 		return TF_OK;
 	if ((rc = tf_conf_get_int(tf_runtime_conf(e->rt), "mtp", "max_depth", 2, &depth)) != TF_OK)
 		return rc;
-	e->mtp_depth = (int)depth;      /* the INI's range is 1..16 */
+	e->mtp_depth = (int)depth;
 	e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float));
 	e->dlog = malloc((size_t)e->vocab * sizeof(float));
 	e->vlog = malloc((size_t)(e->mtp_depth + 1) * (size_t)e->vocab * sizeof(float));
-	if (!e->dhid || !e->dlog || !e->vlog)
+	e->vout = malloc((size_t)e->mtp_depth + 1);
+	if (!e->dhid || !e->dlog || !e->vlog || !e->vout)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
+	memset(e->vout, 1, (size_t)e->mtp_depth + 1);
 	return TF_OK;
 }
 
@@ -673,8 +677,7 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
 	    (rc = tf_seq_draft(e, s, tokens[0], depth, tokens + 1, NULL)) != TF_OK ||
 	    (rc = tf_seq_snapshot(e, s)) != TF_OK)
 		return rc;
-	static const uint8_t every[17] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
-	const tf_batch b = { .n = depth + 1, .token = tokens, .one_seq = s, .out = every };
+	const tf_batch b = { .n = depth + 1, .token = tokens, .one_seq = s, .out = e->vout };
 	if ((rc = tf_engine_forward(e, &b, e->vlog, NULL)) != TF_OK)
 		return rc;
 	/* Draft i stands where serial decoding would have sampled the same. */
