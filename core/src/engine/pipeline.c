@@ -106,6 +106,14 @@ static int load_norm(tf_pipeline *p, const char *name, float **out)
 	return TF_OK;
 }
 
+/* Layer i's norm "model.layers.<i>.<leaf>". */
+static int load_layer_norm(tf_pipeline *p, int i, const char *leaf, float **out)
+{
+	char name[256];
+	snprintf(name, sizeof(name), "model.layers.%d.%s", i, leaf);
+	return load_norm(p, name, out);
+}
+
 static int init_layer(tf_pipeline *p, int i)
 {
 	struct tf_layer *l = &p->layers[i];
@@ -126,11 +134,8 @@ static int init_layer(tf_pipeline *p, int i)
 		p->first_legacy = i;
 	l->ffn_stage = stage_of(l->ffn->layer_type);
 
-	snprintf(name, sizeof(name), "model.layers.%d.input_layernorm.weight", i);
-	if ((rc = load_norm(p, name, &l->in_norm)) != TF_OK)
-		return rc;
-	snprintf(name, sizeof(name), "model.layers.%d.post_attention_layernorm.weight", i);
-	if ((rc = load_norm(p, name, &l->post_norm)) != TF_OK)
+	if ((rc = load_layer_norm(p, i, "input_layernorm.weight", &l->in_norm)) != TF_OK ||
+	    (rc = load_layer_norm(p, i, "post_attention_layernorm.weight", &l->post_norm)) != TF_OK)
 		return rc;
 
 	snprintf(name, sizeof(name), "model.layers.%d.attention", i);
@@ -154,14 +159,9 @@ static int init_mtp(tf_pipeline *p)
 
 	if ((rc = init_layer(p, L)) != TF_OK)
 		return tf_diag_prefix(rc, "[mtp] enabled");
-	snprintf(name, sizeof(name), "model.layers.%d.enorm.weight", L);
-	if ((rc = load_norm(p, name, &p->enorm)) != TF_OK)
-		return rc;
-	snprintf(name, sizeof(name), "model.layers.%d.hnorm.weight", L);
-	if ((rc = load_norm(p, name, &p->hnorm)) != TF_OK)
-		return rc;
-	snprintf(name, sizeof(name), "model.layers.%d.final_layernorm.weight", L);
-	if ((rc = load_norm(p, name, &p->mtp_norm)) != TF_OK)
+	if ((rc = load_layer_norm(p, L, "enorm.weight", &p->enorm)) != TF_OK ||
+	    (rc = load_layer_norm(p, L, "hnorm.weight", &p->hnorm)) != TF_OK ||
+	    (rc = load_layer_norm(p, L, "final_layernorm.weight", &p->mtp_norm)) != TF_OK)
 		return rc;
 	snprintf(name, sizeof(name), "model.layers.%d.eh_proj", L);
 	if ((rc = p->h->lin_open(p->h, name, 2 * p->hidden, p->hidden, &p->eh_proj)) != TF_OK)
