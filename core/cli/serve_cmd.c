@@ -42,7 +42,7 @@ static int read_chat(serve *s, const tf_conf *c)
 static int read_server(serve *s, const tf_conf *c, const tf_options *o)
 {
 	serve_conf *sc = &s->conf;
-	int64_t port, slots, queue, ctx = tf_engine_context(s->e);
+	int64_t port, slots, queue, cache, ctx = tf_engine_context(s->e);
 	int seqs = tf_engine_max_seqs(s->e);
 	int rc;
 
@@ -56,15 +56,21 @@ static int read_server(serve *s, const tf_conf *c, const tf_options *o)
 	    (rc = tf_conf_get_int(c, "server", "max_tokens", ctx, &sc->max_tokens)) ||
 	    (rc = tf_conf_get_int(c, "server", "max_messages", 256, &sc->max_messages)) ||
 	    (rc = tf_conf_get_int(c, "server", "max_prompt", ctx, &sc->max_prompt)) ||
-	    (rc = tf_conf_get_float(c, "server", "grace", 10, &sc->grace)))
+	    (rc = tf_conf_get_float(c, "server", "grace", 10, &sc->grace)) ||
+	    (rc = tf_conf_get_int(c, "server", "prefix_cache", seqs, &cache)))
 		return rc;
 	sc->port = o->port ? o->port : (int)port;
 	sc->slots = (int)slots;
 	sc->queue = (int)queue;
+	sc->prefix_cache = (int)cache;
 	if (slots > seqs)
 		return tf_diag_set(TF_ERR_INVALID, "[server] slots = %" PRId64 " needs as many "
 				   "sequences: set [runtime] sequences = %" PRId64 " (now %d)",
 				   slots, slots, seqs);
+	/* Kept sequences are idle ones of the same table: no more than it holds. */
+	if (cache > seqs)
+		return tf_diag_set(TF_ERR_INVALID, "[server] prefix_cache = %" PRId64 " keeps "
+				   "more sequences than [runtime] sequences = %d allows", cache, seqs);
 	return TF_OK;
 }
 

@@ -74,7 +74,10 @@ def t_stream(srv):
     assert last.choices == [] and 0 < last.usage.completion_tokens <= 12, last
     whole = ask(srv, "And God said", max_tokens=12, temperature=0)
     assert text == whole.choices[0].message.content, (text, whole)
-    assert last.usage == whole.usage, (last.usage, whole.usage)
+    u, w = last.usage, whole.usage
+    assert (u.prompt_tokens, u.completion_tokens) == (w.prompt_tokens, w.completion_tokens)
+    # The same prompt again starts from the first's kept sequence.
+    assert w.prompt_tokens_details.cached_tokens == w.prompt_tokens - 1, w
 
 
 def t_stop(srv):

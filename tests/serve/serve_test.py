@@ -5,7 +5,8 @@ Starts the server on a free port, runs SUITE against it with the standard
 library's http.client, sends SIGTERM and checks it exits 0.  Every request
 has a timeout, so a hung server fails the test instead of hanging it.
 
-SUITE nano: the OpenAI endpoints, errors, batching, a client that leaves.
+SUITE nano: the OpenAI endpoints, errors, batching, a client that leaves,
+the prefix cache (run it with --set server.prefix_cache=2).
 SUITE tiny: reasoning_content (the ling3 template thinks), 429, SIGTERM.
 """
 import http.client
@@ -30,6 +31,7 @@ def free_port():
 
 class Server:
     def __init__(self, tfrun, ini, sets):
+        self.tfrun, self.ini, self.sets = tfrun, ini, sets
         self.port = free_port()
         args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY]
         for s in sets:
@@ -262,6 +264,66 @@ def t_vanish(srv):
     wait_idle(srv)
 
 
+def metric(srv, name):
+    for line in srv.request("GET", "/metrics")[2].decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no metric " + name)
+
+
+def t_prefix(srv):
+    """A conversation's second turn continues the first's sequence: its
+    usage counts cached tokens, its reply is the one a server without the
+    cache gives, token for token."""
+    first = [{"role": "user", "content": "Remember the sabbath day"}]
+    body = {"model": "x", "messages": first, "max_tokens": 20, "temperature": 0}
+    text, r = content_of(srv, body)
+    assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, r["usage"]
+    n_first = r["usage"]["prompt_tokens"]
+    before = metric(srv, "tf_prompt_tokens_cached_total")
+    second = dict(body, messages=first + [{"role": "assistant", "content": text},
+                                          {"role": "user", "content": "to keep it holy"}],
+                  logprobs=True)
+    text2, r2 = content_of(srv, second)
+    cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+    # The first turn's prompt and reply: more than its prompt.
+    assert n_first < cached < r2["usage"]["prompt_tokens"], (n_first, r2["usage"])
+    assert metric(srv, "tf_prompt_tokens_cached_total") == before + cached
+    # The same request again rolls back to its prompt's snapshot.
+    text3, r3 = content_of(srv, second)
+    assert r3["usage"]["prompt_tokens_details"]["cached_tokens"] == \
+        r3["usage"]["prompt_tokens"] - 1, r3["usage"]
+    assert text3 == text2, (text3, text2)
+    # A fresh server that keeps nothing runs the whole prompt.
+    fresh = Server(srv.tfrun, srv.ini, srv.sets + ["server.prefix_cache=0"])
+    try:
+        text4, r4 = content_of(fresh, second)
+        assert metric(fresh, "tf_prefix_cache_sequences") == 0
+    finally:
+        fresh.stop()
+    assert r4["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, r4["usage"]
+    ids = [[t["token"] for t in x["choices"][0]["logprobs"]["content"]] for x in (r2, r4)]
+    assert ids[0] == ids[1] and text2 == text4, (ids, text2, text4)
+
+
+def t_prefix_bound(srv):
+    """Distinct prompts, one at a time and together: the cache never keeps
+    more sequences than [server] prefix_cache, and keeps that many."""
+    cap = int([x for x in srv.sets if x.startswith("server.prefix_cache=")][-1].split("=")[1])
+    for i in range(cap + 3):
+        content_of(srv, chat("Psalm %d" % i, max_tokens=4, temperature=0))
+        assert metric(srv, "tf_prefix_cache_sequences") <= cap
+    threads = [threading.Thread(target=content_of, args=(srv, chat("Verse %d" % i,
+                                                                  max_tokens=12)))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        assert metric(srv, "tf_prefix_cache_sequences") <= cap
+        time.sleep(0.02)
+    assert metric(srv, "tf_prefix_cache_sequences") == cap
+
+
 # --- tiny ---
 
 def t_reasoning(srv):
@@ -309,7 +371,7 @@ def t_sigterm(srv):
 
 SUITES = {
     "nano": [t_chat, t_stream, t_completions, t_models_health_metrics, t_seed, t_stop,
-             t_concurrent, t_errors, t_vanish],
+             t_concurrent, t_errors, t_vanish, t_prefix, t_prefix_bound],
     "tiny": [t_reasoning, t_queue_full, t_sigterm],
 }
 

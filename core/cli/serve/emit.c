@@ -65,13 +65,17 @@ static cJSON *choice(cJSON *o, const char *finish)
 	return NULL;
 }
 
+/* With prompt_tokens_details.cached_tokens: the prompt tokens a kept
+ * sequence spared, as OpenAI counts its own prompt caching. */
 static bool add_usage(cJSON *o, const serve_req *r)
 {
-	cJSON *u = cJSON_AddObjectToObject(o, "usage");
+	cJSON *u = cJSON_AddObjectToObject(o, "usage"), *d;
 
 	return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt.n) &&
 	       cJSON_AddNumberToObject(u, "completion_tokens", (double)r->n_gen) &&
-	       cJSON_AddNumberToObject(u, "total_tokens", (double)r->prompt.n + (double)r->n_gen);
+	       cJSON_AddNumberToObject(u, "total_tokens", (double)r->prompt.n + (double)r->n_gen) &&
+	       (d = cJSON_AddObjectToObject(u, "prompt_tokens_details")) &&
+	       cJSON_AddNumberToObject(d, "cached_tokens", (double)r->cached);
 }
 
 /* o (consumed) into r->out: a "data: " line when streaming, else the body;

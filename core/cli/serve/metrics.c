@@ -21,6 +21,12 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_prompt_tokens_total Prompt tokens of queued requests.\n"
 		     "# TYPE tf_prompt_tokens_total counter\n"
 		     "tf_prompt_tokens_total %llu\n"
+		     "# HELP tf_prompt_tokens_cached_total Prompt tokens taken from a kept sequence, not run again.\n"
+		     "# TYPE tf_prompt_tokens_cached_total counter\n"
+		     "tf_prompt_tokens_cached_total %llu\n"
+		     "# HELP tf_prefix_cache_sequences Finished sequences kept for prompts that continue them.\n"
+		     "# TYPE tf_prefix_cache_sequences gauge\n"
+		     "tf_prefix_cache_sequences %d\n"
 		     "# HELP tf_generation_tokens_total Tokens sampled.\n"
 		     "# TYPE tf_generation_tokens_total counter\n"
 		     "tf_generation_tokens_total %llu\n"
@@ -44,7 +50,8 @@ char *serve_metrics_text(const serve *s)
 		     "# TYPE tf_uptime_seconds gauge\n"
 		     "tf_uptime_seconds %.3f\n",
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
-		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
+		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->cached_tokens,
+		     m->cached_seqs, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)
 		return NULL;
