@@ -8,6 +8,7 @@ has a timeout, so a hung server fails the test instead of hanging it.
 SUITE nano: the OpenAI endpoints, errors, batching, a client that leaves,
 the prefix cache (run it with --set server.prefix_cache=2).
 SUITE tiny: reasoning_content (the ling3 template thinks), 429, SIGTERM.
+SUITE loading: the server listens while the engine opens, answering 503.
 """
 import http.client
 import json
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -30,13 +32,15 @@ def free_port():
 
 
 class Server:
-    def __init__(self, tfrun, ini, sets):
+    def __init__(self, tfrun, ini, sets, wait=True):
         self.tfrun, self.ini, self.sets = tfrun, ini, sets
         self.port = free_port()
         args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY]
         for s in sets:
             args += ["--set", s]
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        if not wait:
+            return
         deadline = time.time() + TIMEOUT
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -369,6 +373,50 @@ def t_sigterm(srv):
     assert text.endswith("data: [DONE]\n\n"), text[-200:]
 
 
+# --- loading ---
+
+def t_loading(tfrun, ini, sets):
+    """A model folder whose config.json is a FIFO holds the engine's open
+    until the test writes to it: meanwhile /health says loading and the
+    API answers 503 in OpenAI's shape.  What the FIFO then gives is no
+    regular file: the open fails, the server says why and exits 1."""
+    src = os.path.join(os.path.dirname(os.path.abspath(ini)), "..", "models", "ling-nano")
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in os.listdir(src):
+            if f != "config.json":
+                os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(tmp, f))
+        fifo = os.path.join(tmp, "config.json")
+        os.mkfifo(fifo)
+        srv = Server(tfrun, ini, sets + ["model.path=" + tmp], wait=False)
+        try:
+            deadline = time.time() + TIMEOUT
+            while True:
+                assert srv.proc.poll() is None, srv.proc.stderr.read()
+                try:
+                    status, r = srv.json("GET", "/health", auth=False)
+                    break
+                except OSError:
+                    assert time.time() < deadline, "the server did not listen"
+                    time.sleep(0.05)
+            assert status == 503 and r == {"status": "loading"}, (status, r)
+            check_error(srv, 503, "GET", "/v1/models")
+            check_error(srv, 503, "POST", "/v1/chat/completions", chat("x"))
+            check_error(srv, 401, "GET", "/v1/models", auth=False)
+            status, r = srv.json("POST", "/v1/completions", {"prompt": "x"})
+            assert r["error"]["type"] == "service_unavailable", r
+            try:
+                with open(fifo, "w") as f:
+                    f.write("{}")
+            except BrokenPipeError:
+                pass                    # the server closed it, unread
+            rc = srv.proc.wait(timeout=TIMEOUT)
+            err = srv.proc.stderr.read()
+            assert rc == 1 and "config.json: not a regular file" in err, (rc, err)
+        finally:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+
+
 SUITES = {
     "nano": [t_chat, t_stream, t_completions, t_models_health_metrics, t_seed, t_stop,
              t_concurrent, t_errors, t_vanish, t_prefix, t_prefix_bound],
@@ -402,4 +450,8 @@ def sets_of(argv):
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]), SUITES[sys.argv[3]])
+    if sys.argv[3] == "loading":
+        t_loading(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]))
+        print("ok   t_loading")
+    else:
+        run(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]), SUITES[sys.argv[3]])
