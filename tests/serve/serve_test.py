@@ -239,6 +239,8 @@ def t_errors(srv):
     check_error(srv, 400, "POST", "/v1/chat/completions",
                 {"messages": [{"role": "wizard", "content": "x"}]})
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": 3})
+    check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": True})
+    check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": 21})
     check_error(srv, 413, "POST", "/v1/chat/completions", chat("x" * 70000))
     check_error(srv, 404, "GET", "/v1/nothing")
     check_error(srv, 404, "POST", "/v1/models")

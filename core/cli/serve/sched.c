@@ -192,6 +192,8 @@ static bool advance(serve *s, serve_req *r, const float *row)
 	if ((r->logprobs && serve_emit_logprob(s, r, t, row)) ||
 	    tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
 		goto fail;
+	for (size_t i = 0; i < len; i++)        /* UTF-8: count all but continuations */
+		r->n_chars += ((unsigned char)text[i] & 0xc0) != 0x80;
 	if (r->stopstr.stopped) {
 		r->finish = "stop";
 		return false;

@@ -44,7 +44,7 @@ typedef struct serve_req {
 	/* Set by the connection's thread before the request is queued. */
 	serve_kind kind;
 	bool stream, include_usage;
-	bool logprobs;                  /* chat: each token's logprob ... */
+	bool logprobs;                  /* each token's logprob ... */
 	int top_logprobs;               /* ... and its likeliest alternatives */
 	tf_sampler_params sp;
 	int64_t max_tokens;
@@ -66,6 +66,7 @@ typedef struct serve_req {
 	tf_detok dt;
 	tf_reply rp;
 	int64_t n_gen;
+	int64_t n_chars;                /* characters the detokenizer gave */
 	int64_t n_chunks;               /* SSE chunks written */
 	double t_first;                 /* the first token sampled */
 	tf_bytes answer, reasoning;     /* non-streaming: the whole reply */
