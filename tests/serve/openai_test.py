@@ -9,6 +9,8 @@ reuse it.  Without the network that first run FAILS, saying so: a skipped
 client test would pass unseen.  The script then runs again under the venv's
 Python and checks the endpoints through the client against ling-nano.
 """
+import contextlib
+import io
 import math
 import os
 import subprocess
@@ -163,6 +165,23 @@ def t_completion_logprobs(srv):
     assert c.completions.create(**kw).choices[0].logprobs is None
 
 
+def t_readme(srv):
+    """README.md's openai snippet, as printed there, against this server."""
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    text = open(readme, encoding="utf-8").read()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "127.0.0.1:8080" in code and "sk-local" in code, code
+    code = code.replace("127.0.0.1:8080", "127.0.0.1:%d" % srv.port).replace("sk-local", KEY)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, readme, "exec"), {})
+    # What it printed is what the same requests get (the INI's seed).
+    one = ask(srv, "In the beginning", max_tokens=24)
+    two = ask(srv, "And God said", max_tokens=24).choices[0].message.content
+    want = "%s %d\n%s" % (one.choices[0].message.content, one.usage.completion_tokens, two)
+    assert out.getvalue() == want and two, (out.getvalue(), want)
+
+
 def t_errors(srv):
     try:
         client(srv, key="sk-wrong").models.list()
@@ -185,4 +204,4 @@ def t_errors(srv):
 if __name__ == "__main__":
     run(sys.argv[2], sys.argv[3], sets_of(sys.argv[4:]),
         [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs,
-         t_completion_logprobs, t_errors])
+         t_completion_logprobs, t_readme, t_errors])
