@@ -33,6 +33,9 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_steps_total Batched forward steps; tokens over steps is the batch.\n"
 		     "# TYPE tf_steps_total counter\n"
 		     "tf_steps_total %llu\n"
+		     "# HELP tf_step_seconds_total Seconds in steps: the forward, sampling, the replies' text.\n"
+		     "# TYPE tf_step_seconds_total counter\n"
+		     "tf_step_seconds_total %.6f\n"
 		     "# HELP tf_queue_depth Requests waiting for a slot.\n"
 		     "# TYPE tf_queue_depth gauge\n"
 		     "tf_queue_depth %d\n"
@@ -52,6 +55,7 @@ char *serve_metrics_text(const serve *s)
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
 		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->cached_tokens,
 		     m->cached_seqs, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
+		     m->step_seconds,
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)
 		return NULL;
