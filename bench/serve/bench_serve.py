@@ -10,7 +10,11 @@ load falls on both alike:
           completion tokens over the time from the first content chunk to
           the one that ends the reply, as the client sees it (tfrun's decode
           tok/s is generated tokens over the time from the first to the last).
-The two must give the same text.  `outside steps` is the share of that
+The two must give the same text.  Each round also times the second turn of
+a conversation (the first turn's prompt and reply, then a new user
+message) to first token, on that server and on one with the prefix cache
+on (the INI's [server] prefix_cache, by default on), which runs only the
+new tokens.  `outside steps` is the share of that
 request's wall time (send to last byte) the server's scheduler spent out of
 its steps (tf_step_seconds_total): HTTP, parsing, queueing, waking; a
 share that machine load does not inflate the way it does the tok/s.  Then, in each of S sweeps after the
@@ -49,9 +53,10 @@ def tfrun_alone(a):
     return json.loads(out)
 
 
-def streamed(srv, max_tokens):
+def streamed(srv, max_tokens, messages=None):
     """One streamed chat request: its text, usage and timings (seconds)."""
-    body = {"model": "x", "messages": [{"role": "user", "content": PROMPT}],
+    messages = messages or [{"role": "user", "content": PROMPT}]
+    body = {"model": "x", "messages": messages,
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     c = srv.conn()
@@ -77,6 +82,18 @@ def streamed(srv, max_tokens):
     c.close()
     return {"text": text, "usage": usage, "ttft": first - t0, "first": first, "last": last,
             "wall": time.monotonic() - t0}
+
+
+def second_turn(srv, max_tokens, i):
+    """Conversation i's second turn: its TTFT, prompt and cached tokens."""
+    first = [{"role": "user", "content": "%s (%d)" % (PROMPT, i)}]
+    one = streamed(srv, max_tokens, first)
+    two = streamed(srv, max_tokens, first + [
+        {"role": "assistant", "content": one["text"]},
+        {"role": "user", "content": "And the earth was without form, and void."}])
+    u = two["usage"]
+    return {"ttft": two["ttft"], "prompt": u["prompt_tokens"],
+            "cached": u["prompt_tokens_details"]["cached_tokens"]}
 
 
 def level(srv, conc, reqs, max_tokens):
@@ -120,8 +137,9 @@ def main():
     conc = [int(x) for x in a.conc.split(",")]
     rounds, sweep = [], {c: [] for c in conc}
     srv = Server(a.tfrun, a.ini, a.set + ["server.prefix_cache=0"])
+    kept = Server(a.tfrun, a.ini, a.set)
     try:
-        for _ in range(a.rounds):
+        for i in range(a.rounds):
             alone = tfrun_alone(a)
             busy = metric(srv, "tf_step_seconds_total")
             one = streamed(srv, a.tokens)
@@ -132,7 +150,10 @@ def main():
             served = n / (one["last"] - one["first"])
             rounds.append({"tfrun": alone["decode_tps"], "serve": served,
                            "ratio": served / alone["decode_tps"], "ttft": one["ttft"],
-                           "outside": 1 - busy / one["wall"]})
+                           "outside": 1 - busy / one["wall"],
+                           "cold": second_turn(srv, a.tokens, i),
+                           "kept": second_turn(kept, a.tokens, i)})
+        kept.stop()
         srv.stop()
         srv = Server(a.tfrun, a.ini, a.set + ["runtime.sequences=%d" % max(conc),
                                               "server.prefix_cache=0"])
@@ -141,8 +162,9 @@ def main():
                 sweep[c].append(level(srv, c, a.reqs, a.tokens))
         srv.stop()
     finally:
-        if srv.proc.poll() is None:
-            srv.proc.kill()
+        for x in (srv, kept):
+            if x.proc.poll() is None:
+                x.proc.kill()
 
     med = statistics.median
     res = {
@@ -154,6 +176,9 @@ def main():
         "serve_vs_tfrun": med(r["ratio"] for r in rounds),
         "ratios": [round(r["ratio"], 3) for r in rounds],
         "outside_steps": med(r["outside"] for r in rounds),
+        "turn2": {k: {"ttft_ms": 1e3 * med(r[k]["ttft"] for r in rounds),
+                      "prompt_tokens": rounds[0][k]["prompt"],
+                      "cached_tokens": rounds[0][k]["cached"]} for k in ("cold", "kept")},
         "levels": [{"conc": c,
                     "req_s": med(x["req_s"] for x in sweep[c]),
                     "tok_s": med(x["tok_s"] for x in sweep[c]),
@@ -169,6 +194,11 @@ def main():
               a.tokens, a.rounds, res["tfrun_decode_tok_s"], res["serve_decode_tok_s"],
               res["serve_vs_tfrun"], ", ".join("%.3f" % x for x in res["ratios"]),
               100 * res["outside_steps"]))
+    t = res["turn2"]
+    print("second turn to first token: %.1f ms without the prefix cache, %.1f ms with it "
+          "(%d prompt tokens, %d of them cached)" % (
+              t["cold"]["ttft_ms"], t["kept"]["ttft_ms"], t["kept"]["prompt_tokens"],
+              t["kept"]["cached_tokens"]))
     print()
     print("| conc | req/s | gen tok/s | vs conc 1 | TTFT p50 ms | TTFT p99 ms | requests |")
     print("| ---: | ----: | --------: | --------: | ----------: | ----------: | -------: |")

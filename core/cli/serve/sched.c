@@ -139,10 +139,12 @@ static void mark_prompt(struct sched *sc, serve_req *r)
 {
 	if (!wants_mark(sc, r) || r->fed != (int64_t)r->prompt.n - 1)
 		return;
-	if (tf_seq_snapshot(sc->s->e, r->sid))
+	if (tf_seq_snapshot(sc->s->e, r->sid)) {
 		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
-	else
+		r->mark = -1;           /* a failed snapshot drops the one before */
+	} else {
 		r->mark = r->fed;
+	}
 }
 
 /* r's sequence (a kept one it continues, or new), sampler and stream
