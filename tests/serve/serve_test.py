@@ -110,6 +110,7 @@ def check_error(srv, status, method, path, body=None, **kw):
     e = json.loads(data)["error"]
     assert isinstance(e["message"], str) and e["message"], e
     assert set(e) == {"message", "type", "param", "code"}, e
+    return e
 
 
 def wait_idle(srv):
@@ -232,6 +233,12 @@ def t_errors(srv):
     check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", n=2))
     check_error(srv, 400, "POST", "/v1/chat/completions",
                 {"messages": [{"role": "wizard", "content": "x"}]})
+    e = check_error(srv, 400, "POST", "/v1/chat/completions", {"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "f", "arguments": "{not json"}}]},
+        {"role": "user", "content": "y"}]})
+    assert "tool_calls[0].function.arguments" in e["message"], e
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": 3})
     check_error(srv, 413, "POST", "/v1/chat/completions", chat("x" * 70000))
     check_error(srv, 404, "GET", "/v1/nothing")
