@@ -1,0 +1,71 @@
+/*
+ * delta_tile.cuh - how the KDA delta kernels spread one head's K x V state
+ * over a block, shared by delta_recurrent.cu and delta_chunked.cu.
+ *
+ * The block has R x V threads, R = ceil(K / KDA_TILE_ROWS).  Thread t owns
+ * column j = t % V of S, rows [r * KDA_TILE_ROWS, ...) with r = t / V, in
+ * registers for the whole launch.  Every product the delta rule takes
+ * against S is then a sum over rows within one column: each thread sums
+ * its rows, and the R partial sums of a column are combined in shared
+ * memory in a fixed order, so results do not depend on the schedule.
+ */
+#ifndef TF_KDA_DELTA_TILE_CUH
+#define TF_KDA_DELTA_TILE_CUH
+
+#include "kda_cuda.h"
+#include "tf_launch.h"        /* the device model, under the harness */
+
+#define KDA_TILE_ROWS 32
+#define KDA_TILE_GROUPS ((KDA_CUDA_MAX_DIM + KDA_TILE_ROWS - 1) / KDA_TILE_ROWS)
+#define KDA_TILE_THREADS (KDA_TILE_GROUPS * KDA_CUDA_MAX_DIM)
+
+struct kda_tile {
+	int j, r, groups;       /* column, row group, groups in the block */
+	int i0, rows;           /* first row and rows owned (0 past K) */
+};
+
+static inline int kda_tile_groups(int K) { return (K + KDA_TILE_ROWS - 1) / KDA_TILE_ROWS; }
+
+__device__ static inline kda_tile kda_tile_of(int K, int V)
+{
+	kda_tile t;
+	t.j = threadIdx.x % V;
+	t.r = threadIdx.x / V;
+	t.groups = blockDim.x / V;
+	t.i0 = t.r * KDA_TILE_ROWS;
+	t.rows = K - t.i0 < KDA_TILE_ROWS ? K - t.i0 : KDA_TILE_ROWS;
+	return t;
+}
+
+/* The loops over a thread's rows run to the constant KDA_TILE_ROWS, so
+ * s[] stays in registers. */
+__device__ static inline void kda_tile_load(float s[KDA_TILE_ROWS], const float *S, kda_tile t,
+					    int V)
+{
+#pragma unroll
+	for (int m = 0; m < KDA_TILE_ROWS; m++)
+		s[m] = m < t.rows ? S[(int64_t)(t.i0 + m) * V + t.j] : 0.0f;
+}
+
+__device__ static inline void kda_tile_store(float *S, const float s[KDA_TILE_ROWS], kda_tile t,
+					     int V)
+{
+#pragma unroll
+	for (int m = 0; m < KDA_TILE_ROWS; m++)
+		if (m < t.rows)
+			S[(int64_t)(t.i0 + m) * V + t.j] = s[m];
+}
+
+/* sum over the thread's rows i of x[i] S[i][j]; x is K floats. */
+__device__ static inline float kda_tile_dot(const float *x, const float s[KDA_TILE_ROWS],
+					    kda_tile t)
+{
+	float acc = 0.0f;
+#pragma unroll
+	for (int m = 0; m < KDA_TILE_ROWS; m++)
+		if (m < t.rows)
+			acc += x[t.i0 + m] * s[m];
+	return acc;
+}
+
+#endif /* TF_KDA_DELTA_TILE_CUH */
