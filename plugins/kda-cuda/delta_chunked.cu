@@ -165,24 +165,21 @@ __global__ static void __launch_bounds__(KDA_TILE_THREADS)
 delta_chunked_kernel(tf_kda_cuda_io io, const tf_kda_cuda_seg *segs, int K, int V)
 {
 	__shared__ kda_chunk_smem w;
-	const tf_kda_cuda_seg sg = segs[blockIdx.y];
-	const int h = blockIdx.x;
-	const kda_tile t = kda_tile_of(K, V);
-	float *S = sg.S + (int64_t)h * K * V;
+	const kda_block b = kda_block_of(segs, K, V);
 	float s[KDA_TILE_ROWS];
 
-	kda_tile_load(s, S, t, V);
-	for (int64_t c0 = 0; c0 < sg.n; c0 += KDA_CUDA_CHUNK) {
-		const int64_t row = sg.row0 + c0, rk = row * io.ldk + (int64_t)h * K;
-		const int64_t rv = row * io.ldv + (int64_t)h * V;
+	kda_tile_load(s, b.S, b.t, V);
+	for (int64_t c0 = 0; c0 < b.sg.n; c0 += KDA_CUDA_CHUNK) {
+		const int64_t row = b.sg.row0 + c0, rk = row * io.ldk + (int64_t)b.h * K;
+		const int64_t rv = row * io.ldv + (int64_t)b.h * V;
 		const kda_chunk_rows c = {
-			io.q + rk, io.k + rk, io.g + rk, io.v + rv, io.beta + row * io.ldb + h,
+			io.q + rk, io.k + rk, io.g + rk, io.v + rv, io.beta + row * io.ldb + b.h,
 			io.o + rv, io.ldk, io.ldv, io.ldb,
 		};
-		const int L = sg.n - c0 < KDA_CUDA_CHUNK ? (int)(sg.n - c0) : KDA_CUDA_CHUNK;
-		delta_chunk(w, c, s, t, K, L);
+		const int L = b.sg.n - c0 < KDA_CUDA_CHUNK ? (int)(b.sg.n - c0) : KDA_CUDA_CHUNK;
+		delta_chunk(w, c, s, b.t, K, L);
 	}
-	kda_tile_store(S, s, t, V);
+	kda_tile_store(b.S, s, b.t, V);
 }
 
 extern "C" int tf_kda_cuda_chunked(cudaStream_t stream, const tf_kda_cuda_io *io,

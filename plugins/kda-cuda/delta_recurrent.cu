@@ -16,15 +16,14 @@ delta_recurrent_kernel(tf_kda_cuda_io io, const tf_kda_cuda_seg *segs, int K, in
 {
 	__shared__ float sq[KDA_CUDA_MAX_DIM], sk[KDA_CUDA_MAX_DIM], sa[KDA_CUDA_MAX_DIM];
 	__shared__ float part_k[KDA_TILE_THREADS], part_q[KDA_TILE_THREADS];
-	const tf_kda_cuda_seg sg = segs[blockIdx.y];
-	const int h = blockIdx.x;
-	const kda_tile t = kda_tile_of(K, V);
-	float *S = sg.S + (int64_t)h * K * V;
+	const kda_block b = kda_block_of(segs, K, V);
+	const kda_tile t = b.t;
+	const int h = b.h;
 	float s[KDA_TILE_ROWS];
 
-	kda_tile_load(s, S, t, V);
-	for (int64_t n = 0; n < sg.n; n++) {
-		const int64_t row = sg.row0 + n, rk = row * io.ldk + (int64_t)h * K;
+	kda_tile_load(s, b.S, t, V);
+	for (int64_t n = 0; n < b.sg.n; n++) {
+		const int64_t row = b.sg.row0 + n, rk = row * io.ldk + (int64_t)h * K;
 		const int64_t rv = row * io.ldv + (int64_t)h * V;
 		for (int d = threadIdx.x; d < K; d += blockDim.x) {
 			sq[d] = io.q[rk + d];
@@ -62,7 +61,7 @@ delta_recurrent_kernel(tf_kda_cuda_io io, const tf_kda_cuda_seg *segs, int K, in
 			io.o[rv + t.j] = qs;
 		}
 	}
-	kda_tile_store(S, s, t, V);
+	kda_tile_store(b.S, s, t, V);
 }
 
 extern "C" int tf_kda_cuda_recurrent(cudaStream_t stream, const tf_kda_cuda_io *io,

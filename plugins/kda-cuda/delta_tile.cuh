@@ -37,6 +37,25 @@ __device__ static inline kda_tile kda_tile_of(int K, int V)
 	return t;
 }
 
+/* A block's head of its segment, and this thread's place in its state. */
+struct kda_block {
+	tf_kda_cuda_seg sg;
+	int h;
+	float *S;               /* the head's K x V state */
+	kda_tile t;
+};
+
+/* Block (h, s) runs head h of segment s. */
+__device__ static inline kda_block kda_block_of(const tf_kda_cuda_seg *segs, int K, int V)
+{
+	kda_block b;
+	b.sg = segs[blockIdx.y];
+	b.h = blockIdx.x;
+	b.S = b.sg.S + (int64_t)b.h * K * V;
+	b.t = kda_tile_of(K, V);
+	return b;
+}
+
 /* The loops over a thread's rows run to the constant KDA_TILE_ROWS, so
  * s[] stays in registers. */
 __device__ static inline void kda_tile_load(float s[KDA_TILE_ROWS], const float *S, kda_tile t,
