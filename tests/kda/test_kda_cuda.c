@@ -1,8 +1,10 @@
 /*
  * test_kda_cuda.c - the CUDA delta-rule kernels (plugins/kda-cuda) against
- * the plain CPU step (plugins/kda/delta.c's kda_delta_ref), built on the
- * SIMT harness (tests/simt): a batch of ragged segments and several heads
- * per launch, random states and inputs, outputs poisoned with NaN first.
+ * the plain CPU step (plugins/kda/delta.c's kda_delta_ref): a batch of
+ * ragged segments and several heads per launch, random states and inputs,
+ * outputs poisoned with NaN first.  Built on the SIMT harness
+ * (test_kda_cuda_sim) and, for a GPU, on the CUDA runtime
+ * (test_kda_cuda_gpu, run by scripts/gpu-check.sh).
  */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -1,7 +1,8 @@
 /*
  * test_kda_cuda_layer.c - a whole KDA layer through plugins/kda-cuda's
- * kernels (prep, the delta rule, gated norm) on the SIMT harness, against
- * the float64 layer (kda_ref.c).  The projections and o_proj, which a
+ * kernels (prep, the delta rule, gated norm) against the float64 layer
+ * (kda_ref.c), on the SIMT harness (test_kda_cuda_sim) or a GPU
+ * (test_kda_cuda_gpu, scripts/gpu-check.sh).  The projections and o_proj, which a
  * device layer takes from the quant plugin, run on the host here.
  * Several sequences per forward, ragged, each carrying its recurrent and
  * conv state from one forward to the next: prefills, then decode steps.
@@ -38,7 +39,7 @@ static float *upload(const float *x, size_t n)
 static float *dev_zeros(size_t n)
 {
 	float *p = NULL;
-	cr_assert_eq(cudaMalloc((void **)&p, n * sizeof(float) + 1), cudaSuccess);
+	cr_assert_eq(cudaMalloc((void **)&p, n * sizeof(float)), cudaSuccess);
 	cr_assert_eq(cudaMemset(p, 0, n * sizeof(float)), cudaSuccess);
 	return p;
 }
