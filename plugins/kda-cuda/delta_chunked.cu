@@ -1,8 +1,8 @@
 /*
  * delta_chunked.cu - the KDA delta rule in its chunked WY form
  * (kda_cuda.h; ling-arch.md §2.4; plugins/kda/delta.c does the same on
- * the CPU), for prefill: one block per (head, segment), the state in
- * registers (delta_tile.cuh), KDA_CUDA_CHUNK tokens at a time:
+ * the CPU), for prefill: one block per (head, segment, column tile), the
+ * state in registers (delta_tile.cuh), KDA_CUDA_CHUNK tokens at a time:
  *
  *     E_i  = prod_{s<=i} exp(g_s)                        decay from the chunk start
  *     Akk  = k_i . k_j E_i / E_j  (j < i),  Aqk = q_i . k_j E_i / E_j  (j <= i)
@@ -20,14 +20,14 @@
 /* Smallest decay across a chunk that k / E may divide by (as delta.c). */
 #define KDA_CUDA_DECAY_MIN 1.8e-35f
 
-/* Scratch of one chunk.  43.5 KiB at the largest K and V: under the 48 KiB
- * of static shared memory a block may have. */
+/* Scratch of one chunk: 38 KiB at the largest K, under the 48 KiB of
+ * static shared memory a block may have. */
 struct kda_chunk_smem {
 	float a[KDA_CUDA_CHUNK][KDA_CUDA_MAX_DIM];      /* exp(g) */
 	float Ek[KDA_CUDA_CHUNK][KDA_CUDA_MAX_DIM];     /* E_i k_i */
 	float Eq[KDA_CUDA_CHUNK][KDA_CUDA_MAX_DIM];     /* E_i q_i */
 	float kr[KDA_CUDA_CHUNK][KDA_CUDA_MAX_DIM];     /* k_j / E_j, then k_j E_last / E_j */
-	float Vn[KDA_CUDA_CHUNK][KDA_CUDA_MAX_DIM];     /* the deltas u_t, [C, V] */
+	float Vn[KDA_CUDA_CHUNK][KDA_TILE_COLS];        /* the deltas u_t of the tile's columns */
 	float Akk[KDA_CUDA_CHUNK][KDA_CUDA_CHUNK], Aqk[KDA_CUDA_CHUNK][KDA_CUDA_CHUNK];
 	float elast[KDA_CUDA_MAX_DIM];                  /* E of the chunk's last token */
 	float beta[KDA_CUDA_CHUNK];
@@ -107,18 +107,18 @@ __device__ static void delta_chunk(kda_chunk_smem &w, const kda_chunk_rows &c,
 		if (t.r == r)
 			for (int i = 0; i < L; i++) {
 				const float x = kda_tile_dot(w.Ek[i], s, t);
-				w.Vn[i][t.j] = r ? w.Vn[i][t.j] + x : x;
+				w.Vn[i][t.jl] = r ? w.Vn[i][t.jl] + x : x;
 			}
 		__syncthreads();
 	}
 	/* Forward substitution, column by column. */
-	if (t.r == 0)
+	if (t.r == 0 && t.live)
 		for (int i = 0; i < L; i++) {
 			const float b = w.beta[i];
-			float x = b * (c.v[i * c.ldv + t.j] - w.Vn[i][t.j]);
+			float x = b * (c.v[i * c.ldv + t.j] - w.Vn[i][t.jl]);
 			for (int m = 0; m < i; m++)
-				x -= b * w.Akk[i][m] * w.Vn[m][t.j];
-			w.Vn[i][t.j] = x;
+				x -= b * w.Akk[i][m] * w.Vn[m][t.jl];
+			w.Vn[i][t.jl] = x;
 		}
 	/* kr's last reads were the scores: now the decay of each key to the
 	 * chunk end, a product walking back from it. */
@@ -133,13 +133,13 @@ __device__ static void delta_chunk(kda_chunk_smem &w, const kda_chunk_rows &c,
 
 	/* O = (E q) S + Aqk Vn, accumulated in o group by group. */
 	for (int r = 0; r < t.groups; r++) {
-		if (t.r == r)
+		if (t.r == r && t.live)
 			for (int i = 0; i < L; i++) {
 				float x = kda_tile_dot(w.Eq[i], s, t);
 				float *o = c.o + i * c.ldv + t.j;
 				if (r == 0) {
 					for (int m = 0; m <= i; m++)
-						x += w.Aqk[i][m] * w.Vn[m][t.j];
+						x += w.Aqk[i][m] * w.Vn[m][t.jl];
 					*o = x;
 				} else {
 					*o += x;
@@ -154,7 +154,7 @@ __device__ static void delta_chunk(kda_chunk_smem &w, const kda_chunk_rows &c,
 			const int d = t.i0 + m;
 			float x = w.elast[d] * s[m];
 			for (int i = 0; i < L; i++)
-				x += w.kr[i][d] * w.Vn[i][t.j];
+				x += w.kr[i][d] * w.Vn[i][t.jl];
 			s[m] = x;
 		}
 	/* The next chunk overwrites what this one read. */
@@ -188,7 +188,7 @@ extern "C" int tf_kda_cuda_chunked(cudaStream_t stream, const tf_kda_cuda_io *io
 	int rc = tf_kda_cuda_check(heads, K, V, n_seg);
 	if (rc)
 		return rc;
-	TF_LAUNCH(dim3(heads, n_seg), kda_tile_groups(K) * V, 0, stream,
+	TF_LAUNCH(kda_tile_grid(heads, n_seg, V), kda_tile_block(K, V), 0, stream,
 		  delta_chunked_kernel)(*io, seg, K, V);
 	return cudaGetLastError();
 }

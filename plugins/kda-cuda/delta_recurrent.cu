@@ -1,7 +1,8 @@
 /*
  * delta_recurrent.cu - the KDA delta rule token by token (kda_cuda.h), the
- * decode step: one block per (head, segment), the state in registers
- * (delta_tile.cuh) from the first token of the segment to the last.
+ * decode step: one block per (head, segment, column tile), the state in
+ * registers (delta_tile.cuh) from the first token of the segment to the
+ * last.
  */
 #include "delta_tile.cuh"
 
@@ -44,8 +45,8 @@ delta_recurrent_kernel(tf_kda_cuda_io io, const tf_kda_cuda_seg *segs, int K, in
 		__syncthreads();
 		ks = 0.0f;
 		for (int r = 0; r < t.groups; r++)
-			ks += part_k[r * V + t.j];
-		const float u = io.beta[row * io.ldb + h] * (io.v[rv + t.j] - ks);
+			ks += part_k[r * t.w + t.jl];
+		const float u = t.live ? io.beta[row * io.ldb + h] * (io.v[rv + t.j] - ks) : 0.0f;
 
 		/* Write k u^T, read S^T q from the written rows. */
 #pragma unroll
@@ -54,10 +55,10 @@ delta_recurrent_kernel(tf_kda_cuda_io io, const tf_kda_cuda_seg *segs, int K, in
 				s[m] += sk[t.i0 + m] * u;
 		part_q[threadIdx.x] = kda_tile_dot(sq, s, t);
 		__syncthreads();
-		if (t.r == 0) {
+		if (t.r == 0 && t.live) {
 			float qs = 0.0f;
 			for (int r = 0; r < t.groups; r++)
-				qs += part_q[r * V + t.j];
+				qs += part_q[r * t.w + t.jl];
 			io.o[rv + t.j] = qs;
 		}
 	}
@@ -71,7 +72,7 @@ extern "C" int tf_kda_cuda_recurrent(cudaStream_t stream, const tf_kda_cuda_io *
 	int rc = tf_kda_cuda_check(heads, K, V, n_seg);
 	if (rc)
 		return rc;
-	TF_LAUNCH(dim3(heads, n_seg), kda_tile_groups(K) * V, 0, stream,
+	TF_LAUNCH(kda_tile_grid(heads, n_seg, V), kda_tile_block(K, V), 0, stream,
 		  delta_recurrent_kernel)(*io, seg, K, V);
 	return cudaGetLastError();
 }

@@ -1,13 +1,18 @@
 /*
  * delta_tile.cuh - how the KDA delta kernels spread one head's K x V state
- * over a block, shared by delta_recurrent.cu and delta_chunked.cu.
+ * over blocks, shared by delta_recurrent.cu and delta_chunked.cu.
  *
- * The block has R x V threads, R = ceil(K / KDA_TILE_ROWS).  Thread t owns
- * column j = t % V of S, rows [r * KDA_TILE_ROWS, ...) with r = t / V, in
- * registers for the whole launch.  Every product the delta rule takes
- * against S is then a sum over rows within one column: each thread sums
- * its rows, and the R partial sums of a column are combined in shared
- * memory in a fixed order, so results do not depend on the schedule.
+ * Each column of S evolves on its own: u_j, its write and o_j read only
+ * column j (and q, k, g, beta, which every column shares).  So a head's
+ * columns are split into tiles of W = min(V, KDA_TILE_COLS), one block
+ * each, which keeps a GPU busy when there are few sequences and heads.
+ * A block has R x W threads, R = ceil(K / KDA_TILE_ROWS): thread t owns
+ * column t % W of its tile, rows [r * KDA_TILE_ROWS, ...) with r = t / W,
+ * in registers for the whole launch.  Every product against S is then a
+ * sum over rows within one column: each thread sums its rows, and the R
+ * partial sums of a column are combined in shared memory in a fixed order,
+ * so results do not depend on the schedule.  Threads of the last tile past
+ * V own nothing but take part in every barrier.
  */
 #ifndef TF_KDA_DELTA_TILE_CUH
 #define TF_KDA_DELTA_TILE_CUH
@@ -16,24 +21,42 @@
 #include "tf_launch.h"        /* the device model, under the harness */
 
 #define KDA_TILE_ROWS 32
+#define KDA_TILE_COLS 32
 #define KDA_TILE_GROUPS ((KDA_CUDA_MAX_DIM + KDA_TILE_ROWS - 1) / KDA_TILE_ROWS)
-#define KDA_TILE_THREADS (KDA_TILE_GROUPS * KDA_CUDA_MAX_DIM)
+#define KDA_TILE_THREADS (KDA_TILE_GROUPS * KDA_TILE_COLS)
 
 struct kda_tile {
-	int j, r, groups;       /* column, row group, groups in the block */
-	int i0, rows;           /* first row and rows owned (0 past K) */
+	int j, jl;              /* column in S and in the tile */
+	bool live;              /* j < V */
+	int w, r, groups;       /* tile width (threads per group), row group, groups */
+	int i0, rows;           /* first row and rows owned (0 past K or V) */
 };
 
 static inline int kda_tile_groups(int K) { return (K + KDA_TILE_ROWS - 1) / KDA_TILE_ROWS; }
+__host__ __device__ static inline int kda_tile_width(int V) { return V < KDA_TILE_COLS ? V : KDA_TILE_COLS; }
+
+/* Blocks for heads x n_seg x column tiles, of R x W threads. */
+static inline dim3 kda_tile_grid(int heads, int n_seg, int V)
+{
+	return dim3(heads, n_seg, (V + KDA_TILE_COLS - 1) / KDA_TILE_COLS);
+}
+
+static inline unsigned kda_tile_block(int K, int V)
+{
+	return (unsigned)(kda_tile_groups(K) * kda_tile_width(V));
+}
 
 __device__ static inline kda_tile kda_tile_of(int K, int V)
 {
 	kda_tile t;
-	t.j = threadIdx.x % V;
-	t.r = threadIdx.x / V;
-	t.groups = blockDim.x / V;
+	t.w = kda_tile_width(V);
+	t.jl = threadIdx.x % t.w;
+	t.j = blockIdx.z * KDA_TILE_COLS + t.jl;
+	t.live = t.j < V;
+	t.r = threadIdx.x / t.w;
+	t.groups = blockDim.x / t.w;
 	t.i0 = t.r * KDA_TILE_ROWS;
-	t.rows = K - t.i0 < KDA_TILE_ROWS ? K - t.i0 : KDA_TILE_ROWS;
+	t.rows = !t.live ? 0 : K - t.i0 < KDA_TILE_ROWS ? K - t.i0 : KDA_TILE_ROWS;
 	return t;
 }
 
@@ -45,7 +68,7 @@ struct kda_block {
 	kda_tile t;
 };
 
-/* Block (h, s) runs head h of segment s. */
+/* Block (h, s, c) runs column tile c of head h of segment s. */
 __device__ static inline kda_block kda_block_of(const tf_kda_cuda_seg *segs, int K, int V)
 {
 	kda_block b;

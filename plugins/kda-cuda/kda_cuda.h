@@ -12,8 +12,9 @@
  *     S   <- S + k_t u_t^T
  *     o_t <- S^T q_t
  *
- * Two kernels, one block per (segment, head), the state held in registers
- * for the whole launch: tf_kda_cuda_recurrent steps token by token (decode,
+ * Two kernels, one block per (segment, head, tile of 32 columns of S: the
+ * columns evolve independently), the state held in registers for the
+ * whole launch: tf_kda_cuda_recurrent steps token by token (decode,
  * and short prefills); tf_kda_cuda_chunked runs the chunked WY form over
  * KDA_CUDA_CHUNK tokens at a time (prefill).
  *
@@ -90,7 +91,7 @@ static inline tf_kda_cuda_io tf_kda_cuda_act_io(const tf_kda_cuda_layer *L,
 }
 
 /* 0 when the kernels take these shapes, else cudaErrorInvalidValue (what
- * the launchers return for them): the grid is heads x n_seg blocks. */
+ * the launchers return for them): the grid is heads x n_seg x column tiles. */
 static inline int tf_kda_cuda_check(int heads, int K, int V, int n_seg)
 {
 	if (heads < 1 || n_seg < 1 || n_seg > 65535 || K < 1 || V < 1 ||
