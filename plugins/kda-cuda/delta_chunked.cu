@@ -20,7 +20,7 @@
 /* Smallest decay across a chunk that k / E may divide by (as delta.c). */
 #define KDA_CUDA_DECAY_MIN 1.8e-35f
 
-/* Scratch of one chunk: 38 KiB at the largest K, under the 48 KiB of
+/* Scratch of one chunk: 36.6 KiB at the largest K, under the 48 KiB of
  * static shared memory a block may have. */
 struct kda_chunk_smem {
 	float a[KDA_CUDA_CHUNK][KDA_CUDA_MAX_DIM];      /* exp(g) */
