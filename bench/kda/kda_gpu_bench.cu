@@ -14,34 +14,16 @@
  * sizes, one timing (to run the program itself on the SIMT harness).
  * scripts/gpu-check.sh runs it on a machine with a GPU.
  */
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cuda_bench.h"
 #include "kda_cuda.h"
-
-#define CHECK(call)                                                                  \
-	do {                                                                         \
-		cudaError_t e_ = (cudaError_t)(call);                                \
-		if (e_ != cudaSuccess) {                                             \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,          \
-				cudaGetErrorString(e_));                             \
-			exit(2);                                                     \
-		}                                                                    \
-	} while (0)
 
 enum { HEADS = 64, DIM = 128 };
 
 static int timings = 5;
-
-static uint64_t lcg(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return *s >> 16;
-}
-
-static float unit(uint64_t *s) { return (float)((int)(lcg(s) % 2001) - 1000) / 1000.0f; }
 
 /* n floats on the device, uniform in [shift - scale, shift + scale]. */
 static float *dev_fill(size_t n, float scale, float shift, uint64_t *s)
@@ -129,30 +111,6 @@ static double time_launch(const struct run *r, bool chunked, int reps)
 	return ms[timings / 2] * 1e-3 / reps;
 }
 
-/* Device-to-device copy, bytes read + written per second. */
-static double copy_bandwidth(size_t bytes)
-{
-	cudaEvent_t a, b;
-	void *p, *q;
-	float ms;
-	CHECK(cudaEventCreate(&a));
-	CHECK(cudaEventCreate(&b));
-	CHECK(cudaMalloc(&p, bytes));
-	CHECK(cudaMalloc(&q, bytes));
-	CHECK(cudaMemcpy(q, p, bytes, cudaMemcpyDeviceToDevice));
-	CHECK(cudaEventRecord(a));
-	for (int i = 0; i < 5; i++)
-		CHECK(cudaMemcpy(q, p, bytes, cudaMemcpyDeviceToDevice));
-	CHECK(cudaEventRecord(b));
-	CHECK(cudaEventSynchronize(b));
-	CHECK(cudaEventElapsedTime(&ms, a, b));
-	cudaFree(p);
-	cudaFree(q);
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	return 2.0 * 5 * bytes / (ms * 1e-3);
-}
-
 int main(int argc, char **argv)
 {
 	const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
@@ -169,7 +127,7 @@ int main(int argc, char **argv)
 	if (quick)
 		timings = 1;
 	CHECK(cudaGetDeviceProperties(&prop, 0));
-	const double bw = copy_bandwidth(quick ? (size_t)1 << 20 : (size_t)1 << 30);
+	const double bw = tf_bench_copy_bandwidth(quick ? (size_t)1 << 20 : (size_t)1 << 30);
 	printf("device: %s (sm_%d%d); copy bandwidth %.0f GB/s; %d heads of %d x %d\n", prop.name,
 	       prop.major, prop.minor, bw / 1e9, HEADS, DIM, DIM);
 
