@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "fail.h"               /* tools/tfquant: recipe and outdir failures */
@@ -147,6 +148,21 @@ static int parse_args(int argc, char **argv, synth_args *a)
 	return TF_OK;
 }
 
+/* Refuse data that cannot fit where it goes (ling-3.1-flash is 1.1 TB)
+ * before writing any; header-only files take no room for it. */
+static int check_room(const char *dir, uint64_t bytes, int header_only)
+{
+	struct statvfs fs;
+	if (header_only || statvfs(dir, &fs))
+		return TF_OK;
+	uint64_t room = (uint64_t)fs.f_bavail * fs.f_frsize;
+	if (bytes <= room)
+		return TF_OK;
+	return tfq_fail(TF_ERR_RANGE, "%s: the tensors need %" PRIu64 " bytes, its filesystem "
+			"has %" PRIu64 " free (--header-only writes the headers alone)", dir, bytes,
+			room);
+}
+
 /* Elements and bytes of a plan. */
 static void plan_size(const tf_synth_plan *p, uint64_t *params, uint64_t *bytes)
 {
@@ -221,7 +237,8 @@ int main(int argc, char **argv)
 	const tf_synth_plan *w = a.exl3 ? &plan : &bf16;
 	uint64_t unused;
 	plan_size(w, &unused, &bytes);
-	if ((rc = tf_synth_write(w, a.seed, a.out, a.shard_mb << 20, a.header_only)) ||
+	if ((rc = check_room(a.out, bytes, a.header_only)) ||
+	    (rc = tf_synth_write(w, a.seed, a.out, a.shard_mb << 20, a.header_only)) ||
 	    (a.exl3 && (rc = tfq_outdir_config(a.out, a.out, &meta))))
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
