@@ -42,7 +42,9 @@ static const char usage[] =
 "                      against its tensors (presence, dtype, shape, quant\n"
 "                      format) without computing, print the plugins chosen,\n"
 "                      the linears each quant plugin opened and the memory\n"
-"                      plan (--json: one JSON object); exit 0 if fine\n"
+"                      plan (--json: one JSON object); exit 0 if fine.  A\n"
+"                      header-only checkpoint (tfsynth --header-only) gets the\n"
+"                      memory plan of every [tp] rank only, with no device\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected;\n"
 "                      --keys: the INI keys the plugins declare instead, as\n"
@@ -401,12 +403,16 @@ static void check_json_error(const char *ini)
 	cJSON_Delete(o);
 }
 
-/* Open the model and every layer against its tensors, then report. */
+/* Open the model and every layer against its tensors, then report.  A
+ * header-only checkpoint stops after the memory plan: there is no data to
+ * open layers on, and no device or transport is needed to plan it. */
 static int run_check(const tf_options *o)
 {
 	tf_runtime *rt = NULL;
-	int rc = tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt);
-	if (rc == TF_OK)
+	int rc = tf_runtime_open_plan(o->ini, (const char *const *)o->overrides, o->n_overrides,
+				      &rt);
+	bool plan_only = rc == TF_OK && tf_runtime_header_only(rt);
+	if (rc == TF_OK && !plan_only && (rc = tf_runtime_start(rt)) == TF_OK)
 		rc = tf_pipeline_check(rt);
 	if (rc == TF_OK && o->json)
 		rc = tf_runtime_print_json(rt, o->ini, stdout);
@@ -417,9 +423,11 @@ static int run_check(const tf_options *o)
 		return tf_cli_fail(o->ini);
 	}
 	if (!o->json) {
-		tf_runtime_print(rt, stdout);
+		if (!plan_only)
+			tf_runtime_print(rt, stdout);
 		tf_memplan_print(tf_runtime_plan(rt), stdout);
-		printf("%s: ok\n", o->ini);
+		printf("%s: ok%s\n", o->ini, plan_only ? " (header-only checkpoint: the memory "
+			"plan only; no plugin, device or layer opened)" : "");
 	}
 	tf_runtime_close(rt);
 	return 0;
