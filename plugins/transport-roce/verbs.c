@@ -120,14 +120,12 @@ static void describe_port(struct ibv_context *ctx, const char *dev, int p, uint3
 void tf_verbs_describe(uint32_t ipv4, const char *device,
 		       void (*emit)(void *arg, const char *line), void *arg)
 {
-	char why[256];
 	int num = 0;
 	errno = 0;
 	struct ibv_device **list = ibv_get_device_list(&num);
 	if (!list || !num) {
-		tf_verbs_probe(why, sizeof(why));
-		say(emit, arg, "%s", why);
-		say(emit, arg, "advice: %s", errno == ENOSYS ?
+		int e = errno;
+		say(emit, arg, "advice: %s", e == ENOSYS ?
 		    "load the RDMA drivers (mlx5_ib) or run where /sys/class/infiniband exists; "
 		    "[tp] transport = tcp works anywhere" :
 		    "install rdma-core and the NIC's provider (ibverbs-providers)");
