@@ -131,10 +131,7 @@ static int roce_bootstrap(roce_comm *c)
 				  tf_boot_mtu_bytes(mine.mtu), tf_boot_mtu_bytes(mtu));
 	}
 	/* Every queue pair must be ready to receive before anyone writes. */
-	x[0] = (tf_mesh_xfer){ NULL, 0, NULL, 0 };
-	for (int p = 0; p < m->size; p++)
-		x[p] = x[0];
-	return tf_mesh_exchange(m, TF_MESH_BARRIER, x);
+	return tf_mesh_barrier(m);
 }
 
 static int roce_connect(void *inst, const tf_tp_config *cfg)

@@ -541,3 +541,9 @@ int tf_mesh_exchange(tf_mesh *m, tf_mesh_op op, tf_mesh_xfer *x)
 	m->failed = rc != TF_OK;
 	return rc;
 }
+
+int tf_mesh_barrier(tf_mesh *m)
+{
+	tf_mesh_xfer x[TF_MESH_MAX] = { { NULL, 0, NULL, 0 } };
+	return tf_mesh_exchange(m, TF_MESH_BARRIER, x);
+}

@@ -57,6 +57,9 @@ void tf_mesh_close(tf_mesh *m);
  * ranks that disagree on the collective or its size fail naming the peer. */
 int tf_mesh_exchange(tf_mesh *m, tf_mesh_op op, tf_mesh_xfer *x);
 
+/* An exchange of headers only: every rank has reached this step. */
+int tf_mesh_barrier(tf_mesh *m);
+
 const char *tf_mesh_op_name(tf_mesh_op op);
 
 #endif /* TF_TCP_MESH_H */
