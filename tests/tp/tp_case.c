@@ -13,10 +13,10 @@
 #include "tp_case.h"
 
 int tp_case_open(int rank, int size, const char *peers, const char *fingerprint,
-		 double timeout_s, const char *transport, tf_tp **out)
+		 double timeout_s, const char *transport, const char *extra, tf_tp **out)
 {
 	char set[5][1024];
-	const char *sets[5];
+	const char *sets[6];
 	snprintf(set[0], sizeof(set[0]), "tp.size=%d", size);
 	snprintf(set[1], sizeof(set[1]), "tp.rank=%d", rank);
 	snprintf(set[2], sizeof(set[2]), "tp.peers=%s", peers);
@@ -24,7 +24,8 @@ int tp_case_open(int rank, int size, const char *peers, const char *fingerprint,
 	snprintf(set[4], sizeof(set[4]), "tp.transport=%s", transport);
 	for (int i = 0; i < 5; i++)
 		sets[i] = set[i];
-	return tf_tp_open(NULL, sets, 5, fingerprint, out);
+	sets[5] = extra;
+	return tf_tp_open(NULL, sets, extra ? 6 : 5, fingerprint, out);
 }
 
 /* Bind port 0 for each rank at once, so the ports differ; then free them. */

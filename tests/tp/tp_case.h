@@ -17,9 +17,9 @@
 #include "tf/tp.h"
 
 /* tf_tp_open with [tp] size, rank, peers, timeout (seconds) and the
- * transport as overrides. */
+ * transport as overrides, and `extra` (NULL: none) after them. */
 int tp_case_open(int rank, int size, const char *peers, const char *fingerprint,
-		 double timeout_s, const char *transport, tf_tp **out);
+		 double timeout_s, const char *transport, const char *extra, tf_tp **out);
 
 /* Peers "127.0.0.1:P0,127.0.0.1:P1,..." on ports free just now. */
 void tp_case_local_peers(int size, char *out, size_t n);
