@@ -2,9 +2,9 @@
  * mesh.h - a full mesh of TCP connections between the ranks, and the
  * framed, bounded exchange every collective is built from.
  *
- * tf_mesh_open listens on this rank's [tp] peers address (when a higher
- * rank will dial it), dials every lower rank (retrying until the peer
- * listens or the timeout passes), accepts every higher one, and swaps a
+ * tf_mesh_open listens on this rank's [tp] peers address, dials every
+ * lower rank (retrying until the peer listens or the timeout passes),
+ * accepts every higher one, and swaps a
  * hello (hello.h) on each connection.  Sockets are non-blocking with
  * TCP_NODELAY; waits go through poll() with a deadline, so no call outlives
  * cfg->timeout_ms and a dead or stopped peer fails naming its rank, its

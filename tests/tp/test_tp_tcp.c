@@ -240,6 +240,29 @@ Test(tp_tcp, same_rank_twice_refused)
 		  "the refused one says why: %s | %s", o[1].msg, o[2].msg);
 }
 
+/* The last rank listens too: a second rank 1 on the host finds its port
+ * taken, at once, instead of waiting for a rank 0 that took the first. */
+Test(tp_tcp, last_rank_twice_refused)
+{
+	char peers[256], a1[64];
+	rank_out *o = shared_outs();
+	pid_t pids[3];
+	tp_case_local_peers(2, peers, sizeof(peers));
+	peer_addr(peers, 1, a1, sizeof(a1));
+	rank_job j0 = { 0, 2, peers, "fp", 3.0, 0, NULL }, j1 = { 1, 2, peers, "fp", 3.0, 0, NULL };
+	pids[0] = spawn(&j0, &o[0]);
+	pids[1] = spawn(&j1, &o[1]);
+	pids[2] = spawn(&j1, &o[2]);
+	reap(pids, 3);
+	int bad = o[1].rc ? 1 : 2;
+	cr_assert_eq(o[0].rc, 0, "rank 0 connects the first rank 1: %s", o[0].msg);
+	cr_assert_eq(o[3 - bad].rc, 0, "%s", o[3 - bad].msg);
+	cr_assert_eq(o[bad].rc, TF_ERR_IO, "%s", o[bad].msg);
+	cr_assert(strstr(o[bad].msg, "cannot listen on") && strstr(o[bad].msg, a1) &&
+		  strstr(o[bad].msg, "a rank started twice?"), "%s", o[bad].msg);
+	cr_assert_lt(o[bad].ms, 1000, "refused after %.0f ms", o[bad].ms);
+}
+
 Test(tp_tcp, port_in_use_refused)
 {
 	char peers[256], a0[64];
