@@ -132,10 +132,11 @@ static int run_rank(const doctor *d, const char *const *sets, int n_sets)
 	int rc = tf_tp_open(d->ini, sets, n_sets, "tfrun-doctor", &tp);
 	if (rc) {
 		fprintf(stderr, "tfrun doctor: %s\n", tf_engine_errmsg());
-		fprintf(stderr, "advice: every rank must run `tfrun doctor` at once with the "
-			"same [tp] peers and its own tp.rank; a peer that never answers is "
-			"down, listening elsewhere, or behind a firewall that drops its "
-			"control port (open that TCP port between the hosts)\n");
+		if (rc == TF_ERR_PEER)
+			fprintf(stderr, "advice: every rank must run `tfrun doctor` at once with "
+				"the same [tp] peers and its own tp.rank; a peer that never "
+				"answers is down, listening elsewhere, or behind a firewall that "
+				"drops its control port (open that TCP port between the hosts)\n");
 		return rc;
 	}
 	int rank = tf_tp_rank(tp);
