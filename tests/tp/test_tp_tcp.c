@@ -55,6 +55,11 @@ static rank_out *shared_outs(void)
 	return o;
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
 static void run_rank(const rank_job *j, rank_out *o)
 {
 	tf_tp *tp;
@@ -339,6 +344,35 @@ static void fault(int sig, const char *expect)
 
 Test(tp_tcp, peer_killed_mid_run) { fault(SIGKILL, "closed the connection"); }
 Test(tp_tcp, peer_stopped_mid_run) { fault(SIGSTOP, "did not answer within 1000 ms"); }
+
+/* Signals without SA_RESTART land in poll(), connect() and recvmsg()
+ * (EINTR) all through connecting and 300 all-reduces: nothing fails. */
+Test(tp_tcp, signals_interrupt_nothing)
+{
+	char peers[256];
+	rank_out *o = shared_outs();
+	pid_t pids[2];
+	/* The ranks inherit a handler without SA_RESTART: the signals
+	 * interrupt their system calls. */
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	sigaction(SIGUSR1, &sa, NULL);
+	tp_case_local_peers(2, peers, sizeof(peers));
+	for (int r = 0; r < 2; r++) {
+		rank_job j = { r, 2, peers, "fp", 10.0, 300, NULL };
+		pids[r] = spawn(&j, &o[r]);
+	}
+	for (int i = 0; i < 5000 && (o[0].calls < 300 || o[1].calls < 300) && !o[0].rc &&
+	     !o[1].rc; i++) {
+		kill(pids[0], SIGUSR1);
+		kill(pids[1], SIGUSR1);
+		usleep(200);
+	}
+	reap(pids, 2);
+	for (int r = 0; r < 2; r++) {
+		cr_assert_eq(o[r].rc, 0, "rank %d: %s", r, o[r].msg);
+		cr_assert_eq(o[r].calls, 300);
+	}
+}
 
 /* Ranks that call different collectives fail naming the peer's. */
 Test(tp_tcp, collective_mismatch)
