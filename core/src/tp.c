@@ -1,8 +1,8 @@
 /*
  * tp.c - tf/tp.h: the transport plugin [tp] names, connected as [tp] says.
  *
- * The runtime's plugin-only open (INI, plugin scan, probes) supplies the
- * registry and the host; this file reads [tp], picks the transport and
+ * The runtime's transport-only open (INI, plugin scan, the transports'
+ * probes) supplies the registry and the host; this file reads [tp], picks the transport and
  * drives its instance.
  */
 #include <stdbool.h>
@@ -170,7 +170,7 @@ int tf_tp_open(const char *ini, const char *const *overrides, int n_overrides,
 
 	if (!tp)
 		return tf_diag_set(TF_ERR_NOMEM, "tp: out of memory");
-	rc = tf_runtime_open_plugins(ini, overrides, n_overrides, &tp->rt);
+	rc = tf_runtime_open_transports(ini, overrides, n_overrides, &tp->rt);
 	if (!rc)
 		rc = tp_connect(tp, fingerprint ? fingerprint : "");
 	if (rc) {
@@ -233,7 +233,7 @@ int tf_tp_describe(const char *ini, const char *const *overrides, int n_override
 		   FILE *f)
 {
 	tf_runtime *rt;
-	int rc = tf_runtime_open_plugins(ini, overrides, n_overrides, &rt);
+	int rc = tf_runtime_open_transports(ini, overrides, n_overrides, &rt);
 	if (rc)
 		return rc;
 	const tf_registry *reg = tf_runtime_registry(rt);
