@@ -361,9 +361,10 @@ int tf_mesh_open(tf_mesh *m, const tf_host *h, const char *who, const tf_tp_conf
 {
 	bool taken[TF_MESH_MAX] = { false };
 	tf_hello mine;
-	int lfd = -1, rc;
+	int rc;
 
 	memset(m, 0, sizeof(*m));
+	m->lfd = -1;
 	m->h = h;
 	m->who = who;
 	m->rank = cfg->rank;
@@ -384,21 +385,25 @@ int tf_mesh_open(tf_mesh *m, const tf_host *h, const char *who, const tf_tp_conf
 	int64_t deadline = now_ms() + m->timeout_ms;
 	/* Listen before dialling, so a higher rank's dial waits in the backlog
 	 * while this rank's own dials finish: lower ranks never wait on higher.
-	 * The last rank accepts no one but listens too: binding its address
-	 * proves it runs where [tp] peers says, alone on its port. */
-	if ((rc = listen_on(m, &lfd)))
+	 * The last rank accepts no one but listens too, and every rank keeps
+	 * listening until close: binding its address proves it runs where
+	 * [tp] peers says, and a second process of the same rank fails at
+	 * once, for as long as the first runs. */
+	if ((rc = listen_on(m, &m->lfd)))
 		return rc;
 	for (int r = 0; r < m->rank && !rc; r++)
 		rc = connect_lower(m, r, &mine, deadline);
 	for (int r = m->rank + 1; r < m->size && !rc; r++)
-		rc = accept_higher(m, lfd, &mine, taken, deadline);
-	if (lfd >= 0)
-		close(lfd);
+		rc = accept_higher(m, m->lfd, &mine, taken, deadline);
 	return rc;
 }
 
 void tf_mesh_close(tf_mesh *m)
 {
+	/* A mesh never opened is all zeros: its lfd 0 is not ours. */
+	if (m->who && m->lfd >= 0)
+		close(m->lfd);
+	m->lfd = -1;
 	for (int r = 0; m->fd && r < m->size; r++)
 		if (m->fd[r] >= 0)
 			close(m->fd[r]);

@@ -36,6 +36,7 @@ typedef struct tf_mesh {
 	const char *who;                /* the plugin's name, for errors */
 	int rank, size, timeout_ms;
 	int *fd;                        /* per rank; -1 for this rank */
+	int lfd;                        /* listening until close: the port stays ours */
 	char **addr;                    /* per rank: its [tp] peers entry */
 	uint32_t step;                  /* exchanges so far */
 	bool failed;                    /* an exchange failed: the streams are out of step */
@@ -49,6 +50,7 @@ typedef struct tf_mesh_xfer {
 	size_t recv_len;                /* what this rank expects from it */
 } tf_mesh_xfer;
 
+/* m may be all zeros (never opened) for tf_mesh_close. */
 int tf_mesh_open(tf_mesh *m, const tf_host *h, const char *who, const tf_tp_config *cfg);
 void tf_mesh_close(tf_mesh *m);
 

@@ -245,8 +245,9 @@ Test(tp_tcp, same_rank_twice_refused)
 		  "the refused one says why: %s | %s", o[1].msg, o[2].msg);
 }
 
-/* The last rank listens too: a second rank 1 on the host finds its port
- * taken, at once, instead of waiting for a rank 0 that took the first. */
+/* Every rank, the last too, listens while it runs: a second rank 1 on the
+ * host finds its port taken, at once, instead of waiting for a rank 0
+ * that took the first. */
 Test(tp_tcp, last_rank_twice_refused)
 {
 	char peers[256], a1[64];
@@ -261,7 +262,7 @@ Test(tp_tcp, last_rank_twice_refused)
 	reap(pids, 3);
 	int bad = o[1].rc ? 1 : 2;
 	cr_assert_eq(o[0].rc, 0, "rank 0 connects the first rank 1: %s", o[0].msg);
-	cr_assert_eq(o[3 - bad].rc, 0, "%s", o[3 - bad].msg);
+	cr_assert_eq(o[3 - bad].rc, 0, "%s | the other: %s", o[3 - bad].msg, o[bad].msg);
 	cr_assert_eq(o[bad].rc, TF_ERR_IO, "%s", o[bad].msg);
 	cr_assert(strstr(o[bad].msg, "cannot listen on") && strstr(o[bad].msg, a1) &&
 		  strstr(o[bad].msg, "a rank started twice?"), "%s", o[bad].msg);
