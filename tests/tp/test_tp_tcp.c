@@ -266,7 +266,7 @@ Test(tp_tcp, last_rank_twice_refused)
 	cr_assert_eq(o[bad].rc, TF_ERR_IO, "%s", o[bad].msg);
 	cr_assert(strstr(o[bad].msg, "cannot listen on") && strstr(o[bad].msg, a1) &&
 		  strstr(o[bad].msg, "a rank started twice?"), "%s", o[bad].msg);
-	cr_assert_lt(o[bad].ms, 1000, "refused after %.0f ms", o[bad].ms);
+	cr_assert_lt(o[bad].ms, 2500, "refused after %.0f ms, near the 3 s timeout", o[bad].ms);
 }
 
 Test(tp_tcp, port_in_use_refused)
@@ -339,7 +339,7 @@ static void fault(int sig, const char *expect)
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "all_reduce step") && strstr(o[0].msg, "rank 1 (") &&
 		  strstr(o[0].msg, a1) && strstr(o[0].msg, expect), "%s", o[0].msg);
-	cr_assert(o[0].ms < 1000 + 500, "the failing call took %.0f ms (timeout 1000)",
+	cr_assert(o[0].ms < 1000 + 1000, "the failing call took %.0f ms (timeout 1000)",
 		  o[0].ms);
 }
 
