@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../transport-tcp/clock.h"
 #include "../transport-tcp/mesh.h"
 #include "api.h"
 #include "tf/transport.h"
@@ -129,18 +129,11 @@ static int nccl_connect(void *inst, const tf_tp_config *cfg)
 	return TF_OK;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Wait for the stream within [tp] timeout, watching NCCL's async errors;
  * NCCL cannot say which peer stalled, so the error lists them all. */
 static int nccl_wait(nccl_comm *c, const char *what)
 {
-	int64_t deadline = now_ms() + c->mesh.timeout_ms;
+	int64_t deadline = tf_tp_now_ms() + c->mesh.timeout_ms;
 	for (;;) {
 		int e = c->api.cuStreamQuery(c->stream), async = TF_NCCL_SUCCESS;
 		if (!e)
@@ -156,7 +149,7 @@ static int nccl_wait(nccl_comm *c, const char *what)
 					   "...)", c->mesh.rank, what,
 					   c->api.GetErrorString(async), c->mesh.addr[0]);
 		}
-		if (now_ms() > deadline) {
+		if (tf_tp_now_ms() > deadline) {
 			c->api.CommAbort(c->comm);
 			c->comm = NULL;
 			c->mesh.failed = true;

@@ -4,8 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "../transport-tcp/clock.h"
 #include "../transport-tcp/sum.h"
 #include "coll.h"
 
@@ -25,13 +25,6 @@ void tf_coll_init(tf_coll *c, const tf_link_ops *ops, void *link, uint8_t *send_
 	c->timeout_ms = timeout_ms;
 	c->peer = -1;
 	tf_round_init(&c->round, rank, size);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 static int fail(tf_coll *c, int peer, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -72,7 +65,7 @@ static int round_run(tf_coll *c, const char *op, size_t send_len)
 	for (int p = 0; p < c->size; p++)
 		if (p != c->rank && c->ops->write(c->link, p, c->k, send_len, why, sizeof(why)))
 			return fail(c, p, "%s", why);
-	int64_t deadline = now_ms() + c->timeout_ms;
+	int64_t deadline = tf_tp_now_ms() + c->timeout_ms;
 	for (unsigned spin = 0; !tf_round_done(&c->round); spin++) {
 		int n = c->ops->poll(c->link, wc, 16, why, sizeof(why));
 		if (n < 0)
@@ -80,7 +73,7 @@ static int round_run(tf_coll *c, const char *op, size_t send_len)
 		for (int i = 0; i < n; i++)
 			if (tf_round_complete(&c->round, &wc[i], why, sizeof(why)))
 				return fail(c, wc[i].peer, "%s", why);
-		if (!n && !(spin & 1023) && now_ms() > deadline)
+		if (!n && !(spin & 1023) && tf_tp_now_ms() > deadline)
 			return fail(c, tf_round_pending(&c->round), "did not answer within %d ms "
 				    "([tp] timeout)", c->timeout_ms);
 	}

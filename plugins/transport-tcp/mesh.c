@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hello.h"
 #include "mesh.h"
 #include "wire.h"
@@ -39,16 +40,9 @@ const char *tf_mesh_op_name(tf_mesh_op op)
 	return op > 0 && op < TF_MESH_OP_COUNT ? op_names[op] : "an unknown operation";
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static int left_ms(int64_t deadline)
 {
-	int64_t l = deadline - now_ms();
+	int64_t l = deadline - tf_tp_now_ms();
 	return l <= 0 ? 0 : l > INT_MAX ? INT_MAX : (int)l;
 }
 
@@ -382,7 +376,7 @@ int tf_mesh_open(tf_mesh *m, const tf_host *h, const char *who, const tf_tp_conf
 		return rc;
 	my_hello(m, cfg->fingerprint, &mine);
 
-	int64_t deadline = now_ms() + m->timeout_ms;
+	int64_t deadline = tf_tp_now_ms() + m->timeout_ms;
 	/* Listen before dialling, so a higher rank's dial waits in the backlog
 	 * while this rank's own dials finish: lower ranks never wait on higher.
 	 * The last rank accepts no one but listens too, and every rank keeps
@@ -517,7 +511,7 @@ int tf_mesh_exchange(tf_mesh *m, tf_mesh_op op, tf_mesh_xfer *x)
 		uint8_t *p = tf_put32(st[r].shdr, (uint32_t)op);
 		tf_put64(tf_put32(p, m->step), x[r].send_len);
 	}
-	int64_t deadline = now_ms() + m->timeout_ms;
+	int64_t deadline = tf_tp_now_ms() + m->timeout_ms;
 	while (!rc) {
 		int n = 0;
 		for (int r = 0; r < m->size; r++) {
