@@ -112,6 +112,15 @@ static void reap(const pid_t *pids, int n)
 	cr_assert_eq(errno, ECHILD);
 }
 
+/* Run the jobs, one process each, and wait for all. */
+static void run_jobs(const rank_job *const *jobs, int n, rank_out *o)
+{
+	pid_t pids[MAX_RANKS];
+	for (int i = 0; i < n; i++)
+		pids[i] = spawn(jobs[i], &o[i]);
+	reap(pids, n);
+}
+
 /* The address of rank r in a peers list. */
 static void peer_addr(const char *peers, int r, char *out, size_t n)
 {
@@ -151,14 +160,11 @@ Test(tp_tcp, fingerprint_mismatch_refused)
 {
 	char peers[256], a0[64];
 	rank_out *o = shared_outs();
-	pid_t pids[2];
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 0, a0, sizeof(a0));
 	rank_job j0 = { 0, 2, peers, "ckpt-a", 5.0, 0, NULL },
 		 j1 = { 1, 2, peers, "ckpt-b", 5.0, 0, NULL };
-	pids[0] = spawn(&j0, &o[0]);
-	pids[1] = spawn(&j1, &o[1]);
-	reap(pids, 2);
+	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
 	cr_assert(strstr(o[0].msg, "refused rank 1 (") &&
@@ -175,13 +181,10 @@ Test(tp_tcp, override_mismatch_refused)
 {
 	char peers[256];
 	rank_out *o = shared_outs();
-	pid_t pids[2];
 	tp_case_local_peers(2, peers, sizeof(peers));
 	rank_job j0 = { 0, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.7" },
 		 j1 = { 1, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.5" };
-	pids[0] = spawn(&j0, &o[0]);
-	pids[1] = spawn(&j1, &o[1]);
-	reap(pids, 2);
+	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "other --set overrides"), "%s", o[0].msg);
 	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
@@ -191,9 +194,7 @@ Test(tp_tcp, override_mismatch_refused)
 	j0.loop = j1.loop = 3;
 	tp_case_local_peers(2, peers, sizeof(peers));
 	memset(o, 0, 2 * sizeof(*o));
-	pids[0] = spawn(&j0, &o[0]);
-	pids[1] = spawn(&j1, &o[1]);
-	reap(pids, 2);
+	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, 0, "%s", o[0].msg);
 	cr_assert_eq(o[1].rc, 0, "%s", o[1].msg);
 }
@@ -202,15 +203,12 @@ Test(tp_tcp, wrong_size_refused)
 {
 	char peers[256], peers3[256];
 	rank_out *o = shared_outs();
-	pid_t pids[2];
 	tp_case_local_peers(3, peers3, sizeof(peers3));
 	snprintf(peers, sizeof(peers), "%s", peers3);
 	*strrchr(peers, ',') = '\0';
 	rank_job j0 = { 0, 2, peers, "fp", 5.0, 0, NULL },
 		 j1 = { 1, 3, peers3, "fp", 5.0, 0, NULL };
-	pids[0] = spawn(&j0, &o[0]);
-	pids[1] = spawn(&j1, &o[1]);
-	reap(pids, 2);
+	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "rank 1 has [tp] size 3, rank 0 has size 2"), "%s",
 		  o[0].msg);
@@ -223,7 +221,6 @@ Test(tp_tcp, same_rank_twice_refused)
 {
 	char peers[256], other[256], spare[256];
 	rank_out *o = shared_outs();
-	pid_t pids[3];
 	tp_case_local_peers(3, peers, sizeof(peers));
 	tp_case_local_peers(2, spare, sizeof(spare));
 	char a1[64], b1[64];
@@ -234,10 +231,7 @@ Test(tp_tcp, same_rank_twice_refused)
 		 at + strlen(a1));
 	rank_job j0 = { 0, 3, peers, "fp", 3.0, 0, NULL }, ja = { 1, 3, peers, "fp", 3.0, 0, NULL },
 		 jb = { 1, 3, other, "fp", 3.0, 0, NULL };
-	pids[0] = spawn(&j0, &o[0]);
-	pids[1] = spawn(&ja, &o[1]);
-	pids[2] = spawn(&jb, &o[2]);
-	reap(pids, 3);
+	run_jobs((const rank_job *[]){ &j0, &ja, &jb }, 3, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "rank 1 connected twice"), "%s", o[0].msg);
 	cr_assert(o[1].rc && o[2].rc, "both rank-1 processes fail");
@@ -252,14 +246,10 @@ Test(tp_tcp, last_rank_twice_refused)
 {
 	char peers[256], a1[64];
 	rank_out *o = shared_outs();
-	pid_t pids[3];
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 1, a1, sizeof(a1));
 	rank_job j0 = { 0, 2, peers, "fp", 3.0, 0, NULL }, j1 = { 1, 2, peers, "fp", 3.0, 0, NULL };
-	pids[0] = spawn(&j0, &o[0]);
-	pids[1] = spawn(&j1, &o[1]);
-	pids[2] = spawn(&j1, &o[2]);
-	reap(pids, 3);
+	run_jobs((const rank_job *[]){ &j0, &j1, &j1 }, 3, o);
 	int bad = o[1].rc ? 1 : 2;
 	cr_assert_eq(o[0].rc, 0, "rank 0 connects the first rank 1: %s", o[0].msg);
 	cr_assert_eq(o[3 - bad].rc, 0, "%s | the other: %s", o[3 - bad].msg, o[bad].msg);
@@ -281,8 +271,7 @@ Test(tp_tcp, port_in_use_refused)
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	cr_assert(!bind(fd, (struct sockaddr *)&sa, sizeof(sa)) && !listen(fd, 1));
 	rank_job j0 = { 0, 2, peers, "fp", 2.0, 0, NULL };
-	pid_t p = spawn(&j0, &o[0]);
-	reap(&p, 1);
+	run_jobs((const rank_job *[]){ &j0 }, 1, o);
 	close(fd);
 	cr_assert_eq(o[0].rc, TF_ERR_IO, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "cannot listen on") && strstr(o[0].msg, a0) &&
@@ -293,18 +282,15 @@ Test(tp_tcp, absent_peer_times_out)
 {
 	char peers[256], a0[64], a1[64];
 	rank_out *o = shared_outs();
-	pid_t p[2];
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 0, a0, sizeof(a0));
 	peer_addr(peers, 1, a1, sizeof(a1));
 	/* rank 0 waits for a rank 1 that never comes; apart, rank 1 dials a
 	 * rank 0 that is not there. */
 	rank_job j0 = { 0, 2, peers, "fp", 1.0, 0, NULL };
-	p[0] = spawn(&j0, &o[0]);
-	reap(p, 1);
+	run_jobs((const rank_job *[]){ &j0 }, 1, o);
 	rank_job j1 = { 1, 2, peers, "fp", 1.0, 0, NULL };
-	p[1] = spawn(&j1, &o[1]);
-	reap(p + 1, 1);
+	run_jobs((const rank_job *[]){ &j1 }, 1, o + 1);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "not every higher rank connected within 1000 ms") &&
 		  strstr(o[0].msg, a0), "%s", o[0].msg);
