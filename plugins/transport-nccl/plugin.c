@@ -83,11 +83,12 @@ static void nccl_fini(void *inst)
 	free(c);
 }
 
-static int fail(nccl_comm *c, const char *what, const char *fmt, int code)
+/* A CUDA call of `what` failed: "<why> <code>". */
+static int fail(nccl_comm *c, const char *what, const char *why, int code)
 {
 	c->mesh.failed = true;
 	return c->h->error(c->h, TF_ERR_DEVICE, "nccl: rank %d: %s: %s %d", c->mesh.rank, what,
-			   fmt, code);
+			   why, code);
 }
 
 /* The device: rank modulo the count, so ranks on one host spread. */
