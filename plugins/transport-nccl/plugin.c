@@ -246,7 +246,8 @@ static int nccl_barrier(void *inst)
 
 static const tf_plugin_transport nccl_transport = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_transport, TF_KIND_TRANSPORT, "nccl", "0.1.0",
-				"NCCL collectives on the GPU (libnccl.so.2 loaded at run time)",
+				"NCCL collectives on the GPU (libnccl.so.2 loaded at run time; "
+				"its ring order above two ranks)",
 				nccl_probe),
 	.init = nccl_init,
 	.fini = nccl_fini,
