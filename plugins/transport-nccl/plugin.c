@@ -8,8 +8,8 @@
  * to one device buffer, reduced in place by NCCL on a stream, and copied
  * back.  Waits poll the stream against [tp] timeout; a stream that does
  * not finish aborts the communicator.  NCCL gives every rank the same
- * bits; it sums in rank order only for two ranks (a + b is b + a), its
- * own ring order above.
+ * bits, summed in its own order and precision: for two ranks in f32 the
+ * same as the other transports (a + b is b + a), otherwise not promised.
  */
 #include <sched.h>
 #include <stdint.h>
@@ -247,7 +247,7 @@ static int nccl_barrier(void *inst)
 static const tf_plugin_transport nccl_transport = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_transport, TF_KIND_TRANSPORT, "nccl", "0.1.0",
 				"NCCL collectives on the GPU (libnccl.so.2 loaded at run time; "
-				"its ring order above two ranks)",
+				"NCCL's summation order)",
 				nccl_probe),
 	.init = nccl_init,
 	.fini = nccl_fini,

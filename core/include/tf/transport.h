@@ -18,7 +18,7 @@
  *
  * all_reduce sums in rank order (rank 0's values, plus rank 1's, ...) with
  * fp32 accumulation, so every rank holds the same bits.  A transport that
- * cannot choose the order (nccl above two ranks) must still give every
+ * cannot choose the order (nccl) must still give every
  * rank the same bits, and says so in its description.
  *
  * ABI 1.0 fixed the lifecycle; ABI 1.6 appended connect and the
