@@ -2,9 +2,11 @@
 #include "util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "diag.h"
+#include "fail.h"
 
 double tf_cli_now_s(void)
 {
@@ -67,4 +69,11 @@ int tf_cli_stop_ids(const tf_conf *c, const tf_model_config *cfg, tf_stopset *st
 	if ((rc = tf_cli_model_file(c, "generation_config.json", path, sizeof(path))))
 		return rc;
 	return tf_stop_add_generation_config(stops, path);
+}
+
+int tf_cli_follow(tf_engine *e, const char *ini)
+{
+	if (tf_engine_tp_rank(e) == 0)
+		return -1;
+	return tf_engine_follow(e) == TF_OK ? EXIT_SUCCESS : tf_cli_fail(ini);
 }

@@ -109,6 +109,7 @@ static const struct conf_key conf_schema[] = {
 	KEY("tp", "transport", T_NAME),
 	KEY("tp", "rdma_device", T_NAME),
 	RANGE("tp", "timeout", T_FLOAT, 0.01, 3600),
+	CHOICE("tp", "moe", "split|experts"),
 };
 
 #define N_SCHEMA (sizeof(conf_schema) / sizeof(conf_schema[0]))

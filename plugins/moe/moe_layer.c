@@ -25,7 +25,7 @@ struct moe_layer {
 	char prefix[256];
 	tf_router router;
 	tf_mlp *experts;                /* [num_experts]; only this rank's are open */
-	tf_mlp shared;                  /* open when present and on rank 0 */
+	tf_mlp shared;                  /* open when present: this rank's share */
 	int64_t hidden;
 };
 
@@ -40,9 +40,13 @@ static int layer_limit(const tf_host *h, const float *list, const char *key,
 	return TF_OK;
 }
 
-static bool owns_expert(const tf_host *h, int e)
+/* [tp] moe: each expert's intermediate features split over the ranks,
+ * or whole experts dealt out. */
+enum { MOE_TP_SPLIT, MOE_TP_EXPERTS };
+
+static bool owns_expert(const tf_host *h, int mode, int e)
 {
-	return h->tp_size <= 1 || e % h->tp_size == h->tp_rank;
+	return h->tp_size <= 1 || mode == MOE_TP_SPLIT || e % h->tp_size == h->tp_rank;
 }
 
 int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **inst)
@@ -77,20 +81,24 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 		goto fail;
 	}
 	float limit;
+	int mode = MOE_TP_SPLIT;
 	rc = layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer, &limit);
+	if (!rc && h->tp_size > 1)
+		rc = h->conf_enum(h, "tp", "moe", MOE_TP_SPLIT, &mode);
 	if (rc)
 		goto fail;
 	for (int e = 0; e < c->num_experts; e++) {
-		if (!owns_expert(h, e))
+		if (!owns_expert(h, mode, e))
 			continue;
 		snprintf(name, sizeof(name), "%s.experts.%d", prefix, e);
 		rc = tf_mlp_init(&L->experts[e], h, name, c->hidden_size,
-				 c->moe_intermediate_size, "moe_intermediate_size", limit);
+				 c->moe_intermediate_size, "moe_intermediate_size", limit,
+				 mode == MOE_TP_SPLIT);
 		if (rc)
 			goto fail;
 	}
 
-	if (c->num_shared_experts > 0 && tf_ffn_rank0(h)) {
+	if (c->num_shared_experts > 0) {
 		if (c->moe_shared_expert_intermediate_size <= 0) {
 			rc = h->error(h, TF_ERR_INVALID,
 				      "config.json: moe_shared_expert_intermediate_size %d must be positive with num_shared_experts %d",
@@ -105,7 +113,8 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 		snprintf(name, sizeof(name), "%s.shared_experts", prefix);
 		rc = tf_mlp_init(&L->shared, h, name, c->hidden_size,
 				 (int64_t)c->moe_shared_expert_intermediate_size * c->num_shared_experts,
-				 "moe_shared_expert_intermediate_size x num_shared_experts", limit);
+				 "moe_shared_expert_intermediate_size x num_shared_experts", limit,
+				 true);
 		if (rc)
 			goto fail;
 	}
