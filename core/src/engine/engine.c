@@ -88,6 +88,7 @@ struct tf_engine {
 	 * the logits its lm_head share gathers. */
 	tf_tp *tp;
 	int rank;
+	bool leading;                   /* rank 0, open, its peers reachable: close tells them */
 	int64_t steps;
 	tf_tpsync_buf tbuf;
 	float *flog;
@@ -100,7 +101,7 @@ void tf_engine_close(tf_engine *e)
 {
 	if (!e)
 		return;
-	if (e->tp && e->rank == 0)      /* the followers' loops end; a dead one is no matter */
+	if (e->leading)                 /* the followers' loops end */
 		tf_tpsync_send(e->tp, (tf_tpsync_msg){ .op = TF_TPSYNC_CLOSE }, NULL);
 	tf_tp_close(e->tp);
 	tf_tpsync_buf_free(&e->tbuf);
@@ -208,6 +209,7 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	}
 	if ((rc = engine_open_mtp(e)) != TF_OK)
 		goto fail;
+	e->leading = e->tp && e->rank == 0;
 	*out = e;
 	return TF_OK;
 fail:
@@ -232,7 +234,10 @@ static int tp_send(tf_engine *e, tf_tpsync_op op, tf_seq_id s, int64_t arg, cons
 	tf_tpsync_msg m = { .op = op, .seq = s, .arg = arg, .n = b ? b->n : 0 };
 	if (b)
 		m.seq = b->one_seq;
-	return tf_tpsync_send(e->tp, m, b);
+	int rc = tf_tpsync_send(e->tp, m, b);
+	if (rc == TF_ERR_PEER)
+		e->leading = false;
+	return rc;
 }
 
 static tf_seq_id seq_id(const tf_engine *e, int slot)
@@ -677,6 +682,8 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	if (rc == TF_OK)
 		rc = engine_run(e, b, logits, hidden, false);
 	e->steps++;
+	if (rc == TF_ERR_PEER)          /* the ranks are out of step for good */
+		e->leading = false;
 	if (rc != TF_OK && e->tp)
 		return tf_diag_prefix(rc, "rank %d, step %" PRId64, e->rank, e->steps);
 	return rc;
