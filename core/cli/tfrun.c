@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "doctor_cmd.h"
 #include "fail.h"
 #include "generate_cmd.h"
 #include "options.h"
@@ -32,6 +33,7 @@ static const char usage[] =
 "       tfrun [MODEL.ini] --plugins [--keys] [--json]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun serve MODEL.ini [--host ADDR] [--port N] [--api-key KEY] [--set ...]\n"
+"       tfrun doctor [MODEL.ini] [--set ...] [--tp-local N] [--max-bytes N]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -102,6 +104,11 @@ static const char usage[] =
 "\n"
 "  --set SECTION.KEY=VALUE   override any INI key (repeatable)\n"
 "  --tokenizer ...     tokenizer tools; see tfrun --tokenizer --help\n"
+"\n"
+"doctor: tensor-parallel readiness: the transports and what they see (RDMA\n"
+"devices, ports, MTU, GIDs), each [tp] peer's control port, and a ping-pong\n"
+"and all-reduce sweep (8 B to 16 MB); --tp-local N forks N ranks on\n"
+"loopback.  See tfrun doctor --help\n"
 "\n"
 "Environment: TF_PLUGIN_PATH, ':'-separated plugin folders searched after\n"
 "[plugins] path and before the build's own plugin folder.\n";
@@ -445,6 +452,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--tokenizer"))
 			return tf_cli_tokenizer(argc, argv);
+
+	/* "doctor" parses flags of its own. */
+	if (argc > 1 && !strcmp(argv[1], "doctor"))
+		return tf_cli_doctor(argc - 1, argv + 1);
 
 	/* "serve" is a subcommand word: the flags follow it. */
 	bool serve = argc > 1 && !strcmp(argv[1], "serve");

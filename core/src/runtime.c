@@ -573,6 +573,26 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 	return TF_OK;
 }
 
+int tf_runtime_open_transports(const char *ini_path, const char *const *overrides,
+			       int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = rt_new(&rt);
+	if (!rc)
+		rc = rt_load_conf(rt, ini_path, overrides, n_overrides);
+	if (!rc)
+		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
+	if (rc) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	tf_registry_probe(rt->reg, TF_KIND_TRANSPORT, &rt->host);
+	*out = rt;
+	return TF_OK;
+}
+
 void tf_runtime_close(tf_runtime *rt)
 {
 	if (!rt)

@@ -51,6 +51,12 @@ void tf_runtime_close(tf_runtime *rt);
 int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 			    int n_overrides, tf_runtime **out);
 
+/* Only what a tensor-parallel communicator needs (tf/tp.h): the INI when
+ * given, the plugin scan and the transports' probes; no model, no backend,
+ * so a host checks its link before the checkpoint is there. */
+int tf_runtime_open_transports(const char *ini_path, const char *const *overrides,
+			       int n_overrides, tf_runtime **out);
+
 const tf_conf *tf_runtime_conf(const tf_runtime *rt);
 const tf_model_config *tf_runtime_model(const tf_runtime *rt);
 const tf_weights *tf_runtime_weights(const tf_runtime *rt);   /* NULL: plugins only */

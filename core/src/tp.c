@@ -1,11 +1,14 @@
 /*
  * tp.c - tf/tp.h: the transport plugin [tp] names, connected as [tp] says.
  *
- * The runtime's plugin-only open (INI, plugin scan, probes) supplies the
- * registry and the host; this file reads [tp], picks the transport and
+ * The runtime's transport-only open (INI, plugin scan, the transports'
+ * probes) supplies the registry and the host; this file reads [tp], picks the transport and
  * drives its instance.
  */
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,11 +69,73 @@ static int tp_choose(tf_tp *tp, const tf_conf *conf)
 	return TF_OK;
 }
 
+/* Keys that may differ between hosts: the rank, where things are (a host
+ * may spell the peers' addresses its own way: the handshake checks who
+ * answers), how many threads and how much memory this host gives, its log
+ * level and server. */
+static bool tp_per_host(const char *section, const char *key)
+{
+	static const char *const keys[][2] = {
+		{ "tp", "rank" }, { "tp", "peers" }, { "model", "path" }, { "plugins", "path" },
+		{ "runtime", "threads" }, { "runtime", "memory_limit" },
+		{ "runtime", "log_level" },
+	};
+	if (!strcmp(section, "server"))
+		return true;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(section, keys[i][0]) && !strcmp(key, keys[i][1]))
+			return true;
+	return false;
+}
+
+static int tp_cmp_entry(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "<caller's>/conf:<hash>": the caller's fingerprint (the checkpoint's)
+ * and a hash of every INI key and override but the per-host ones, in key
+ * order, so ranks whose settings differ are refused at the handshake. */
+static int tp_fingerprint(const tf_conf *conf, const char *caller, char *out, size_t n)
+{
+	size_t count = tf_conf_count(conf), m = 0;
+	char **lines = calloc(count ? count : 1, sizeof(*lines));
+	uint64_t h = 0xcbf29ce484222325ull;
+	int rc = lines ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "tp: out of memory");
+
+	for (size_t i = 0; !rc && i < count; i++) {
+		const char *sec, *key, *val;
+		tf_conf_at(conf, i, &sec, &key, &val);
+		if (tp_per_host(sec, key))
+			continue;
+		size_t len = strlen(sec) + strlen(key) + strlen(val) + 3;
+		if (!(lines[m] = malloc(len)))
+			rc = tf_diag_set(TF_ERR_NOMEM, "tp: out of memory");
+		else
+			snprintf(lines[m++], len, "%s.%s=%s", sec, key, val);
+	}
+	qsort(lines, m, sizeof(*lines), tp_cmp_entry);
+	for (size_t i = 0; i < m; i++)
+		for (const char *p = lines[i]; ; p++) {
+			h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+			if (!*p)
+				break;
+		}
+	for (size_t i = 0; i < m; i++)
+		free(lines[i]);
+	free(lines);
+	if (!rc && (size_t)snprintf(out, n, "%s/conf:%016llx", caller,
+				    (unsigned long long)h) >= n)
+		rc = tf_diag_set(TF_ERR_INVALID, "tp: fingerprint '%s' is too long", caller);
+	return rc;
+}
+
 static int tp_connect(tf_tp *tp, const char *fingerprint)
 {
 	const tf_conf *conf = tf_runtime_conf(tp->rt);
 	const tf_host *h = tf_runtime_host(tp->rt);
 	double timeout;
+	char print[256];
 	int rc;
 
 	tp->rank = h->tp_rank;
@@ -80,14 +145,15 @@ static int tp_connect(tf_tp *tp, const char *fingerprint)
 				    "is %d: a communicator needs two ranks or more", tp->size);
 	if ((rc = tf_conf_get_float(conf, "tp", "timeout", TF_TP_DEFAULT_TIMEOUT_S,
 				    &timeout)) ||
-	    (rc = tp_split_peers(tp, conf)) || (rc = tp_choose(tp, conf)))
+	    (rc = tp_split_peers(tp, conf)) || (rc = tp_choose(tp, conf)) ||
+	    (rc = tp_fingerprint(conf, fingerprint, print, sizeof(print))))
 		return rc;
 	tf_tp_config cfg = {
 		.struct_size = sizeof(cfg),
 		.rank = tp->rank,
 		.size = tp->size,
 		.peers = tp->peers,
-		.fingerprint = fingerprint,
+		.fingerprint = print,
 		.timeout_ms = (int)(timeout * 1000.0 + 0.5),
 		.rdma_device = tf_conf_get(conf, "tp", "rdma_device"),
 	};
@@ -104,7 +170,7 @@ int tf_tp_open(const char *ini, const char *const *overrides, int n_overrides,
 
 	if (!tp)
 		return tf_diag_set(TF_ERR_NOMEM, "tp: out of memory");
-	rc = tf_runtime_open_plugins(ini, overrides, n_overrides, &tp->rt);
+	rc = tf_runtime_open_transports(ini, overrides, n_overrides, &tp->rt);
 	if (!rc)
 		rc = tp_connect(tp, fingerprint ? fingerprint : "");
 	if (rc) {
@@ -167,7 +233,7 @@ int tf_tp_describe(const char *ini, const char *const *overrides, int n_override
 		   FILE *f)
 {
 	tf_runtime *rt;
-	int rc = tf_runtime_open_plugins(ini, overrides, n_overrides, &rt);
+	int rc = tf_runtime_open_transports(ini, overrides, n_overrides, &rt);
 	if (rc)
 		return rc;
 	const tf_registry *reg = tf_runtime_registry(rt);

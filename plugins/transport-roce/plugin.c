@@ -16,12 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "../transport-tcp/mesh.h"
-#include "../transport-tcp/sum.h"
 #include "boot.h"
-#include "round.h"
+#include "coll.h"
 #include "tf/transport.h"
 #include "verbs.h"
 
@@ -30,12 +28,22 @@
 
 typedef struct roce_comm {
 	const tf_host *h;
-	tf_mesh mesh;
+	tf_mesh mesh;                   /* the control channel */
 	tf_verbs v;
-	tf_round round;
-	uint32_t k;                     /* the next round */
-	uint32_t expect[TF_ROUND_MAX];
+	tf_coll coll;
 } roce_comm;
+
+static int link_write(void *link, int p, uint32_t k, size_t len, char *why, size_t n)
+{
+	return tf_verbs_write(link, p, k, len, why, n);
+}
+
+static int link_poll(void *link, tf_completion *out, int max, char *why, size_t n)
+{
+	return tf_verbs_poll(link, out, max, why, n);
+}
+
+static const tf_link_ops verbs_link = { .write = link_write, .poll = link_poll };
 
 static int roce_probe(const tf_host *h, const char **reason)
 {
@@ -131,10 +139,7 @@ static int roce_bootstrap(roce_comm *c)
 				  tf_boot_mtu_bytes(mine.mtu), tf_boot_mtu_bytes(mtu));
 	}
 	/* Every queue pair must be ready to receive before anyone writes. */
-	x[0] = (tf_mesh_xfer){ NULL, 0, NULL, 0 };
-	for (int p = 0; p < m->size; p++)
-		x[p] = x[0];
-	return tf_mesh_exchange(m, TF_MESH_BARRIER, x);
+	return tf_mesh_barrier(m);
 }
 
 static int roce_connect(void *inst, const tf_tp_config *cfg)
@@ -147,143 +152,41 @@ static int roce_connect(void *inst, const tf_tp_config *cfg)
 	if (tf_verbs_open(&c->v, cfg->rdma_device, addr_ipv4(cfg->peers[cfg->rank]),
 			  cfg->rank, cfg->size, ROCE_SLOT, ROCE_SLOTS, why, sizeof(why)))
 		return c->h->error(c->h, TF_ERR_DEVICE, "roce: rank %d: %s", cfg->rank, why);
-	tf_round_init(&c->round, cfg->rank, cfg->size);
+	tf_coll_init(&c->coll, &verbs_link, &c->v, c->v.send_buf, c->v.recv_buf, cfg->rank,
+		     cfg->size, ROCE_SLOTS, ROCE_SLOT, cfg->timeout_ms);
 	return roce_bootstrap(c);
 }
 
-static int64_t now_ms(void)
+static int roce_fail(roce_comm *c)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-static uint8_t *send_slot(roce_comm *c)
-{
-	return c->v.send_buf + tf_slot_offset(0, c->k, ROCE_SLOTS, ROCE_SLOT);
-}
-
-static const uint8_t *recv_slot(roce_comm *c, int p)
-{
-	return c->v.recv_buf + tf_slot_offset(p, c->k, ROCE_SLOTS, ROCE_SLOT);
-}
-
-/* One round: write send_len bytes of the send slot to every peer and wait,
- * polling, for every peer's write and our own, within [tp] timeout.  The
- * slots of round c->k stay readable until the next round. */
-static int roce_round(roce_comm *c, const char *op, size_t send_len)
-{
-	tf_mesh *m = &c->mesh;
-	char what[64], why[256];
-	tf_completion wc[16];
-
-	snprintf(what, sizeof(what), "%s round %u", op, c->k);
-	if (m->failed)
-		return fail_peer(c, what, -1, "the communicator failed in an earlier step");
-	if (tf_round_begin(&c->round, c->k, c->expect, why, sizeof(why)))
-		return fail_peer(c, what, -1, why);
-	for (int p = 0; p < m->size; p++)
-		if (p != m->rank && tf_verbs_write(&c->v, p, c->k, send_len, why, sizeof(why)))
-			return fail_peer(c, what, p, why);
-	int64_t deadline = now_ms() + m->timeout_ms;
-	for (unsigned spin = 0; !tf_round_done(&c->round); spin++) {
-		int n = tf_verbs_poll(&c->v, wc, 16, why, sizeof(why));
-		if (n < 0)
-			return fail_peer(c, what, -1, why);
-		for (int i = 0; i < n; i++)
-			if (tf_round_complete(&c->round, &wc[i], why, sizeof(why)))
-				return fail_peer(c, what, wc[i].peer, why);
-		if (!n && !(spin & 1023) && now_ms() > deadline) {
-			snprintf(why, sizeof(why), "did not answer within %d ms ([tp] timeout)",
-				 m->timeout_ms);
-			return fail_peer(c, what, tf_round_pending(&c->round), why);
-		}
-	}
-	return TF_OK;
-}
-
-static void expect_all(roce_comm *c, uint32_t bytes)
-{
-	for (int p = 0; p < c->mesh.size; p++)
-		c->expect[p] = bytes;
+	return fail_peer(c, c->coll.what, c->coll.peer, c->coll.why);
 }
 
 static int roce_all_reduce(void *inst, void *buf, size_t count, tf_dtype dtype)
 {
 	roce_comm *c = inst;
-	int size = c->mesh.size, rc = TF_OK;
-	size_t es = dtype == TF_DTYPE_F32 ? 4 : dtype == TF_DTYPE_BF16 ? 2 : 0;
-	const void *parts[TF_ROUND_MAX];
-
-	if (!es)
+	if (dtype != TF_DTYPE_F32 && dtype != TF_DTYPE_BF16)
 		return c->h->error(c->h, TF_ERR_UNSUPPORTED, "roce: all_reduce of %s: only "
 				   "f32 and bf16", tf_dtype_name(dtype));
-	size_t per = ROCE_SLOT / es, rounds = tf_round_count(count * es, per * es);
-	for (size_t r = 0; r < rounds && !rc; r++, c->k++) {
-		size_t off = r * per, n = count - off < per ? count - off : per;
-		uint8_t *mine = (uint8_t *)buf + off * es;
-		memcpy(send_slot(c), mine, n * es);
-		expect_all(c, (uint32_t)(n * es));
-		if ((rc = roce_round(c, "all_reduce", n * es)))
-			break;
-		for (int p = 0; p < size; p++)
-			parts[p] = p == c->mesh.rank ? mine : recv_slot(c, p);
-		if (dtype == TF_DTYPE_F32)
-			tf_sum_f32((float *)mine, (const float *const *)parts, size, n);
-		else
-			tf_sum_bf16((uint16_t *)mine, (const uint16_t *const *)parts, size, n);
-	}
-	return rc;
+	return tf_coll_all_reduce(&c->coll, buf, count, dtype) ? roce_fail(c) : TF_OK;
 }
 
 static int roce_all_gather(void *inst, const void *in, void *out, size_t bytes)
 {
 	roce_comm *c = inst;
-	int rank = c->mesh.rank, rc = TF_OK;
-	size_t rounds = tf_round_count(bytes, ROCE_SLOT);
-
-	memmove((uint8_t *)out + (size_t)rank * bytes, in, bytes);
-	for (size_t r = 0; r < rounds && !rc; r++, c->k++) {
-		size_t off = r * ROCE_SLOT, n = bytes - off < ROCE_SLOT ? bytes - off : ROCE_SLOT;
-		memcpy(send_slot(c), (uint8_t *)out + (size_t)rank * bytes + off, n);
-		expect_all(c, (uint32_t)n);
-		if ((rc = roce_round(c, "all_gather", n)))
-			break;
-		for (int p = 0; p < c->mesh.size; p++)
-			if (p != rank)
-				memcpy((uint8_t *)out + (size_t)p * bytes + off, recv_slot(c, p), n);
-	}
-	return rc;
+	return tf_coll_all_gather(&c->coll, in, out, bytes) ? roce_fail(c) : TF_OK;
 }
 
 static int roce_broadcast(void *inst, void *buf, size_t bytes, int root)
 {
 	roce_comm *c = inst;
-	bool me = c->mesh.rank == root;
-	size_t rounds = tf_round_count(bytes, ROCE_SLOT);
-	int rc = TF_OK;
-
-	for (size_t r = 0; r < rounds && !rc; r++, c->k++) {
-		size_t off = r * ROCE_SLOT, n = bytes - off < ROCE_SLOT ? bytes - off : ROCE_SLOT;
-		if (me)
-			memcpy(send_slot(c), (uint8_t *)buf + off, n);
-		expect_all(c, 0);
-		c->expect[root] = me ? 0 : (uint32_t)n;
-		if ((rc = roce_round(c, "broadcast", me ? n : 0)))
-			break;
-		if (!me)
-			memcpy((uint8_t *)buf + off, recv_slot(c, root), n);
-	}
-	return rc;
+	return tf_coll_broadcast(&c->coll, buf, bytes, root) ? roce_fail(c) : TF_OK;
 }
 
 static int roce_barrier(void *inst)
 {
 	roce_comm *c = inst;
-	expect_all(c, 0);
-	int rc = roce_round(c, "barrier", 0);
-	c->k++;
-	return rc;
+	return tf_coll_barrier(&c->coll) ? roce_fail(c) : TF_OK;
 }
 
 static int roce_describe(const tf_host *h, tf_tp_emit emit, void *arg)

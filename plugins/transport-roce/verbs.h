@@ -34,6 +34,7 @@ typedef struct tf_verbs {
 	uint64_t remote_addr[TF_ROUND_MAX];
 	uint32_t remote_rkey[TF_ROUND_MAX];
 	int rank, size, port, gid_index, slots;
+	uint32_t max_inline;            /* bytes a write may carry inline */
 	size_t slot_bytes;
 	tf_boot local;                  /* this rank's bootstrap, qpn per peer aside */
 	char device[64];

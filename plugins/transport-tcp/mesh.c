@@ -222,7 +222,9 @@ static int listen_on(const tf_mesh *m, int *out)
 	return m->h->error(m->h, TF_ERR_IO, "%s: rank %d cannot listen on %s ([tp] peers "
 			   "entry %d): %s%s", m->who, m->rank, m->addr[m->rank], m->rank,
 			   strerror(err), err == EADDRINUSE ?
-			   " (another process holds the port: a rank started twice?)" : "");
+			   " (another process holds the port: a rank started twice?)" :
+			   err == EADDRNOTAVAIL ? " (not an address of this host: is tp.rank "
+			   "right?)" : "");
 }
 
 static void my_hello(const tf_mesh *m, const char *fingerprint, tf_hello *h)
@@ -381,8 +383,10 @@ int tf_mesh_open(tf_mesh *m, const tf_host *h, const char *who, const tf_tp_conf
 
 	int64_t deadline = now_ms() + m->timeout_ms;
 	/* Listen before dialling, so a higher rank's dial waits in the backlog
-	 * while this rank's own dials finish: lower ranks never wait on higher. */
-	if (m->rank < m->size - 1 && (rc = listen_on(m, &lfd)))
+	 * while this rank's own dials finish: lower ranks never wait on higher.
+	 * The last rank accepts no one but listens too: binding its address
+	 * proves it runs where [tp] peers says, alone on its port. */
+	if ((rc = listen_on(m, &lfd)))
 		return rc;
 	for (int r = 0; r < m->rank && !rc; r++)
 		rc = connect_lower(m, r, &mine, deadline);
@@ -540,4 +544,10 @@ int tf_mesh_exchange(tf_mesh *m, tf_mesh_op op, tf_mesh_xfer *x)
 	}
 	m->failed = rc != TF_OK;
 	return rc;
+}
+
+int tf_mesh_barrier(tf_mesh *m)
+{
+	tf_mesh_xfer x[TF_MESH_MAX] = { { NULL, 0, NULL, 0 } };
+	return tf_mesh_exchange(m, TF_MESH_BARRIER, x);
 }

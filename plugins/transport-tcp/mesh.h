@@ -2,9 +2,9 @@
  * mesh.h - a full mesh of TCP connections between the ranks, and the
  * framed, bounded exchange every collective is built from.
  *
- * tf_mesh_open listens on this rank's [tp] peers address (when a higher
- * rank will dial it), dials every lower rank (retrying until the peer
- * listens or the timeout passes), accepts every higher one, and swaps a
+ * tf_mesh_open listens on this rank's [tp] peers address, dials every
+ * lower rank (retrying until the peer listens or the timeout passes),
+ * accepts every higher one, and swaps a
  * hello (hello.h) on each connection.  Sockets are non-blocking with
  * TCP_NODELAY; waits go through poll() with a deadline, so no call outlives
  * cfg->timeout_ms and a dead or stopped peer fails naming its rank, its
@@ -56,6 +56,9 @@ void tf_mesh_close(tf_mesh *m);
  * rank's ignored); a header with the op, step and length goes first, so
  * ranks that disagree on the collective or its size fail naming the peer. */
 int tf_mesh_exchange(tf_mesh *m, tf_mesh_op op, tf_mesh_xfer *x);
+
+/* An exchange of headers only: every rank has reached this step. */
+int tf_mesh_barrier(tf_mesh *m);
 
 const char *tf_mesh_op_name(tf_mesh_op op);
 

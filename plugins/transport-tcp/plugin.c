@@ -125,8 +125,7 @@ static int tcp_broadcast(void *inst, void *buf, size_t bytes, int root)
 static int tcp_barrier(void *inst)
 {
 	tcp_comm *c = inst;
-	tf_mesh_xfer x[TF_MESH_MAX] = { { NULL, 0, NULL, 0 } };
-	return tf_mesh_exchange(&c->mesh, TF_MESH_BARRIER, x);
+	return tf_mesh_barrier(&c->mesh);
 }
 
 static const tf_plugin_transport tcp_transport = {

@@ -36,6 +36,7 @@ typedef struct rank_job {
 	const char *peers, *fingerprint;
 	double timeout_s;
 	int loop;                       /* all_reduce this many times instead */
+	const char *extra;              /* one more --set, NULL: none */
 } rank_job;
 
 static double now_ms(void)
@@ -54,13 +55,18 @@ static rank_out *shared_outs(void)
 	return o;
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
 static void run_rank(const rank_job *j, rank_out *o)
 {
 	tf_tp *tp;
 	alarm(60);              /* a hang fails the test instead of stalling it */
 	double t0 = now_ms();
 	o->rc = tp_case_open(j->rank, j->size, j->peers, j->fingerprint, j->timeout_s,
-			     "tcp", &tp);
+			     "tcp", j->extra, &tp);
 	if (o->rc) {
 		o->ms = now_ms() - t0;
 		snprintf(o->msg, sizeof(o->msg), "%s", tf_engine_errmsg());
@@ -120,7 +126,7 @@ static void run_all(int size, const char *peers, rank_out *o)
 {
 	pid_t pids[MAX_RANKS];
 	for (int r = 0; r < size; r++) {
-		rank_job j = { r, size, peers, "fp", 10.0, 0 };
+		rank_job j = { r, size, peers, "fp", 10.0, 0, NULL };
 		pids[r] = spawn(&j, &o[r]);
 	}
 	reap(pids, size);
@@ -148,18 +154,48 @@ Test(tp_tcp, fingerprint_mismatch_refused)
 	pid_t pids[2];
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 0, a0, sizeof(a0));
-	rank_job j0 = { 0, 2, peers, "ckpt-a", 5.0, 0 }, j1 = { 1, 2, peers, "ckpt-b", 5.0, 0 };
+	rank_job j0 = { 0, 2, peers, "ckpt-a", 5.0, 0, NULL },
+		 j1 = { 1, 2, peers, "ckpt-b", 5.0, 0, NULL };
 	pids[0] = spawn(&j0, &o[0]);
 	pids[1] = spawn(&j1, &o[1]);
 	reap(pids, 2);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
 	cr_assert(strstr(o[0].msg, "refused rank 1 (") &&
-		  strstr(o[0].msg, "rank 1 has fingerprint 'ckpt-b', rank 0 'ckpt-a'"),
-		  "%s", o[0].msg);
+		  strstr(o[0].msg, "rank 1 has fingerprint 'ckpt-b/conf:") &&
+		  strstr(o[0].msg, "rank 0 'ckpt-a/conf:"), "%s", o[0].msg);
 	cr_assert(strstr(o[1].msg, "rank 0 (") && strstr(o[1].msg, a0) &&
 		  strstr(o[1].msg, "refused this rank") && strstr(o[1].msg, "fingerprint"),
 		  "%s", o[1].msg);
+}
+
+/* The same checkpoint, another override on rank 1: refused; a per-host
+ * key (threads) may differ. */
+Test(tp_tcp, override_mismatch_refused)
+{
+	char peers[256];
+	rank_out *o = shared_outs();
+	pid_t pids[2];
+	tp_case_local_peers(2, peers, sizeof(peers));
+	rank_job j0 = { 0, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.7" },
+		 j1 = { 1, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.5" };
+	pids[0] = spawn(&j0, &o[0]);
+	pids[1] = spawn(&j1, &o[1]);
+	reap(pids, 2);
+	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
+	cr_assert(strstr(o[0].msg, "other --set overrides"), "%s", o[0].msg);
+	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
+
+	j0.extra = "runtime.threads=1";
+	j1.extra = "runtime.threads=2";
+	j0.loop = j1.loop = 3;
+	tp_case_local_peers(2, peers, sizeof(peers));
+	memset(o, 0, 2 * sizeof(*o));
+	pids[0] = spawn(&j0, &o[0]);
+	pids[1] = spawn(&j1, &o[1]);
+	reap(pids, 2);
+	cr_assert_eq(o[0].rc, 0, "%s", o[0].msg);
+	cr_assert_eq(o[1].rc, 0, "%s", o[1].msg);
 }
 
 Test(tp_tcp, wrong_size_refused)
@@ -170,7 +206,8 @@ Test(tp_tcp, wrong_size_refused)
 	tp_case_local_peers(3, peers3, sizeof(peers3));
 	snprintf(peers, sizeof(peers), "%s", peers3);
 	*strrchr(peers, ',') = '\0';
-	rank_job j0 = { 0, 2, peers, "fp", 5.0, 0 }, j1 = { 1, 3, peers3, "fp", 5.0, 0 };
+	rank_job j0 = { 0, 2, peers, "fp", 5.0, 0, NULL },
+		 j1 = { 1, 3, peers3, "fp", 5.0, 0, NULL };
 	pids[0] = spawn(&j0, &o[0]);
 	pids[1] = spawn(&j1, &o[1]);
 	reap(pids, 2);
@@ -195,8 +232,8 @@ Test(tp_tcp, same_rank_twice_refused)
 	char *at = strstr(peers, a1);
 	snprintf(other, sizeof(other), "%.*s%s%s", (int)(at - peers), peers, b1,
 		 at + strlen(a1));
-	rank_job j0 = { 0, 3, peers, "fp", 3.0, 0 }, ja = { 1, 3, peers, "fp", 3.0, 0 },
-		 jb = { 1, 3, other, "fp", 3.0, 0 };
+	rank_job j0 = { 0, 3, peers, "fp", 3.0, 0, NULL }, ja = { 1, 3, peers, "fp", 3.0, 0, NULL },
+		 jb = { 1, 3, other, "fp", 3.0, 0, NULL };
 	pids[0] = spawn(&j0, &o[0]);
 	pids[1] = spawn(&ja, &o[1]);
 	pids[2] = spawn(&jb, &o[2]);
@@ -206,6 +243,29 @@ Test(tp_tcp, same_rank_twice_refused)
 	cr_assert(o[1].rc && o[2].rc, "both rank-1 processes fail");
 	cr_assert(strstr(o[1].msg, "connected twice") || strstr(o[2].msg, "connected twice"),
 		  "the refused one says why: %s | %s", o[1].msg, o[2].msg);
+}
+
+/* The last rank listens too: a second rank 1 on the host finds its port
+ * taken, at once, instead of waiting for a rank 0 that took the first. */
+Test(tp_tcp, last_rank_twice_refused)
+{
+	char peers[256], a1[64];
+	rank_out *o = shared_outs();
+	pid_t pids[3];
+	tp_case_local_peers(2, peers, sizeof(peers));
+	peer_addr(peers, 1, a1, sizeof(a1));
+	rank_job j0 = { 0, 2, peers, "fp", 3.0, 0, NULL }, j1 = { 1, 2, peers, "fp", 3.0, 0, NULL };
+	pids[0] = spawn(&j0, &o[0]);
+	pids[1] = spawn(&j1, &o[1]);
+	pids[2] = spawn(&j1, &o[2]);
+	reap(pids, 3);
+	int bad = o[1].rc ? 1 : 2;
+	cr_assert_eq(o[0].rc, 0, "rank 0 connects the first rank 1: %s", o[0].msg);
+	cr_assert_eq(o[3 - bad].rc, 0, "%s", o[3 - bad].msg);
+	cr_assert_eq(o[bad].rc, TF_ERR_IO, "%s", o[bad].msg);
+	cr_assert(strstr(o[bad].msg, "cannot listen on") && strstr(o[bad].msg, a1) &&
+		  strstr(o[bad].msg, "a rank started twice?"), "%s", o[bad].msg);
+	cr_assert_lt(o[bad].ms, 1000, "refused after %.0f ms", o[bad].ms);
 }
 
 Test(tp_tcp, port_in_use_refused)
@@ -219,7 +279,7 @@ Test(tp_tcp, port_in_use_refused)
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	cr_assert(!bind(fd, (struct sockaddr *)&sa, sizeof(sa)) && !listen(fd, 1));
-	rank_job j0 = { 0, 2, peers, "fp", 2.0, 0 };
+	rank_job j0 = { 0, 2, peers, "fp", 2.0, 0, NULL };
 	pid_t p = spawn(&j0, &o[0]);
 	reap(&p, 1);
 	close(fd);
@@ -238,10 +298,10 @@ Test(tp_tcp, absent_peer_times_out)
 	peer_addr(peers, 1, a1, sizeof(a1));
 	/* rank 0 waits for a rank 1 that never comes; apart, rank 1 dials a
 	 * rank 0 that is not there. */
-	rank_job j0 = { 0, 2, peers, "fp", 1.0, 0 };
+	rank_job j0 = { 0, 2, peers, "fp", 1.0, 0, NULL };
 	p[0] = spawn(&j0, &o[0]);
 	reap(p, 1);
-	rank_job j1 = { 1, 2, peers, "fp", 1.0, 0 };
+	rank_job j1 = { 1, 2, peers, "fp", 1.0, 0, NULL };
 	p[1] = spawn(&j1, &o[1]);
 	reap(p + 1, 1);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
@@ -263,7 +323,7 @@ static void fault(int sig, const char *expect)
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 1, a1, sizeof(a1));
 	for (int r = 0; r < 2; r++) {
-		rank_job j = { r, 2, peers, "fp", 1.0, 1000000 };
+		rank_job j = { r, 2, peers, "fp", 1.0, 1000000, NULL };
 		pids[r] = spawn(&j, &o[r]);
 	}
 	for (int i = 0; i < 200 && o[0].calls < 20; i++)
@@ -285,6 +345,35 @@ static void fault(int sig, const char *expect)
 Test(tp_tcp, peer_killed_mid_run) { fault(SIGKILL, "closed the connection"); }
 Test(tp_tcp, peer_stopped_mid_run) { fault(SIGSTOP, "did not answer within 1000 ms"); }
 
+/* Signals without SA_RESTART land in poll(), connect() and recvmsg()
+ * (EINTR) all through connecting and 300 all-reduces: nothing fails. */
+Test(tp_tcp, signals_interrupt_nothing)
+{
+	char peers[256];
+	rank_out *o = shared_outs();
+	pid_t pids[2];
+	/* The ranks inherit a handler without SA_RESTART: the signals
+	 * interrupt their system calls. */
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	sigaction(SIGUSR1, &sa, NULL);
+	tp_case_local_peers(2, peers, sizeof(peers));
+	for (int r = 0; r < 2; r++) {
+		rank_job j = { r, 2, peers, "fp", 10.0, 300, NULL };
+		pids[r] = spawn(&j, &o[r]);
+	}
+	for (int i = 0; i < 5000 && (o[0].calls < 300 || o[1].calls < 300) && !o[0].rc &&
+	     !o[1].rc; i++) {
+		kill(pids[0], SIGUSR1);
+		kill(pids[1], SIGUSR1);
+		usleep(200);
+	}
+	reap(pids, 2);
+	for (int r = 0; r < 2; r++) {
+		cr_assert_eq(o[r].rc, 0, "rank %d: %s", r, o[r].msg);
+		cr_assert_eq(o[r].calls, 300);
+	}
+}
+
 /* Ranks that call different collectives fail naming the peer's. */
 Test(tp_tcp, collective_mismatch)
 {
@@ -300,7 +389,7 @@ Test(tp_tcp, collective_mismatch)
 		tf_tp *tp;
 		float buf[64] = { 1.0f };
 		alarm(60);
-		o[r].rc = tp_case_open(r, 2, peers, "fp", 2.0, "tcp", &tp);
+		o[r].rc = tp_case_open(r, 2, peers, "fp", 2.0, "tcp", NULL, &tp);
 		if (!o[r].rc) {
 			o[r].rc = r ? tf_tp_broadcast(tp, buf, sizeof(buf), 0)
 				    : tf_tp_all_reduce(tp, buf, 64, TF_DTYPE_F32);

@@ -13,10 +13,10 @@
 #include "tp_case.h"
 
 int tp_case_open(int rank, int size, const char *peers, const char *fingerprint,
-		 double timeout_s, const char *transport, tf_tp **out)
+		 double timeout_s, const char *transport, const char *extra, tf_tp **out)
 {
 	char set[5][1024];
-	const char *sets[5];
+	const char *sets[6];
 	snprintf(set[0], sizeof(set[0]), "tp.size=%d", size);
 	snprintf(set[1], sizeof(set[1]), "tp.rank=%d", rank);
 	snprintf(set[2], sizeof(set[2]), "tp.peers=%s", peers);
@@ -24,7 +24,8 @@ int tp_case_open(int rank, int size, const char *peers, const char *fingerprint,
 	snprintf(set[4], sizeof(set[4]), "tp.transport=%s", transport);
 	for (int i = 0; i < 5; i++)
 		sets[i] = set[i];
-	return tf_tp_open(NULL, sets, 5, fingerprint, out);
+	sets[5] = extra;
+	return tf_tp_open(NULL, sets, extra ? 6 : 5, fingerprint, out);
 }
 
 /* Bind port 0 for each rank at once, so the ports differ; then free them. */
@@ -69,7 +70,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-static void fill(void *buf, tf_dtype dt, uint64_t seed, int c, int r, size_t count)
+void tp_case_fill(void *buf, tf_dtype dt, uint64_t seed, int c, int r, size_t count)
 {
 	for (size_t i = 0; i < count; i++) {
 		float v = input(seed, c, r, i);
@@ -80,9 +81,7 @@ static void fill(void *buf, tf_dtype dt, uint64_t seed, int c, int r, size_t cou
 	}
 }
 
-/* The reference: element by element, rank 0's plus rank 1's plus ... in
- * f32, rounded once to the dtype. */
-static int check_reduce(const void *got, tf_dtype dt, uint64_t seed, int c, int size,
+int tp_case_check_reduce(const void *got, tf_dtype dt, uint64_t seed, int c, int size,
 			size_t count, char *msg, size_t n)
 {
 	for (size_t i = 0; i < count; i++) {
@@ -132,21 +131,21 @@ int tp_case_collectives(tf_tp *tp, uint64_t seed, char digest[17], char *msg, si
 	for (int c = 0; c < (int)(sizeof(reduce_cases) / sizeof(reduce_cases[0])); c++) {
 		tf_dtype dt = reduce_cases[c].dt;
 		size_t count = reduce_cases[c].count, es = dt == TF_DTYPE_F32 ? 4 : 2;
-		fill(buf, dt, seed, c, rank, count);
+		tp_case_fill(buf, dt, seed, c, rank, count);
 		if ((rc = tf_tp_all_reduce(tp, buf, count, dt)))
 			goto fail;
-		if ((rc = check_reduce(buf, dt, seed, c, size, count, msg, n)))
+		if ((rc = tp_case_check_reduce(buf, dt, seed, c, size, count, msg, n)))
 			goto done;
 		h = fnv(h, buf, count * es);
 	}
 
 	/* all_gather into a poisoned buffer: every rank's slice must land. */
-	fill(buf, TF_DTYPE_F32, seed, 100, rank, gather);
+	tp_case_fill(buf, TF_DTYPE_F32, seed, 100, rank, gather);
 	memset(out, 0xff, gather * 4 * (size_t)size);
 	if ((rc = tf_tp_all_gather(tp, buf, out, gather * 4)))
 		goto fail;
 	for (int r = 0; r < size; r++) {
-		fill(buf, TF_DTYPE_F32, seed, 100, r, gather);
+		tp_case_fill(buf, TF_DTYPE_F32, seed, 100, r, gather);
 		if (memcmp(buf, out + (size_t)r * gather * 4, gather * 4)) {
 			snprintf(msg, n, "all_gather: rank %d's slice differs", r);
 			rc = TF_ERR_INTERNAL;
@@ -158,12 +157,12 @@ int tp_case_collectives(tf_tp *tp, uint64_t seed, char digest[17], char *msg, si
 	/* broadcast from each root into poisoned buffers. */
 	for (int root = 0; root < size; root++) {
 		if (rank == root)
-			fill(buf, TF_DTYPE_F32, seed, 200 + root, root, gather);
+			tp_case_fill(buf, TF_DTYPE_F32, seed, 200 + root, root, gather);
 		else
 			memset(buf, 0xff, gather * 4);
 		if ((rc = tf_tp_broadcast(tp, buf, gather * 4, root)))
 			goto fail;
-		fill(out, TF_DTYPE_F32, seed, 200 + root, root, gather);
+		tp_case_fill(out, TF_DTYPE_F32, seed, 200 + root, root, gather);
 		if (memcmp(buf, out, gather * 4)) {
 			snprintf(msg, n, "broadcast from rank %d: the data differs", root);
 			rc = TF_ERR_INTERNAL;

@@ -22,7 +22,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (tp_case_open(atoi(argv[1]), atoi(argv[2]), argv[3], "tp-rank-check", 10.0,
-			 argc > 4 ? argv[4] : "tcp", &tp)) {
+			 argc > 4 ? argv[4] : "tcp", NULL, &tp)) {
 		printf("error: %s\n", tf_engine_errmsg());
 		return 1;
 	}

@@ -202,7 +202,7 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 /*
  * Each rank opens the same INI with its own tp.rank (tf_engine_open
  * connects the ranks, refusing at the handshake ranks whose checkpoint or
- * overrides other than tp.rank differ).  Rank 0's engine is used as any
+ * settings differ, per-host keys aside: tf/tp.h).  Rank 0's engine is used as any
  * other; the rest call tf_engine_follow, which replays each call rank 0
  * makes that changes a sequence (new, free, fork, snapshot, rollback,
  * truncate, forward) until rank 0 closes its engine: TF_OK then, or the

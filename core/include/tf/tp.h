@@ -15,6 +15,11 @@
  * [tp] size, rank, peers, transport (the plugin's name; unset: the best
  * usable one), rdma_device and timeout (seconds, default 30) are read from
  * the INI and the overrides; ini may be NULL when the overrides say it all.
+ * The handshake refuses a peer whose fingerprint differs: the caller's
+ * (say a hash of the checkpoint) joined to a hash of every INI key and
+ * override except the per-host ones ([tp] rank and peers, [model] path,
+ * [plugins] path, [runtime] threads, memory_limit and log_level, [server]).
+ *
  * Errors return a tf_status; the detail, naming the key, the plugin or the
  * peer (rank, host:port) and the operation, is tf_engine_errmsg().
  */
@@ -36,7 +41,7 @@ extern "C" {
 typedef struct tf_tp tf_tp;
 
 /* Connect to every peer; refused at the handshake when a peer's
- * fingerprint, size or rank disagrees. */
+ * fingerprint, size or rank disagrees.  fingerprint: at most 200 bytes. */
 int tf_tp_open(const char *ini, const char *const *overrides, int n_overrides,
 	       const char *fingerprint, tf_tp **out);
 void tf_tp_close(tf_tp *tp);

@@ -169,7 +169,7 @@ static int engine_open_tp(tf_engine *e, const char *ini_path, const char *const 
 		return tf_diag_set(TF_ERR_UNSUPPORTED,
 				   "[mtp] enabled with [tp] size %d: speculative decoding is not "
 				   "tensor parallel yet", h->tp_size);
-	if ((rc = tf_tpsync_fingerprint(e->rt, overrides, n_overrides, fp)) != TF_OK)
+	if ((rc = tf_tpsync_fingerprint(e->rt, fp)) != TF_OK)
 		return rc;
 	return tf_tp_open(ini_path, overrides, n_overrides, fp, &e->tp);
 }

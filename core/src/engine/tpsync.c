@@ -60,24 +60,13 @@ static int fp_checkpoint(const tf_runtime *rt, uint64_t *out)
 	return TF_OK;
 }
 
-/* tp.rank differs by design; every other override must agree. */
-static bool is_rank(const char *o)
+int tf_tpsync_fingerprint(const tf_runtime *rt, char *out)
 {
-	o += strspn(o, " \t");
-	return !strncmp(o, "tp.rank", 7) && (o[7] == '=' || o[7] == ' ' || o[7] == '\t');
-}
-
-int tf_tpsync_fingerprint(const tf_runtime *rt, const char *const *overrides, int n_overrides,
-			  char *out)
-{
-	uint64_t ck, set = FNV_OFFSET;
+	uint64_t ck;
 	int rc = fp_checkpoint(rt, &ck);
 	if (rc)
 		return tf_diag_prefix(rc, "tp fingerprint");
-	for (int i = 0; i < n_overrides; i++)
-		if (!is_rank(overrides[i]))
-			set = fnv_str(set, overrides[i]);
-	snprintf(out, TF_TPSYNC_FP_LEN, "ckpt %016" PRIx64 " set %016" PRIx64, ck, set);
+	snprintf(out, TF_TPSYNC_FP_LEN, "ckpt:%016" PRIx64, ck);
 	return TF_OK;
 }
 

@@ -9,10 +9,10 @@
  * Rank 0 alone samples; its tokens reach the others inside the next
  * forward call, so nothing depends on two ranks drawing the same token.
  *
- * The fingerprint the handshake compares covers the checkpoint (config.json,
- * every tensor's name, type, shape and first bytes) and the overrides
- * other than tp.rank, so ranks that would compute different things are
- * refused before loading.
+ * The engine's part of the fingerprint the handshake compares covers the
+ * checkpoint (config.json, every tensor's name, type, shape and first
+ * bytes); tf_tp_open joins the INI's and the overrides' to it, so ranks
+ * that would compute different things are refused before loading.
  */
 #ifndef TF_ENGINE_TPSYNC_H
 #define TF_ENGINE_TPSYNC_H
@@ -24,10 +24,9 @@
 #include "tf/engine.h"
 #include "tf/tp.h"
 
-/* "ckpt <16 hex> set <16 hex>" into out (at least TF_TPSYNC_FP_LEN bytes). */
-#define TF_TPSYNC_FP_LEN 48
-int tf_tpsync_fingerprint(const tf_runtime *rt, const char *const *overrides, int n_overrides,
-			  char *out);
+/* "ckpt:<16 hex>" into out (at least TF_TPSYNC_FP_LEN bytes). */
+#define TF_TPSYNC_FP_LEN 24
+int tf_tpsync_fingerprint(const tf_runtime *rt, char *out);
 
 typedef enum tf_tpsync_op {
 	TF_TPSYNC_CLOSE = 1,            /* rank 0 closed its engine */
