@@ -88,11 +88,14 @@ static int sets_make(char **set, int n, int r, const char *peers)
 	return 0;
 }
 
-/* In the child: die with the parent, read nothing, print only errors. */
-static void child_exec(char **v)
+/* In the child: die with the parent (gone already: now), read nothing,
+ * print only errors. */
+static void child_exec(char **v, pid_t parent)
 {
-	int null = open("/dev/null", O_RDWR);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	int null = open("/dev/null", O_RDWR);
 	if (null >= 0) {
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
@@ -125,11 +128,8 @@ int tf_cli_tp_local_start(tf_tp_local *l, int n, int argc, char **argv)
 		pid_t pid = -1;
 		if (!sets_make(set, n, r, peers) && (v = child_argv(argc, argv, set)))
 			pid = fork();
-		if (pid == 0) {
-			if (getppid() != parent)
-				_exit(1);
-			child_exec(v);
-		}
+		if (pid == 0)
+			child_exec(v, parent);
 		free(v);
 		sets_free(set);
 		if (pid < 0) {
