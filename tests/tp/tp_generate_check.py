@@ -17,6 +17,8 @@ Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
   kill0     rank 0 SIGKILLed mid-decode: rank 1 exits the same way
   stop      rank 1 SIGSTOPped mid-decode: rank 0 exits the same way once
             [tp] timeout passes
+  idle      a chat (-i) whose user waits three [tp] timeouts between turns:
+            rank 0's heartbeat keeps rank 1 waiting, both turns answered
   overrides ranks with different --set values are refused at the handshake
   uneven    [tp] size 3 on a model whose heads do not split in three: a
             refusal naming the tensor and the config.json key
@@ -239,6 +241,22 @@ def check_kill_local(run):
         fail(f"--tp-local: rank 1 (pid {kids[0]}) outlived rank 0")
 
 
+def check_idle(run):
+    argv = [run.tfrun, run.ini, "-i", "-n", "6", "--json", "--tp-local", "2", "--set",
+            "tp.timeout=1"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdin.write("In the beginning\n")
+    p.stdin.flush()
+    time.sleep(3)
+    out, err = p.communicate("And God said\n", timeout=120)
+    replies = [line for line in out.splitlines() if '"generated_tokens"' in line]
+    print(f"idle chat: exit {p.returncode}, {len(replies)} replies")
+    if p.returncode or len(replies) != 2:
+        fail(f"a chat idle for 3 s with [tp] timeout 1: exit {p.returncode}, "
+             f"{len(replies)} replies: {err}")
+
+
 def check_overrides(run):
     peers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     ranks = [run.spawn(0, peers, "--set", "tp.timeout=10", dump=False),
@@ -276,7 +294,7 @@ def main():
         "kill": lambda r: (check_kill(r, 1), check_kill_local(r)),
         "kill0": lambda r: check_kill(r, 0),
         "stop": lambda r: check_kill(r, 1, signal.SIGSTOP),
-        "overrides": check_overrides, "uneven": check_uneven,
+        "idle": check_idle, "overrides": check_overrides, "uneven": check_uneven,
     }
     if check not in checks:
         fail(f"no check named {check}")

@@ -208,8 +208,10 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
  * truncate, forward) until rank 0 closes its engine: TF_OK then, or the
  * failure naming the peer and the step when a rank dies or stalls past
  * [tp] timeout.  Rank 0 alone samples: its tokens reach the others in its
- * next forward.  A follower waits at most [tp] timeout for rank 0's next
- * call.  [mtp] enabled is refused with [tp] size > 1.
+ * next forward.  While rank 0 makes no call (a chat waiting for its user)
+ * a thread of its engine sends a heartbeat every third of [tp] timeout,
+ * so the followers wait for as long as rank 0 lives.  [mtp] enabled is
+ * refused with [tp] size > 1.
  */
 int tf_engine_tp_rank(const tf_engine *e);      /* 0 without tensor parallelism */
 int tf_engine_follow(tf_engine *e);

@@ -91,6 +91,7 @@ struct tf_engine {
 	bool leading;                   /* rank 0, open, its peers reachable: close tells them */
 	int64_t steps;
 	tf_tpsync_buf tbuf;
+	tf_tpsync_beat *beat;           /* rank 0: the heartbeat while idle */
 	float *flog;
 	int64_t flog_rows;
 };
@@ -101,6 +102,7 @@ void tf_engine_close(tf_engine *e)
 {
 	if (!e)
 		return;
+	tf_tpsync_beat_stop(e->beat);
 	if (e->leading)                 /* the followers' loops end */
 		tf_tpsync_send(e->tp, (tf_tpsync_msg){ .op = TF_TPSYNC_CLOSE }, NULL);
 	tf_tp_close(e->tp);
@@ -174,6 +176,15 @@ static int engine_open_tp(tf_engine *e, const char *ini_path, const char *const 
 	return tf_tp_open(ini_path, overrides, n_overrides, fp, &e->tp);
 }
 
+/* Beats three to a [tp] timeout keep the followers waiting. */
+static int engine_start_beat(tf_engine *e)
+{
+	double timeout;
+	int rc = tf_conf_get_float(tf_runtime_conf(e->rt), "tp", "timeout",
+				   TF_TP_DEFAULT_TIMEOUT_S, &timeout);
+	return rc ? rc : tf_tpsync_beat_start(e->tp, timeout / 3, &e->beat);
+}
+
 int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
 		   tf_engine **out)
 {
@@ -210,6 +221,8 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	if ((rc = engine_open_mtp(e)) != TF_OK)
 		goto fail;
 	e->leading = e->tp && e->rank == 0;
+	if (e->leading && (rc = engine_start_beat(e)) != TF_OK)
+		goto fail;
 	*out = e;
 	return TF_OK;
 fail:
@@ -226,7 +239,8 @@ int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
 
 /* ---- sequences ---- */
 
-/* Rank 0 sends a call to the followers before running it. */
+/* Rank 0 sends a call to the followers before running it; a call with
+ * collectives holds the heartbeat's lock from here to their end. */
 static int tp_send(tf_engine *e, tf_tpsync_op op, tf_seq_id s, int64_t arg, const tf_batch *b)
 {
 	if (!e->tp || e->rank != 0)
@@ -237,6 +251,15 @@ static int tp_send(tf_engine *e, tf_tpsync_op op, tf_seq_id s, int64_t arg, cons
 	int rc = tf_tpsync_send(e->tp, m, b);
 	if (rc == TF_ERR_PEER)
 		e->leading = false;
+	return rc;
+}
+
+/* A call without collectives: only its send. */
+static int tp_call(tf_engine *e, tf_tpsync_op op, tf_seq_id s)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, op, s, 0, NULL);
+	tf_tpsync_beat_unlock(e->beat);
 	return rc;
 }
 
@@ -305,7 +328,7 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 
 int tf_seq_new(tf_engine *e, tf_seq_id *out)
 {
-	int rc = tp_send(e, TF_TPSYNC_SEQ_NEW, -1, 0, NULL);
+	int rc = tp_call(e, TF_TPSYNC_SEQ_NEW, -1);
 	return rc == TF_OK ? seq_new(e, out) : rc;
 }
 
@@ -324,7 +347,7 @@ static int seq_free(tf_engine *e, tf_seq_id s)
 
 int tf_seq_free(tf_engine *e, tf_seq_id s)
 {
-	int rc = tp_send(e, TF_TPSYNC_SEQ_FREE, s, 0, NULL);
+	int rc = tp_call(e, TF_TPSYNC_SEQ_FREE, s);
 	return rc == TF_OK ? seq_free(e, s) : rc;
 }
 
@@ -356,7 +379,7 @@ int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = tp_send(e, TF_TPSYNC_SEQ_FORK, src, 0, NULL)) != TF_OK ||
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_FORK, src)) != TF_OK ||
 	    (rc = seq_usable(q, src)) != TF_OK || (rc = seq_new(e, &id)) != TF_OK)
 		return rc;
 	struct tf_seq *d = seq_get(e, id);
@@ -379,7 +402,7 @@ int tf_seq_snapshot(tf_engine *e, tf_seq_id s)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = tp_send(e, TF_TPSYNC_SEQ_SNAPSHOT, s, 0, NULL)) != TF_OK ||
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_SNAPSHOT, s)) != TF_OK ||
 	    (rc = seq_usable(q, s)) != TF_OK)
 		return rc;
 	q->mark = -1;
@@ -395,7 +418,7 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = tp_send(e, TF_TPSYNC_SEQ_ROLLBACK, s, 0, NULL)) != TF_OK)
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_ROLLBACK, s)) != TF_OK)
 		return rc;
 	if (q->mark < 0)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d has no snapshot to roll back to", s);
@@ -411,14 +434,12 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
 		      bool no_out);
 
-int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = tp_send(e, TF_TPSYNC_SEQ_TRUNCATE, s, len, NULL)) != TF_OK)
-		return rc;
 	if (len < 0 || len > q->len)
 		return tf_diag_set(TF_ERR_INVALID,
 				   "sequence %d holds %" PRId64 " tokens: cannot keep %" PRId64,
@@ -453,6 +474,16 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
 	return TF_OK;
+}
+
+int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, TF_TPSYNC_SEQ_TRUNCATE, s, len, NULL);
+	if (rc == TF_OK)
+		rc = seq_truncate(e, s, len);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
 }
 
 int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab)
@@ -678,9 +709,11 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 {
 	if (!b || b->n < 1 || !b->token)
 		return tf_diag_set(TF_ERR_INVALID, "engine: an empty batch");
+	tf_tpsync_beat_lock(e->beat);
 	int rc = tp_send(e, TF_TPSYNC_FORWARD, -1, logits != NULL, b);
 	if (rc == TF_OK)
 		rc = engine_run(e, b, logits, hidden, false);
+	tf_tpsync_beat_unlock(e->beat);
 	e->steps++;
 	if (rc == TF_ERR_PEER)          /* the ranks are out of step for good */
 		e->leading = false;
@@ -731,6 +764,7 @@ int tf_engine_follow(tf_engine *e)
 		case TF_TPSYNC_SEQ_ROLLBACK: rc = tf_seq_rollback(e, m.seq); break;
 		case TF_TPSYNC_SEQ_TRUNCATE: rc = tf_seq_truncate(e, m.seq, m.arg); break;
 		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg != 0); break;
+		case TF_TPSYNC_BEAT: break;
 		default:
 			return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent call %d, which this "
 					   "build does not know", e->rank, m.op);

@@ -2,9 +2,11 @@
 #include "tpsync.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conf.h"
 #include "diag.h"
@@ -151,4 +153,91 @@ void tf_tpsync_buf_free(tf_tpsync_buf *buf)
 {
 	free(buf->bytes);
 	*buf = (tf_tpsync_buf){ 0 };
+}
+
+struct tf_tpsync_beat {
+	tf_tp *tp;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;            /* on CLOCK_MONOTONIC */
+	pthread_t thread;
+	bool stop, failed;
+	double interval, last;          /* seconds; last: the end of the last call or beat */
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *beat_main(void *arg)
+{
+	tf_tpsync_beat *b = arg;
+	pthread_mutex_lock(&b->lock);
+	while (!b->stop) {
+		double due = b->last + b->interval;
+		if (mono_s() >= due) {
+			if (!b->failed && tf_tpsync_send(b->tp, (tf_tpsync_msg){ .op = TF_TPSYNC_BEAT },
+							 NULL) != TF_OK)
+				b->failed = true;
+			b->last = mono_s();
+			continue;
+		}
+		struct timespec ts = { .tv_sec = (time_t)due,
+				       .tv_nsec = (long)((due - (double)(time_t)due) * 1e9) };
+		pthread_cond_timedwait(&b->wake, &b->lock, &ts);
+	}
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+int tf_tpsync_beat_start(tf_tp *tp, double interval, tf_tpsync_beat **out)
+{
+	tf_tpsync_beat *b = calloc(1, sizeof(*b));
+	pthread_condattr_t ca;
+	if (!b)
+		return tf_diag_set(TF_ERR_NOMEM, "tp: out of memory");
+	*b = (tf_tpsync_beat){ .tp = tp, .interval = interval, .last = mono_s() };
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&b->thread, NULL, beat_main, b)) {
+		pthread_cond_destroy(&b->wake);
+		pthread_mutex_destroy(&b->lock);
+		free(b);
+		return tf_diag_set(TF_ERR_NOMEM, "tp: cannot start the heartbeat thread");
+	}
+	*out = b;
+	return TF_OK;
+}
+
+void tf_tpsync_beat_stop(tf_tpsync_beat *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->lock);
+	b->stop = true;
+	pthread_cond_signal(&b->wake);
+	pthread_mutex_unlock(&b->lock);
+	pthread_join(b->thread, NULL);
+	pthread_cond_destroy(&b->wake);
+	pthread_mutex_destroy(&b->lock);
+	free(b);
+}
+
+void tf_tpsync_beat_lock(tf_tpsync_beat *b)
+{
+	if (b)
+		pthread_mutex_lock(&b->lock);
+}
+
+void tf_tpsync_beat_unlock(tf_tpsync_beat *b)
+{
+	if (!b)
+		return;
+	b->last = mono_s();
+	pthread_mutex_unlock(&b->lock);
 }

@@ -17,6 +17,7 @@
 #ifndef TF_ENGINE_TPSYNC_H
 #define TF_ENGINE_TPSYNC_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,7 @@ typedef enum tf_tpsync_op {
 	TF_TPSYNC_SEQ_ROLLBACK,         /* seq */
 	TF_TPSYNC_SEQ_TRUNCATE,         /* seq, arg: the length kept */
 	TF_TPSYNC_FORWARD,              /* the batch; arg: logits wanted (lm_head runs) */
+	TF_TPSYNC_BEAT,                 /* rank 0 is idle but alive */
 } tf_tpsync_op;
 
 /* One call as it travels. */
@@ -60,5 +62,19 @@ int tf_tpsync_send(tf_tp *tp, tf_tpsync_msg m, const tf_batch *b);
 /* A follower: the next call; for FORWARD, *b points into buf. */
 int tf_tpsync_recv(tf_tp *tp, tf_tpsync_msg *m, tf_batch *b, tf_tpsync_buf *buf);
 void tf_tpsync_buf_free(tf_tpsync_buf *buf);
+
+/*
+ * Rank 0's heartbeat: a followers wait at most [tp] timeout for rank 0's
+ * next call, so while rank 0's face is idle (a chat waiting for its user,
+ * a server for requests) a thread sends a BEAT every `interval` seconds
+ * without a call.  Rank 0's calls hold the lock (tf_tpsync_beat_lock) from
+ * their send to the end of their collectives, so no beat falls between.
+ * A beat that fails is not retried: the next call fails naming the peer.
+ */
+typedef struct tf_tpsync_beat tf_tpsync_beat;
+int tf_tpsync_beat_start(tf_tp *tp, double interval, tf_tpsync_beat **out);
+void tf_tpsync_beat_stop(tf_tpsync_beat *b);
+void tf_tpsync_beat_lock(tf_tpsync_beat *b);
+void tf_tpsync_beat_unlock(tf_tpsync_beat *b);
 
 #endif /* TF_ENGINE_TPSYNC_H */
