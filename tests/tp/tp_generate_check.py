@@ -17,6 +17,9 @@ Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
   kill0     rank 0 SIGKILLed mid-decode: rank 1 exits the same way
   stop      rank 1 SIGSTOPped mid-decode: rank 0 exits the same way once
             [tp] timeout passes
+  mtp       speculative decoding ([mtp] enabled, depth 2) sharded: the
+            greedy continuation TP1 decodes without it, and TP1's drafts
+            and acceptance counts
   idle      a chat (-i) whose user waits three [tp] timeouts between turns:
             rank 0's heartbeat keeps rank 1 waiting, both turns answered
   overrides ranks with different --set values are refused at the handshake
@@ -241,6 +244,25 @@ def check_kill_local(run):
         fail(f"--tp-local: rank 1 (pid {kids[0]}) outlived rank 0")
 
 
+def check_mtp(run):
+    plain = reference(run)[0]
+    run.sets += ["mtp.enabled=true", "mtp.max_depth=2"]
+    outs = []
+    for name, extra in (("mtp, TP1", ()), ("mtp, TP2", ("--tp-local", "2"))):
+        p = subprocess.run(run.argv(*extra), capture_output=True, text=True, timeout=300)
+        if p.returncode:
+            fail(f"{name}: exit {p.returncode}: {p.stderr}")
+        stats = [line for line in p.stderr.splitlines() if line.startswith("mtp:")]
+        outs.append((p.stdout, stats))
+        print(f"{name}: {stats}")
+    if outs[0][0] != plain or outs[1][0] != plain:
+        fail(f"speculative continuations differ from serial TP1's:\n{plain!r}\n"
+             f"{outs[0][0]!r}\n{outs[1][0]!r}")
+    if not outs[0][1] or outs[0][1] != outs[1][1]:
+        fail(f"TP2 drafted and accepted otherwise than TP1: {outs[0][1]} / {outs[1][1]}")
+    print("mtp: TP2's speculative tokens, drafts and acceptance are TP1's")
+
+
 def check_idle(run):
     argv = [run.tfrun, run.ini, "-i", "-n", "6", "--json", "--tp-local", "2", "--set",
             "tp.timeout=1"]
@@ -294,7 +316,7 @@ def main():
         "kill": lambda r: (check_kill(r, 1), check_kill_local(r)),
         "kill0": lambda r: check_kill(r, 0),
         "stop": lambda r: check_kill(r, 1, signal.SIGSTOP),
-        "idle": check_idle, "overrides": check_overrides, "uneven": check_uneven,
+        "mtp": check_mtp, "idle": check_idle, "overrides": check_overrides, "uneven": check_uneven,
     }
     if check not in checks:
         fail(f"no check named {check}")

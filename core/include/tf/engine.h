@@ -205,13 +205,12 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
  * settings differ, per-host keys aside: tf/tp.h).  Rank 0's engine is used as any
  * other; the rest call tf_engine_follow, which replays each call rank 0
  * makes that changes a sequence (new, free, fork, snapshot, rollback,
- * truncate, forward) until rank 0 closes its engine: TF_OK then, or the
+ * truncate, forward, draft; a speculative step is these) until rank 0 closes its engine: TF_OK then, or the
  * failure naming the peer and the step when a rank dies or stalls past
  * [tp] timeout.  Rank 0 alone samples: its tokens reach the others in its
  * next forward.  While rank 0 makes no call (a chat waiting for its user)
  * a thread of its engine sends a heartbeat every third of [tp] timeout,
- * so the followers wait for as long as rank 0 lives.  [mtp] enabled is
- * refused with [tp] size > 1.
+ * so the followers wait for as long as rank 0 lives.
  */
 int tf_engine_tp_rank(const tf_engine *e);      /* 0 without tensor parallelism */
 int tf_engine_follow(tf_engine *e);

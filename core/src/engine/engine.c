@@ -160,17 +160,10 @@ static int engine_open_tp(tf_engine *e, const char *ini_path, const char *const 
 {
 	const tf_host *h = tf_runtime_host(e->rt);
 	char fp[TF_TPSYNC_FP_LEN];
-	bool mtp;
 	int rc;
 	e->rank = h->tp_rank;
 	if (h->tp_size <= 1)
 		return TF_OK;
-	if ((rc = tf_conf_get_bool(tf_runtime_conf(e->rt), "mtp", "enabled", false, &mtp)))
-		return rc;
-	if (mtp)
-		return tf_diag_set(TF_ERR_UNSUPPORTED,
-				   "[mtp] enabled with [tp] size %d: speculative decoding is not "
-				   "tensor parallel yet", h->tp_size);
 	if ((rc = tf_tpsync_fingerprint(e->rt, fp)) != TF_OK)
 		return rc;
 	return tf_tp_open(ini_path, overrides, n_overrides, fp, &e->tp);
@@ -241,13 +234,14 @@ int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
 
 /* Rank 0 sends a call to the followers before running it; a call with
  * collectives holds the heartbeat's lock from here to their end. */
-static int tp_send(tf_engine *e, tf_tpsync_op op, tf_seq_id s, int64_t arg, const tf_batch *b)
+static int tp_send(tf_engine *e, tf_tpsync_msg m, const tf_batch *b)
 {
 	if (!e->tp || e->rank != 0)
 		return TF_OK;
-	tf_tpsync_msg m = { .op = op, .seq = s, .arg = arg, .n = b ? b->n : 0 };
-	if (b)
+	if (b) {
 		m.seq = b->one_seq;
+		m.n = b->n;
+	}
 	int rc = tf_tpsync_send(e->tp, m, b);
 	if (rc == TF_ERR_PEER)
 		e->leading = false;
@@ -258,7 +252,7 @@ static int tp_send(tf_engine *e, tf_tpsync_op op, tf_seq_id s, int64_t arg, cons
 static int tp_call(tf_engine *e, tf_tpsync_op op, tf_seq_id s)
 {
 	tf_tpsync_beat_lock(e->beat);
-	int rc = tp_send(e, op, s, 0, NULL);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = op, .seq = s }, NULL);
 	tf_tpsync_beat_unlock(e->beat);
 	return rc;
 }
@@ -479,7 +473,8 @@ static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 {
 	tf_tpsync_beat_lock(e->beat);
-	int rc = tp_send(e, TF_TPSYNC_SEQ_TRUNCATE, s, len, NULL);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_TRUNCATE, .seq = s, .arg = len },
+			 NULL);
 	if (rc == TF_OK)
 		rc = seq_truncate(e, s, len);
 	tf_tpsync_beat_unlock(e->beat);
@@ -710,7 +705,7 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	if (!b || b->n < 1 || !b->token)
 		return tf_diag_set(TF_ERR_INVALID, "engine: an empty batch");
 	tf_tpsync_beat_lock(e->beat);
-	int rc = tp_send(e, TF_TPSYNC_FORWARD, -1, logits != NULL, b);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_FORWARD, .arg = logits != NULL }, b);
 	if (rc == TF_OK)
 		rc = engine_run(e, b, logits, hidden, false);
 	tf_tpsync_beat_unlock(e->beat);
@@ -742,6 +737,18 @@ static int follow_forward(tf_engine *e, const tf_batch *b, bool logits)
 	return tf_engine_forward(e, b, rows ? e->flog : NULL, NULL);
 }
 
+static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth)
+{
+	if (depth < 1 || depth > e->context)
+		return tf_diag_set(TF_ERR_PEER, "rank 0 asked for %" PRId64 " drafts", depth);
+	int32_t *draft = malloc((size_t)depth * sizeof(*draft));
+	if (!draft)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " drafts", depth);
+	int rc = tf_seq_draft(e, s, next, (int)depth, draft, NULL);
+	free(draft);
+	return rc;
+}
+
 int tf_engine_follow(tf_engine *e)
 {
 	tf_tpsync_msg m;
@@ -764,6 +771,7 @@ int tf_engine_follow(tf_engine *e)
 		case TF_TPSYNC_SEQ_ROLLBACK: rc = tf_seq_rollback(e, m.seq); break;
 		case TF_TPSYNC_SEQ_TRUNCATE: rc = tf_seq_truncate(e, m.seq, m.arg); break;
 		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg != 0); break;
+		case TF_TPSYNC_SEQ_DRAFT: rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n); break;
 		case TF_TPSYNC_BEAT: break;
 		default:
 			return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent call %d, which this "
@@ -795,8 +803,8 @@ static int mtp_open(const tf_engine *e, tf_seq_id s)
 	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
 }
 
-int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
-		 float *logits)
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		     float *logits)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
@@ -835,6 +843,22 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
 }
 
+/* The MTP layer's rows and the drafts' logits are collectives: the
+ * followers draft too (the same drafts: every rank holds the same logits). */
+int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		 float *logits)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
+					     .n = depth }, NULL);
+	if (rc == TF_OK)
+		rc = seq_draft(e, s, next, depth, draft, logits);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
+
+/* Rank 0's sampling and checking of drafts around calls the followers
+ * replay one by one (draft, snapshot, forward, truncate). */
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n)
 {

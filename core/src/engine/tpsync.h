@@ -38,6 +38,7 @@ typedef enum tf_tpsync_op {
 	TF_TPSYNC_SEQ_ROLLBACK,         /* seq */
 	TF_TPSYNC_SEQ_TRUNCATE,         /* seq, arg: the length kept */
 	TF_TPSYNC_FORWARD,              /* the batch; arg: logits wanted (lm_head runs) */
+	TF_TPSYNC_SEQ_DRAFT,            /* seq, arg: the next token, n: the depth */
 	TF_TPSYNC_BEAT,                 /* rank 0 is idle but alive */
 } tf_tpsync_op;
 
@@ -46,7 +47,7 @@ typedef struct tf_tpsync_msg {
 	int32_t op;
 	tf_seq_id seq;
 	int64_t arg;
-	int64_t n;                      /* FORWARD: tokens */
+	int64_t n;                      /* FORWARD: tokens; SEQ_DRAFT: depth */
 	uint32_t has;                   /* FORWARD: which of seq, pos, out follow */
 	uint32_t pad;
 } tf_tpsync_msg;
