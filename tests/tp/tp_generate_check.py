@@ -25,6 +25,8 @@ Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
   overrides ranks with different --set values are refused at the handshake
   uneven    [tp] size 3 on a model whose heads do not split in three: a
             refusal naming the tensor and the config.json key
+  tile      [tp] size 2 on an EXL3 model whose shares would cut a 128-feature
+            Hadamard block: a refusal naming the trellis
 
 LOGIT_TOL is the largest relative error of a prompt row's logits,
 ||TP2 - TP1|| / ||TP1||: the ranks' sums of partial products round
@@ -303,6 +305,16 @@ def check_uneven(run):
         fail(f"the refusal names neither the key nor the tensor: {p.stderr}")
 
 
+def check_tile(run):
+    p = subprocess.run(run.argv("--tp-local", "2", n=4), capture_output=True, text=True,
+                       timeout=120)
+    print(f"--tp-local 2: exit {p.returncode}: {p.stderr.strip()}")
+    if p.returncode == 0:
+        fail("two ranks ran an EXL3 model whose shares cut its Hadamard blocks")
+    if ".trellis" not in p.stderr or "Hadamard block of 128" not in p.stderr:
+        fail(f"the refusal names neither the trellis nor the block: {p.stderr}")
+
+
 def main():
     if len(sys.argv) < 4:
         print(__doc__)
@@ -316,7 +328,8 @@ def main():
         "kill": lambda r: (check_kill(r, 1), check_kill_local(r)),
         "kill0": lambda r: check_kill(r, 0),
         "stop": lambda r: check_kill(r, 1, signal.SIGSTOP),
-        "mtp": check_mtp, "idle": check_idle, "overrides": check_overrides, "uneven": check_uneven,
+        "mtp": check_mtp, "idle": check_idle, "overrides": check_overrides,
+        "uneven": check_uneven, "tile": check_tile,
     }
     if check not in checks:
         fail(f"no check named {check}")
