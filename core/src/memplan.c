@@ -24,6 +24,7 @@ static const char *const wclass_names[TF_WCLASS_COUNT] = {
 static const bool wclass_split[TF_WCLASS_COUNT] = {
 	[TF_WCLASS_ROUTED] = true, [TF_WCLASS_SHARED] = true, [TF_WCLASS_KDA] = true,
 	[TF_WCLASS_MLA] = true,    [TF_WCLASS_DENSE] = true,  [TF_WCLASS_MTP] = true,
+	[TF_WCLASS_HEAD] = true,        /* lm_head: each rank its vocabulary rows */
 };
 
 const char *tf_wclass_name(tf_wclass c)

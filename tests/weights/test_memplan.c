@@ -161,15 +161,16 @@ Test(memplan, exact_bytes)
 		total += want[k];
 	}
 	cr_expect_eq(p.weights_total, total);
-	/* Replicated: embeddings, head, norms, routers, other; the rest halves. */
-	uint64_t repl = 256 + 256 + 288 + 288 + 24;
-	cr_expect_eq(p.rank_weights, repl + (1024 + 384 + 356 + 576 + 256 + 448) / 2);
+	/* Replicated: embeddings, norms, routers, other; the rest halves (the
+	 * head by its vocabulary rows). */
+	uint64_t repl = 256 + 288 + 288 + 24;
+	cr_expect_eq(p.rank_weights, repl + (1024 + 384 + 356 + 576 + 256 + 448 + 256) / 2);
 
 	/* Active: non-expert main-stack weights, 2 of 4 experts, one embedding
 	 * row of 8 F16 values; no MTP. */
 	uint64_t active = 256 + 288 + 356 + 576 + 256 + 288 + 384 + 24;
 	cr_expect_eq(p.active, active + 1024 * 2 / 4 + 16);
-	cr_expect_eq(p.rank_active, 256 + 288 + 288 + 24 + (356 + 576 + 256 + 384) / 2 +
+	cr_expect_eq(p.rank_active, 288 + 288 + 24 + (256 + 356 + 576 + 256 + 384) / 2 +
 				    1024 * 2 / 4 / 2 + 16);
 
 	/* State: MLA layers 1, 3 and MTP 4; KDA layers 0 and 2. */
