@@ -38,7 +38,7 @@ struct tf_pipeline {
 	struct tf_layer *layers;
 	tf_tensor embed;
 	float *final_norm;
-	tf_lin head;                    /* this rank's vocabulary rows [vocab0, vocab0 + vpart) */
+	tf_lin head;                    /* this rank's vpart vocabulary rows, from vpart x rank */
 	int64_t vpart;
 	float *gbuf;                    /* [ranks, rows, vpart]: gathered logits */
 	int64_t gbuf_rows;
