@@ -1,6 +1,8 @@
 /* util.c - see util.h. */
 #include "util.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -75,5 +77,12 @@ int tf_cli_follow(tf_engine *e, const char *ini)
 {
 	if (tf_engine_tp_rank(e) == 0)
 		return -1;
+	/* tfrun serve blocked these for its sigwait; a follower has none and
+	 * ends on them like any process. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
 	return tf_engine_follow(e) == TF_OK ? EXIT_SUCCESS : tf_cli_fail(ini);
 }
