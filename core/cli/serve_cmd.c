@@ -148,7 +148,7 @@ int tf_cli_serve(const tf_options *o)
 	sigwait(&sigs, &sig);
 	fprintf(stderr, "tfrun serve: %s: finishing the replies under way\n", strsignal(sig));
 	drain(&s, d, sched);
-	rc = EXIT_SUCCESS;
+	rc = s.peer_lost ? EXIT_FAILURE : EXIT_SUCCESS;
 out:
 	tf_tok_free(s.tok);
 	tf_chat_template_free(s.tmpl);
