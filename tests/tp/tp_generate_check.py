@@ -295,24 +295,26 @@ def check_overrides(run):
             fail(f"rank {r}'s refusal does not say the fingerprints differ: {err}")
 
 
-def check_uneven(run):
-    p = subprocess.run(run.argv("--tp-local", "3", n=4), capture_output=True, text=True,
-                       timeout=120)
-    print(f"--tp-local 3: exit {p.returncode}: {p.stderr.strip()}")
+def expect_refusal(run, ranks, what, needles):
+    """--tp-local `ranks` must fail before decoding, its message naming all of needles."""
+    p = subprocess.run(run.argv("--tp-local", str(ranks), n=4), capture_output=True,
+                       text=True, timeout=120)
+    print(f"--tp-local {ranks}: exit {p.returncode}: {p.stderr.strip()}")
     if p.returncode == 0:
-        fail("three ranks ran a model whose heads do not split in three")
-    if "num_attention_heads" not in p.stderr or "model.layers.0.attention" not in p.stderr:
-        fail(f"the refusal names neither the key nor the tensor: {p.stderr}")
+        fail(f"{ranks} ranks ran {what}")
+    missing = [n for n in needles if n not in p.stderr]
+    if missing:
+        fail(f"the refusal does not name {missing}: {p.stderr}")
+
+
+def check_uneven(run):
+    expect_refusal(run, 3, "a model whose heads do not split in three",
+                   ["num_attention_heads", "model.layers.0.attention"])
 
 
 def check_tile(run):
-    p = subprocess.run(run.argv("--tp-local", "2", n=4), capture_output=True, text=True,
-                       timeout=120)
-    print(f"--tp-local 2: exit {p.returncode}: {p.stderr.strip()}")
-    if p.returncode == 0:
-        fail("two ranks ran an EXL3 model whose shares cut its Hadamard blocks")
-    if ".trellis" not in p.stderr or "Hadamard block of 128" not in p.stderr:
-        fail(f"the refusal names neither the trellis nor the block: {p.stderr}")
+    expect_refusal(run, 2, "an EXL3 model whose shares cut its Hadamard blocks",
+                   [".trellis", "Hadamard block of 128"])
 
 
 def main():
