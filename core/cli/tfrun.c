@@ -22,6 +22,7 @@
 #include "tf/plugin.h"
 #include "tf/version.h"
 #include "tokenize_cmd.h"
+#include "tplocal.h"
 
 #define EXIT_USAGE 2
 
@@ -97,6 +98,12 @@ static const char usage[] =
 "      --system TEXT   system message             [chat] system\n"
 "      --no-think      answer without thinking    [chat] think = false\n"
 "\n"
+"Tensor parallel ([tp] in docs/ini.md):\n"
+"  --set tp.rank=R     on each machine: rank 0 runs the command and prints,\n"
+"                      the other ranks follow it and print nothing\n"
+"      --tp-local N    run N ranks as processes of this machine over\n"
+"                      loopback tcp (free ports); this process is rank 0\n"
+"\n"
 "  --set SECTION.KEY=VALUE   override any INI key (repeatable)\n"
 "  --tokenizer ...     tokenizer tools; see tfrun --tokenizer --help\n"
 "\n"
@@ -112,7 +119,7 @@ enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS, OPT_DUMP_MTP,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
 	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS, OPT_PERPLEXITY,
-	OPT_HOST, OPT_PORT, OPT_API_KEY,
+	OPT_HOST, OPT_PORT, OPT_API_KEY, OPT_TP_LOCAL,
 };
 
 static const struct option long_opts[] = {
@@ -142,6 +149,7 @@ static const struct option long_opts[] = {
 	{ "host",        required_argument, NULL, OPT_HOST },
 	{ "port",        required_argument, NULL, OPT_PORT },
 	{ "api-key",     required_argument, NULL, OPT_API_KEY },
+	{ "tp-local",    required_argument, NULL, OPT_TP_LOCAL },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -333,6 +341,12 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case OPT_STOP: rc = add_stop(o, optarg); break;
 		case OPT_HOST: o->host = optarg; break;
 		case OPT_API_KEY: o->api_key = optarg; break;
+		case OPT_TP_LOCAL:
+			o->tp_local = (int)strtol(optarg, &end, 10);
+			if (*end || o->tp_local < 2 || o->tp_local > TF_TP_LOCAL_MAX)
+				rc = usage_error("--tp-local %s: expected 2..%d ranks", optarg,
+						 TF_TP_LOCAL_MAX);
+			break;
 		case OPT_PORT:
 			o->port = (int)strtol(optarg, &end, 10);
 			if (*end || o->port < 1 || o->port > 65535)
@@ -455,7 +469,13 @@ int main(int argc, char **argv)
 	bool serve = argc > 1 && !strcmp(argv[1], "serve");
 	tf_options o = { .mode = serve ? TF_RUN_SERVE : TF_RUN_GENERATE };
 	int rc = options_parse(argc - serve, argv + serve, &o);
+	tf_tp_local local = { 0 };
+	if (!rc && o.tp_local && !(rc = tf_cli_tp_local_start(&local, o.tp_local, argc, argv)))
+		for (int s = 0; !rc && s < TF_TP_LOCAL_SETS; s++)
+			rc = add_override(&o, "--tp-local", strdup(local.set[s]));
 	if (rc) {
+		if (o.tp_local)
+			rc = tf_cli_tp_local_finish(&local, rc);
 		options_free(&o);
 		return rc;
 	}
@@ -486,6 +506,8 @@ int main(int argc, char **argv)
 		rc = tf_cli_serve(&o);
 		break;
 	}
+	if (o.tp_local)
+		rc = tf_cli_tp_local_finish(&local, rc);
 	options_free(&o);
 	return rc;
 }

@@ -110,6 +110,7 @@ static const struct conf_key conf_schema[] = {
 	KEY("tp", "rdma_device", T_NAME),
 	CHOICE("tp", "moe", "split|experts"),
 	RANGE("tp", "timeout", T_FLOAT, 0.01, 3600),
+	CHOICE("tp", "moe", "split|experts"),
 };
 
 #define N_SCHEMA (sizeof(conf_schema) / sizeof(conf_schema[0]))

@@ -138,14 +138,14 @@ static void count_lin(tf_runtime *rt, const tf_plugin_quant *q)
  * as the registry orders them).  A pin chooses between implementations of
  * a format; the others still open what it does not recognise, such as the
  * plain linears an EXL3 checkpoint leaves unquantized. */
-static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
-			 int64_t out, struct tf_lin *lin)
+static const tf_plugin_quant *lin_choose(const tf_host *h, const char *prefix)
 {
 	tf_runtime *rt = h->ctx;
-	bool pinned = rt->quant_pin && rt->quant_pin->match(h, prefix) > 0;
-	const tf_plugin_quant *best = pinned ? rt->quant_pin : NULL;
+	if (rt->quant_pin && rt->quant_pin->match(h, prefix) > 0)
+		return rt->quant_pin;
+	const tf_plugin_quant *best = NULL;
 	int best_score = 0;
-	for (size_t i = 0; !pinned && i < tf_registry_count(rt->reg); i++) {
+	for (size_t i = 0; i < tf_registry_count(rt->reg); i++) {
 		const tf_candidate *c = tf_registry_at(rt->reg, i);
 		if (c->kind != TF_KIND_QUANT || c->status || !c->probed)
 			continue;
@@ -157,13 +157,47 @@ static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
 		}
 	}
 	if (!best)
-		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: no quant plugin recognises "
-				   "its tensors", prefix);
-	lin->ops = best;
+		tf_diag_set(TF_ERR_NOT_FOUND, "%s: no quant plugin recognises its tensors", prefix);
+	return best;
+}
+
+static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
+			 int64_t out, struct tf_lin *lin)
+{
+	const tf_plugin_quant *q = lin_choose(h, prefix);
+	if (!q)
+		return TF_ERR_NOT_FOUND;
+	lin->ops = q;
 	lin->impl = NULL;
-	int rc = best->open(h, prefix, in, out, &lin->impl, &lin->info);
+	int rc = q->open(h, prefix, in, out, &lin->impl, &lin->info);
 	if (rc == TF_OK)
-		count_lin(rt, best);
+		count_lin(h->ctx, q);
+	return rc;
+}
+
+/* A part of the layer (tensor parallelism), through the same choice. */
+static int host_lin_open_part(const tf_host *h, const char *prefix, int64_t in,
+			      int64_t out, const tf_lin_part *part, struct tf_lin *lin)
+{
+	const tf_plugin_quant *q = lin_choose(h, prefix);
+	if (!q)
+		return TF_ERR_NOT_FOUND;
+	int64_t whole = part->axis == TF_LIN_PART_OUT ? out : in;
+	if ((part->axis != TF_LIN_PART_OUT && part->axis != TF_LIN_PART_IN) ||
+	    part->lo < 0 || part->hi <= part->lo || part->hi > whole)
+		return tf_diag_set(TF_ERR_INVALID, "%s: part [%lld, %lld) of %lld features",
+				   prefix, (long long)part->lo, (long long)part->hi,
+				   (long long)whole);
+	if (q->hdr.struct_size < offsetof(tf_plugin_quant, open_part) + sizeof(q->open_part) ||
+	    !q->open_part)
+		return tf_diag_set(TF_ERR_UNSUPPORTED,
+				   "%s: quant plugin '%s' cannot open a part of a linear ([tp] size %d)",
+				   prefix, q->hdr.name, h->tp_size);
+	lin->ops = q;
+	lin->impl = NULL;
+	int rc = q->open_part(h, prefix, in, out, part, &lin->impl, &lin->info);
+	if (rc == TF_OK)
+		count_lin(h->ctx, q);
 	return rc;
 }
 
@@ -390,6 +424,7 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.model = &rt->model;
 	rt->host.lin_open = host_lin_open;
 	rt->host.lin_close = host_lin_close;
+	rt->host.lin_open_part = host_lin_open_part;
 	rt->host.router_open = host_router_open;
 	rt->host.router_route = host_router_route;
 	rt->host.router_close = host_router_close;

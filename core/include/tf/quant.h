@@ -31,6 +31,27 @@ typedef struct tf_lin_info {
 
 /* Where a quantizer writes its tensors (host memory); add() copies them
  * and returns a tf_status. */
+/*
+ * One rank's part of a linear layer (ABI 1.7), for tensor parallelism.
+ * Of the whole layer, in x out features as stored:
+ *   TF_LIN_PART_OUT: the output features [lo, hi) (column parallel): y
+ *                    holds just those, x all in features;
+ *   TF_LIN_PART_IN:  the input features [lo, hi) (row parallel): x holds
+ *                    just those, and y all out features as a partial sum
+ *                    that the ranks' all-reduce completes (the bias, if
+ *                    any, goes to the part with lo == 0 alone).
+ * The opened linear's tf_lin_info gives the part's own in and out.
+ */
+typedef enum tf_lin_axis {
+	TF_LIN_PART_OUT = 1,
+	TF_LIN_PART_IN,
+} tf_lin_axis;
+
+typedef struct tf_lin_part {
+	tf_lin_axis axis;
+	int64_t lo, hi;
+} tf_lin_part;
+
 typedef struct tf_tensor_sink {
 	void *ctx;
 	int (*add)(void *ctx, const char *name, tf_dtype dtype, int ndim,
@@ -122,6 +143,14 @@ typedef struct tf_plugin_quant {
 	/* Optional, ABI 1.6: the format's drawer (above); tools reach it
 	 * through tf_quant_drawer. */
 	tf_quant_draw_fn draw;
+
+	/* Optional, ABI 1.7: open only `part` of the in x out layer under
+	 * prefix (tf_lin_part above), reading no more of the stored weights
+	 * than that part needs.  A cut the format cannot make (inside an
+	 * EXL3 tile or Hadamard block) fails with TF_ERR_UNSUPPORTED naming
+	 * the tensor and the granularity.  Reached through host->lin_open_part. */
+	int (*open_part)(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+			 const tf_lin_part *part, void **lin, tf_lin_info *info);
 } tf_plugin_quant;
 
 /* An opened linear layer, as layer plugins hold it. */
