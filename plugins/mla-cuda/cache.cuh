@@ -1,11 +1,13 @@
 /*
  * cache.cuh - one element of the paged latent cache (mla_cuda.h), read as
  * float or written from one, and the bf16 rounding the CPU plugin uses
- * (tf/dtype.h's tf_f32_to_bf16: nearest even, NaN kept quiet).
+ * (tf/dtype.h's tf_f32_to_bf16: nearest even, NaN kept quiet); the online
+ * softmax step both attention forms share.
  */
 #ifndef TF_MLA_CUDA_CACHE_CUH
 #define TF_MLA_CUDA_CACHE_CUH
 
+#include <math.h>
 #include <string.h>
 
 #include "mla_cuda.h"
@@ -41,6 +43,24 @@ __device__ __forceinline__ void mla_cache_put(const tf_mla_cuda_cache c, int64_t
 		((uint16_t *)page)[off] = mla_f32_to_bf16(v);
 	else
 		((float *)page)[off] = v;
+}
+
+/* Fold n scores s, their maximum mx, into a running softmax as attend.c's
+ * run_rescale does: a grown maximum rescales the sum; the scores become
+ * their weights exp(s - m).  Returns the factor for the accumulator. */
+__device__ __forceinline__ float mla_run_fold(tf_mla_cuda_run *r, float mx, float *s, int n)
+{
+	float cf = 1.0f;
+	if (mx > r->m) {
+		cf = r->m == -INFINITY ? 0.0f : expf(r->m - mx);
+		r->l *= cf;
+		r->m = mx;
+	}
+	for (int t = 0; t < n; t++) {
+		s[t] = expf(s[t] - r->m);
+		r->l += s[t];
+	}
+	return cf;
 }
 
 /* Blocks for a grid-stride loop over n items, THREADS a block. */

@@ -122,10 +122,7 @@ decode_split_kernel(tf_mla_cuda_dims d, const float *qlat, tf_mla_cuda_cache c, 
 		}
 		__syncthreads();
 		if ((int)threadIdx.x < hn) {
-			/* as attend.c's run_rescale: the sum and the accumulator
-			 * move to a grown maximum */
-			tf_mla_cuda_run *r = &rs[threadIdx.x];
-			float *sh = s[threadIdx.x], mx = -INFINITY, cf = 1.0f;
+			float *sh = s[threadIdx.x], mx = -INFINITY;
 			for (int t = 0; t < nt; t++) {
 				const float *pp = part[threadIdx.x * MLA_CUDA_TILE + t];
 				float v = 0.0f;
@@ -134,16 +131,7 @@ decode_split_kernel(tf_mla_cuda_dims d, const float *qlat, tf_mla_cuda_cache c, 
 				sh[t] = v;
 				mx = fmaxf(mx, v);
 			}
-			if (mx > r->m) {
-				cf = r->m == -INFINITY ? 0.0f : expf(r->m - mx);
-				r->l *= cf;
-				r->m = mx;
-			}
-			for (int t = 0; t < nt; t++) {
-				sh[t] = expf(sh[t] - r->m);
-				r->l += sh[t];
-			}
-			corr[threadIdx.x] = cf;
+			corr[threadIdx.x] = mla_run_fold(&rs[threadIdx.x], mx, sh, nt);
 		}
 		__syncthreads();
 #pragma unroll

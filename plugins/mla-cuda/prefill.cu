@@ -98,19 +98,10 @@ naive_block_kernel(tf_mla_cuda_dims d, const float *q, int64_t len, const float 
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) {
-		float mx = -INFINITY, cf = 1.0f;
+		float mx = -INFINITY;
 		for (int t = 0; t < end; t++)
 			mx = fmaxf(mx, s[t]);
-		if (mx > r->m) {
-			cf = r->m == -INFINITY ? 0.0f : expf(r->m - mx);
-			r->l *= cf;
-			r->m = mx;
-		}
-		for (int t = 0; t < end; t++) {
-			s[t] = expf(s[t] - r->m);
-			r->l += s[t];
-		}
-		corr = cf;
+		corr = mla_run_fold(r, mx, s, end);
 	}
 	__syncthreads();
 	float *a = acc + (i * d.heads + h) * d.dv;

@@ -1,7 +1,7 @@
 /*
  * test_mla_cuda.c - the CUDA MLA kernels (plugins/mla-cuda) against the
- * CPU plugin's attention (plugins/mla/attend.c) and plain loops for RoPE
- * and the gate: fresh random inputs, caches of 1, 17 and 300 rows (past a
+ * CPU plugin's attention (plugins/mla/attend.c), the cpu-ref backend's
+ * rope op and a plain loop for the gate: fresh random inputs, caches of 1, 17 and 300 rows (past a
  * page) before 1 or 9 new rows, bf16 and float caches, head shapes of
  * ling-nano, ling-tiny, an odd one and Ling-3 flash, outputs poisoned
  * with NaN first.  Built on the SIMT harness (test_mla_cuda_sim) and, for
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../plugins/mla/attend.h"
+#include "cpu_fixture.h"
 #include "mla_cuda.h"
 #include "support/testhost.h"
 
@@ -219,33 +220,15 @@ Test(mla_cuda, cache_write_bit_exact)
 		}
 }
 
-/* Plain RoPE as the CPU backend's (ops.c + ops_ref.c). */
-static void rope_ref(float *x, int64_t rows, int n_heads, int64_t row_stride,
-		     int64_t head_stride, int rot, const int32_t *pos, const float *inv_freq,
-		     float attn, int interleaved)
-{
-	const int pairs = rot / 2;
-	for (int64_t r = 0; r < rows; r++)
-		for (int h = 0; h < n_heads; h++) {
-			float *head = x + r * row_stride + h * head_stride;
-			for (int j = 0; j < pairs; j++) {
-				float angle = (float)pos[r] * inv_freq[j];
-				float c = cosf(angle) * attn, s = sinf(angle) * attn;
-				float *a = interleaved ? head + 2 * j : head + j;
-				float *b = interleaved ? a + 1 : a + pairs;
-				float va = *a, vb = *b;
-				*a = va * c - vb * s;
-				*b = va * s + vb * c;
-			}
-		}
-}
-
 /* q's rope slices (several heads, behind each head's dn) and k_pe (one
  * head behind the latent), YaRN-like frequencies and attention factor,
  * positions up to 262143: the other elements must come back unchanged. */
 Test(mla_cuda, rope)
 {
 	uint64_t seed = 5;
+	cpu_fixture f;
+	cpu_fixture_open(&f, 1);
+	const tf_backend *ref = f.be[CPU_REF];
 	for (size_t k = 0; k < N_SHAPES; k++)
 		for (int il = 0; il < 2; il++) {
 			const struct shape *sh = &shapes[k];
@@ -273,8 +256,9 @@ Test(mla_cuda, rope)
 				ok(tf_mla_cuda_rope(0, dx + cases[c].off, n, cases[c].heads,
 						    cases[c].row_stride, cases[c].head_stride, sh->dr,
 						    dpos, dinv, 1.17f, il), "rope");
-				rope_ref(x + cases[c].off, n, cases[c].heads, cases[c].row_stride,
-					 cases[c].head_stride, sh->dr, pos, inv, 1.17f, il);
+				ref->rope(f.ctx[CPU_REF], x + cases[c].off, n, cases[c].heads,
+					  cases[c].row_stride, cases[c].head_stride, sh->dr, pos, inv,
+					  1.17f, il);
 				float *got = download(dx, total);
 				double e = tf_test_rel_err(got, x, total, 1e-3);
 				cr_log_info("rope %s %d case %d: %.3g", sh->name, il, c, e);
@@ -288,6 +272,7 @@ Test(mla_cuda, rope)
 			cudaFree(dpos);
 			cudaFree(dinv);
 		}
+	cpu_fixture_close(&f);
 }
 
 Test(mla_cuda, gate)
