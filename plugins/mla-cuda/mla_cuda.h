@@ -93,9 +93,10 @@ int tf_mla_cuda_cache_write(cudaStream_t stream, const tf_mla_cuda_dims *d,
 int tf_mla_cuda_absorb_query(cudaStream_t stream, const tf_mla_cuda_dims *d,
 			     const float *wkvb, const float *q, int64_t n, float *qlat);
 
-/* Parts of part_rows cache rows (a multiple of MLA_CUDA_TILE) that cover
- * the longest query's rows [0, rows), at most MLA_CUDA_MAX_PARTS: one
- * part each on its own until `blocks` (e.g. twice the SMs) are busy. */
+/* Rows per part for a decode of n queries over at most `rows` cache rows:
+ * enough parts for the split launch to have about `blocks` blocks (e.g.
+ * twice the SMs), each part a page at least, at most MLA_CUDA_MAX_PARTS
+ * parts; a multiple of MLA_CUDA_TILE. */
 int64_t tf_mla_cuda_part_rows(const tf_mla_cuda_dims *d, int64_t rows, int64_t n, int blocks);
 
 static inline int tf_mla_cuda_parts(int64_t rows, int64_t part_rows)

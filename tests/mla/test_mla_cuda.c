@@ -30,6 +30,8 @@
  * (the GPU's cosf, sinf and expf are within 2 ulp). */
 #define MLA_CUDA_EW_TOL 1e-6
 
+_Static_assert(MLA_CUDA_PAGE_ROWS == MLA_PAGE_ROWS, "the device reads the CPU's pages");
+
 struct shape {
 	const char *name;
 	int heads, dn, dr, dv, r;

@@ -130,7 +130,7 @@ static void layer_forward(struct layer *L, const float *x, int64_t n, int naive,
 		float *kv = malloc((size_t)MLA_CUDA_PAGE_ROWS * ld * 4);
 		float *dcb = dev((size_t)MLA_CUDA_PAGE_ROWS * d->r * 4);
 		float *dkpe = dev((size_t)MLA_CUDA_PAGE_ROWS * d->dr * 4);
-		float *dkvb = dev((size_t)MLA_CUDA_PAGE_ROWS * ld * 4);
+		float *dexp = dev((size_t)MLA_CUDA_PAGE_ROWS * ld * 4);
 		tf_mla_cuda_run *drun = dev((size_t)n * d->heads * sizeof(*drun));
 		cr_assert(cb && kv);
 		ok(tf_mla_cuda_naive_begin(0, d, n, drun, dout), "naive_begin");
@@ -140,8 +140,8 @@ static void layer_forward(struct layer *L, const float *x, int64_t n, int naive,
 			ok(tf_mla_cuda_naive_split(0, d, &L->c, t0, tb, dcb, dkpe), "naive_split");
 			get(cb, dcb, (size_t)tb * d->r * 4);
 			matmul(cb, w->wkvb, tb, d->r, (int)ld, kv);
-			put(dkvb, kv, (size_t)tb * ld * 4);
-			ok(tf_mla_cuda_naive_block(0, d, dq_, n, L->len, dkvb, dkpe, t0, tb, drun,
+			put(dexp, kv, (size_t)tb * ld * 4);
+			ok(tf_mla_cuda_naive_block(0, d, dq_, n, L->len, dexp, dkpe, t0, tb, drun,
 						   dout), "naive_block");
 		}
 		ok(tf_mla_cuda_naive_end(0, d, n, drun, dout), "naive_end");
@@ -149,7 +149,7 @@ static void layer_forward(struct layer *L, const float *x, int64_t n, int naive,
 		free(kv);
 		cudaFree(dcb);
 		cudaFree(dkpe);
-		cudaFree(dkvb);
+		cudaFree(dexp);
 		cudaFree(drun);
 	} else {
 		/* parts of a tile or two: many parts even for these short rows */
