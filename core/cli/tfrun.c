@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "doctor_cmd.h"
 #include "fail.h"
 #include "generate_cmd.h"
 #include "options.h"
@@ -31,6 +32,7 @@ static const char usage[] =
 "       tfrun [MODEL.ini] --plugins [--keys] [--json]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun serve MODEL.ini [--host ADDR] [--port N] [--api-key KEY] [--set ...]\n"
+"       tfrun doctor [MODEL.ini] [--set ...] [--tp-local N] [--max-bytes N]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -42,7 +44,9 @@ static const char usage[] =
 "                      against its tensors (presence, dtype, shape, quant\n"
 "                      format) without computing, print the plugins chosen,\n"
 "                      the linears each quant plugin opened and the memory\n"
-"                      plan (--json: one JSON object); exit 0 if fine\n"
+"                      plan (--json: one JSON object); exit 0 if fine.  A\n"
+"                      header-only checkpoint (tfsynth --header-only) gets the\n"
+"                      memory plan of every [tp] rank only, with no device\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected;\n"
 "                      --keys: the INI keys the plugins declare instead, as\n"
@@ -95,6 +99,11 @@ static const char usage[] =
 "\n"
 "  --set SECTION.KEY=VALUE   override any INI key (repeatable)\n"
 "  --tokenizer ...     tokenizer tools; see tfrun --tokenizer --help\n"
+"\n"
+"doctor: tensor-parallel readiness: the transports and what they see (RDMA\n"
+"devices, ports, MTU, GIDs), each [tp] peer's control port, and a ping-pong\n"
+"and all-reduce sweep (8 B to 16 MB); --tp-local N forks N ranks on\n"
+"loopback.  See tfrun doctor --help\n"
 "\n"
 "Environment: TF_PLUGIN_PATH, ':'-separated plugin folders searched after\n"
 "[plugins] path and before the build's own plugin folder.\n";
@@ -401,12 +410,16 @@ static void check_json_error(const char *ini)
 	cJSON_Delete(o);
 }
 
-/* Open the model and every layer against its tensors, then report. */
+/* Open the model and every layer against its tensors, then report.  A
+ * header-only checkpoint stops after the memory plan: there is no data to
+ * open layers on, and no device or transport is needed to plan it. */
 static int run_check(const tf_options *o)
 {
 	tf_runtime *rt = NULL;
-	int rc = tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt);
-	if (rc == TF_OK)
+	int rc = tf_runtime_open_plan(o->ini, (const char *const *)o->overrides, o->n_overrides,
+				      &rt);
+	bool plan_only = rc == TF_OK && tf_runtime_header_only(rt);
+	if (rc == TF_OK && !plan_only && (rc = tf_runtime_start(rt)) == TF_OK)
 		rc = tf_pipeline_check(rt);
 	if (rc == TF_OK && o->json)
 		rc = tf_runtime_print_json(rt, o->ini, stdout);
@@ -417,9 +430,11 @@ static int run_check(const tf_options *o)
 		return tf_cli_fail(o->ini);
 	}
 	if (!o->json) {
-		tf_runtime_print(rt, stdout);
+		if (!plan_only)
+			tf_runtime_print(rt, stdout);
 		tf_memplan_print(tf_runtime_plan(rt), stdout);
-		printf("%s: ok\n", o->ini);
+		printf("%s: ok%s\n", o->ini, plan_only ? " (header-only checkpoint: the memory "
+			"plan only; no plugin, device or layer opened)" : "");
 	}
 	tf_runtime_close(rt);
 	return 0;
@@ -431,6 +446,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--tokenizer"))
 			return tf_cli_tokenizer(argc, argv);
+
+	/* "doctor" parses flags of its own. */
+	if (argc > 1 && !strcmp(argv[1], "doctor"))
+		return tf_cli_doctor(argc - 1, argv + 1);
 
 	/* "serve" is a subcommand word: the flags follow it. */
 	bool serve = argc > 1 && !strcmp(argv[1], "serve");

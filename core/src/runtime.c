@@ -318,12 +318,16 @@ static int rt_plan_check(tf_runtime *rt)
  * threads: every sequence full at once. */
 static int rt_plan(tf_runtime *rt)
 {
+	int experts;
+	int rc = tf_conf_get_enum(rt->conf, "tp", "moe", 0, &experts);
+	if (rc)
+		return rc;
 	const tf_memplan_opts opts = {
 		.context = rt->context, .tp_size = rt->host.tp_size,
-		.chunk = rt->prefill_chunk, .cache_elem = rt->kv_cache_elem,
-		.sequences = (int)rt->sequences,
+		.moe_experts = experts == 1, .chunk = rt->prefill_chunk,
+		.cache_elem = rt->kv_cache_elem, .sequences = (int)rt->sequences,
 	};
-	int rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
+	rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
 	return rc ? rc : rt_plan_check(rt);
 }
 
@@ -480,8 +484,8 @@ static int rt_new(tf_runtime **out)
 	return tf_registry_init(&(*out)->reg);
 }
 
-int tf_runtime_open(const char *ini_path, const char *const *overrides,
-		    int n_overrides, tf_runtime **out)
+int tf_runtime_open_plan(const char *ini_path, const char *const *overrides,
+			 int n_overrides, tf_runtime **out)
 {
 	tf_runtime *rt;
 	int rc = rt_new(&rt);
@@ -497,20 +501,49 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
 		rc = tf_registry_declare_keys(rt->reg, rt->conf);
-	if (!rc)
-		rc = rt_start_backend(rt);
-	if (!rc) {
-		rt_probe_rest(rt);
-		rc = rt_choose_plugins(rt);
-	}
-	if (!rc)
-		rc = rt_plan_plugin_state(rt);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;
 	}
 	*out = rt;
 	return TF_OK;
+}
+
+int tf_runtime_start(tf_runtime *rt)
+{
+	if (tf_runtime_header_only(rt))
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "model", "path",
+				    "'%s' is a header-only checkpoint (tfsynth --header-only): "
+				    "its tensors hold no data, so it can be planned (tfrun "
+				    "--check) but not run", tf_conf_get(rt->conf, "model", "path"));
+	int rc = rt_start_backend(rt);
+	if (!rc) {
+		rt_probe_rest(rt);
+		rc = rt_choose_plugins(rt);
+	}
+	if (!rc)
+		rc = rt_plan_plugin_state(rt);
+	return rc;
+}
+
+int tf_runtime_open(const char *ini_path, const char *const *overrides,
+		    int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = tf_runtime_open_plan(ini_path, overrides, n_overrides, &rt);
+	if (rc)
+		return rc;
+	if ((rc = tf_runtime_start(rt))) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	*out = rt;
+	return TF_OK;
+}
+
+bool tf_runtime_header_only(const tf_runtime *rt)
+{
+	return rt->weights && tf_weights_header_only(rt->weights);
 }
 
 int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
@@ -534,6 +567,26 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 		host_log(&rt->host, TF_LOG_WARN, "tfrun", "no backend started: %s; "
 			 "the other plugins are probed without one", tf_diag_msg());
 	rt_probe_rest(rt);
+	*out = rt;
+	return TF_OK;
+}
+
+int tf_runtime_open_transports(const char *ini_path, const char *const *overrides,
+			       int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = rt_new(&rt);
+	if (!rc)
+		rc = rt_load_conf(rt, ini_path, overrides, n_overrides);
+	if (!rc)
+		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
+	if (rc) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	tf_registry_probe(rt->reg, TF_KIND_TRANSPORT, &rt->host);
 	*out = rt;
 	return TF_OK;
 }
@@ -675,6 +728,25 @@ static int json_layers(const tf_runtime *rt, cJSON *root)
 	return TF_OK;
 }
 
+/* memory.ranks: what each [tp] rank holds, as the budget check adds it. */
+static int json_ranks(const tf_memplan *p, cJSON *mem)
+{
+	cJSON *ranks = cJSON_AddArrayToObject(mem, "ranks");
+	if (!ranks)
+		return TF_ERR_NOMEM;
+	for (int r = 0; r < p->opts.tp_size; r++) {
+		const tf_memplan_rank *k = &p->ranks[r];
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(ranks, o) ||
+		    !cJSON_AddNumberToObject(o, "weights_bytes", (double)k->weights_total) ||
+		    !cJSON_AddNumberToObject(o, "kda_state_bytes", (double)k->kda_state) ||
+		    !cJSON_AddNumberToObject(o, "kda_conv_bytes", (double)k->kda_conv) ||
+		    !cJSON_AddNumberToObject(o, "total_bytes", (double)k->total))
+			return TF_ERR_NOMEM;
+	}
+	return TF_OK;
+}
+
 static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 {
 	const tf_memplan *p = &rt->plan;
@@ -694,9 +766,11 @@ static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 	    !cJSON_AddNumberToObject(mem, "other_state_bytes", (double)p->other_state) ||
 	    !cJSON_AddNumberToObject(mem, "scratch_bytes", (double)p->scratch) ||
 	    !cJSON_AddNumberToObject(mem, "total_bytes", (double)p->rank_total) ||
-	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active))
+	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active) ||
+	    !cJSON_AddNumberToObject(mem, "checkpoint_bytes", (double)p->weights_total) ||
+	    !cJSON_AddNumberToObject(mem, "checkpoint_active_bytes", (double)p->active))
 		return TF_ERR_NOMEM;
-	return TF_OK;
+	return json_ranks(p, mem);
 }
 
 int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
@@ -709,6 +783,7 @@ int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
 	if (!root ||
 	    !cJSON_AddStringToObject(root, "ini", ini) ||
 	    !cJSON_AddBoolToObject(root, "ok", 1) ||
+	    !cJSON_AddBoolToObject(root, "header_only", tf_runtime_header_only(rt)) ||
 	    !cJSON_AddStringToObject(root, "model_type", m->model_type) ||
 	    !cJSON_AddNumberToObject(root, "num_hidden_layers", m->num_hidden_layers) ||
 	    !cJSON_AddNumberToObject(root, "context", (double)rt->context) ||

@@ -322,7 +322,8 @@ static int exl3_probe(const tf_host *h, const char **reason)
 #define EXL3_LAYER_OPS                                                          \
 	.close = exl3_close, .forward = exl3_forward, .dequant = exl3_dequant,  \
 	.slice = TF_HAD_BLOCK, .forward_slice = exl3_forward_slice,             \
-	.backward_slice = exl3_backward_slice, .quantize = tf_exl3_quantize_slot
+	.backward_slice = exl3_backward_slice, .quantize = tf_exl3_quantize_slot,\
+	.draw = tf_exl3_draw_slot
 
 const tf_plugin_quant tf_exl3_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3", "0.1.0",

@@ -243,6 +243,14 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 				 ", %" PRId64 "] (vocab_size, hidden_size)", p->vocab, p->hidden);
 		goto fail;
 	}
+	/* The backends' embed gathers float rows only: refused here, so that
+	 * --check sees it, not the first prefill. */
+	if (p->embed.dtype != TF_DTYPE_F32 && p->embed.dtype != TF_DTYPE_F16 &&
+	    p->embed.dtype != TF_DTYPE_BF16) {
+		rc = tf_diag_set(TF_ERR_FORMAT, "model.word_embeddings.weight: dtype %s, expected "
+				 "F32, F16 or BF16", tf_dtype_name(p->embed.dtype));
+		goto fail;
+	}
 
 	size_t rowbytes = (size_t)p->chunk * (size_t)p->hidden * sizeof(float);
 	p->hbuf = p->be->alloc(p->bctx, rowbytes);
