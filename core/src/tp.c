@@ -57,14 +57,12 @@ static int tp_split_peers(tf_tp *tp, const tf_conf *conf)
 /* [tp] transport names the plugin; else the best usable one. */
 static int tp_choose(tf_tp *tp, const tf_conf *conf)
 {
-	const tf_registry *reg = tf_runtime_registry(tp->rt);
-	const char *pin = tf_conf_get(conf, "tp", "transport");
 	const tf_candidate *c;
-	int rc = pin ? tf_registry_select(reg, TF_KIND_TRANSPORT, NULL, pin, &c)
-		     : tf_registry_choose(reg, conf, TF_KIND_TRANSPORT, NULL, -1, &c);
+	int rc = tf_registry_choose(tf_runtime_registry(tp->rt), conf, TF_KIND_TRANSPORT,
+				    NULL, -1, &c);
 	if (rc)
-		return pin ? tf_conf_fail(conf, rc, "tp", "transport", "%s", tf_diag_msg())
-			   : tf_diag_prefix(rc, "[tp] transport");
+		return tf_conf_get(conf, "tp", "transport") ? rc
+			: tf_diag_prefix(rc, "[tp] transport");
 	tp->t = (const tf_plugin_transport *)c->desc;
 	return TF_OK;
 }
