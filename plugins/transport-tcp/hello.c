@@ -47,6 +47,21 @@ void tf_hello_decode(const uint8_t in[TF_HELLO_BYTES], tf_hello *m)
 	get_text(&p, m->reason);
 }
 
+/* Which half of two differing fingerprints differs: tf/tp.h makes them
+ * "<caller's, the checkpoint's>/conf:<hash of the settings>". */
+static const char *hello_differs(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t la = sa ? (size_t)(sa - a) : strlen(a), lb = sb ? (size_t)(sb - b) : strlen(b);
+	bool ckpt = la != lb || strncmp(a, b, la);
+	bool conf = strcmp(sa ? sa : "", sb ? sb : "") != 0;
+
+	if (ckpt && conf)
+		return "their checkpoints differ, and their settings (INI keys or --set overrides)";
+	return ckpt ? "their checkpoints differ"
+		    : "their settings differ (other INI keys or --set overrides)";
+}
+
 int tf_hello_check(const tf_hello *mine, const tf_hello *theirs, int expect,
 		   const bool *taken, char *why, size_t why_size)
 {
@@ -71,9 +86,9 @@ int tf_hello_check(const tf_hello *mine, const tf_hello *theirs, int expect,
 		snprintf(why, why_size, "rank %d connected twice (the same rank started "
 			 "twice?)", t);
 	else if (strcmp(theirs->fingerprint, mine->fingerprint))
-		snprintf(why, why_size, "rank %d has fingerprint '%.64s', rank %d '%.64s' "
-			 "(another checkpoint or other --set overrides)", t,
-			 theirs->fingerprint, me, mine->fingerprint);
+		snprintf(why, why_size, "rank %d has fingerprint '%.64s', rank %d '%.64s': %s",
+			 t, theirs->fingerprint, me, mine->fingerprint,
+			 hello_differs(theirs->fingerprint, mine->fingerprint));
 	else
 		return 0;
 	return 1;

@@ -292,3 +292,32 @@ Test(tcp_hello, round_trip_and_checks)
 	cr_assert_eq(tf_hello_check(&a, &c, 0, NULL, why, sizeof(why)), 1);
 	cr_assert(strstr(why, "not a TensorFold rank"), "%s", why);
 }
+
+/* A fingerprint refusal says which half differs: the caller's (the
+ * checkpoint's) before the last '/', the settings' "conf:<hash>" after. */
+Test(tcp_hello, fingerprint_refusal_names_the_half)
+{
+	static const struct {
+		const char *theirs, *want;
+	} cases[] = {
+		{ "ckpt:2/conf:a", "their checkpoints differ" },
+		{ "ckpt:1/conf:b", "their settings differ (other INI keys or --set overrides)" },
+		{ "ckpt:22/conf:b", "their checkpoints differ, and their settings" },
+		{ "ckpt:1", "their settings differ" },
+	};
+	tf_hello a = { .magic = TF_HELLO_MAGIC, .abi_major = 1, .rank = 0, .size = 2 }, b;
+	char why[TF_HELLO_TEXT];
+
+	snprintf(a.fingerprint, sizeof(a.fingerprint), "ckpt:1/conf:a");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		b = a;
+		b.rank = 1;
+		snprintf(b.fingerprint, sizeof(b.fingerprint), "%s", cases[i].theirs);
+		why[0] = '\0';
+		cr_assert_eq(tf_hello_check(&a, &b, 1, NULL, why, sizeof(why)), 1, "%zu", i);
+		cr_assert(strstr(why, "rank 1 has fingerprint '") && strstr(why, cases[i].want),
+			  "case %zu: %s", i, why);
+		if (i == 0)
+			cr_assert_null(strstr(why, "settings"), "%s", why);
+	}
+}

@@ -169,7 +169,9 @@ Test(tp_tcp, fingerprint_mismatch_refused)
 	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
 	cr_assert(strstr(o[0].msg, "refused rank 1 (") &&
 		  strstr(o[0].msg, "rank 1 has fingerprint 'ckpt-b/conf:") &&
-		  strstr(o[0].msg, "rank 0 'ckpt-a/conf:"), "%s", o[0].msg);
+		  strstr(o[0].msg, "rank 0 'ckpt-a/conf:") &&
+		  strstr(o[0].msg, "their checkpoints differ") &&
+		  !strstr(o[0].msg, "settings"), "%s", o[0].msg);
 	cr_assert(strstr(o[1].msg, "rank 0 (") && strstr(o[1].msg, a0) &&
 		  strstr(o[1].msg, "refused this rank") && strstr(o[1].msg, "fingerprint"),
 		  "%s", o[1].msg);
@@ -186,7 +188,8 @@ Test(tp_tcp, override_mismatch_refused)
 		 j1 = { 1, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.5" };
 	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
-	cr_assert(strstr(o[0].msg, "other --set overrides"), "%s", o[0].msg);
+	cr_assert(strstr(o[0].msg, "their settings differ (other INI keys or --set overrides)") &&
+		  !strstr(o[0].msg, "checkpoints"), "%s", o[0].msg);
 	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
 
 	j0.extra = "runtime.threads=1";
@@ -213,6 +216,23 @@ Test(tp_tcp, wrong_size_refused)
 	cr_assert(strstr(o[0].msg, "rank 1 has [tp] size 3, rank 0 has size 2"), "%s",
 		  o[0].msg);
 	cr_assert(o[1].rc && strstr(o[1].msg, "refused this rank"), "%s", o[1].msg);
+}
+
+/* A [tp] peers list of another length than [tp] size, or an entry that is
+ * not host:port, is refused before anything connects. */
+Test(tp_tcp, peer_list_refused)
+{
+	char peers[256];
+	rank_out *o = shared_outs();
+	tp_case_local_peers(3, peers, sizeof(peers));
+	rank_job three = { 0, 2, peers, "fp", 2.0, 0, NULL },
+		 bad = { 0, 2, "127.0.0.1:1,localhost", "fp", 2.0, 0, NULL };
+	run_jobs((const rank_job *[]){ &three }, 1, o);
+	run_jobs((const rank_job *[]){ &bad }, 1, o + 1);
+	cr_assert_eq(o[0].rc, TF_ERR_INVALID, "%s", o[0].msg);
+	cr_assert(strstr(o[0].msg, "[tp] peers: 3 addresses for [tp] size 2"), "%s", o[0].msg);
+	cr_assert_eq(o[1].rc, TF_ERR_INVALID, "%s", o[1].msg);
+	cr_assert(strstr(o[1].msg, "[tp] peers: 'localhost' is not host:port"), "%s", o[1].msg);
 }
 
 /* Two processes claim rank 1 (each listening on its own port, as on two

@@ -291,8 +291,8 @@ def check_overrides(run):
         print(f"rank {r} exit {p.returncode}: {err.strip()}")
         if p.returncode == 0:
             fail(f"rank {r} ran with a peer whose overrides differ")
-        if "fingerprint" not in err:
-            fail(f"rank {r}'s refusal does not say the fingerprints differ: {err}")
+        if "fingerprint" not in err or "settings differ" not in err:
+            fail(f"rank {r}'s refusal does not say the settings differ: {err}")
 
 
 def expect_refusal(run, ranks, what, needles):
