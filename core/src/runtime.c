@@ -230,6 +230,22 @@ static int host_router_open(const tf_host *h, int layer, const char *prefix,
 	return TF_OK;
 }
 
+int tf_runtime_check_router_pins(const tf_runtime *rt, int n_layers)
+{
+	for (size_t i = 0; i < tf_conf_count(rt->conf); i++) {
+		const char *section, *key, *value;
+		tf_conf_at(rt->conf, i, &section, &key, &value);
+		int n, end = 0;
+		if (strcmp(section, "plugins") || sscanf(key, "layer.%d.router%n", &n, &end) != 1 ||
+		    key[end] || n >= n_layers || rt->router[n])
+			continue;
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, section, key,
+				    "layer %d (%s) opened no router: only MoE layers take a "
+				    "router pin", n, rt->model.ffn_type[n]);
+	}
+	return TF_OK;
+}
+
 /* The union of experts one MoE pass reads: batching grows it. */
 static void moe_count(tf_runtime *rt, const int32_t *idx, int64_t nk, int n_experts)
 {

@@ -97,6 +97,11 @@ const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer);
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt);
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt);
 
+/* Once layers 0 .. n_layers-1 are open: a [plugins] layer.<N>.router pin
+ * on one of them that opened no router (a dense layer) would do nothing,
+ * so it is refused, naming the key. */
+int tf_runtime_check_router_pins(const tf_runtime *rt, int n_layers);
+
 /* MoE routing through the host's router_route since open or the last
  * reset (tf/engine.h tf_moe_stats). */
 tf_moe_stats tf_runtime_moe_stats(const tf_runtime *rt);

@@ -125,6 +125,19 @@ class BadInput(unittest.TestCase):
         self.expect_error(self.good, [1, 2, 3], ["router bad-nan", "weight nan", "layer "],
                           "--set", path, "--set", "plugins.router=bad-nan")
 
+    def test_router_pinned_for_one_layer(self):
+        # [plugins] layer.5.router beats router: only layer 5 routes badly.
+        path = f"plugins.path={tm.env('TF_BAD_ROUTERS')}"
+        self.expect_error(self.good, [1, 2, 3], ["layer 5 (moe): router bad-range"],
+                          "--set", path, "--set", "plugins.router=ling",
+                          "--set", "plugins.layer.5.router=bad-range")
+
+    def test_router_pinned_on_a_dense_layer(self):
+        # Layer 0 is dense: a router pin there would do nothing.
+        self.expect_error(self.good, [1, 2, 3], ["[plugins] layer.0.router",
+                                                 "layer 0 (dense) opened no router"],
+                          "--set", "plugins.layer.0.router=ling-ref")
+
     def test_layer_type_nobody_serves(self):
         self.expect_error(self.good, None, ["layer 2", "layer type warp"],
                           "--set", "model.layer.2.attention=warp")

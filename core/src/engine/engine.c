@@ -189,6 +189,10 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	    (rc = engine_open_tp(e, ini_path, overrides, n_overrides)) != TF_OK ||
 	    (rc = tf_pipeline_init(e->rt, &e->p)) != TF_OK)
 		goto fail;
+	const tf_model_config *m = tf_runtime_model(e->rt);
+	if ((rc = tf_runtime_check_router_pins(e->rt, tf_pipeline_has_mtp(e->p) ?
+					       m->n_layers_total : m->num_hidden_layers)))
+		goto fail;
 	if (e->tp)
 		tf_pipeline_attach_tp(e->p, e->tp);
 	const tf_host *h = tf_runtime_host(e->rt);
