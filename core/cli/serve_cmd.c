@@ -41,9 +41,10 @@ static int read_chat(serve *s, const tf_conf *c)
 /* What the HTTP side needs from [server], with the command line's --host,
  * --port and --api-key over it: read into *c (kept, the strings are its)
  * before the engine opens, so the server listens, answering 503 loading,
- * while the weights page in.  The engine reads the file again and checks
- * the keys plugins declare. */
-static int read_listen(serve *s, const tf_options *o, tf_conf **c)
+ * while the weights page in; and [tp] rank, for a rank other than 0
+ * follows rank 0 and listens on nothing.  The engine reads the file again
+ * and checks the keys plugins declare. */
+static int read_listen(serve *s, const tf_options *o, tf_conf **c, int64_t *rank)
 {
 	serve_conf *sc = &s->conf;
 	int64_t port;
@@ -57,7 +58,8 @@ static int read_listen(serve *s, const tf_options *o, tf_conf **c)
 	sc->host = sc->host ? sc->host : "127.0.0.1";
 	sc->api_key = o->api_key ? o->api_key : tf_conf_get(*c, "server", "api_key");
 	if ((rc = tf_conf_get_int(*c, "server", "port", 8080, &port)) ||
-	    (rc = tf_conf_get_size(*c, "server", "max_body", 1 << 20, &sc->max_body)))
+	    (rc = tf_conf_get_size(*c, "server", "max_body", 1 << 20, &sc->max_body)) ||
+	    (rc = tf_conf_get_int(*c, "tp", "rank", 0, rank)))
 		return rc;
 	sc->port = o->port ? o->port : (int)port;
 	return TF_OK;
@@ -126,6 +128,7 @@ int tf_cli_serve(const tf_options *o)
 	};
 	struct MHD_Daemon *d = NULL;
 	tf_conf *pre = NULL;
+	int64_t rank;
 	pthread_t sched;
 	sigset_t sigs;
 	int sig, rc = EXIT_FAILURE;
@@ -143,22 +146,26 @@ int tf_cli_serve(const tf_options *o)
 	char *dot = strrchr(s.model_name, '.');
 	if (dot && !strcmp(dot, ".ini"))
 		*dot = 0;
-	if (read_listen(&s, o, &pre)) {
+	if (read_listen(&s, o, &pre, &rank)) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
-	if (!(d = serve_http_start(&s))) {
+	if (!rank && !(d = serve_http_start(&s))) {
 		fprintf(stderr, "tfrun: serve: cannot listen on %s port %d\n", s.conf.host,
 			s.conf.port);
 		goto out;
 	}
 	/* A signal while the engine opens is taken once it is open. */
-	fprintf(stderr, "tfrun serve: listening on http://%s:%d/v1, loading %s\n",
-		s.conf.host, s.conf.port, s.model_name);
+	if (!rank)
+		fprintf(stderr, "tfrun serve: listening on http://%s:%d/v1, loading %s\n",
+			s.conf.host, s.conf.port, s.model_name);
 	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &s.e)) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
+	if ((rc = tf_cli_follow(s.e, o->ini)) >= 0)
+		goto out;
+	rc = EXIT_FAILURE;
 	const tf_conf *c = tf_runtime_conf(tf_engine_runtime(s.e));
 	if (tf_cli_sampling(c, &s.sp, &s.max_tokens) || read_chat(&s, c) ||
 	    read_server(&s, c)) {
@@ -177,7 +184,7 @@ int tf_cli_serve(const tf_options *o)
 	fprintf(stderr, "tfrun serve: %s: finishing the replies under way\n", strsignal(sig));
 	drain(&s, d, sched);
 	d = NULL;
-	rc = EXIT_SUCCESS;
+	rc = s.peer_lost ? EXIT_FAILURE : EXIT_SUCCESS;
 out:
 	if (d)
 		MHD_stop_daemon(d);

@@ -33,11 +33,10 @@ def free_port():
 
 class Server:
     def __init__(self, tfrun, ini, sets, wait=True):
-        self.tfrun, self.ini, self.sets = tfrun, ini, sets
         self.port = free_port()
-        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY]
-        for s in sets:
-            args += ["--set", s]
+        self.tfrun, self.ini, self.overrides = tfrun, ini, list(sets)
+        self.sets = [a for s in sets for a in ("--set", s)]
+        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY] + self.sets
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         if not wait:
             return
@@ -116,6 +115,7 @@ def check_error(srv, status, method, path, body=None, **kw):
     e = json.loads(data)["error"]
     assert isinstance(e["message"], str) and e["message"], e
     assert set(e) == {"message", "type", "param", "code"}, e
+    return e
 
 
 def wait_idle(srv):
@@ -124,6 +124,16 @@ def wait_idle(srv):
     while "\ntf_active_requests 0\n" not in srv.request("GET", "/metrics")[2].decode():
         assert time.time() < deadline, "a slot stayed taken"
         time.sleep(0.05)
+
+
+def rendered_ids(srv, body):
+    """The token ids `tfrun INI --render-chat` makes of a chat request."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(body, f)
+        f.flush()
+        out = subprocess.run([srv.tfrun, srv.ini] + srv.sets + ["--render-chat", f.name, "--json"],
+                             capture_output=True, text=True, timeout=TIMEOUT, check=True)
+    return json.loads(out.stdout)["tokens"]
 
 
 def content_of(srv, body):
@@ -135,7 +145,8 @@ def content_of(srv, body):
 # --- nano ---
 
 def t_chat(srv):
-    text, r = content_of(srv, chat("In the beginning", max_tokens=16, temperature=0))
+    body = chat("In the beginning", max_tokens=16, temperature=0)
+    text, r = content_of(srv, body)
     assert r["object"] == "chat.completion" and r["id"].startswith("chatcmpl-")
     ch = r["choices"][0]
     assert ch["message"]["role"] == "assistant" and text
@@ -144,6 +155,8 @@ def t_chat(srv):
     assert u["completion_tokens"] <= 16 and u["prompt_tokens"] > 0
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
     assert r["model"] == "ling-nano"
+    # The server renders through the template --render-chat shows.
+    assert u["prompt_tokens"] == len(rendered_ids(srv, body)), u
 
 
 def t_stream(srv):
@@ -238,6 +251,12 @@ def t_errors(srv):
     check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", n=2))
     check_error(srv, 400, "POST", "/v1/chat/completions",
                 {"messages": [{"role": "wizard", "content": "x"}]})
+    e = check_error(srv, 400, "POST", "/v1/chat/completions", {"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "f", "arguments": "{not json"}}]},
+        {"role": "user", "content": "y"}]})
+    assert "tool_calls[0].function.arguments" in e["message"], e
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": 3})
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": True})
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": 21})
@@ -301,7 +320,7 @@ def t_prefix(srv):
         r3["usage"]["prompt_tokens"] - 1, r3["usage"]
     assert text3 == text2, (text3, text2)
     # A fresh server that keeps nothing runs the whole prompt.
-    fresh = Server(srv.tfrun, srv.ini, srv.sets + ["server.prefix_cache=0"])
+    fresh = Server(srv.tfrun, srv.ini, srv.overrides + ["server.prefix_cache=0"])
     try:
         text4, r4 = content_of(fresh, second)
         assert metric(fresh, "tf_prefix_cache_sequences") == 0
@@ -315,7 +334,7 @@ def t_prefix(srv):
 def t_prefix_bound(srv):
     """Distinct prompts, one at a time and together: the cache never keeps
     more sequences than [server] prefix_cache, and keeps that many."""
-    cap = int([x for x in srv.sets if x.startswith("server.prefix_cache=")][-1].split("=")[1])
+    cap = int([x for x in srv.overrides if x.startswith("server.prefix_cache=")][-1].split("=")[1])
     for i in range(cap + 3):
         content_of(srv, chat("Psalm %d" % i, max_tokens=4, temperature=0))
         assert metric(srv, "tf_prefix_cache_sequences") <= cap
@@ -339,6 +358,7 @@ def t_reasoning(srv):
     assert status == 200, r
     msg = r["choices"][0]["message"]
     assert msg.get("reasoning_content"), msg
+    assert r["usage"]["prompt_tokens"] == len(rendered_ids(srv, body)), r["usage"]
     body["stream"] = True
     ev = srv.stream("/v1/chat/completions", body)
     deltas = [e["choices"][0]["delta"] for e in ev if e["choices"]]
