@@ -18,6 +18,7 @@
 #include "cuda_kernels.h"
 #include "exl3_load.h"
 #include "lin.h"
+#include "tf_cuda_plugin.h"
 
 typedef struct tf_exl3_cuda_lin {
 	const tf_host *h;
@@ -144,22 +145,15 @@ static int exl3_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
 	return cuda_status(h, e != cudaSuccess ? e : s, "forward");
 }
 
+/* Only on backend-cuda: the activations are in its memory. */
 static int exl3_cuda_probe(const tf_host *h, const char **reason)
 {
-	int n = 0;
-	if (h && h->backend && h->backend->parallel_for) {
-		*reason = "needs a device backend (activations in GPU memory)";
-		return 0;
-	}
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		*reason = "no CUDA device";
-		return 0;
-	}
-	return 2;
+	return tf_cuda_plugin_probe(h, reason) ? TF_CUDA_PLUGIN_SCORE(2) : 0;
 }
 
 const tf_plugin_quant tf_exl3_cuda_lin_ops = {
-	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-cuda", "0.1.0",
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, TF_CUDA_PLUGIN_NAME("exl3-cuda"),
+				"0.1.0",
 				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), WMMA above",
 				exl3_cuda_probe),
 	.match = tf_exl3_match,

@@ -94,3 +94,54 @@ int tf_lin_vector(const tf_host *h, const tf_tensor *t, int64_t n, float **out)
 	*out = v;
 	return TF_OK;
 }
+
+int tf_lin_plain_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+		      tf_tensor *w, float **bias, tf_lin_info *info)
+{
+	tf_tensor b = { 0 };
+	int rc;
+
+	*bias = NULL;
+	if (in <= 0 || out <= 0)
+		return h->error(h, TF_ERR_INVALID, "%s: bad linear size %lld x %lld",
+				prefix, (long long)in, (long long)out);
+	rc = tf_lin_tensor(h, prefix, "weight", w);
+	if (rc == TF_ERR_NOT_FOUND)
+		return h->error(h, rc, "%s.weight: tensor not found", prefix);
+	if (rc || (rc = tf_lin_check_bytes(h, w)))
+		return rc;
+	if (w->dtype != TF_DTYPE_F16 && w->dtype != TF_DTYPE_BF16 && w->dtype != TF_DTYPE_F32)
+		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected F16, BF16 or F32",
+				w->name, tf_dtype_name(w->dtype));
+	if (w->ndim != 2 || w->shape[0] != out || w->shape[1] != in)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: shape [%lld, %lld], expected [out %lld, in %lld]",
+				w->name, (long long)(w->ndim > 0 ? w->shape[0] : 0),
+				(long long)(w->ndim > 1 ? w->shape[1] : 0),
+				(long long)out, (long long)in);
+
+	rc = tf_lin_tensor(h, prefix, "bias", &b);
+	if (rc == TF_OK) {
+		if (b.ndim != 1 || b.shape[0] != out)
+			return h->error(h, TF_ERR_FORMAT, "%s: expected shape [%lld]",
+					b.name, (long long)out);
+		if ((rc = tf_lin_vector(h, &b, out, bias)))
+			return rc;
+	} else if (rc != TF_ERR_NOT_FOUND) {
+		return rc;
+	}
+
+	*info = (tf_lin_info){
+		.in = in, .out = out,
+		.bits = (int)tf_dtype_size(w->dtype) * 8,
+		.bytes = w->nbytes + (*bias ? (size_t)out * tf_dtype_size(b.dtype) : 0),
+		.format = w->dtype == TF_DTYPE_F16 ? "f16"
+			: w->dtype == TF_DTYPE_BF16 ? "bf16" : "f32",
+	};
+	return TF_OK;
+}
+
+int tf_lin_plain_match(const tf_host *h, const char *prefix)
+{
+	return tf_lin_has(h, prefix, "weight") ? TF_LIN_SCORE_PLAIN : 0;
+}
