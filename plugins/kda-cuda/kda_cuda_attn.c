@@ -30,7 +30,7 @@
 #include "tf_cuda_plugin.h"
 
 struct kdc_layer {
-	struct kda_weights w;           /* shape and linears; its host tensors freed */
+	struct kda_weights w;           /* first, as kda_layer.h asks; host tensors freed */
 	const tf_backend *be;
 	void *bctx;
 	cudaStream_t stream;            /* the backend's */
@@ -320,11 +320,6 @@ static int kdc_state_copy(void *inst, void *dst, const void *src)
 	return TF_OK;
 }
 
-static size_t kdc_state_snapshot_size(void *inst, const void *state)
-{
-	return kda_snap_size(&((struct kdc_layer *)inst)->w);
-}
-
 /* download() waits for the state's queued updates and the copy. */
 static int kdc_state_snapshot(void *inst, const void *state, void *buf)
 {
@@ -361,7 +356,7 @@ static const tf_plugin_attention kdc_plugin = {
 	.state_reset = kdc_state_reset,
 	.state_len = kda_state_len,
 	.state_copy = kdc_state_copy,
-	.state_snapshot_size = kdc_state_snapshot_size,
+	.state_snapshot_size = kda_state_snapshot_size,
 	.state_snapshot = kdc_state_snapshot,
 	.state_rollback = kdc_state_rollback,
 	.forward_batch = kdc_forward_batch,

@@ -33,7 +33,7 @@
 #define KDA_L2_EPS 1e-6f
 
 struct kda_layer {
-	struct kda_weights w;
+	struct kda_weights w;           /* first, as kda_layer.h asks */
 	const tf_backend *be;
 	void *bctx;
 
@@ -308,11 +308,6 @@ static int kda_state_copy(void *inst, void *dst, const void *src)
 		memcpy(d->S, s->S, kda_state_floats(w) * sizeof(float));
 	d->hdr.len = s->hdr.len;
 	return TF_OK;
-}
-
-static size_t kda_state_snapshot_size(void *inst, const void *state)
-{
-	return kda_snap_size(&((struct kda_layer *)inst)->w);
 }
 
 static int kda_state_snapshot(void *inst, const void *state, void *buf)

@@ -193,6 +193,11 @@ size_t kda_snap_size(const struct kda_weights *w)
 	return sizeof(struct kda_snap_hdr) + kda_state_floats(w) * sizeof(float);
 }
 
+size_t kda_state_snapshot_size(void *inst, const void *state)
+{
+	return kda_snap_size(inst);
+}
+
 void kda_snap_header(const struct kda_state_hdr *st, void *buf)
 {
 	struct kda_snap_hdr hdr = { .magic = KDA_SNAP_MAGIC, .len = st->len };

@@ -72,10 +72,12 @@ int kda_project(const struct kda_weights *w, const float *x, int64_t n,
 /* Floats of one sequence's state: S [heads, dim, dim], then conv
  * [3, P, width - 1]. */
 size_t kda_state_floats(const struct kda_weights *w);
-/* The tf_plugin_attention.state_bytes and state_len slots of both
- * plugins. */
+/* The tf_plugin_attention slots both plugins share: state_bytes,
+ * state_len, and state_snapshot_size (whose instance begins with its
+ * struct kda_weights). */
 int64_t kda_state_bytes(const tf_host *h, int layer, int64_t max_ctx);
 int64_t kda_state_len(void *inst, const void *state);
+size_t kda_state_snapshot_size(void *inst, const void *state);
 
 /* A snapshot: this header, then the whole state (KDA state is not
  * append-only). */
