@@ -120,14 +120,10 @@ static int kdc_layer_init(const tf_host *h, int layer, const char *prefix, int64
 	if (!kdc_probe(h, &why))
 		return h->error(h, TF_ERR_UNSUPPORTED, "layer %d (kda-cuda): backend %s: %s", layer,
 				h->backend ? h->backend->hdr.name : "(none)", why);
-	struct kdc_layer *L = calloc(1, sizeof(*L));
-	if (!L)
-		return h->error(h, TF_ERR_NOMEM, "layer %d (kda-cuda): out of memory", layer);
-	int rc = kda_weights_open(h, layer, prefix, max_ctx, &L->w);
-	if (rc) {
-		free(L);
+	struct kdc_layer *L;
+	int rc = kda_instance_new(h, layer, prefix, max_ctx, sizeof(*L), (void **)&L);
+	if (rc)
 		return rc;
-	}
 	L->be = h->backend;
 	L->bctx = h->backend_ctx;
 	L->stream = tf_backend_stream(L->be, L->bctx);

@@ -103,14 +103,10 @@ static void kda_layer_fini(void *inst)
 static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 			  int64_t max_ctx, void **inst)
 {
-	struct kda_layer *L = calloc(1, sizeof(*L));
-	if (!L)
-		return h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory", layer);
-	int rc = kda_weights_open(h, layer, prefix, max_ctx, &L->w);
-	if (rc) {
-		free(L);
+	struct kda_layer *L;
+	int rc = kda_instance_new(h, layer, prefix, max_ctx, sizeof(*L), (void **)&L);
+	if (rc)
 		return rc;
-	}
 	L->be = h->backend;
 	L->bctx = h->backend_ctx;
 	L->n_workers = L->be->n_threads(L->bctx);

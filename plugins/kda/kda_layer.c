@@ -176,6 +176,21 @@ int kda_weights_open(const tf_host *h, int layer, const char *prefix, int64_t ma
 	return rc;
 }
 
+int kda_instance_new(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
+		     size_t bytes, void **inst)
+{
+	struct kda_weights *w = calloc(1, bytes);
+	if (!w)
+		return h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory", layer);
+	int rc = kda_weights_open(h, layer, prefix, max_ctx, w);
+	if (rc) {
+		free(w);
+		return rc;
+	}
+	*inst = w;
+	return TF_OK;
+}
+
 int kda_project(const struct kda_weights *w, const float *x, int64_t n,
 		const struct kda_proj_out *o)
 {

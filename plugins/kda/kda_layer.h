@@ -60,6 +60,10 @@ struct kda_state_hdr {
  * tensors of the layer under prefix.  On failure w is closed. */
 int kda_weights_open(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
 		     struct kda_weights *w);
+/* A zeroed instance of `bytes`, a struct that begins with its struct
+ * kda_weights, with the layer opened into that (kda_weights_open). */
+int kda_instance_new(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
+		     size_t bytes, void **inst);
 /* Free the small tensors (a device layer, once it uploaded them). */
 void kda_weights_free_host(struct kda_weights *w);
 /* Close the linears and free the small tensors. */
