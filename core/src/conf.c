@@ -108,6 +108,9 @@ static const struct conf_key conf_schema[] = {
 	KEY("tp", "peers", T_STR),
 	KEY("tp", "transport", T_NAME),
 	KEY("tp", "rdma_device", T_NAME),
+	CHOICE("tp", "moe", "split|experts"),
+	RANGE("tp", "timeout", T_FLOAT, 0.01, 3600),
+	CHOICE("tp", "moe", "split|experts"),
 };
 
 #define N_SCHEMA (sizeof(conf_schema) / sizeof(conf_schema[0]))

@@ -70,7 +70,10 @@ static const struct slot drafter_slots[] = {
 	SLOT(tf_plugin_drafter, init), SLOT(tf_plugin_drafter, fini), { NULL, 0 }
 };
 static const struct slot transport_slots[] = {
-	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini), { NULL, 0 }
+	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini),
+	SLOT(tf_plugin_transport, connect), SLOT(tf_plugin_transport, all_reduce),
+	SLOT(tf_plugin_transport, all_gather), SLOT(tf_plugin_transport, broadcast),
+	SLOT(tf_plugin_transport, barrier), { NULL, 0 }
 };
 static const struct slot router_slots[] = {
 	SLOT(tf_plugin_router, layer_init), SLOT(tf_plugin_router, layer_fini),

@@ -8,7 +8,7 @@
  * decode GEMV; more rows decode Ŵ to fp16 once and use tensor cores.
  *
  * forward() queues its kernels and its stream-ordered scratch on the
- * backend's stream (tf_backend_stream, ABI 1.6), behind the backend's ops
+ * backend's stream (tf_backend_stream, ABI 1.7), behind the backend's ops
  * and the other device plugins' kernels, and returns without waiting.
  */
 #include <cuda_runtime_api.h>

@@ -1,8 +1,10 @@
 /* lin.c - helpers shared by the exl3 and plain linears (see lin.h). */
 #include "lin.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vec.h"
 
@@ -96,7 +98,7 @@ int tf_lin_vector(const tf_host *h, const tf_tensor *t, int64_t n, float **out)
 }
 
 int tf_lin_plain_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
-		      tf_tensor *w, float **bias, tf_lin_info *info)
+		      const tf_lin_part *part, tf_tensor *w, float **bias, tf_lin_info *info)
 {
 	tf_tensor b = { 0 };
 	int rc;
@@ -120,21 +122,29 @@ int tf_lin_plain_load(const tf_host *h, const char *prefix, int64_t in, int64_t 
 				(long long)(w->ndim > 1 ? w->shape[1] : 0),
 				(long long)out, (long long)in);
 
-	rc = tf_lin_tensor(h, prefix, "bias", &b);
+	bool cols = part && part->axis == TF_LIN_PART_IN;
+	int64_t o0 = part && !cols ? part->lo : 0, o1 = part && !cols ? part->hi : out;
+	int64_t n_in = cols ? part->hi - part->lo : in;
+
+	/* A row-parallel part's bias is added once, by the part holding column 0. */
+	rc = !cols || part->lo == 0 ? tf_lin_tensor(h, prefix, "bias", &b) : TF_ERR_NOT_FOUND;
 	if (rc == TF_OK) {
 		if (b.ndim != 1 || b.shape[0] != out)
 			return h->error(h, TF_ERR_FORMAT, "%s: expected shape [%lld]",
 					b.name, (long long)out);
 		if ((rc = tf_lin_vector(h, &b, out, bias)))
 			return rc;
+		memmove(*bias, *bias + o0, (size_t)(o1 - o0) * sizeof(float));
 	} else if (rc != TF_ERR_NOT_FOUND) {
 		return rc;
 	}
 
+	size_t es = tf_dtype_size(w->dtype);
 	*info = (tf_lin_info){
-		.in = in, .out = out,
-		.bits = (int)tf_dtype_size(w->dtype) * 8,
-		.bytes = w->nbytes + (*bias ? (size_t)out * tf_dtype_size(b.dtype) : 0),
+		.in = n_in, .out = o1 - o0,
+		.bits = (int)es * 8,
+		.bytes = (size_t)(n_in * (o1 - o0)) * es +
+			 (*bias ? (size_t)(o1 - o0) * tf_dtype_size(b.dtype) : 0),
 		.format = w->dtype == TF_DTYPE_F16 ? "f16"
 			: w->dtype == TF_DTYPE_BF16 ? "bf16" : "f32",
 	};

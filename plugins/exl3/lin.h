@@ -29,6 +29,11 @@ int tf_exl3_quantize_slot(const tf_host *h, const char *prefix, const float *w, 
 			  int64_t in, const float *bias, const tf_quantize_opts *o,
 			  const tf_tensor_sink *sink, double *rel_mse);
 
+/* The drawer the exl3 descriptors share (tf_quant_draw_fn, tf/quant.h):
+ * the same tensors as the quantizer, with random codes. */
+int tf_exl3_draw_slot(const tf_host *h, const char *prefix, int64_t out, int64_t in,
+		      double rms, const tf_quantize_opts *o, const tf_draw_sink *sink);
+
 /* Highest match() score of each descriptor: a `.trellis` beats a `.weight`
  * stored under the same prefix. */
 #define TF_LIN_SCORE_EXL3  100
@@ -67,10 +72,13 @@ int tf_lin_check_bytes(const tf_host *h, const tf_tensor *t);
 
 /* The plain linear's tensors under prefix, as "plain" and "plain-cuda"
  * read them: `.weight` [out, in] as F16, BF16 or F32 (*w, a view of the
- * checkpoint) and the optional `.bias` [out] widened into *bias (free();
- * NULL when absent).  Fails naming the tensor. */
+ * whole checkpoint tensor) and the optional `.bias` [out] widened into
+ * *bias (free(); NULL when absent).  With a part (NULL: the whole layer),
+ * *bias holds the part's outputs, or is NULL for an input part not
+ * starting at column 0 (the bias is added once), and *info describes the
+ * part.  Fails naming the tensor. */
 int tf_lin_plain_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
-		      tf_tensor *w, float **bias, tf_lin_info *info);
+		      const tf_lin_part *part, tf_tensor *w, float **bias, tf_lin_info *info);
 /* Their match(): any `.weight` under prefix, below an EXL3 trellis. */
 int tf_lin_plain_match(const tf_host *h, const char *prefix);
 

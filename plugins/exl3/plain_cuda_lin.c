@@ -8,6 +8,9 @@
  * the bias widened to float.  forward() queues one kernel on the
  * backend's stream (tf_backend_stream) behind whatever the backend and
  * the other device plugins queued, and returns without waiting.
+ *
+ * It has no open_part: with [tp] size > 1 the host refuses it, naming
+ * it, where a layer asks for its rank's part of a linear.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -48,7 +51,7 @@ static int plain_cuda_open(const tf_host *h, const char *prefix, int64_t in,
 	float *bias;
 	tf_plain_cuda_lin *l;
 	cudaError_t e;
-	int rc = tf_lin_plain_load(h, prefix, in, out, &w, &bias, info);
+	int rc = tf_lin_plain_load(h, prefix, in, out, NULL, &w, &bias, info);
 
 	if (rc)
 		return rc;

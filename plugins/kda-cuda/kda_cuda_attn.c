@@ -4,7 +4,7 @@
  * kda_cuda.h in place of its per-head host loop.
  *
  * Everything lives in backend memory and runs on the backend's stream
- * (tf_backend_stream, ABI 1.6): the small tensors, uploaded at
+ * (tf_backend_stream, ABI 1.7): the small tensors, uploaded at
  * layer_init; each sequence's state (S, then the conv history, as kda.c
  * lays it out), one allocation per state; one forward's activations and
  * segment array, carved from an arena all layers share (dev_scratch.h).
@@ -15,7 +15,8 @@
  *
  * Snapshots are host memory by the ABI, so snapshot and rollback copy
  * the whole state across.  A backend without a device stream is refused:
- * the kda plugin serves host-memory backends.
+ * the kda plugin serves host-memory backends.  So is tensor parallelism
+ * ([tp] size > 1), which the kda plugin alone shards (kda_layer.h).
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -120,6 +121,12 @@ static int kdc_layer_init(const tf_host *h, int layer, const char *prefix, int64
 	if (!kdc_probe(h, &why))
 		return h->error(h, TF_ERR_UNSUPPORTED, "layer %d (kda-cuda): backend %s: %s", layer,
 				h->backend ? h->backend->hdr.name : "(none)", why);
+	/* The device linears have no open_part and the runtime's all-reduce
+	 * reads host memory: one device runs the whole layer. */
+	if (h->tp_size > 1)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"layer %d (kda-cuda): [tp] size %d: kda-cuda runs the whole layer on one device; tensor parallelism needs the kda plugin",
+				layer, h->tp_size);
 	struct kdc_layer *L;
 	int rc = kda_instance_new(h, layer, prefix, max_ctx, sizeof(*L), (void **)&L);
 	if (rc)

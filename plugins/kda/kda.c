@@ -12,7 +12,10 @@
  * delta rule on that sequence's state (delta.c: recurrent for a few tokens,
  * chunked WY form for longer runs) and its gated RMSNorm; o_proj over all
  * rows closes the block.  Shapes all come from config.json; what the
- * device plugin (kda-cuda) shares with this one is in kda_layer.c.
+ * device plugin (kda-cuda) shares with this one is in kda_layer.c, the
+ * tensor-parallel head sharding among it: with [tp] size > 1 a rank
+ * holds only its heads, and its output is a partial sum the runtime
+ * all-reduces.
  */
 #include <math.h>
 #include <stdbool.h>

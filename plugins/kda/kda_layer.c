@@ -42,8 +42,9 @@ size_t kda_state_floats(const struct kda_weights *w)
 int64_t kda_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
 {
 	const tf_model_config *c = h->model;
-	int64_t P = (int64_t)c->num_attention_heads * c->head_dim;
-	return 4 * ((int64_t)c->num_attention_heads * c->head_dim * c->head_dim +
+	int64_t heads = c->num_attention_heads / (h->tp_size > 1 ? h->tp_size : 1);
+	int64_t P = heads * c->head_dim;
+	return 4 * (heads * c->head_dim * c->head_dim +
 		    KDA_NCONV * P * (c->short_conv_kernel_size - 1));
 }
 
@@ -55,25 +56,35 @@ int64_t kda_state_len(void *inst, const void *state)
 /* The config.json keys of a hidden -> heads x head_dim projection. */
 #define KDA_KEYS_HP "in hidden_size, out num_attention_heads x head_dim"
 
+/* This rank's heads as a part of the output features, `per` per head. */
+static tf_lin_part kda_rows(const struct kda_weights *w, int64_t per)
+{
+	return (tf_lin_part){ .axis = TF_LIN_PART_OUT, .lo = w->head0 * per,
+			      .hi = (int64_t)(w->head0 + w->heads) * per };
+}
+
 /* "<which>_proj", or with no_kda_lora false "<which>_a_proj" (H -> dim)
  * and "<which>_b_proj" (dim -> P). */
 static int kda_gate_open(struct kda_weights *w, const char *prefix, const char *which,
 			 struct kda_gate_proj *gp)
 {
+	const tf_lin_part rows = kda_rows(w, w->dim);
+	const int64_t P_all = (int64_t)w->heads_all * w->dim;
 	char leaf[16];
 	int rc;
 	gp->low_rank = !w->h->model->no_kda_lora;
 	if (!gp->low_rank) {
 		snprintf(leaf, sizeof(leaf), "%s_proj", which);
-		return tf_tu_lin_open(w->h, prefix, leaf, w->hidden, w->P, KDA_KEYS_HP, &gp->full);
+		return tf_tu_lin_open_part(w->h, prefix, leaf, w->hidden, P_all, KDA_KEYS_HP,
+					   &rows, &gp->full);
 	}
 	snprintf(leaf, sizeof(leaf), "%s_a_proj", which);
 	if ((rc = tf_tu_lin_open(w->h, prefix, leaf, w->hidden, w->dim,
 				  "in hidden_size, out head_dim", &gp->a)))
 		return rc;
 	snprintf(leaf, sizeof(leaf), "%s_b_proj", which);
-	return tf_tu_lin_open(w->h, prefix, leaf, w->dim, w->P,
-			      "in head_dim, out num_attention_heads x head_dim", &gp->b);
+	return tf_tu_lin_open_part(w->h, prefix, leaf, w->dim, P_all,
+				   "in head_dim, out num_attention_heads x head_dim", &rows, &gp->b);
 }
 
 static void kda_gate_close(const tf_host *h, struct kda_gate_proj *gp)
@@ -124,30 +135,38 @@ static int kda_load(struct kda_weights *w, const char *prefix)
 		"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"
 	};
 	const tf_host *h = w->h;
-	const int64_t H = w->hidden, P = w->P;
-	const int64_t conv_shape[3] = { P, 1, w->width };
+	const int64_t H = w->hidden, P_all = (int64_t)w->heads_all * w->dim;
+	const int64_t conv_shape[3] = { P_all, 1, w->width };
+	const tf_lin_part rows = kda_rows(w, w->dim), head_rows = kda_rows(w, 1);
+	const tf_lin_part cols = { .axis = TF_LIN_PART_IN, .lo = rows.lo, .hi = rows.hi };
 	int rc;
 
 	for (int s = 0; s < KDA_NCONV; s++) {
-		if ((rc = tf_tu_lin_open(h, prefix, proj_name[s], H, P, KDA_KEYS_HP, &w->proj[s])) ||
+		if ((rc = tf_tu_lin_open_part(h, prefix, proj_name[s], H, P_all, KDA_KEYS_HP,
+					      &rows, &w->proj[s])) ||
 		    (rc = tf_tu_load_leaf_f32(h, prefix, conv_name[s], 3, conv_shape,
 					      &w->conv_w[s])))
 			return rc;
+		tf_tu_keep_rows(w->conv_w[s], w->width, rows.lo, rows.hi);
 	}
 	if ((rc = kda_gate_open(w, prefix, "f", &w->f_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "b_proj", H, w->heads,
-				 "in hidden_size, out num_attention_heads", &w->b_proj)) ||
+	    (rc = tf_tu_lin_open_part(h, prefix, "b_proj", H, w->heads_all,
+				      "in hidden_size, out num_attention_heads", &head_rows,
+				      &w->b_proj)) ||
 	    (rc = kda_gate_open(w, prefix, "g", &w->g_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "o_proj", P, H,
-				 "in num_attention_heads x head_dim, out hidden_size", &w->o_proj)))
+	    (rc = tf_tu_lin_open_part(h, prefix, "o_proj", P_all, H,
+				      "in num_attention_heads x head_dim, out hidden_size", &cols,
+				      &w->o_proj)))
 		return rc;
 
-	const int64_t heads_shape[1] = { w->heads }, p_shape[1] = { P };
+	const int64_t heads_shape[1] = { w->heads_all }, p_shape[1] = { P_all };
 	const int64_t dim_shape[1] = { w->dim };
 	if ((rc = tf_tu_load_leaf_f32(h, prefix, "A_log", 1, heads_shape, &w->a_exp)) ||
 	    (rc = tf_tu_load_leaf_f32(h, prefix, "dt_bias", 1, p_shape, &w->dt_bias)) ||
 	    (rc = tf_tu_load_leaf_f32(h, prefix, "o_norm.weight", 1, dim_shape, &w->o_norm)))
 		return rc;
+	tf_tu_keep_rows(w->a_exp, 1, head_rows.lo, head_rows.hi);
+	tf_tu_keep_rows(w->dt_bias, 1, rows.lo, rows.hi);
 	for (int i = 0; i < w->heads; i++)
 		w->a_exp[i] = expf(w->a_exp[i]);
 	return TF_OK;
@@ -157,15 +176,17 @@ int kda_weights_open(const tf_host *h, int layer, const char *prefix, int64_t ma
 		     struct kda_weights *w)
 {
 	const tf_model_config *c = h->model;
+	int64_t h0 = 0, h1 = 0;
 	int rc = kda_check_config(h, layer);
 	memset(w, 0, sizeof(*w));
-	if (rc)
+	if (rc || (rc = tf_tu_shard(h, c->num_attention_heads, prefix, "num_attention_heads",
+				    &h0, &h1)))
 		return rc;
 	*w = (struct kda_weights){
 		.h = h, .layer = layer, .hidden = c->hidden_size,
-		.heads = c->num_attention_heads, .dim = c->head_dim,
-		.width = c->short_conv_kernel_size,
-		.P = (int64_t)c->num_attention_heads * c->head_dim,
+		.heads = (int)(h1 - h0), .head0 = (int)h0, .heads_all = c->num_attention_heads,
+		.dim = c->head_dim, .width = c->short_conv_kernel_size,
+		.P = (h1 - h0) * c->head_dim,
 		.safe_gate = c->kda_safe_gate, .lower_bound = c->kda_lower_bound,
 		.eps = c->rms_norm_eps,
 	};

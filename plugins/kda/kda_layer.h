@@ -7,6 +7,12 @@
  * run the same input projections through the quant plugins
  * (kda_project), and hold each sequence's state behind the same header,
  * so one check of a batch serves both (kda_check_batch).
+ *
+ * Tensor parallel ([tp] size > 1): a rank holds the heads
+ * [head0, head0 + heads) of num_attention_heads, their rows of every input
+ * projection, conv, gate and bias, and o_proj's matching input columns, so
+ * its output is a partial sum the runtime all-reduces; state_bytes and
+ * the state are this rank's heads'.
  */
 #ifndef TF_KDA_LAYER_H
 #define TF_KDA_LAYER_H
@@ -30,7 +36,8 @@ struct kda_gate_proj {
 struct kda_weights {
 	const tf_host *h;
 	int layer;
-	int hidden, heads, dim, width;  /* dim = K = V; width = conv taps */
+	int hidden, heads, dim, width;  /* dim = K = V; width = conv taps; heads: this rank's */
+	int head0, heads_all;           /* this rank's first head, of all of them */
 	int64_t P;                      /* heads * dim */
 	bool safe_gate;
 	float lower_bound, eps;

@@ -46,7 +46,7 @@ Test(backend_cuda, descriptor_and_probe)
 	cr_assert_null(be->n_threads);
 	cr_assert_not_null(be->rmsnorm);
 	cr_assert_not_null(be->embed);
-	/* Device plugins queue on its stream (ABI 1.6). */
+	/* Device plugins queue on its stream (ABI 1.7). */
 	cr_assert_not_null(be->stream);
 
 	int score = be->hdr.probe(tf_testhost_host(th), &reason);

@@ -6,7 +6,7 @@
  * no multiple of the kernel's tile, 1 (decode) to 37 rows; "exl3-cuda"
  * against "exl3" on a random EXL3 layer, through its GEMV (3 rows) and
  * its fp16 GEMM (20 rows).  Also: plain-cuda declines a host-memory
- * backend and names a malformed tensor.
+ * backend, names a malformed tensor and refuses a part of a linear.
  *
  * Built on the SIMT harness as test_plain_cuda_sim (tests/simt):
  * TF_CUDA_BACKEND and TF_CUDA_QUANT name backend-cuda-sim.so and
@@ -203,6 +203,22 @@ Test(plain_cuda, names_a_bad_tensor)
 	add_layer(d, TF_DTYPE_BF16, w, NULL, 2, 3);
 	cr_assert_eq(h->lin_open(h, PREFIX, 3, 2, &l), TF_ERR_FORMAT);
 	cr_assert(strstr(tf_testhost_last_error(d), PREFIX ".weight: shape [3, 2], expected [out 2, in 3]"),
+		  "%s", tf_testhost_last_error(d));
+	tf_testhost_free(d);
+}
+
+/* plain-cuda has no open_part: a rank's part of a linear ([tp] size > 1)
+ * is refused, naming the plugin (test_plain holds plain's parts). */
+Test(plain_cuda, refuses_parts)
+{
+	tf_testhost *d = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	const tf_host *h = tf_testhost_host(d);
+	const float w[6] = { 1, 2, 3, 4, 5, 6 };
+	const tf_lin_part part = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 1 };
+	tf_lin l = { 0 };
+	add_layer(d, TF_DTYPE_F32, w, NULL, 3, 2);
+	cr_assert_eq(h->lin_open_part(h, PREFIX, 3, 2, &part, &l), TF_ERR_UNSUPPORTED);
+	cr_assert(strstr(tf_testhost_last_error(d), "quant plugin '" TF_CUDA_LIN "' cannot open parts"),
 		  "%s", tf_testhost_last_error(d));
 	tf_testhost_free(d);
 }

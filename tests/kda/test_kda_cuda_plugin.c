@@ -4,8 +4,8 @@
  * (test_kda_cuda_plugin_sim, tests/simt): Kimi's low-rank gates (f_a/f_b,
  * g_a/g_b through head_dim) with its softplus gate against the float64
  * layer, prefill pieces and decode steps in one state; the refusal of a
- * host-memory backend, naming it; and the refusal of a head size the
- * kernels do not take.  TF_KDA_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT
+ * host-memory backend, naming it; the refusal of a head size the
+ * kernels do not take, and of tensor parallelism.  TF_KDA_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT
  * name the cuda-sim modules.
  */
 #include <criterion/criterion.h>
@@ -133,6 +133,26 @@ Test(kda_cuda_plugin, refuses_head_size_beyond_kernels)
 	cr_assert_eq(a->layer_init(h, 0, KDA_CASE_PREFIX, 16, &inst), TF_ERR_UNSUPPORTED);
 	cr_assert(strstr(tf_testhost_last_error(th), "head_dim 160"), "%s",
 		  tf_testhost_last_error(th));
+	tf_testhost_free(th);
+	kda_case_free(&c);
+}
+
+/* Only the kda plugin shards heads over ranks: [tp] size 2 is refused at
+ * layer_init, naming the plugin and the key. */
+Test(kda_cuda_plugin, refuses_tensor_parallel)
+{
+	const tf_plugin_attention *a = kda_cuda();
+	struct kda_case c;
+	void *inst = NULL;
+	kda_case_init(&c, true, 0.0f, 65);
+	tf_testhost *th = device_host(&c);
+	tf_host *h = (tf_host *)tf_testhost_host(th);  /* the test owns it */
+	h->tp_size = 2;
+	cr_assert_eq(a->layer_init(h, 0, KDA_CASE_PREFIX, 16, &inst), TF_ERR_UNSUPPORTED);
+	cr_assert_null(inst);
+	cr_assert(strstr(tf_testhost_last_error(th), "layer 0 (kda-cuda): [tp] size 2"), "%s",
+		  tf_testhost_last_error(th));
+	h->tp_size = 1;
 	tf_testhost_free(th);
 	kda_case_free(&c);
 }

@@ -79,7 +79,7 @@ typedef struct tf_backend {
 	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
 	const tf_plugin_key *keys;
 
-	/* Since ABI 1.6, optional: the device stream every op and copy above
+	/* Since ABI 1.7, optional: the device stream every op and copy above
 	 * is queued on (a cudaStream_t on backend-cuda), so device plugins
 	 * queue their kernels behind them with no host wait, and a decode
 	 * step can be captured as one graph.  NULL on host-memory backends;
@@ -88,7 +88,7 @@ typedef struct tf_backend {
 } tf_backend;
 
 /* The backend's device stream, or NULL when it has none (a host-memory
- * backend, or one built before ABI 1.6). */
+ * backend, or one built before ABI 1.7). */
 static inline void *tf_backend_stream(const tf_backend *be, void *ctx)
 {
 	return be->hdr.struct_size >= offsetof(tf_backend, stream) + sizeof(be->stream) &&

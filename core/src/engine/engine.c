@@ -14,6 +14,11 @@
  * Speculation drafts with the MTP layer (pipeline.h), verifies the drafts
  * in one batch, and truncates to the accepted ones: the snapshot taken
  * before the verify makes that a replay of the accepted tokens only.
+ *
+ * Tensor parallel ([tp] size > 1): the engine opens the communicator
+ * (its handshake comparing the ranks' fingerprints) before the layers;
+ * rank 0 sends each state-changing call to the others (tpsync.h), which
+ * replay them in tf_engine_follow.
  */
 #include "tf/engine.h"
 
@@ -28,6 +33,8 @@
 #include "sampler.h"
 #include "seqstate.h"
 #include "tf/backend.h"
+#include "tf/tp.h"
+#include "tpsync.h"
 
 /* An id is the slot in the low bits and the slot's generation above, so a
  * freed id stays refused after its slot is reused; [runtime] sequences
@@ -75,6 +82,18 @@ struct tf_engine {
 	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
 	float *dhid, *dlog, *vlog;
 	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
+
+	/* [tp] size > 1: the communicator, this rank, the forward calls so
+	 * far (errors name the step), and a follower's received batch and
+	 * the logits its lm_head share gathers. */
+	tf_tp *tp;
+	int rank;
+	bool leading;                   /* rank 0, open, its peers reachable: close tells them */
+	int64_t steps;
+	tf_tpsync_buf tbuf;
+	tf_tpsync_beat *beat;           /* rank 0: the heartbeat while idle */
+	float *flog;
+	int64_t flog_rows;
 };
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
@@ -83,6 +102,12 @@ void tf_engine_close(tf_engine *e)
 {
 	if (!e)
 		return;
+	tf_tpsync_beat_stop(e->beat);
+	if (e->leading)                 /* the followers' loops end */
+		tf_tpsync_send(e->tp, (tf_tpsync_msg){ .op = TF_TPSYNC_CLOSE }, NULL);
+	tf_tp_close(e->tp);
+	tf_tpsync_buf_free(&e->tbuf);
+	free(e->flog);
 	for (int i = 0; e->seq && i < e->max_seqs; i++) {
 		tf_seqstate_free(e->seq[i].st);
 		tf_sampler_free(&e->seq[i].smp);
@@ -128,6 +153,31 @@ static int engine_open_mtp(tf_engine *e)
 	return TF_OK;
 }
 
+/* [tp] size > 1: connect to the other ranks before loading the layers,
+ * so disagreeing ranks are refused at once. */
+static int engine_open_tp(tf_engine *e, const char *ini_path, const char *const *overrides,
+			  int n_overrides)
+{
+	const tf_host *h = tf_runtime_host(e->rt);
+	char fp[TF_TPSYNC_FP_LEN];
+	int rc;
+	e->rank = h->tp_rank;
+	if (h->tp_size <= 1)
+		return TF_OK;
+	if ((rc = tf_tpsync_fingerprint(e->rt, fp)) != TF_OK)
+		return rc;
+	return tf_tp_open(ini_path, overrides, n_overrides, fp, &e->tp);
+}
+
+/* Beats three to a [tp] timeout keep the followers waiting. */
+static int engine_start_beat(tf_engine *e)
+{
+	double timeout;
+	int rc = tf_conf_get_float(tf_runtime_conf(e->rt), "tp", "timeout",
+				   TF_TP_DEFAULT_TIMEOUT_S, &timeout);
+	return rc ? rc : tf_tpsync_beat_start(e->tp, timeout / 3, &e->beat);
+}
+
 int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
 		   tf_engine **out)
 {
@@ -136,8 +186,11 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	if (!e)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
 	if ((rc = tf_runtime_open(ini_path, overrides, n_overrides, &e->rt)) != TF_OK ||
+	    (rc = engine_open_tp(e, ini_path, overrides, n_overrides)) != TF_OK ||
 	    (rc = tf_pipeline_init(e->rt, &e->p)) != TF_OK)
 		goto fail;
+	if (e->tp)
+		tf_pipeline_attach_tp(e->p, e->tp);
 	const tf_host *h = tf_runtime_host(e->rt);
 	e->be = h->backend;
 	e->bctx = h->backend_ctx;
@@ -160,6 +213,9 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	}
 	if ((rc = engine_open_mtp(e)) != TF_OK)
 		goto fail;
+	e->leading = e->tp && e->rank == 0;
+	if (e->leading && (rc = engine_start_beat(e)) != TF_OK)
+		goto fail;
 	*out = e;
 	return TF_OK;
 fail:
@@ -175,6 +231,31 @@ int tf_engine_max_seqs(const tf_engine *e) { return e->max_seqs; }
 int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
 
 /* ---- sequences ---- */
+
+/* Rank 0 sends a call to the followers before running it; a call with
+ * collectives holds the heartbeat's lock from here to their end. */
+static int tp_send(tf_engine *e, tf_tpsync_msg m, const tf_batch *b)
+{
+	if (!e->tp || e->rank != 0)
+		return TF_OK;
+	if (b) {
+		m.seq = b->one_seq;
+		m.n = b->n;
+	}
+	int rc = tf_tpsync_send(e->tp, m, b);
+	if (rc == TF_ERR_PEER)
+		e->leading = false;
+	return rc;
+}
+
+/* A call without collectives: only its send. */
+static int tp_call(tf_engine *e, tf_tpsync_op op, tf_seq_id s)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = op, .seq = s }, NULL);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
 
 static tf_seq_id seq_id(const tf_engine *e, int slot)
 {
@@ -215,7 +296,7 @@ static int seq_reserve(struct tf_seq *q, int64_t need)
 	return TF_OK;
 }
 
-int tf_seq_new(tf_engine *e, tf_seq_id *out)
+static int seq_new(tf_engine *e, tf_seq_id *out)
 {
 	int slot = 0;
 	while (slot < e->max_seqs && e->seq[slot].alive)
@@ -239,7 +320,13 @@ int tf_seq_new(tf_engine *e, tf_seq_id *out)
 	return TF_OK;
 }
 
-int tf_seq_free(tf_engine *e, tf_seq_id s)
+int tf_seq_new(tf_engine *e, tf_seq_id *out)
+{
+	int rc = tp_call(e, TF_TPSYNC_SEQ_NEW, -1);
+	return rc == TF_OK ? seq_new(e, out) : rc;
+}
+
+static int seq_free(tf_engine *e, tf_seq_id s)
 {
 	struct tf_seq *q = seq_get(e, s);
 	if (!q)
@@ -250,6 +337,12 @@ int tf_seq_free(tf_engine *e, tf_seq_id s)
 	q->alive = false;
 	q->gen = (q->gen + 1) & SEQ_GEN_MASK;
 	return TF_OK;
+}
+
+int tf_seq_free(tf_engine *e, tf_seq_id s)
+{
+	int rc = tp_call(e, TF_TPSYNC_SEQ_FREE, s);
+	return rc == TF_OK ? seq_free(e, s) : rc;
 }
 
 int64_t tf_seq_len(const tf_engine *e, tf_seq_id s)
@@ -280,13 +373,14 @@ int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = seq_usable(q, src)) != TF_OK || (rc = tf_seq_new(e, &id)) != TF_OK)
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_FORK, src)) != TF_OK ||
+	    (rc = seq_usable(q, src)) != TF_OK || (rc = seq_new(e, &id)) != TF_OK)
 		return rc;
 	struct tf_seq *d = seq_get(e, id);
 	if ((rc = seq_reserve(d, q->len)) != TF_OK ||
 	    (rc = tf_seqstate_copy(d->st, q->st)) != TF_OK ||
 	    (rc = tf_seq_set_sampling(e, id, &q->smp.par, q->smp.n_vocab)) != TF_OK) {
-		tf_seq_free(e, id);
+		seq_free(e, id);
 		return tf_diag_prefix(rc, "fork of sequence %d", src);
 	}
 	if (q->len)
@@ -302,7 +396,8 @@ int tf_seq_snapshot(tf_engine *e, tf_seq_id s)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = seq_usable(q, s)) != TF_OK)
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_SNAPSHOT, s)) != TF_OK ||
+	    (rc = seq_usable(q, s)) != TF_OK)
 		return rc;
 	q->mark = -1;
 	if ((rc = tf_seqstate_snapshot(q->st)) != TF_OK)
@@ -317,6 +412,8 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_ROLLBACK, s)) != TF_OK)
+		return rc;
 	if (q->mark < 0)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d has no snapshot to roll back to", s);
 	if ((rc = tf_seqstate_rollback(q->st)) != TF_OK) {
@@ -331,7 +428,7 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
 		      bool no_out);
 
-int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
@@ -371,6 +468,17 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
 	return TF_OK;
+}
+
+int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_TRUNCATE, .seq = s, .arg = len },
+			 NULL);
+	if (rc == TF_OK)
+		rc = seq_truncate(e, s, len);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
 }
 
 int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab)
@@ -594,7 +702,86 @@ out:
 
 int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden)
 {
-	return engine_run(e, b, logits, hidden, false);
+	if (!b || b->n < 1 || !b->token)
+		return tf_diag_set(TF_ERR_INVALID, "engine: an empty batch");
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_FORWARD, .arg = logits != NULL }, b);
+	if (rc == TF_OK)
+		rc = engine_run(e, b, logits, hidden, false);
+	tf_tpsync_beat_unlock(e->beat);
+	e->steps++;
+	if (rc == TF_ERR_PEER)          /* the ranks are out of step for good */
+		e->leading = false;
+	if (rc != TF_OK && e->tp)
+		return tf_diag_prefix(rc, "rank %d, step %" PRId64, e->rank, e->steps);
+	return rc;
+}
+
+/* ---- following rank 0 ---- */
+
+int tf_engine_tp_rank(const tf_engine *e) { return e->rank; }
+
+/* A follower's forward: lm_head runs when rank 0's did (its all-gather
+ * needs every rank), into logits of its own. */
+static int follow_forward(tf_engine *e, const tf_batch *b, bool logits)
+{
+	int64_t rows = logits ? tf_batch_outputs(b) : 0;
+	if (rows > e->flog_rows) {
+		float *f = realloc(e->flog, (size_t)rows * (size_t)e->vocab * sizeof(float));
+		if (!f)
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows",
+					   rows);
+		e->flog = f;
+		e->flog_rows = rows;
+	}
+	return tf_engine_forward(e, b, rows ? e->flog : NULL, NULL);
+}
+
+static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth)
+{
+	if (depth < 1 || depth > e->context)
+		return tf_diag_set(TF_ERR_PEER, "rank 0 asked for %" PRId64 " drafts", depth);
+	int32_t *draft = malloc((size_t)depth * sizeof(*draft));
+	if (!draft)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " drafts", depth);
+	int rc = tf_seq_draft(e, s, next, (int)depth, draft, NULL);
+	free(draft);
+	return rc;
+}
+
+int tf_engine_follow(tf_engine *e)
+{
+	tf_tpsync_msg m;
+	tf_batch b;
+	tf_seq_id id;
+	if (!e->tp || e->rank == 0)
+		return tf_diag_set(TF_ERR_INVALID, "tf_engine_follow: this engine is not a tensor-"
+				   "parallel rank other than 0");
+	for (;;) {
+		int rc = tf_tpsync_recv(e->tp, &m, &b, &e->tbuf);
+		if (rc != TF_OK)
+			return tf_diag_prefix(rc, "rank %d: waiting for rank 0's call after step %"
+					      PRId64, e->rank, e->steps);
+		switch ((tf_tpsync_op)m.op) {
+		case TF_TPSYNC_CLOSE: return TF_OK;
+		case TF_TPSYNC_SEQ_NEW: rc = tf_seq_new(e, &id); break;
+		case TF_TPSYNC_SEQ_FREE: rc = tf_seq_free(e, m.seq); break;
+		case TF_TPSYNC_SEQ_FORK: rc = tf_seq_fork(e, m.seq, &id); break;
+		case TF_TPSYNC_SEQ_SNAPSHOT: rc = tf_seq_snapshot(e, m.seq); break;
+		case TF_TPSYNC_SEQ_ROLLBACK: rc = tf_seq_rollback(e, m.seq); break;
+		case TF_TPSYNC_SEQ_TRUNCATE: rc = tf_seq_truncate(e, m.seq, m.arg); break;
+		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg != 0); break;
+		case TF_TPSYNC_SEQ_DRAFT: rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n); break;
+		case TF_TPSYNC_BEAT: break;
+		default:
+			return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent call %d, which this "
+					   "build does not know", e->rank, m.op);
+		}
+		/* Rank 0 refused the same call the same way and goes on; a
+		 * peer's failure ends the ranks. */
+		if (rc == TF_ERR_PEER)
+			return rc;
+	}
 }
 
 /* ---- speculation ---- */
@@ -616,8 +803,8 @@ static int mtp_open(const tf_engine *e, tf_seq_id s)
 	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
 }
 
-int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
-		 float *logits)
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		     float *logits)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
@@ -656,6 +843,22 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
 }
 
+/* The MTP layer's rows and the drafts' logits are collectives: the
+ * followers draft too (the same drafts: every rank holds the same logits). */
+int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		 float *logits)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
+					     .n = depth }, NULL);
+	if (rc == TF_OK)
+		rc = seq_draft(e, s, next, depth, draft, logits);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
+
+/* Rank 0's sampling and checking of drafts around calls the followers
+ * replay one by one (draft, snapshot, forward, truncate). */
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n)
 {
