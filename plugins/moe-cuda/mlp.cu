@@ -49,18 +49,20 @@ __device__ static inline bool block_rows(const rows_of &rs, int *e, int64_t *r0,
 /*
  * out[p, c] = act(in[p] . w0[e][c], in[p] . w1[e][c]) when GLU, else
  * in[p] . w0[e][c], for the block's rows p and the warp's column c; input
- * row p is in[tok[p]] when tok is given.  K inputs, N outputs.
+ * row p is in[tok[p]] when tok is given.  K inputs, N outputs.  Experts
+ * whose gate pointer is NULL are another rank's: skipped.
  */
 template <bool GLU>
-__global__ static void rows_linear(rows_of rs, const float *const *w0, const float *const *w1,
-				   const float *in, int64_t K, int64_t N, float limit, float *out)
+__global__ static void rows_linear(rows_of rs, const float *const *gate, const float *const *w0,
+				   const float *const *w1, const float *in, int64_t K, int64_t N,
+				   float limit, float *out)
 {
 	const int lane = threadIdx.x & 31;
 	const int64_t c = blockIdx.x * (int64_t)MLP_WARPS + (threadIdx.x >> 5);
 	int e;
 	int64_t r0, r1;
 
-	if (!block_rows(rs, &e, &r0, &r1) || !w0[e] || c >= N)
+	if (!block_rows(rs, &e, &r0, &r1) || !gate[e] || c >= N)
 		return;
 	const float *a = w0[e] + c * K, *b = GLU ? w1[e] + c * K : a;
 	for (int64_t p0 = r0; p0 < r1; p0 += MLP_ROWS) {
@@ -115,12 +117,12 @@ extern "C" int tf_moe_cuda_mlp(cudaStream_t stream, const tf_moe_cuda_mlp_w *m,
 	}
 	dim3 up_grid((unsigned)((m->inter + MLP_WARPS - 1) / MLP_WARPS), slots);
 	dim3 down_grid((unsigned)((m->hidden + MLP_WARPS - 1) / MLP_WARPS), slots);
-	TF_LAUNCH(up_grid, MLP_WARPS * 32, 0, stream, rows_linear<true>)(rs, m->gate, m->up, x,
-									  m->hidden, m->inter,
-									  m->limit, h);
+	TF_LAUNCH(up_grid, MLP_WARPS * 32, 0, stream, rows_linear<true>)(rs, m->gate, m->gate,
+									  m->up, x, m->hidden,
+									  m->inter, m->limit, h);
 	rs.tok = NULL;
-	TF_LAUNCH(down_grid, MLP_WARPS * 32, 0, stream, rows_linear<false>)(rs, m->down, m->down, h,
-									     m->inter, m->hidden,
-									     0.0f, o);
+	TF_LAUNCH(down_grid, MLP_WARPS * 32, 0, stream, rows_linear<false>)(rs, m->gate, m->down,
+									     m->down, h, m->inter,
+									     m->hidden, 0.0f, o);
 	return cudaGetLastError();
 }

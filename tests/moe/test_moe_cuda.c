@@ -229,7 +229,7 @@ Test(moe_cuda, route_exact_ties_go_to_the_lower_index)
 	free(g.bias);
 }
 
-Test(moe_cuda, route_refuses_shapes_it_cannot_take)
+Test(moe_cuda, launchers_refuse_shapes_they_cannot_take)
 {
 	tf_moe_cuda_router r = { .gate = (const float *)16, .hidden = 8, .n_experts = 2048,
 				 .top_k = 2, .n_group = 1, .topk_group = 1, .scaling = 1 };
@@ -243,6 +243,14 @@ Test(moe_cuda, route_refuses_shapes_it_cannot_take)
 	cr_expect_eq(tf_moe_cuda_router_check(&r), cudaErrorInvalidValue);
 	r.top_k = 8;
 	cr_expect_eq(tf_moe_cuda_router_check(&r), cudaSuccess);
+
+	tf_moe_cuda_plan p = { 0 };
+	tf_moe_cuda_mlp_w m = { .hidden = 8, .inter = 8, .n_experts = 4, .limit = -1 };
+	cr_expect_eq(tf_moe_cuda_dispatch(0, &p, NULL, NULL, 1, 0, 2), cudaErrorInvalidValue);
+	cr_expect_eq(tf_moe_cuda_dispatch(0, &p, NULL, NULL, 1, 4, 33), cudaErrorInvalidValue);
+	cr_expect_eq(tf_moe_cuda_mlp(0, &m, NULL, 0, NULL, 1, NULL, NULL), cudaErrorInvalidValue);
+	cr_expect_eq(tf_moe_cuda_combine(0, &p, &m, NULL, 1, 0, NULL, NULL),
+		     cudaErrorInvalidValue);
 }
 
 /* ---- dispatch ---- */
@@ -402,9 +410,11 @@ static void mlp_set_free(mlp_set *s)
 }
 
 /* A MoE block: moe.so's "moe" layer on the CPU (one worker: the serial
- * expert path) against route, dispatch, both MLP launches and combine. */
+ * expert path) against route, dispatch, both MLP launches and combine.
+ * With tp_size > 1 both play rank tp_rank: experts e % tp_size == tp_rank,
+ * the shared expert on rank 0 only (plugins/moe/layers.h). */
 static void check_block(tf_model_config c, int inter, int shared_inter, float limit,
-			float shared_limit, uint64_t seed)
+			float shared_limit, uint64_t seed, int tp_rank, int tp_size)
 {
 	float elim[4] = { 0, limit, 0, 0 }, slim[4] = { 0, shared_limit, 0, 0 };
 	int H = c.hidden_size, E = c.num_experts, k = c.num_experts_per_tok;
@@ -413,15 +423,28 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 	c.expert_swiglu_limit = elim;
 	c.shared_swiglu_limit = slim;
 	tf_testhost *th = tf_testhost_new(&c, 1);
-	const tf_host *h = tf_testhost_host(th);
+	tf_host *h = (tf_host *)tf_testhost_host(th);  /* the test plays a rank */
 	gate_set g = gate_random(&c, &seed);
 	mlp_set routed, shared;
+
+	if (tp_size > 1) {
+		h->tp_rank = tp_rank;
+		h->tp_size = tp_size;
+	}
 
 	gate_set_add(th, &c, &g);
 	tf_testhost_set_conf(th, "plugins", "router", "ling-ref");
 	mlp_set_init(&routed, th, PREFIX, E, H, inter, limit, &seed);
 	mlp_set_init(&shared, th, PREFIX ".shared_experts", 1, H, shared_inter, shared_limit,
 		     &seed);
+	if (tp_size > 1) {      /* other ranks' experts: NULL gates on the device */
+		const float **gates = malloc(sizeof(float *) * E);
+		for (int e = 0; e < E; e++)
+			gates[e] = e % tp_size == tp_rank ? routed.dev[0][e] : NULL;
+		cudaMemcpy((void *)routed.w.gate, gates, sizeof(float *) * E,
+			   cudaMemcpyHostToDevice);
+		free(gates);
+	}
 	const tf_plugin_ffn *ffn = ffn_plugin(0);
 	void *inst = NULL;
 	cr_assert_eq(ffn->layer_init(h, LAYER, PREFIX, &inst), TF_OK, "%s",
@@ -449,13 +472,17 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 		cr_assert_eq(tf_moe_cuda_route(0, &dr, d_x, n, d_idx, d_w), cudaSuccess);
 		cr_assert_eq(tf_moe_cuda_dispatch(0, &p, d_idx, d_w, n, E, k), cudaSuccess);
 		cr_assert_eq(tf_moe_cuda_mlp(0, &routed.w, &p, k, d_x, n, d_h, d_o), cudaSuccess);
-		cr_assert_eq(tf_moe_cuda_mlp(0, &shared.w, NULL, 0, d_x, n, d_h, d_y), cudaSuccess);
+		if (tp_rank == 0)
+			cr_assert_eq(tf_moe_cuda_mlp(0, &shared.w, NULL, 0, d_x, n, d_h, d_y),
+				     cudaSuccess);
+		else
+			cudaMemset(d_y, 0, sizeof(float) * n * H);
 		cr_assert_eq(tf_moe_cuda_combine(0, &p, &routed.w, d_idx, n, k, d_o, d_y),
 			     cudaSuccess);
 		dev_get(dy, d_y, sizeof(float) * n * H);
 		double err = tf_test_rel_err(dy, y, (size_t)n * H, 1e-3);
-		cr_log_info("block E %d k %d groups %d/%d n %d: rel err %.3g", E, k, c.n_group,
-			    c.topk_group, n, err);
+		cr_log_info("block E %d k %d groups %d/%d rank %d/%d n %d: rel err %.3g", E, k,
+			    c.n_group, c.topk_group, tp_rank, tp_size, n, err);
 		cr_assert(err <= BLOCK_BOUND, "E %d k %d n %d: rel err %g > %g", E, k, n, err,
 			  BLOCK_BOUND);
 		cudaFree(d_x);
@@ -480,18 +507,25 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 
 Test(moe_cuda, block_ling_nano)
 {
-	check_block(moe_config(256, 16, 2, 4, 2), 64, 128, 0, 0, 21);
+	check_block(moe_config(256, 16, 2, 4, 2), 64, 128, 0, 0, 21, 0, 1);
 }
 
 Test(moe_cuda, block_ling_tiny_clamped)
 {
 	/* Limits low enough that the clamp cuts many activations. */
-	check_block(moe_config(256, 16, 4, 4, 2), 128, 128, 0.3f, 0.4f, 22);
+	check_block(moe_config(256, 16, 4, 4, 2), 128, 128, 0.3f, 0.4f, 22, 0, 1);
 }
 
 Test(moe_cuda, block_512_experts_8_groups)
 {
-	check_block(moe_config(64, 512, 8, 8, 4), 32, 48, 0.5f, 0, 23);
+	check_block(moe_config(64, 512, 8, 8, 4), 32, 48, 0.5f, 0, 23, 0, 1);
+}
+
+Test(moe_cuda, block_tensor_parallel_ranks)
+{
+	/* Rank 1 of 2 (odd experts, no shared expert), rank 0 of 3. */
+	check_block(moe_config(64, 32, 4, 4, 2), 32, 48, 0, 0, 24, 1, 2);
+	check_block(moe_config(64, 32, 4, 4, 2), 32, 48, 0, 0, 25, 0, 3);
 }
 
 Test(moe_cuda, dense_mlp_as_one_expert)
