@@ -2,9 +2,10 @@
  * route.cu - the Ling router on the device; see moe_cuda.h.
  *
  * One block per token.  Warps take experts in turn for the gate GEMV
- * (lanes along hidden, fp32), then groups for their scores; the group and
- * expert picks are plugins/router/topk.c's reference rule (k passes, each
- * the best not yet taken, lower index on ties) as block reductions.
+ * (lanes along hidden, fp32), then groups for their scores.  Both picks
+ * follow plugins/router/topk.c's reference rule (k passes, each the best
+ * not yet taken, lower index on ties): the groups' (at most 64) by one
+ * thread, the experts' as block reductions.
  */
 #include <math.h>
 
