@@ -412,7 +412,8 @@ static void mlp_set_free(mlp_set *s)
 /* A MoE block: moe.so's "moe" layer on the CPU (one worker: the serial
  * expert path) against route, dispatch, both MLP launches and combine.
  * With tp_size > 1 both play rank tp_rank: experts e % tp_size == tp_rank,
- * the shared expert on rank 0 only (plugins/moe/layers.h). */
+ * the shared expert on rank 0 only, moe.so's rule (plugins/moe/layers.h);
+ * the device takes any placement, as NULL gates for the experts it lacks. */
 static void check_block(tf_model_config c, int inter, int shared_inter, float limit,
 			float shared_limit, uint64_t seed, int tp_rank, int tp_size)
 {
