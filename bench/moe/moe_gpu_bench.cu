@@ -67,12 +67,6 @@ static tf_moe_cuda_mlp_w mlp_zero(int n, int hidden, int inter, float **block)
 				    (const float *const *)arr[2], hidden, inter, n, 0.0f };
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
 /* What one timed call launches. */
 enum what { ROUTE, DISPATCH, EXPERTS, BLOCK, SAMPLE };
 
@@ -82,7 +76,7 @@ struct run {
 	tf_moe_cuda_mlp_w routed, shared;
 	tf_moe_cuda_plan plan;
 	tf_moe_cuda_sample_par par;
-	float *x, *w, *h, *o, *y, *logits;
+	float *x, *gate_logits, *w, *h, *o, *y, *logits;
 	int32_t *idx, *tok;
 	uint64_t *seq;
 	int64_t n;
@@ -93,7 +87,7 @@ static void call(const struct run *u, enum what what)
 	const struct shape *sh = u->sh;
 	switch (what) {
 	case ROUTE:
-		CHECK(tf_moe_cuda_route(0, &u->r, u->x, u->n, u->idx, u->w));
+		CHECK(tf_moe_cuda_route(0, &u->r, u->x, u->n, u->gate_logits, u->idx, u->w));
 		break;
 	case DISPATCH:
 		CHECK(tf_moe_cuda_dispatch(0, &u->plan, u->idx, u->w, u->n, sh->experts, sh->top_k));
@@ -116,26 +110,23 @@ static void call(const struct run *u, enum what what)
 	}
 }
 
-/* Median seconds of one call. */
+struct timed {
+	const struct run *u;
+	enum what what;
+};
+
+static void call_timed(const void *arg)
+{
+	const struct timed *t = (const struct timed *)arg;
+	call(t->u, t->what);
+}
+
+/* Median seconds of one call, after one to warm up. */
 static double time_call(const struct run *u, enum what what, int reps)
 {
-	cudaEvent_t a, b;
-	float ms[5];
-	CHECK(cudaEventCreate(&a));
-	CHECK(cudaEventCreate(&b));
-	call(u, what);          /* warm up */
-	for (int t = 0; t < timings; t++) {
-		CHECK(cudaEventRecord(a));
-		for (int i = 0; i < reps; i++)
-			call(u, what);
-		CHECK(cudaEventRecord(b));
-		CHECK(cudaEventSynchronize(b));
-		CHECK(cudaEventElapsedTime(&ms[t], a, b));
-	}
-	qsort(ms, timings, sizeof(float), cmp_float);
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	return ms[timings / 2] * 1e-3 / reps;
+	struct timed t = { u, what };
+	call(u, what);
+	return tf_bench_median(call_timed, &t, reps, timings);
 }
 
 int main(int argc, char **argv)
@@ -172,6 +163,7 @@ int main(int argc, char **argv)
 	u.x = dev_random((size_t)max_n * sh->hidden, 1.0f, &s);
 	const size_t nk = (size_t)max_n * sh->top_k;
 	CHECK(cudaMalloc((void **)&u.w, nk * sizeof(float)));
+	CHECK(cudaMalloc((void **)&u.gate_logits, (size_t)max_n * sh->experts * sizeof(float)));
 	CHECK(cudaMalloc((void **)&u.idx, nk * sizeof(int32_t)));
 	CHECK(cudaMalloc((void **)&u.h, nk * (sh->inter > sh->shared ? sh->inter : sh->shared) *
 					     sizeof(float)));
@@ -214,7 +206,7 @@ int main(int argc, char **argv)
 	void *const mem[] = { (void *)u.r.gate, (void *)u.r.bias, (void *)u.routed.gate,
 			      (void *)u.routed.up, (void *)u.routed.down, (void *)u.shared.gate,
 			      (void *)u.shared.up, (void *)u.shared.down, routed_w, shared_w, u.x,
-			      u.w, u.idx, u.h, u.o, u.y, plan_mem, u.logits, u.seq, u.tok };
+			      u.gate_logits, u.w, u.idx, u.h, u.o, u.y, plan_mem, u.logits, u.seq, u.tok };
 	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++)
 		CHECK(cudaFree(mem[i]));
 	return 0;

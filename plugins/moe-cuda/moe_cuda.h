@@ -2,9 +2,9 @@
  * moe_cuda.h - a Ling MoE block and the token sampler on a CUDA device,
  * callable from C.
  *
- * A MoE block on the device is five launches on one stream:
+ * A MoE block on the device is five calls on one stream:
  *
- *     tf_moe_cuda_route      x[n, hidden] -> idx[n, k], w[n, k]
+ *     tf_moe_cuda_route      x[n, hidden] -> idx[n, k], w[n, k] (two kernels)
  *     tf_moe_cuda_dispatch   idx -> each expert's rows (tf_moe_cuda_plan)
  *     tf_moe_cuda_mlp        the routed experts over their rows -> o[n * k, hidden]
  *     tf_moe_cuda_mlp        the shared expert over all rows    -> y[n, hidden]
@@ -55,9 +55,10 @@ typedef struct tf_moe_cuda_router {
 /* 0 when the kernels take this router, else cudaErrorInvalidValue. */
 int tf_moe_cuda_router_check(const tf_moe_cuda_router *r);
 
-/* Rows [0, n) of x (row stride hidden): idx[n, top_k] best first, w[n, top_k]. */
+/* Rows [0, n) of x (row stride hidden): idx[n, top_k] best first, w[n, top_k];
+ * logits is scratch of [n, n_experts] floats.  n at most 262140. */
 int tf_moe_cuda_route(cudaStream_t stream, const tf_moe_cuda_router *r, const float *x,
-		      int64_t n, int32_t *idx, float *w);
+		      int64_t n, float *logits, int32_t *idx, float *w);
 
 /*
  * Which rows each expert serves, built by tf_moe_cuda_dispatch from n

@@ -1,11 +1,12 @@
 /*
  * route.cu - the Ling router on the device; see moe_cuda.h.
  *
- * One block per token.  Warps take experts in turn for the gate GEMV
- * (lanes along hidden, fp32), then groups for their scores.  Both picks
- * follow plugins/router/topk.c's reference rule (k passes, each the best
- * not yet taken, lower index on ties): the groups' (at most 64) by one
- * thread, the experts' as block reductions.
+ * Two launches.  The gate GEMV in fp32 spreads over the GPU: a warp per
+ * expert (lanes along hidden), GATE_ROWS tokens per pass over its row.
+ * Then a block per token picks: warps take groups for their scores, and
+ * both picks follow plugins/router/topk.c's reference rule (k passes, each
+ * the best not yet taken, lower index on ties): the groups' (at most 64)
+ * by one thread, the experts' as block reductions.
  */
 #include <math.h>
 
@@ -14,6 +15,8 @@
 #include "tf_launch.h"
 
 #define ROUTE_THREADS 256
+#define GATE_WARPS 8
+#define GATE_ROWS 4
 
 __device__ static inline float warp_sum(float v)
 {
@@ -34,7 +37,31 @@ __device__ static inline void warp_top2(float *a, float *b)
 	}
 }
 
-__global__ static void route_kernel(tf_moe_cuda_router r, const float *x, int32_t *idx,
+/* logits[t, e] = x[t] . gate[e] for the block's experts and tokens. */
+__global__ static void gate_kernel(const float *gate, const float *x, int64_t n, int H, int E,
+				   float *logits)
+{
+	const int lane = threadIdx.x & 31, e = blockIdx.x * GATE_WARPS + (threadIdx.x >> 5);
+	const int64_t t0 = blockIdx.y * (int64_t)GATE_ROWS;
+	const int m = n - t0 < GATE_ROWS ? (int)(n - t0) : GATE_ROWS;
+	float acc[GATE_ROWS] = { 0 };
+
+	if (e >= E)
+		return;
+	const float *w = gate + (int64_t)e * H;
+	for (int i = lane; i < H; i += 32) {
+		float wi = w[i];
+		for (int r = 0; r < m; r++)
+			acc[r] += x[(t0 + r) * H + i] * wi;
+	}
+	for (int r = 0; r < m; r++) {
+		float v = warp_sum(acc[r]);
+		if (lane == 0)
+			logits[(t0 + r) * E + e] = v;
+	}
+}
+
+__global__ static void route_kernel(tf_moe_cuda_router r, const float *logits, int32_t *idx,
 				    float *w)
 {
 	__shared__ float s[TF_MOE_CUDA_MAX_EXPERTS], sb[TF_MOE_CUDA_MAX_EXPERTS];
@@ -43,18 +70,11 @@ __global__ static void route_kernel(tf_moe_cuda_router r, const float *x, int32_
 	__shared__ int pick[TF_MOE_CUDA_MAX_TOPK];
 	const int E = r.n_experts, G = r.n_group, gs = E / G;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-	const float *xr = x + (int64_t)blockIdx.x * r.hidden;
+	const float *lr = logits + (int64_t)blockIdx.x * E;
 
-	for (int e = warp; e < E; e += warps) {
-		const float *wr = r.gate + (int64_t)e * r.hidden;
-		float acc = 0.0f;
-		for (int i = lane; i < r.hidden; i += 32)
-			acc += xr[i] * wr[i];
-		acc = warp_sum(acc);
-		if (lane == 0) {
-			s[e] = 1.0f / (1.0f + expf(-acc));
-			sb[e] = r.bias ? s[e] + r.bias[e] : s[e];
-		}
+	for (int e = threadIdx.x; e < E; e += blockDim.x) {
+		s[e] = 1.0f / (1.0f + expf(-lr[e]));
+		sb[e] = r.bias ? s[e] + r.bias[e] : s[e];
 	}
 	__syncthreads();
 
@@ -130,14 +150,18 @@ extern "C" int tf_moe_cuda_router_check(const tf_moe_cuda_router *r)
 }
 
 extern "C" int tf_moe_cuda_route(cudaStream_t stream, const tf_moe_cuda_router *r,
-				 const float *x, int64_t n, int32_t *idx, float *w)
+				 const float *x, int64_t n, float *logits, int32_t *idx, float *w)
 {
 	int rc = tf_moe_cuda_router_check(r);
 
-	if (rc || n > 0x7fffffff)
+	if (rc || n > 65535 * (int64_t)GATE_ROWS)
 		return rc ? rc : cudaErrorInvalidValue;
 	if (n <= 0)
 		return cudaSuccess;
-	TF_LAUNCH((unsigned)n, ROUTE_THREADS, 0, stream, route_kernel)(*r, x, idx, w);
+	dim3 gate_grid((unsigned)((r->n_experts + GATE_WARPS - 1) / GATE_WARPS),
+		       (unsigned)((n + GATE_ROWS - 1) / GATE_ROWS));
+	TF_LAUNCH(gate_grid, GATE_WARPS * 32, 0, stream, gate_kernel)(r->gate, x, n, r->hidden,
+								       r->n_experts, logits);
+	TF_LAUNCH((unsigned)n, ROUTE_THREADS, 0, stream, route_kernel)(*r, logits, idx, w);
 	return cudaGetLastError();
 }

@@ -117,9 +117,10 @@ static void check_route(const tf_model_config *c, const gate_set *g, const float
 	cr_assert_eq(h->router_route(h, &r, x, n, idx, w), TF_OK, "%s", tf_testhost_last_error(th));
 
 	tf_moe_cuda_router dr = dev_router(c, g);
-	float *d_x = dev_put(x, sizeof(float) * n * H), *d_w = dev_poisoned(sizeof(float) * n * k);
+	float *d_x = dev_put(x, sizeof(float) * n * H), *d_w = dev_poisoned(sizeof(float) * n * k),
+	      *d_logits = dev_poisoned(sizeof(float) * n * c->num_experts);
 	int32_t *d_idx = dev_poisoned(sizeof(int32_t) * n * k);
-	cr_assert_eq(tf_moe_cuda_route(0, &dr, d_x, n, d_idx, d_w), cudaSuccess);
+	cr_assert_eq(tf_moe_cuda_route(0, &dr, d_x, n, d_logits, d_idx, d_w), cudaSuccess);
 	dev_get(d_idx_h, d_idx, sizeof(int32_t) * n * k);
 	dev_get(d_w_h, d_w, sizeof(float) * n * k);
 	double worst = 0;
@@ -139,6 +140,7 @@ static void check_route(const tf_model_config *c, const gate_set *g, const float
 	dev_router_free(&dr);
 	cudaFree(d_x);
 	cudaFree(d_w);
+	cudaFree(d_logits);
 	cudaFree(d_idx);
 	free(idx);
 	free(d_idx_h);
@@ -466,11 +468,12 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 		float *d_x = dev_put(x, sizeof(float) * n * H), *d_w = dev_poisoned(nk * 4),
 		      *d_h = dev_poisoned(sizeof(float) * hrows * hinter),
 		      *d_o = dev_poisoned(sizeof(float) * nk * H),
-		      *d_y = dev_poisoned(sizeof(float) * n * H);
+		      *d_y = dev_poisoned(sizeof(float) * n * H),
+		      *d_logits = dev_poisoned(sizeof(float) * n * E);
 		int32_t *d_idx = dev_poisoned(nk * 4);
 		void *mem = dev_poisoned(tf_moe_cuda_plan_bytes(E, k, n));
 		tf_moe_cuda_plan_init(&p, mem, E, k, n);
-		cr_assert_eq(tf_moe_cuda_route(0, &dr, d_x, n, d_idx, d_w), cudaSuccess);
+		cr_assert_eq(tf_moe_cuda_route(0, &dr, d_x, n, d_logits, d_idx, d_w), cudaSuccess);
 		cr_assert_eq(tf_moe_cuda_dispatch(0, &p, d_idx, d_w, n, E, k), cudaSuccess);
 		cr_assert_eq(tf_moe_cuda_mlp(0, &routed.w, &p, k, d_x, n, d_h, d_o), cudaSuccess);
 		if (tp_rank == 0)
@@ -491,6 +494,7 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 		cudaFree(d_h);
 		cudaFree(d_o);
 		cudaFree(d_y);
+		cudaFree(d_logits);
 		cudaFree(d_idx);
 		cudaFree(mem);
 		free(x);
