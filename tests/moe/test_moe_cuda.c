@@ -413,9 +413,11 @@ static void mlp_set_free(mlp_set *s)
 
 /* A MoE block: moe.so's "moe" layer on the CPU (one worker: the serial
  * expert path) against route, dispatch, both MLP launches and combine.
- * With tp_size > 1 both play rank tp_rank: experts e % tp_size == tp_rank,
- * the shared expert on rank 0 only, moe.so's rule (plugins/moe/layers.h);
- * the device takes any placement, as NULL gates for the experts it lacks. */
+ * With tp_size > 1 both play rank tp_rank of [tp] moe = experts: whole
+ * experts where tf_router_place puts them, as moe.so does, and no shared
+ * expert (moe.so splits its features over the ranks; the device launch
+ * has no such split).  The device lacks the other ranks' experts: NULL
+ * gates. */
 static void check_block(tf_model_config c, int inter, int shared_inter, float limit,
 			float shared_limit, uint64_t seed, int tp_rank, int tp_size)
 {
@@ -433,6 +435,7 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 	if (tp_size > 1) {
 		h->tp_rank = tp_rank;
 		h->tp_size = tp_size;
+		tf_testhost_set_conf(th, "tp", "moe", "experts");
 	}
 
 	gate_set_add(th, &c, &g);
@@ -442,8 +445,14 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 		     &seed);
 	if (tp_size > 1) {      /* other ranks' experts: NULL gates on the device */
 		const float **gates = malloc(sizeof(float *) * E);
+		int32_t *rank_of = malloc(sizeof(int32_t) * E);
+		tf_router r = { 0 };
+		cr_assert_eq(h->router_open(h, LAYER, PREFIX, &r), TF_OK);
+		cr_assert_eq(tf_router_place(&r, tp_size, rank_of), TF_OK);
+		h->router_close(h, &r);
 		for (int e = 0; e < E; e++)
-			gates[e] = e % tp_size == tp_rank ? routed.dev[0][e] : NULL;
+			gates[e] = rank_of[e] == tp_rank ? routed.dev[0][e] : NULL;
+		free(rank_of);
 		cudaMemcpy((void *)routed.w.gate, gates, sizeof(float *) * E,
 			   cudaMemcpyHostToDevice);
 		free(gates);
@@ -476,7 +485,7 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 		cr_assert_eq(tf_moe_cuda_route(0, &dr, d_x, n, d_logits, d_idx, d_w), cudaSuccess);
 		cr_assert_eq(tf_moe_cuda_dispatch(0, &p, d_idx, d_w, n, E, k), cudaSuccess);
 		cr_assert_eq(tf_moe_cuda_mlp(0, &routed.w, &p, k, d_x, n, d_h, d_o), cudaSuccess);
-		if (tp_rank == 0)
+		if (c.num_shared_experts)
 			cr_assert_eq(tf_moe_cuda_mlp(0, &shared.w, NULL, 0, d_x, n, d_h, d_y),
 				     cudaSuccess);
 		else
@@ -528,9 +537,11 @@ Test(moe_cuda, block_512_experts_8_groups)
 
 Test(moe_cuda, block_tensor_parallel_ranks)
 {
-	/* Rank 1 of 2 (odd experts, no shared expert), rank 0 of 3. */
-	check_block(moe_config(64, 32, 4, 4, 2), 32, 48, 0, 0, 24, 1, 2);
-	check_block(moe_config(64, 32, 4, 4, 2), 32, 48, 0, 0, 25, 0, 3);
+	/* Rank 1 of 2 and rank 0 of 3, without a shared expert. */
+	tf_model_config c = moe_config(64, 32, 4, 4, 2);
+	c.num_shared_experts = 0;
+	check_block(c, 32, 48, 0, 0, 24, 1, 2);
+	check_block(c, 32, 48, 0, 0, 25, 0, 3);
 }
 
 Test(moe_cuda, dense_mlp_as_one_expert)
