@@ -49,13 +49,14 @@ __device__ static inline bool block_rows(const rows_of &rs, int *e, int64_t *r0,
 /*
  * out[p, c] = act(in[p] . w0[e][c], in[p] . w1[e][c]) when GLU, else
  * in[p] . w0[e][c], for the block's rows p and the warp's column c; input
- * row p is in[tok[p]] when tok is given.  K inputs, N outputs.  Experts
- * whose gate pointer is NULL are another rank's: skipped.
+ * row p is in[tok[p]] when tok is given.  K inputs, N outputs, weight
+ * rows ldw floats apart.  Experts whose gate pointer is NULL are another
+ * rank's: skipped.
  */
 template <bool GLU>
 __global__ static void rows_linear(rows_of rs, const float *const *gate, const float *const *w0,
-				   const float *const *w1, const float *in, int64_t K, int64_t N,
-				   float limit, float *out)
+				   const float *const *w1, const float *in, int64_t K, int64_t ldw,
+				   int64_t N, float limit, float *out)
 {
 	const int lane = threadIdx.x & 31;
 	const int64_t c = blockIdx.x * (int64_t)MLP_WARPS + (threadIdx.x >> 5);
@@ -64,7 +65,7 @@ __global__ static void rows_linear(rows_of rs, const float *const *gate, const f
 
 	if (!block_rows(rs, &e, &r0, &r1) || !gate[e] || c >= N)
 		return;
-	const float *a = w0[e] + c * K, *b = GLU ? w1[e] + c * K : a;
+	const float *a = w0[e] + c * ldw, *b = GLU ? w1[e] + c * ldw : a;
 	for (int64_t p0 = r0; p0 < r1; p0 += MLP_ROWS) {
 		const float *x[MLP_ROWS];
 		float acc0[MLP_ROWS] = { 0 }, acc1[MLP_ROWS] = { 0 };
@@ -104,6 +105,7 @@ extern "C" int tf_moe_cuda_mlp(cudaStream_t stream, const tf_moe_cuda_mlp_w *m,
 	unsigned slots = 1;
 
 	if (m->hidden < 1 || m->inter < 1 || m->n_experts < 1 || !(m->limit >= 0) || n < 0 ||
+	    (m->down_ld && m->down_ld < m->inter) ||
 	    (plan && (top_k < 1 || n > 0x7fffffff / top_k)))
 		return cudaErrorInvalidValue;
 	if (n == 0)
@@ -119,10 +121,12 @@ extern "C" int tf_moe_cuda_mlp(cudaStream_t stream, const tf_moe_cuda_mlp_w *m,
 	dim3 down_grid((unsigned)((m->hidden + MLP_WARPS - 1) / MLP_WARPS), slots);
 	TF_LAUNCH(up_grid, MLP_WARPS * 32, 0, stream, rows_linear<true>)(rs, m->gate, m->gate,
 									  m->up, x, m->hidden,
-									  m->inter, m->limit, h);
+									  m->hidden, m->inter,
+									  m->limit, h);
 	rs.tok = NULL;
+	const int64_t ld = m->down_ld ? m->down_ld : m->inter;
 	TF_LAUNCH(down_grid, MLP_WARPS * 32, 0, stream, rows_linear<false>)(rs, m->gate, m->down,
-									     m->down, h, m->inter,
+									     m->down, h, m->inter, ld,
 									     m->hidden, 0.0f, o);
 	return cudaGetLastError();
 }

@@ -94,12 +94,16 @@ int tf_moe_cuda_dispatch(cudaStream_t stream, const tf_moe_cuda_plan *p, const i
  * fp32 weights gate/up [inter, hidden] and down [hidden, inter] (row-major,
  * as stored).  The pointer arrays are device memory holding one device
  * pointer per expert; an expert with NULL gate is not served here (another
- * rank's) and its rows are left alone.
+ * rank's) and its rows are left alone.  A rank's share of each MLP's
+ * intermediate features [lo, hi) (moe.so's [tp] moe = split) is inter =
+ * hi - lo, gate and up pointing at row lo, down at column lo with down_ld
+ * the whole MLP's inter; the output is then this rank's partial sum.
  */
 typedef struct tf_moe_cuda_mlp_w {
 	const float *const *gate, *const *up, *const *down;
 	int hidden, inter, n_experts;
 	float limit;
+	int64_t down_ld;                /* floats between rows of down; 0: inter */
 } tf_moe_cuda_mlp_w;
 
 /* Which rows each expert runs: a plan's (routed experts, input row p is

@@ -399,6 +399,22 @@ static void mlp_set_init(mlp_set *s, tf_testhost *th, const char *prefix, int n,
 	};
 }
 
+/* Point the device arrays at features [lo, hi) of every MLP: gate and up
+ * from row lo, down from column lo, its rows still the whole inter apart. */
+static void mlp_set_share(mlp_set *s, int lo, int hi)
+{
+	const float **arr = malloc(sizeof(float *) * s->n);
+	for (int p = 0; p < 3; p++) {
+		for (int e = 0; e < s->n; e++)
+			arr[e] = s->dev[p][e] + (p < 2 ? (size_t)lo * s->hidden : (size_t)lo);
+		const float *const *d = p == 0 ? s->w.gate : p == 1 ? s->w.up : s->w.down;
+		cudaMemcpy((void *)d, arr, sizeof(float *) * s->n, cudaMemcpyHostToDevice);
+	}
+	free(arr);
+	s->w.inter = hi - lo;
+	s->w.down_ld = s->inter;
+}
+
 static void mlp_set_free(mlp_set *s)
 {
 	for (int p = 0; p < 3; p++) {
@@ -413,13 +429,13 @@ static void mlp_set_free(mlp_set *s)
 
 /* A MoE block: moe.so's "moe" layer on the CPU (one worker: the serial
  * expert path) against route, dispatch, both MLP launches and combine.
- * With tp_size > 1 both play rank tp_rank of [tp] moe = experts: whole
- * experts where tf_router_place puts them, as moe.so does, and no shared
- * expert (moe.so splits its features over the ranks; the device launch
- * has no such split).  The device lacks the other ranks' experts: NULL
- * gates. */
+ * With tp_size > 1 both play rank tp_rank: of [tp] moe = experts (whole
+ * experts where tf_router_place puts them, as moe.so does; the device
+ * lacks the others: NULL gates) when `experts`, else of moe.so's default
+ * split (every MLP's features dealt evenly over the ranks, the output a
+ * partial sum). */
 static void check_block(tf_model_config c, int inter, int shared_inter, float limit,
-			float shared_limit, uint64_t seed, int tp_rank, int tp_size)
+			float shared_limit, uint64_t seed, int tp_rank, int tp_size, bool experts)
 {
 	float elim[4] = { 0, limit, 0, 0 }, slim[4] = { 0, shared_limit, 0, 0 };
 	int H = c.hidden_size, E = c.num_experts, k = c.num_experts_per_tok;
@@ -435,7 +451,7 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 	if (tp_size > 1) {
 		h->tp_rank = tp_rank;
 		h->tp_size = tp_size;
-		tf_testhost_set_conf(th, "tp", "moe", "experts");
+		tf_testhost_set_conf(th, "tp", "moe", experts ? "experts" : "split");
 	}
 
 	gate_set_add(th, &c, &g);
@@ -443,7 +459,12 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 	mlp_set_init(&routed, th, PREFIX, E, H, inter, limit, &seed);
 	mlp_set_init(&shared, th, PREFIX ".shared_experts", 1, H, shared_inter, shared_limit,
 		     &seed);
-	if (tp_size > 1) {      /* other ranks' experts: NULL gates on the device */
+	if (tp_size > 1 && !experts) {  /* moe.so's tf_tu_shard, restated */
+		mlp_set_share(&routed, inter / tp_size * tp_rank, inter / tp_size * (tp_rank + 1));
+		mlp_set_share(&shared, shared_inter / tp_size * tp_rank,
+			      shared_inter / tp_size * (tp_rank + 1));
+	}
+	if (tp_size > 1 && experts) {   /* other ranks' experts: NULL gates */
 		const float **gates = malloc(sizeof(float *) * E);
 		int32_t *rank_of = malloc(sizeof(int32_t) * E);
 		tf_router r = { 0 };
@@ -494,8 +515,9 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 			     cudaSuccess);
 		dev_get(dy, d_y, sizeof(float) * n * H);
 		double err = tf_test_rel_err(dy, y, (size_t)n * H, 1e-3);
-		cr_log_info("block E %d k %d groups %d/%d rank %d/%d n %d: rel err %.3g", E, k,
-			    c.n_group, c.topk_group, tp_rank, tp_size, n, err);
+		cr_log_info("block E %d k %d groups %d/%d rank %d/%d%s n %d: rel err %.3g", E, k,
+			    c.n_group, c.topk_group, tp_rank, tp_size, experts ? " experts" : "", n,
+			    err);
 		cr_assert(err <= BLOCK_BOUND, "E %d k %d n %d: rel err %g > %g", E, k, n, err,
 			  BLOCK_BOUND);
 		cudaFree(d_x);
@@ -521,27 +543,29 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 
 Test(moe_cuda, block_ling_nano)
 {
-	check_block(moe_config(256, 16, 2, 4, 2), 64, 128, 0, 0, 21, 0, 1);
+	check_block(moe_config(256, 16, 2, 4, 2), 64, 128, 0, 0, 21, 0, 1, false);
 }
 
 Test(moe_cuda, block_ling_tiny_clamped)
 {
 	/* Limits low enough that the clamp cuts many activations. */
-	check_block(moe_config(256, 16, 4, 4, 2), 128, 128, 0.3f, 0.4f, 22, 0, 1);
+	check_block(moe_config(256, 16, 4, 4, 2), 128, 128, 0.3f, 0.4f, 22, 0, 1, false);
 }
 
 Test(moe_cuda, block_512_experts_8_groups)
 {
-	check_block(moe_config(64, 512, 8, 8, 4), 32, 48, 0.5f, 0, 23, 0, 1);
+	check_block(moe_config(64, 512, 8, 8, 4), 32, 48, 0.5f, 0, 23, 0, 1, false);
 }
 
 Test(moe_cuda, block_tensor_parallel_ranks)
 {
-	/* Rank 1 of 2 and rank 0 of 3, without a shared expert. */
+	/* Whole experts: rank 1 of 2 and rank 0 of 3, without a shared expert. */
 	tf_model_config c = moe_config(64, 32, 4, 4, 2);
 	c.num_shared_experts = 0;
-	check_block(c, 32, 48, 0, 0, 24, 1, 2);
-	check_block(c, 32, 48, 0, 0, 25, 0, 3);
+	check_block(c, 32, 48, 0, 0, 24, 1, 2, true);
+	check_block(c, 32, 48, 0, 0, 25, 0, 3, true);
+	/* Split features, the shared expert's too: rank 1 of 2, clamped. */
+	check_block(moe_config(64, 32, 4, 4, 2), 32, 48, 0.3f, 0.4f, 26, 1, 2, false);
 }
 
 Test(moe_cuda, dense_mlp_as_one_expert)
