@@ -79,6 +79,7 @@ struct run {
 	float *x, *gate_logits, *w, *h, *o, *y, *logits;
 	int32_t *idx, *tok;
 	uint64_t *seq;
+	void *sample_scratch;
 	int64_t n;
 };
 
@@ -105,7 +106,7 @@ static void call(const struct run *u, enum what what)
 		break;
 	case SAMPLE:
 		CHECK(tf_moe_cuda_sample(0, &u->par, u->logits, u->n, sh->vocab, u->seq, u->seq,
-					 u->tok));
+					 u->sample_scratch, u->tok));
 		break;
 	}
 }
@@ -191,6 +192,7 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc((void **)&u.seq, 32 * sizeof(uint64_t)));
 	CHECK(cudaMemset(u.seq, 0, 32 * sizeof(uint64_t)));
 	CHECK(cudaMalloc((void **)&u.tok, 32 * sizeof(int32_t)));
+	CHECK(cudaMalloc(&u.sample_scratch, tf_moe_cuda_sample_scratch_bytes(32)));
 	printf("\n| sampler, vocabulary %d | rows | us | logits GB/s (one pass) |\n|---|---|---|---|\n",
 	       sh->vocab);
 	for (int greedy = 1; greedy >= 0; greedy--)
@@ -206,7 +208,8 @@ int main(int argc, char **argv)
 	void *const mem[] = { (void *)u.r.gate, (void *)u.r.bias, (void *)u.routed.gate,
 			      (void *)u.routed.up, (void *)u.routed.down, (void *)u.shared.gate,
 			      (void *)u.shared.up, (void *)u.shared.down, routed_w, shared_w, u.x,
-			      u.gate_logits, u.w, u.idx, u.h, u.o, u.y, plan_mem, u.logits, u.seq, u.tok };
+			      u.gate_logits, u.w, u.idx, u.h, u.o, u.y, plan_mem, u.logits, u.seq, u.tok,
+			      u.sample_scratch };
 	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++)
 		CHECK(cudaFree(mem[i]));
 	return 0;

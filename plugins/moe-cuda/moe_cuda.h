@@ -133,10 +133,12 @@ typedef struct tf_moe_cuda_sample_par {
 
 /* token[r] for rows r of logits[rows, n_vocab] (NaN counts as -inf): the
  * argmax (lower id on ties) when temperature <= 0, else a draw by u =
- * hash(seed, seq[r], pos[r]); -1 when every logit is -inf. */
+ * hash(seed, seq[r], pos[r]); -1 when every logit is -inf.  At most 65535
+ * rows; scratch holds tf_moe_cuda_sample_scratch_bytes(rows) bytes. */
 int tf_moe_cuda_sample(cudaStream_t stream, const tf_moe_cuda_sample_par *par,
 		       const float *logits, int64_t rows, int n_vocab, const uint64_t *seq,
-		       const uint64_t *pos, int32_t *token);
+		       const uint64_t *pos, void *scratch, int32_t *token);
+size_t tf_moe_cuda_sample_scratch_bytes(int64_t rows);
 
 #ifdef __cplusplus
 }

@@ -25,22 +25,26 @@ static void sample_on_device(const tf_moe_cuda_sample_par *par, const float *log
 	float *d_l;
 	uint64_t *d_seq, *d_pos;
 	int32_t *d_tok;
+	void *d_scratch;
 
 	cr_assert_eq(cudaMalloc((void **)&d_l, sizeof(float) * rows * V), cudaSuccess);
 	cr_assert_eq(cudaMalloc((void **)&d_seq, sizeof(uint64_t) * rows), cudaSuccess);
 	cr_assert_eq(cudaMalloc((void **)&d_pos, sizeof(uint64_t) * rows), cudaSuccess);
 	cr_assert_eq(cudaMalloc((void **)&d_tok, sizeof(int32_t) * rows), cudaSuccess);
+	cr_assert_eq(cudaMalloc(&d_scratch, tf_moe_cuda_sample_scratch_bytes(rows)), cudaSuccess);
+	cudaMemset(d_scratch, 0xFF, tf_moe_cuda_sample_scratch_bytes(rows));
 	cudaMemcpy(d_l, logits, sizeof(float) * rows * V, cudaMemcpyHostToDevice);
 	cudaMemcpy(d_seq, seq, sizeof(uint64_t) * rows, cudaMemcpyHostToDevice);
 	cudaMemcpy(d_pos, pos, sizeof(uint64_t) * rows, cudaMemcpyHostToDevice);
 	cudaMemset(d_tok, 0x7F, sizeof(int32_t) * rows);
-	cr_assert_eq(tf_moe_cuda_sample(0, par, d_l, rows, V, d_seq, d_pos, d_tok), cudaSuccess);
+	cr_assert_eq(tf_moe_cuda_sample(0, par, d_l, rows, V, d_seq, d_pos, d_scratch, d_tok), cudaSuccess);
 	cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
 	cudaMemcpy(token, d_tok, sizeof(int32_t) * rows, cudaMemcpyDeviceToHost);
 	cudaFree(d_l);
 	cudaFree(d_seq);
 	cudaFree(d_pos);
 	cudaFree(d_tok);
+	cudaFree(d_scratch);
 }
 
 /* rows random rows over V tokens; `grid` > 0 rounds logits to multiples of
@@ -136,9 +140,23 @@ Test(sample_cuda, draws_over_many_rows)
 	check_sample(&p, 48, 97, 0, 5);
 }
 
+Test(sample_cuda, candidates_merged_over_slices)
+{
+	/* 5000 tokens: slices of 2048, 2048 and 904, ties across them; 4101:
+	 * a last slice of 5 tokens, shorter than top-8 (padded). */
+	tf_sampler_params p = params(1.0f, 20, 0.9f, 0, 21);
+	check_sample(&p, 3, 5000, 0.25f, 31);
+	p = params(0, 0, 1, 0, 21);
+	check_sample(&p, 3, 5000, 0.5f, 32);
+	p = params(0.7f, 8, 1, 0.02f, 22);
+	check_sample(&p, 3, 4101, 0.25f, 33);
+}
+
 Test(sample_cuda, ling_vocabulary)
 {
-	tf_sampler_params p = params(0.8f, 50, 0.95f, 0, 11);
+	/* 64 slices: the candidates of many blocks merged.  top-8 keeps the
+	 * harness's reductions (slices x top_k) few. */
+	tf_sampler_params p = params(0.8f, 8, 0.95f, 0, 11);
 	check_sample(&p, 1, 157184, 0, 6);
 	p = params(0, 0, 1, 0, 11);
 	check_sample(&p, 1, 157184, 0, 7);
@@ -162,13 +180,13 @@ Test(sample_cuda, all_minus_inf_is_minus_one)
 Test(sample_cuda, refuses_what_it_cannot_draw)
 {
 	tf_moe_cuda_sample_par par = { .temperature = 1, .top_k = 0, .top_p = 1 };
-	cr_expect_eq(tf_moe_cuda_sample(0, &par, NULL, 1, 10, NULL, NULL, NULL),
+	cr_expect_eq(tf_moe_cuda_sample(0, &par, NULL, 1, 10, NULL, NULL, NULL, NULL),
 		     cudaErrorInvalidValue);
 	par.top_k = TF_MOE_CUDA_SAMPLE_MAX_K + 1;
-	cr_expect_eq(tf_moe_cuda_sample(0, &par, NULL, 1, 10, NULL, NULL, NULL),
+	cr_expect_eq(tf_moe_cuda_sample(0, &par, NULL, 1, 10, NULL, NULL, NULL, NULL),
 		     cudaErrorInvalidValue);
 	par.top_k = 4;
 	par.top_p = 0;
-	cr_expect_eq(tf_moe_cuda_sample(0, &par, NULL, 1, 10, NULL, NULL, NULL),
+	cr_expect_eq(tf_moe_cuda_sample(0, &par, NULL, 1, 10, NULL, NULL, NULL, NULL),
 		     cudaErrorInvalidValue);
 }
