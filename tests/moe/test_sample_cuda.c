@@ -143,23 +143,21 @@ Test(sample_cuda, draws_over_many_rows)
 Test(sample_cuda, candidates_merged_over_slices)
 {
 	/* 5000 tokens: slices of 2048, 2048 and 904, ties across them; 4101:
-	 * a last slice of 5 tokens, shorter than top-8 (padded). */
-	tf_sampler_params p = params(1.0f, 20, 0.9f, 0, 21);
-	check_sample(&p, 3, 5000, 0.25f, 31);
-	p = params(0, 0, 1, 0, 21);
-	check_sample(&p, 3, 5000, 0.5f, 32);
-	p = params(0.7f, 8, 1, 0.02f, 22);
-	check_sample(&p, 3, 4101, 0.25f, 33);
-}
-
-Test(sample_cuda, ling_vocabulary)
-{
-	/* 64 slices: the candidates of many blocks merged.  top-8 keeps the
-	 * harness's reductions (slices x top_k) few. */
-	tf_sampler_params p = params(0.8f, 8, 0.95f, 0, 11);
-	check_sample(&p, 1, 157184, 0, 6);
-	p = params(0, 0, 1, 0, 11);
-	check_sample(&p, 1, 157184, 0, 7);
+	 * a last slice of 5 tokens, shorter than top-8 (padded); Ling's
+	 * vocabulary: 64 slices (top-8 keeps the harness's reductions few). */
+	const struct {
+		tf_sampler_params p;
+		int rows, V;
+		float grid;
+	} cases[] = {
+		{ params(1.0f, 20, 0.9f, 0, 21), 3, 5000, 0.25f },
+		{ params(0, 0, 1, 0, 21), 3, 5000, 0.5f },
+		{ params(0.7f, 8, 1, 0.02f, 22), 3, 4101, 0.25f },
+		{ params(0.8f, 8, 0.95f, 0, 11), 1, 157184, 0 },
+		{ params(0, 0, 1, 0, 11), 1, 157184, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_sample(&cases[i].p, cases[i].rows, cases[i].V, cases[i].grid, 31 + i);
 }
 
 Test(sample_cuda, all_minus_inf_is_minus_one)
