@@ -179,7 +179,7 @@ out:
 /* Twice the device's SMs: enough decode blocks to fill it. */
 static int mlc_blocks(struct mlc_layer *L)
 {
-	cudaDeviceProp p;
+	struct cudaDeviceProp p;
 	int dev, e;
 	if ((e = cudaGetDevice(&dev)) || (e = cudaGetDeviceProperties(&p, dev)))
 		return mlc_fail(L, e, "device properties");
