@@ -190,21 +190,13 @@ static int mlc_blocks(struct mlc_layer *L)
 static int mlc_layer_init(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
 			  void **inst)
 {
-	const char *why;
-	if (!mlc_probe(h, &why))
-		return h->error(h, TF_ERR_UNSUPPORTED, "layer %d (mla-cuda): backend %s: %s", layer,
-				h->backend ? h->backend->hdr.name : "(none)", why);
-	/* The device linears have no open_part and the runtime's all-reduce
-	 * reads host memory: one device runs the whole layer. */
-	if (h->tp_size > 1)
-		return h->error(h, TF_ERR_UNSUPPORTED,
-				"layer %d (mla-cuda): [tp] size %d: mla-cuda runs the whole layer on one device; tensor parallelism needs the mla plugin",
-				layer, h->tp_size);
+	int rc = tf_cuda_plugin_layer_check(h, layer, "mla-cuda", "mla");
+	if (rc)
+		return rc;
 	struct mlc_layer *L = calloc(1, sizeof(*L));
 	if (!L)
 		return h->error(h, TF_ERR_NOMEM, "layer %d (mla-cuda): out of memory", layer);
-	int rc = mla_weights_open(h, layer, prefix, max_ctx, &L->w);
-	if (rc) {
+	if ((rc = mla_weights_open(h, layer, prefix, max_ctx, &L->w))) {
 		free(L);
 		return rc;
 	}
