@@ -11,11 +11,11 @@
  * modules.
  */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kda/attn_fixture.h"
 #include "mla_case.h"
 #include "tf/attention.h"
 
@@ -25,23 +25,15 @@
 
 static const tf_plugin_attention *mla_cuda(void)
 {
-	void *so = dlopen(TF_MLA_CUDA, RTLD_NOW | RTLD_LOCAL);
-	cr_assert_not_null(so, "%s", dlerror());
-	const tf_plugin_attention *(*entry)(unsigned) =
-		(const tf_plugin_attention *(*)(unsigned))dlsym(so, "tf_plugin_attention_v1");
-	cr_assert_not_null(entry);
-	return entry(0);
+	return attn_fixture_plugin_at(TF_MLA_CUDA, "mla");
 }
+
+static tf_testhost *mla_host(const void *c) { return mla_case_host(c, NULL); }
 
 /* The case's host on backend-cuda-sim with the device linears. */
 static tf_testhost *device_host(const struct mla_case *c)
 {
-	setenv("TF_TEST_BACKEND", TF_CUDA_BACKEND, 1);
-	setenv("TF_TEST_QUANT", TF_CUDA_QUANT, 1);
-	tf_testhost *th = mla_case_host(c, NULL);
-	unsetenv("TF_TEST_BACKEND");
-	unsetenv("TF_TEST_QUANT");
-	return th;
+	return attn_fixture_device_host(mla_host, c, TF_CUDA_BACKEND, TF_CUDA_QUANT);
 }
 
 /* A layer on the device with n rows of inputs and NaN-poisoned outputs
@@ -79,8 +71,7 @@ static void dev_open(struct dev_run *r, const struct mla_case *c, int64_t n, uin
 	cr_assert_eq(be->upload(r->h->backend_ctx, r->xd, r->x, sz * sizeof(float)), TF_OK);
 	cr_assert_eq(be->upload(r->h->backend_ctx, r->yd, nan, sz * sizeof(float)), TF_OK);
 	free(nan);
-	cr_assert_eq(r->a->layer_init(r->h, 0, MLA_CASE_PREFIX, n, &r->inst), TF_OK, "%s",
-		     tf_testhost_last_error(r->th));
+	r->inst = attn_fixture_open(r->a, r->th, MLA_CASE_PREFIX, n);
 }
 
 /* Rows [from, from + m) through state st into the outputs. */
@@ -208,17 +199,14 @@ Test(mla_cuda_plugin, declines_host_backend)
 	const tf_plugin_attention *a = mla_cuda();
 	struct mla_case c;
 	const char *why = NULL;
-	void *inst = NULL;
 	mla_case_init(&c, false, true, YARN_NONE, 76);
 	tf_testhost *th = mla_case_host(&c, NULL);
 	const tf_host *h = tf_testhost_host(th);
 
 	cr_assert_eq(a->hdr.probe(h, &why), 0);
 	cr_assert(why && strstr(why, "needs backend cuda-sim"), "%s", why ? why : "(none)");
-	cr_assert_eq(a->layer_init(h, 0, MLA_CASE_PREFIX, 16, &inst), TF_ERR_UNSUPPORTED);
-	cr_assert_null(inst);
-	cr_assert(strstr(tf_testhost_last_error(th), "layer 0 (mla-cuda): backend cpu: needs backend cuda-sim"),
-		  "%s", tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(a, th, MLA_CASE_PREFIX, TF_ERR_UNSUPPORTED,
+				       "layer 0 (mla-cuda): backend cpu: needs backend cuda-sim");
 	tf_testhost_free(th);
 	mla_case_free(&c);
 }
@@ -228,14 +216,10 @@ Test(mla_cuda_plugin, refuses_rank_beyond_kernels)
 {
 	const tf_plugin_attention *a = mla_cuda();
 	struct mla_case c;
-	void *inst = NULL;
 	mla_case_init_dims(&c, false, true, YARN_NONE, 16, 12, 520, 77);
 	tf_testhost *th = device_host(&c);
-	const tf_host *h = tf_testhost_host(th);
-	cr_assert_eq(a->layer_init(h, 0, MLA_CASE_PREFIX, 16, &inst), TF_ERR_UNSUPPORTED);
-	cr_assert_null(inst);
-	cr_assert(strstr(tf_testhost_last_error(th), "layer 0 (mla-cuda): kv_lora_rank 520"), "%s",
-		  tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(a, th, MLA_CASE_PREFIX, TF_ERR_UNSUPPORTED,
+				       "layer 0 (mla-cuda): kv_lora_rank 520");
 	tf_testhost_free(th);
 	mla_case_free(&c);
 }
@@ -246,15 +230,12 @@ Test(mla_cuda_plugin, refuses_tensor_parallel)
 {
 	const tf_plugin_attention *a = mla_cuda();
 	struct mla_case c;
-	void *inst = NULL;
 	mla_case_init(&c, true, true, YARN_NONE, 78);
 	tf_testhost *th = device_host(&c);
 	tf_host *h = (tf_host *)tf_testhost_host(th);  /* the test owns it */
 	h->tp_size = 2;
-	cr_assert_eq(a->layer_init(h, 0, MLA_CASE_PREFIX, 16, &inst), TF_ERR_UNSUPPORTED);
-	cr_assert_null(inst);
-	cr_assert(strstr(tf_testhost_last_error(th), "layer 0 (mla-cuda): [tp] size 2"), "%s",
-		  tf_testhost_last_error(th));
+	attn_fixture_expect_init_error(a, th, MLA_CASE_PREFIX, TF_ERR_UNSUPPORTED,
+				       "layer 0 (mla-cuda): [tp] size 2");
 	h->tp_size = 1;
 	tf_testhost_free(th);
 	mla_case_free(&c);
