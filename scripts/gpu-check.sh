@@ -6,8 +6,8 @@
 # then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
 # and the sampler's tests (test_moe_cuda_sim's) and time them, then the
 # device plugins: plain-cuda against the CPU plain linear, and the
-# conformance suite's attention cases on backend-cuda (kda-cuda against
-# the float64 layer and the attention contract).
+# conformance suite's attention cases on backend-cuda (kda-cuda and
+# mla-cuda against the float64 layers and the attention contract).
 #
 #     scripts/gpu-check.sh [build dir]      (default: build-gpu)
 #
@@ -29,7 +29,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
 cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check \
 	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu test_moe_cuda_gpu moe_gpu_bench \
-	backend-cpu kda kda-cuda mla moe router tfsynth test_plain_cuda_gpu test_conformance
+	backend-cpu kda kda-cuda mla mla-cuda moe router tfsynth test_plain_cuda_gpu test_conformance
 
 echo "== exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
 "$build/bin/gpu_check"
@@ -48,7 +48,7 @@ echo "== MoE kernels and sampler (plugins/moe-cuda) vs router.so, moe.so and cor
 echo "== device plugins: plain-cuda vs the CPU plain linear"
 "$build/tests/test_plain_cuda_gpu" --jobs=1 --verbose
 
-echo "== conformance, attention cases, on backend-cuda (kda-cuda)"
+echo "== conformance, attention cases, on backend-cuda (kda-cuda, mla-cuda)"
 "$build/bin/tfsynth" --preset ling-tiny --out "$build/tests/core-model/ling-tiny" >/dev/null
 TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/exl3-cuda.so" \
 	"$build/tests/test_conformance" attention

@@ -5,7 +5,8 @@
  * defines TF_SIMT_PLUGIN), a plugin's name gains "-sim", so both builds
  * may sit on one plugin path, and its score drops to 1: the harness runs
  * only where the INI pins it ([plugins] backend = cuda-sim).
- * tf_cuda_plugin_probe keeps each build's plugins on its own backend.
+ * tf_cuda_plugin_probe keeps each build's plugins on its own backend;
+ * tf_cuda_plugin_layer_check is a layer plugin's refusals at layer_init.
  */
 #ifndef TF_CUDA_PLUGIN_H
 #define TF_CUDA_PLUGIN_H
@@ -36,6 +37,27 @@ static inline int tf_cuda_plugin_probe(const tf_host *h, const char **reason)
 		return 0;
 	}
 	return 1;
+}
+
+/*
+ * A device layer plugin's refusals at layer_init, before it opens
+ * anything: a backend its probe declines, and tensor parallelism ([tp]
+ * size > 1): the device linears have no open_part and the runtime's
+ * all-reduce reads host memory, so one device runs the whole layer.
+ * `name` is the plugin's, `cpu` the CPU plugin that shards the layer.
+ */
+static inline int tf_cuda_plugin_layer_check(const tf_host *h, int layer, const char *name,
+					     const char *cpu)
+{
+	const char *why;
+	if (!tf_cuda_plugin_probe(h, &why))
+		return h->error(h, TF_ERR_UNSUPPORTED, "layer %d (%s): backend %s: %s", layer, name,
+				h->backend ? h->backend->hdr.name : "(none)", why);
+	if (h->tp_size > 1)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"layer %d (%s): [tp] size %d: %s runs the whole layer on one device; tensor parallelism needs the %s plugin",
+				layer, name, h->tp_size, name, cpu);
+	return TF_OK;
 }
 
 #endif /* TF_CUDA_PLUGIN_H */

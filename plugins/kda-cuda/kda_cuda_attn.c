@@ -117,18 +117,11 @@ static int kdc_upload(struct kdc_layer *L)
 static int kdc_layer_init(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
 			  void **inst)
 {
-	const char *why;
-	if (!kdc_probe(h, &why))
-		return h->error(h, TF_ERR_UNSUPPORTED, "layer %d (kda-cuda): backend %s: %s", layer,
-				h->backend ? h->backend->hdr.name : "(none)", why);
-	/* The device linears have no open_part and the runtime's all-reduce
-	 * reads host memory: one device runs the whole layer. */
-	if (h->tp_size > 1)
-		return h->error(h, TF_ERR_UNSUPPORTED,
-				"layer %d (kda-cuda): [tp] size %d: kda-cuda runs the whole layer on one device; tensor parallelism needs the kda plugin",
-				layer, h->tp_size);
+	int rc = tf_cuda_plugin_layer_check(h, layer, "kda-cuda", "kda");
+	if (rc)
+		return rc;
 	struct kdc_layer *L;
-	int rc = kda_instance_new(h, layer, prefix, max_ctx, sizeof(*L), (void **)&L);
+	rc = kda_instance_new(h, layer, prefix, max_ctx, sizeof(*L), (void **)&L);
 	if (rc)
 		return rc;
 	L->be = h->backend;

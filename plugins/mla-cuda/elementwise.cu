@@ -1,6 +1,7 @@
 /*
  * elementwise.cu - the MLA kernels that touch each element once
- * (mla_cuda.h): RoPE, the cache append and the output gate.
+ * (mla_cuda.h): RoPE, the strided RMSNorm, the cache append and the
+ * output gate.
  */
 #include <math.h>
 
@@ -43,6 +44,40 @@ extern "C" int tf_mla_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int
 	TF_LAUNCH(mla_grid(total, EW_THREADS), EW_THREADS, 0, stream, rope_kernel)(
 		x, rows, n_heads, row_stride, head_stride, rot_dim / 2, pos, inv_freq,
 		attn_factor, interleaved);
+	return cudaGetLastError();
+}
+
+/* One block per row: each thread's squares, a tree sum in shared memory
+ * (NORM_THREADS a power of two), then the row scaled in place. */
+#define NORM_THREADS 128
+__global__ static void __launch_bounds__(NORM_THREADS)
+rmsnorm_kernel(float *x, int dim, int64_t stride, const float *w, float eps)
+{
+	__shared__ float ss[NORM_THREADS];
+	float *row = x + (int64_t)blockIdx.x * stride;
+	float v = 0.0f;
+	for (int e = threadIdx.x; e < dim; e += NORM_THREADS)
+		v += row[e] * row[e];
+	ss[threadIdx.x] = v;
+	for (int k = NORM_THREADS / 2; k > 0; k /= 2) {
+		__syncthreads();
+		if ((int)threadIdx.x < k)
+			ss[threadIdx.x] += ss[threadIdx.x + k];
+	}
+	__syncthreads();
+	const float scale = 1.0f / sqrtf(ss[0] / (float)dim + eps);
+	for (int e = threadIdx.x; e < dim; e += NORM_THREADS)
+		row[e] = row[e] * scale * w[e];
+}
+
+extern "C" int tf_mla_cuda_rmsnorm(cudaStream_t stream, float *x, int64_t rows, int dim,
+				   int64_t stride, const float *w, float eps)
+{
+	if (rows < 0 || rows > 0x7fffffff || dim < 1 || stride < dim)
+		return cudaErrorInvalidValue;
+	if (rows == 0)
+		return cudaSuccess;
+	TF_LAUNCH((unsigned)rows, NORM_THREADS, 0, stream, rmsnorm_kernel)(x, dim, stride, w, eps);
 	return cudaGetLastError();
 }
 

@@ -82,6 +82,11 @@ int tf_mla_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int n_heads,
 		     int64_t row_stride, int64_t head_stride, int rot_dim, const int32_t *pos,
 		     const float *inv_freq, float attn_factor, int interleaved);
 
+/* Rows [0, rows) of x, `stride` floats apart: their first dim elements
+ * x = x / sqrt(mean(x^2) + eps) * w, in place. */
+int tf_mla_cuda_rmsnorm(cudaStream_t stream, float *x, int64_t rows, int dim, int64_t stride,
+			const float *w, float eps);
+
 /* Float rows src [n, lat] as cache rows t .. t + n - 1 (pages present). */
 int tf_mla_cuda_cache_write(cudaStream_t stream, const tf_mla_cuda_dims *d,
 			    const tf_mla_cuda_cache *c, int64_t t, int64_t n, const float *src);

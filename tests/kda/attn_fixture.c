@@ -8,18 +8,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-const tf_plugin_attention *attn_fixture_plugin(const char *so, const char *layer_type)
+const tf_plugin_attention *attn_fixture_plugin_at(const char *path, const char *layer_type)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", TF_PLUGIN_DIR, so);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	cr_assert(h, "%s", dlerror());
 	const tf_plugin_attention *(*entry)(unsigned) =
 		(const tf_plugin_attention *(*)(unsigned))dlsym(h, "tf_plugin_attention_v1");
-	cr_assert(entry && entry(0) && !entry(1), "%s: one attention descriptor", so);
+	cr_assert(entry && entry(0) && !entry(1), "%s: one attention descriptor", path);
 	cr_assert_str_eq(entry(0)->layer_type, layer_type);
 	cr_assert_eq(entry(0)->hdr.abi_major, TF_ABI_MAJOR);
 	return entry(0);
+}
+
+const tf_plugin_attention *attn_fixture_plugin(const char *so, const char *layer_type)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", TF_PLUGIN_DIR, so);
+	return attn_fixture_plugin_at(path, layer_type);
+}
+
+tf_testhost *attn_fixture_device_host(attn_fixture_host_fn make, const void *arg,
+				      const char *backend, const char *quant)
+{
+	setenv("TF_TEST_BACKEND", backend, 1);
+	setenv("TF_TEST_QUANT", quant, 1);
+	tf_testhost *th = make(arg);
+	unsetenv("TF_TEST_BACKEND");
+	unsetenv("TF_TEST_QUANT");
+	return th;
 }
 
 void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const char *prefix,

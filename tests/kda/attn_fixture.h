@@ -18,6 +18,8 @@
 
 /* The descriptor in <plugin dir>/<so>, checked to serve `layer_type`. */
 const tf_plugin_attention *attn_fixture_plugin(const char *so, const char *layer_type);
+/* The same from the module at `path` (a cuda-sim module, off the plugin dir). */
+const tf_plugin_attention *attn_fixture_plugin_at(const char *path, const char *layer_type);
 
 void *attn_fixture_open(const tf_plugin_attention *p, tf_testhost *th, const char *prefix,
 			int64_t max_ctx);
@@ -55,6 +57,12 @@ void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *t
 
 /* Makes a fresh host holding one test layer's tensors (arg: the case). */
 typedef tf_testhost *(*attn_fixture_host_fn)(const void *arg);
+
+/* make(arg)'s host on the backend module `backend`, with the quant module
+ * `quant` added (the test host's TF_TEST_BACKEND, TF_TEST_QUANT): a device
+ * plugin's test on cuda-sim. */
+tf_testhost *attn_fixture_device_host(attn_fixture_host_fn make, const void *arg,
+				      const char *backend, const char *quant);
 
 /*
  * Tensor parallel: the layer opened as each of `ranks` ranks (a host of

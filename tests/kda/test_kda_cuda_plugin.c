@@ -9,11 +9,11 @@
  * name the cuda-sim modules.
  */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kda/attn_fixture.h"
 #include "kda/kda_case.h"
 #include "tf/attention.h"
 
@@ -22,23 +22,15 @@
 
 static const tf_plugin_attention *kda_cuda(void)
 {
-	void *so = dlopen(TF_KDA_CUDA, RTLD_NOW | RTLD_LOCAL);
-	cr_assert_not_null(so, "%s", dlerror());
-	const tf_plugin_attention *(*entry)(unsigned) =
-		(const tf_plugin_attention *(*)(unsigned))dlsym(so, "tf_plugin_attention_v1");
-	cr_assert_not_null(entry);
-	return entry(0);
+	return attn_fixture_plugin_at(TF_KDA_CUDA, "kda");
 }
+
+static tf_testhost *kda_host(const void *c) { return kda_case_host(c, NULL); }
 
 /* The case's host on backend-cuda-sim with the device linears. */
 static tf_testhost *device_host(const struct kda_case *c)
 {
-	setenv("TF_TEST_BACKEND", TF_CUDA_BACKEND, 1);
-	setenv("TF_TEST_QUANT", TF_CUDA_QUANT, 1);
-	tf_testhost *th = kda_case_host(c, NULL);
-	unsetenv("TF_TEST_BACKEND");
-	unsetenv("TF_TEST_QUANT");
-	return th;
+	return attn_fixture_device_host(kda_host, c, TF_CUDA_BACKEND, TF_CUDA_QUANT);
 }
 
 Test(kda_cuda_plugin, low_rank_gates_match_f64)

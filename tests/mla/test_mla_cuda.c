@@ -1,7 +1,7 @@
 /*
  * test_mla_cuda.c - the CUDA MLA kernels (plugins/mla-cuda) against the
  * CPU plugin's attention (plugins/mla/attend.c), the cpu-ref backend's
- * rope op and a plain loop for the gate: fresh random inputs, caches of
+ * rope and rmsnorm ops and a plain loop for the gate: fresh random inputs, caches of
  * 1, 17 and 300 rows (past a page; and 4095, 16 pages) before 1 or 9 new
  * rows, bf16 and float caches, head shapes of ling-nano, ling-tiny, an
  * odd one and Ling-3 flash, outputs poisoned with NaN first.  Built on
@@ -275,6 +275,39 @@ Test(mla_cuda, rope)
 			cudaFree(dpos);
 			cudaFree(dinv);
 		}
+	cpu_fixture_close(&f);
+}
+
+/* kv_a_layernorm's form: the first r elements of rows lat apart against
+ * cpu-ref's rmsnorm row by row (k_pe behind each must come back as it
+ * was), and q_a_layernorm's contiguous rows (20: fewer than a block's
+ * threads). */
+Test(mla_cuda, rmsnorm)
+{
+	uint64_t seed = 6;
+	cpu_fixture f;
+	cpu_fixture_open(&f, 1);
+	const tf_backend *ref = f.be[CPU_REF];
+	for (size_t k = 0; k <= N_SHAPES; k++) {
+		const int dim = k < N_SHAPES ? shapes[k].r : 20;
+		const int64_t stride = k < N_SHAPES ? dim + shapes[k].dr : dim, n = 7;
+		const size_t total = (size_t)(n * stride);
+		float *x = rand_f(total, 2.0f, &seed), *w = rand_f((size_t)dim, 1.0f, &seed);
+		float *dx = upload(x, total * sizeof(float)), *dw = upload(w, dim * sizeof(float));
+		ok(tf_mla_cuda_rmsnorm(0, dx, n, dim, stride, dw, 1e-6f), "rmsnorm");
+		for (int64_t i = 0; i < n; i++)
+			ref->rmsnorm(f.ctx[CPU_REF], x + i * stride, x + i * stride, w, 1, dim, 1e-6f);
+		float *got = download(dx, total);
+		double e = tf_test_rel_err(got, x, total, 1e-3);
+		cr_log_info("rmsnorm dim %d stride %lld: %.3g", dim, (long long)stride, e);
+		cr_assert(e <= MLA_CUDA_EW_TOL, "rmsnorm dim %d stride %lld: rel err %g", dim,
+			  (long long)stride, e);
+		free(got);
+		free(x);
+		free(w);
+		cudaFree(dx);
+		cudaFree(dw);
+	}
 	cpu_fixture_close(&f);
 }
 

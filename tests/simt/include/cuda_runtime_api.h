@@ -67,6 +67,7 @@ typedef struct tf_simt_event *cudaEvent_t;
 
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
