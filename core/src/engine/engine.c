@@ -12,17 +12,20 @@
  * snapshot, because recurrent (KDA) state cannot be cut.
  *
  * Speculation drafts with the MTP layer (pipeline.h), verifies the drafts
- * in one batch, and truncates to the accepted ones: the snapshot taken
- * before the verify makes that a replay of the accepted tokens only.
+ * in one batch, and keeps the accepted ones: back to the snapshot taken
+ * before the verify, then only the attention of the accepted rows again,
+ * from the inputs the verify computed (the verify's tape).
  */
 #include "tf/engine.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
 #include "diag.h"
+#include "mtp_policy.h"
 #include "pipeline.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -44,6 +47,8 @@ struct tf_seq {
 	int32_t *tok;                   /* [len] of [cap] */
 	int64_t cap;
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
+	tf_mtp_policy pol;              /* [mtp] adaptive: its depth */
+	int32_t pending;                /* the next token, chosen already, or -1 */
 
 	/* While a batch is checked and run. */
 	int64_t nb, row0, fill, last;
@@ -71,9 +76,13 @@ struct tf_engine {
 	int64_t hid_cap;
 
 	/* [mtp] enabled: the drafts' hidden [hidden] (backend memory), their
-	 * logits [vocab] and a verify's [max_depth + 1, vocab]. */
+	 * logits [vocab] and a verify's [max_depth + 1, vocab]; for [mtp]
+	 * accept = standard the verify's distribution pd [vocab] and the
+	 * drafts' qd [max_depth, vocab], dense. */
 	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
-	float *dhid, *dlog, *vlog;
+	double mtp_p_min;
+	bool mtp_adaptive, mtp_standard;
+	float *dhid, *dlog, *vlog, *pd, *qd;
 	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
 };
 
@@ -94,6 +103,8 @@ void tf_engine_close(tf_engine *e)
 		e->be->free(e->bctx, e->dhid);
 	free(e->dlog);
 	free(e->vlog);
+	free(e->pd);
+	free(e->qd);
 	free(e->vout);
 	tf_pipeline_free(e->p);
 	tf_runtime_close(e->rt);
@@ -111,21 +122,29 @@ void tf_engine_close(tf_engine *e)
 
 static int engine_open_mtp(tf_engine *e)
 {
+	const tf_conf *c = tf_runtime_conf(e->rt);
 	int64_t depth;
-	int rc;
+	int standard, rc;
 	if (!tf_pipeline_has_mtp(e->p))
 		return TF_OK;
-	if ((rc = tf_conf_get_int(tf_runtime_conf(e->rt), "mtp", "max_depth", 2, &depth)) != TF_OK)
+	if ((rc = tf_conf_get_int(c, "mtp", "max_depth", 2, &depth)) != TF_OK ||
+	    (rc = tf_conf_get_float(c, "mtp", "p_min", 0, &e->mtp_p_min)) != TF_OK ||
+	    (rc = tf_conf_get_bool(c, "mtp", "adaptive", true, &e->mtp_adaptive)) != TF_OK ||
+	    (rc = tf_conf_get_enum(c, "mtp", "accept", 0, &standard)) != TF_OK)
 		return rc;
 	e->mtp_depth = (int)depth;
+	e->mtp_standard = standard == 1;
+	size_t v = (size_t)e->vocab * sizeof(float);
 	e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float));
-	e->dlog = malloc((size_t)e->vocab * sizeof(float));
-	e->vlog = malloc((size_t)(e->mtp_depth + 1) * (size_t)e->vocab * sizeof(float));
+	e->dlog = malloc(v);
+	e->vlog = malloc((size_t)(e->mtp_depth + 1) * v);
+	e->pd = malloc(v);
+	e->qd = malloc((size_t)e->mtp_depth * v);
 	e->vout = malloc((size_t)e->mtp_depth + 1);
-	if (!e->dhid || !e->dlog || !e->vlog || !e->vout)
+	if (!e->dhid || !e->dlog || !e->vlog || !e->pd || !e->qd || !e->vout)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
 	memset(e->vout, 1, (size_t)e->mtp_depth + 1);
-	return TF_OK;
+	return tf_pipeline_tape_open(e->p, e->mtp_depth + 1);
 }
 
 int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
@@ -235,6 +254,8 @@ int tf_seq_new(tf_engine *e, tf_seq_id *out)
 	q->broken = false;
 	q->len = 0;
 	q->mark = -1;
+	q->pending = -1;
+	tf_mtp_policy_init(&q->pol, e->mtp_depth);
 	*out = seq_id(e, slot);
 	return TF_OK;
 }
@@ -292,6 +313,7 @@ int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
 	if (q->len)
 		memcpy(d->tok, q->tok, (size_t)q->len * sizeof(*d->tok));
 	d->len = q->len;
+	d->pending = q->pending;
 	*out = id;
 	return TF_OK;
 }
@@ -325,6 +347,7 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 	}
 	q->len = q->mark;
 	q->broken = false;
+	q->pending = -1;
 	return TF_OK;
 }
 
@@ -356,6 +379,7 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	}
 	q->len = from;
 	q->broken = false;
+	q->pending = -1;
 	if (from == len)
 		return TF_OK;
 	/* The replayed tokens are rewritten in place; run a copy. */
@@ -402,7 +426,12 @@ static int seq_pick(struct tf_seq *q, tf_seq_id s, const float *logits, int64_t 
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token)
 {
 	struct tf_seq *q = seq_get(e, s);
-	return q ? seq_pick(q, s, logits, q->len, token) : TF_ERR_INVALID;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (q->pending < 0)
+		return seq_pick(q, s, logits, q->len, token);
+	*token = q->pending;            /* a rejected draft's replacement */
+	return TF_OK;
 }
 
 /* ---- batches ---- */
@@ -571,6 +600,7 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 			int64_t i = e->order[j];
 			struct tf_seq *q = seq_get(e, batch_seq(b, i));
 			q->tok[q->len + (j - q->row0)] = b->token[i];
+			q->pending = -1;
 		}
 		for (int k = 0; k < n_touched; k++) {
 			struct tf_seq *q = &e->seq[e->touched[k]];
@@ -609,6 +639,16 @@ static int32_t argmax(const float *x, int n)
 	return best;
 }
 
+/* The largest probability of softmax(x[0..n)): what [mtp] p_min bounds. */
+static double top_prob(const float *x, int n)
+{
+	float m = x[argmax(x, n)];
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += exp((double)x[i] - (double)m);
+	return 1.0 / sum;
+}
+
 static int mtp_open(const tf_engine *e, tf_seq_id s)
 {
 	if (e->mtp_depth)
@@ -616,11 +656,80 @@ static int mtp_open(const tf_engine *e, tf_seq_id s)
 	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
 }
 
+/*
+ * A sampled draft at position pos: the sequence's sampler's distribution
+ * over the MTP logits `row`, dense into qd [vocab] for the accept rule,
+ * drawn at a number of its own (stream 3; the verify's draws are streams
+ * 0-2).
+ */
+static int seq_draw(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int64_t pos,
+		    float *qd, int32_t *token)
+{
+	const tf_sampler_cand *c;
+	size_t m;
+	int rc = tf_sampler_dist(&q->smp, row, q->tok, (size_t)q->len, &c, &m);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d: a draft's distribution", s);
+	double u = tf_sampler_uniform(q->smp.par.seed, 3, (uint64_t)pos), acc = 0;
+	memset(qd, 0, (size_t)e->vocab * sizeof(*qd));
+	*token = c[m - 1].id;
+	for (size_t i = 0; i < m; i++)
+		qd[c[i].id] = c[i].p;
+	for (size_t i = 0; i < m; i++)
+		if ((acc += c[i].p) > u) {
+			*token = c[i].id;
+			break;
+		}
+	return TF_OK;
+}
+
+/*
+ * Up to depth drafts after s's last token and next (tf_seq_draft),
+ * stopping before one whose MTP head's top probability is below p_min;
+ * greedy, or with `sampled` drawn by seq_draw into e->qd.  *got: drafts
+ * made.  s's MTP state is left as it was.
+ */
+static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
+		      double p_min, bool sampled, int32_t *draft, float *logits, int *got)
+{
+	int rc;
+	*got = 0;
+	if (!depth)
+		return TF_OK;
+	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	/* Draft i at position len + i; each MTP row feeds the next. */
+	const float *h = NULL;
+	for (int i = 0; i < depth; i++) {
+		int32_t pos = (int32_t)(q->len - 1 + i);
+		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
+		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
+					  e->dhid)) != TF_OK ||
+		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
+			break;
+		if (p_min > 0 && top_prob(row, q->smp.n_vocab) < p_min)
+			break;
+		if (!sampled)
+			draft[i] = argmax(row, q->smp.n_vocab);
+		else if ((rc = seq_draw(e, q, s, row, q->len + 1 + i,
+					e->qd + (size_t)i * (size_t)e->vocab, &draft[i])) != TF_OK)
+			break;
+		(*got)++;
+		h = e->dhid;
+	}
+	int back = tf_seqstate_mtp_back(q->st);
+	if (back != TF_OK) {
+		q->broken = true;
+		rc = back;
+	}
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+}
+
 int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
 		 float *logits)
 {
 	struct tf_seq *q = seq_get(e, s);
-	int rc;
+	int rc, got;
 	if (!q)
 		return TF_ERR_INVALID;
 	if ((rc = seq_usable(q, s)) != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
@@ -634,66 +743,155 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
 		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d drafts after %" PRId64
 				   " tokens: outside 1..%" PRId64 " ([runtime] context)",
 				   s, depth, q->len, e->context - q->len + 1);
-	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
-		return tf_diag_prefix(rc, "sequence %d", s);
-	/* Draft i at position len + i; each MTP row feeds the next. */
-	const float *h = NULL;
-	for (int i = 0; i < depth; i++) {
-		int32_t pos = (int32_t)(q->len - 1 + i);
-		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
-		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
-					  e->dhid)) != TF_OK ||
-		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
-			break;
-		draft[i] = argmax(row, q->smp.n_vocab);
-		h = e->dhid;
-	}
-	int back = tf_seqstate_mtp_back(q->st);
-	if (back != TF_OK) {
+	return seq_drafts(e, q, s, next, depth, 0, false, draft, logits, &got);
+}
+
+/*
+ * Keep the first n of the `verified` rows s just ran after its first len
+ * tokens: back to the snapshot taken before them, then the attention of
+ * those rows again from the verify's tape (pipeline.h), without the FFNs
+ * and the head.  A verify longer than one step kept no tape: truncating
+ * replays the rows through the whole model instead.
+ */
+static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
+		    int64_t verified)
+{
+	if (verified > e->rows)
+		return tf_seq_truncate(e, s, len + n);
+	int rc = tf_seqstate_rollback(q->st);
+	if (rc == TF_OK)
+		rc = tf_pipeline_replay(e->p, q->st, (int32_t)len, n);
+	if (rc != TF_OK) {
 		q->broken = true;
-		rc = back;
+		return tf_diag_prefix(rc, "sequence %d: undoing drafts", s);
 	}
-	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+	q->len = len + n;
+	return TF_OK;
+}
+
+/*
+ * [mtp] accept = standard on sampled drafts: draft i, at position pos,
+ * against the verify's row: the sampler's distribution there (dense into
+ * e->pd) and the draft's (e->qd) through the accept rule, at numbers of
+ * streams 1 and 2.  *token: the draft, or the residual's draw.
+ */
+static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
+		     int64_t pos, int32_t draft, bool *kept, int32_t *token)
+{
+	const tf_sampler_cand *c;
+	size_t m;
+	int rc = tf_sampler_dist(&q->smp, row, q->tok, (size_t)pos, &c, &m);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	memset(e->pd, 0, (size_t)e->vocab * sizeof(*e->pd));
+	for (size_t j = 0; j < m; j++)
+		e->pd[c[j].id] = c[j].p;
+	uint64_t seed = q->smp.par.seed;
+	*kept = tf_sampler_accept(e->pd, e->qd + (size_t)i * (size_t)e->vocab, q->smp.n_vocab,
+				  draft, tf_sampler_uniform(seed, 1, (uint64_t)pos),
+				  tf_sampler_uniform(seed, 2, (uint64_t)pos), token);
+	return TF_OK;
+}
+
+/*
+ * One step of s: the next token from logits, up to depth drafts after it
+ * (p_min, standard: seq_drafts, seq_judge), the verify and the undoing of
+ * what it rejects; no drafts is a plain step.  Exact: a draft is kept when
+ * the sampler picks it at its position.  Standard with sampling: a draft
+ * rejected is replaced by the residual's draw, the token to feed next
+ * (q->pending).
+ */
+static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, double p_min,
+		    bool standard, float *logits, int32_t *tokens, int *n, int *drafted)
+{
+	bool sampled = standard && q->smp.par.temperature > 0;
+	int64_t len = q->len;
+	int32_t fix = -1;
+	int got, a = 0, rc;
+	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
+	    (rc = seq_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1, NULL,
+			     &got)) != TF_OK)
+		return rc;
+	*drafted = got;
+	if (!got) {
+		const tf_batch b = { .n = 1, .token = tokens, .one_seq = s };
+		*n = 1;
+		return tf_engine_forward(e, &b, logits, NULL);
+	}
+	if ((rc = tf_seq_snapshot(e, s)) != TF_OK)
+		return rc;
+	const tf_batch b = { .n = got + 1, .token = tokens, .one_seq = s, .out = e->vout };
+	tf_pipeline_tape(e->p);
+	if ((rc = tf_engine_forward(e, &b, e->vlog, NULL)) != TF_OK)
+		return rc;
+	for (int32_t pick; a < got; a++) {
+		const float *row = e->vlog + (size_t)a * (size_t)e->vocab;
+		bool kept = false;
+		if (sampled)
+			rc = seq_judge(e, q, s, row, a, len + 1 + a, tokens[a + 1], &kept, &fix);
+		else if ((rc = seq_pick(q, s, row, len + 1 + a, &pick)) == TF_OK)
+			kept = pick == tokens[a + 1];
+		if (rc != TF_OK)
+			return rc;
+		if (!kept)
+			break;
+	}
+	if (a < got && (rc = seq_undo(e, q, s, len, a + 1, got + 1)) != TF_OK)
+		return rc;
+	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
+	q->pending = a < got ? fix : -1;
+	*n = a + 1;
+	return TF_OK;
+}
+
+/* Room after s for a step of depth drafts, 1..max ([mtp] max_depth). */
+static int spec_check(const tf_engine *e, const struct tf_seq *q, tf_seq_id s, int depth,
+		      int min)
+{
+	int rc = seq_usable(q, s);
+	if (rc != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
+		return rc;
+	if (depth < min || depth > e->mtp_depth)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside %d..%d ([mtp] max_depth)",
+				   s, depth, min, e->mtp_depth);
+	if (q->len < 1)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d is empty: nothing to draft after", s);
+	if (q->len + 1 + depth > e->context)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d tokens after %" PRId64
+				   " exceed the context of %" PRId64 " tokens ([runtime] context)",
+				   s, depth + 1, q->len, e->context);
+	return TF_OK;
 }
 
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n)
 {
 	struct tf_seq *q = seq_get(e, s);
+	int rc, drafted;
+	if (!q)
+		return TF_ERR_INVALID;
+	if ((rc = spec_check(e, q, s, depth, 1)) != TF_OK)
+		return rc;
+	return seq_spec(e, q, s, depth, 0, false, logits, tokens, n, &drafted);
+}
+
+int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
+		int *n, int *drafted)
+{
+	struct tf_seq *q = seq_get(e, s);
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = mtp_open(e, s)) != TF_OK)
+	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	if (depth < 1 || depth > e->mtp_depth)
-		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside 1..%d ([mtp] max_depth)",
-				   s, depth, e->mtp_depth);
-	if (q->len + 1 + depth > e->context)
-		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d tokens after %" PRId64
-				   " exceed the context of %" PRId64 " tokens ([runtime] context)",
-				   s, depth + 1, q->len, e->context);
-	int64_t len = q->len;
-	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
-	    (rc = tf_seq_draft(e, s, tokens[0], depth, tokens + 1, NULL)) != TF_OK ||
-	    (rc = tf_seq_snapshot(e, s)) != TF_OK)
-		return rc;
-	const tf_batch b = { .n = depth + 1, .token = tokens, .one_seq = s, .out = e->vout };
-	if ((rc = tf_engine_forward(e, &b, e->vlog, NULL)) != TF_OK)
-		return rc;
-	/* Draft i stands where serial decoding would have sampled the same. */
-	int a = 0;
-	for (int32_t pick; a < depth; a++) {
-		if ((rc = seq_pick(q, s, e->vlog + (size_t)a * (size_t)e->vocab, len + 1 + a,
-				   &pick)) != TF_OK)
-			return rc;
-		if (pick != tokens[a + 1])
-			break;
-	}
-	if (a < depth && (rc = tf_seq_truncate(e, s, len + 1 + a)) != TF_OK)
-		return rc;
-	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
-	*n = a + 1;
-	return TF_OK;
+	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol) : e->mtp_depth;
+	if (k > max_depth)
+		k = max_depth;
+	double t = tf_pipeline_clock();
+	rc = seq_spec(e, q, s, k, e->mtp_p_min, e->mtp_standard, logits, tokens, n, drafted);
+	if (rc == TF_OK)
+		tf_mtp_policy_update(&q->pol, k, *drafted, *n - 1, tf_pipeline_clock() - t);
+	return rc;
 }
 
 /* ---- stages ---- */

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""bench_mtp - decode tok/s with MTP speculative decoding off, at fixed
+depths and adaptive, in one run.
+
+    bench/mtp/bench_mtp.py [-r R] [-n N] [--threads T] [--tfrun PATH]
+                           [--depths 1,2,3] MODEL.ini [MODEL.ini ...]
+
+Each repeat runs every configuration once, in an order rotated by the
+repeat (so a slow spell of a shared machine does not always hit the same
+one), each a fresh `tfrun MODEL.ini -p PROMPT -n N --json`, greedy, with
+[runtime] threads = T; the table has each configuration's median decode
+tok/s (min-max over the repeats), its ratio to MTP off's median, the
+acceptance by draft position and the tokens per main-model pass, summed
+over the repeats.  Configurations:
+
+    off        [mtp] enabled = false
+    depth k    enabled, adaptive = false, max_depth = k, p_min = 0
+    adaptive   enabled, adaptive = true, max_depth = the deepest of --depths,
+               p_min = --p-min
+
+Greedy decoding is exact, so every configuration generates the same
+tokens; the script checks that and fails otherwise.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+PROMPT = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. "
+          "One night, as the storm grew stronger, he saw a small boat")
+
+
+def configs(depths, p_min):
+    yield "off", ["mtp.enabled=false"]
+    for k in depths:
+        yield f"depth {k}", ["mtp.enabled=true", "mtp.adaptive=false",
+                             f"mtp.max_depth={k}", "mtp.p_min=0"]
+    yield "adaptive", ["mtp.enabled=true", "mtp.adaptive=true",
+                       f"mtp.max_depth={max(depths)}", f"mtp.p_min={p_min}"]
+
+
+def run(a, ini, sets):
+    cmd = [a.tfrun, ini, "-p", PROMPT, "-n", str(a.n), "--json",
+           "--set", "chat.template=raw", "--set", "sampling.temperature=0",
+           "--set", f"runtime.threads={a.threads}"]
+    for kv in sets:
+        cmd += ["--set", kv]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    if p.returncode != 0:
+        sys.exit(f"bench_mtp: {' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def bench(a, ini):
+    cfgs = list(configs(a.depths, a.p_min))
+    tps = {name: [] for name, _ in cfgs}
+    tried = {name: [0] * max(a.depths) for name, _ in cfgs}
+    kept = {name: [0] * max(a.depths) for name, _ in cfgs}
+    passes = {name: [0, 0] for name, _ in cfgs}
+    text = None
+    for r in range(a.repeats):
+        order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
+        for name, sets in order:
+            out = run(a, ini, sets)
+            if text is None:
+                text = out["text"]
+            elif out["text"] != text:
+                sys.exit(f"bench_mtp: {ini} {name}: the text differs from the other runs'")
+            tps[name].append(out["decode_tps"])
+            m = out.get("mtp")
+            if m:
+                for j, f in enumerate(m["accepted_by_position"]):
+                    # drafts at position j: those of every step deep enough
+                    tried[name][j] += m["drafted_by_position"][j]
+                    kept[name][j] += round(f * m["drafted_by_position"][j])
+                passes[name][0] += out["generated_tokens"]
+                passes[name][1] += m["forwards"]
+            print(f"  {os.path.basename(ini)} repeat {r + 1} {name}: "
+                  f"{out['decode_tps']:.1f} tok/s", file=sys.stderr, flush=True)
+    off = statistics.median(tps["off"])
+    print(f"\n{ini}: {a.n} tokens, {a.threads} threads, median of {a.repeats}")
+    print(f"| config | decode tok/s (min-max) | vs off | accepted by position | tokens/pass |")
+    print(f"|---|---|---|---|---|")
+    for name, _ in cfgs:
+        med = statistics.median(tps[name])
+        acc = " ".join(f"{kept[name][j] / tried[name][j]:.2f}" for j in range(len(tried[name]))
+                       if tried[name][j]) or "-"
+        tpp = f"{passes[name][0] / passes[name][1]:.2f}" if passes[name][1] else "1.00"
+        print(f"| {name} | {med:.1f} ({min(tps[name]):.1f}-{max(tps[name]):.1f}) | "
+              f"{med / off:.3f} | {acc} | {tpp} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("ini", nargs="+")
+    ap.add_argument("-r", "--repeats", type=int, default=5)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--depths", default="1,2,3")
+    ap.add_argument("--p-min", type=float, default=0.0)
+    ap.add_argument("--tfrun", default=os.path.join(ROOT, "build", "bin", "tfrun"))
+    a = ap.parse_args()
+    a.depths = [int(d) for d in a.depths.split(",")]
+    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cpus; tfrun {a.tfrun}")
+    for ini in a.ini:
+        bench(a, ini)
+
+
+if __name__ == "__main__":
+    main()

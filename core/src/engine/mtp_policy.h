@@ -1,0 +1,50 @@
+/*
+ * mtp_policy.h - how deep one sequence drafts ([mtp] adaptive).
+ *
+ * The policy picks the depth k (0: a plain step, no drafts) with the most
+ * tokens per second, from what the sequence measured itself:
+ *
+ *     rate(k) = tokens(k) / seconds(k)
+ *     tokens(k) = 1 + sum over i = 1..k of a_1 a_2 ... a_i
+ *
+ * a_i is an EMA of whether draft i was accepted when it was drafted (its
+ * predecessors were, or it would not have been), seconds(k) an EMA of a
+ * step's wall time at depth k: the drafts, the wider verify, the undoing
+ * of rejected drafts, all measured, so the union of experts a wider verify
+ * reads and the machine's speed are in it.  Every depth is tried once
+ * first, deepest first.  Then, every `probe` steps, a depth next to the
+ * choice is tried again, so a depth left behind (plain decoding above all,
+ * which measures no acceptance) is measured again; while probes keep
+ * confirming the choice the interval doubles, up to PROBE_MAX, so a
+ * machine where drafting never pays loses at most one probe step in
+ * PROBE_MAX.  bench/mtp/README.md has the measurements behind the
+ * constants.
+ */
+#ifndef TF_MTP_POLICY_H
+#define TF_MTP_POLICY_H
+
+#include <stdint.h>
+
+#define TF_MTP_MAX_DEPTH 16     /* [mtp] max_depth's range ends here */
+
+typedef struct tf_mtp_policy {
+	int max;                                /* [mtp] max_depth */
+	double acc[TF_MTP_MAX_DEPTH + 1];       /* [1..max]: a_i */
+	double sec[TF_MTP_MAX_DEPTH + 1];       /* [0..max]: seconds(k), 0: not measured */
+	int best;                               /* the choice */
+	int64_t until;                          /* steps to the next probe */
+	int64_t probe;                          /* the probe interval now */
+	int side;                               /* the next probe: +1 deeper, -1 shallower */
+	int probing;                            /* the depth being probed, or -1 */
+} tf_mtp_policy;
+
+void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth);
+
+/* The depth of the sequence's next step. */
+int tf_mtp_policy_depth(tf_mtp_policy *p);
+
+/* A step asked for depth k took `seconds`: `drafted` drafts were made
+ * (fewer than k when [mtp] p_min cut them), the first `accepted` kept. */
+void tf_mtp_policy_update(tf_mtp_policy *p, int k, int drafted, int accepted, double seconds);
+
+#endif /* TF_MTP_POLICY_H */
