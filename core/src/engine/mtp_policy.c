@@ -55,7 +55,8 @@ int tf_mtp_policy_depth(tf_mtp_policy *p)
 void tf_mtp_policy_update(tf_mtp_policy *p, int k, int drafted, int accepted, double seconds)
 {
 	int was = p->best;
-	for (int i = 1; i <= drafted; i++)
+	/* Drafts past the first rejected one say nothing of a_i. */
+	for (int i = 1; i <= drafted && i <= accepted + 1; i++)
 		p->acc[i] += ACC_W * ((i <= accepted ? 1.0 : 0.0) - p->acc[i]);
 	if (seconds <= 0)
 		seconds = 1e-9;

@@ -1,0 +1,100 @@
+/*
+ * [mtp] adaptive's policy (core/src/engine/mtp_policy.c) on simulated
+ * steps: a step at depth k takes cost(k) seconds, +-10% noise, and keeps
+ * draft i with probability acc[i] when draft i - 1 was kept.  Where
+ * drafting cannot pay the policy must decode plainly nearly always and
+ * lose under 3% to plain decoding; where a depth is best it must settle
+ * there and come within 3% of that depth held fixed.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+
+#include "engine/mtp_policy.h"
+
+enum { MAXD = 3, STEPS = 4000 };
+
+struct world {
+	double cost[MAXD + 1];          /* seconds of a step at depth k */
+	double acc[MAXD + 1];           /* [1..]: draft i kept, given i - 1 was */
+	uint64_t rng;
+};
+
+static double uniform(struct world *w)
+{
+	w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(w->rng >> 11) / 9007199254740992.0;
+}
+
+/* One step at depth k: its seconds and the drafts kept. */
+static double step(struct world *w, int k, int *kept)
+{
+	*kept = 0;
+	while (*kept < k && uniform(w) < w->acc[*kept + 1])
+		(*kept)++;
+	return w->cost[k] * (0.9 + 0.2 * uniform(w));
+}
+
+/* Tokens per second over STEPS steps, by the policy (fixed < 0) or at a
+ * fixed depth; *at counts the policy's steps by depth. */
+static double run(struct world w, int fixed, int at[MAXD + 1])
+{
+	tf_mtp_policy p;
+	double sec = 0, tokens = 0;
+	tf_mtp_policy_init(&p, MAXD);
+	for (int i = 0; i < STEPS; i++) {
+		int k = fixed >= 0 ? fixed : tf_mtp_policy_depth(&p), kept;
+		double t = step(&w, k, &kept);
+		if (fixed < 0) {
+			tf_mtp_policy_update(&p, k, k, kept, t);
+			at[k]++;
+		}
+		sec += t;
+		tokens += 1 + kept;
+	}
+	return tokens / sec;
+}
+
+Test(mtp_policy, backs_off_where_drafting_cannot_pay)
+{
+	/* A CPU: a verify of k + 1 rows costs nearly k + 1 steps. */
+	struct world w = { .cost = { 1.0, 2.1, 3.1, 4.1 }, .acc = { 0, 0.75, 0.65, 0.6 },
+			   .rng = 1 };
+	int at[MAXD + 1] = { 0 };
+	double plain = run(w, 0, NULL), adaptive = run(w, -1, at);
+	cr_expect_gt(at[0], STEPS * 0.97, "plain steps %d of %d", at[0], STEPS);
+	cr_expect_gt(adaptive, 0.97 * plain, "adaptive %.3f vs plain %.3f tok/s", adaptive, plain);
+}
+
+Test(mtp_policy, settles_on_the_best_depth)
+{
+	/* A GPU-like cost: drafts and wider verifies nearly free.  Depth 2
+	 * is best: rates 1, 1.38, 1.48, 1.30 tokens per unit. */
+	struct world w = { .cost = { 1.0, 1.3, 1.6, 1.9 }, .acc = { 0, 0.8, 0.7, 0.2 },
+			   .rng = 2 };
+	int at[MAXD + 1] = { 0 };
+	double best = run(w, 2, NULL), adaptive = run(w, -1, at);
+	cr_expect_gt(at[2], STEPS * 0.9, "depth 2 steps %d of %d", at[2], STEPS);
+	cr_expect_gt(adaptive, 0.97 * best, "adaptive %.3f vs depth 2 %.3f tok/s", adaptive, best);
+}
+
+Test(mtp_policy, follows_a_change_of_text)
+{
+	/* Acceptance collapses half way (a new kind of text): the policy
+	 * must leave depth 3 for plain decoding. */
+	struct world w = { .cost = { 1.0, 1.2, 1.4, 1.6 }, .acc = { 0, 0.9, 0.9, 0.9 },
+			   .rng = 3 };
+	tf_mtp_policy p;
+	int late0 = 0, kept;
+	tf_mtp_policy_init(&p, MAXD);
+	for (int i = 0; i < STEPS; i++) {
+		if (i == STEPS / 2)
+			w.acc[1] = w.acc[2] = w.acc[3] = 0.05;
+		int k = tf_mtp_policy_depth(&p);
+		if (i == STEPS / 2 - 1)
+			cr_expect_eq(k, MAXD, "before the change: depth %d", k);
+		double t = step(&w, k, &kept);
+		tf_mtp_policy_update(&p, k, k, kept, t);
+		late0 += i >= STEPS * 3 / 4 && k == 0;
+	}
+	cr_expect_gt(late0, STEPS / 4 * 0.9, "plain steps in the last quarter: %d", late0);
+}
