@@ -2,13 +2,16 @@
 """bench_mtp - decode tok/s with MTP speculative decoding off, at fixed
 depths and adaptive, in one run.
 
-    bench/mtp/bench_mtp.py [-r R] [-n N] [--threads T] [--tfrun PATH]
-                           [--depths 1,2,3] MODEL.ini [MODEL.ini ...]
+    bench/mtp/bench_mtp.py [-r R] [-n N] [--threads T] [--temp T] [--seed S]
+                           [--depths 1,2,3] [--p-min P] [--tfrun PATH]
+                           MODEL.ini [MODEL.ini ...]
 
 Each repeat runs every configuration once, in an order rotated by the
 repeat (so a slow spell of a shared machine does not always hit the same
-one), each a fresh `tfrun MODEL.ini -p PROMPT -n N --json`, greedy, with
-[runtime] threads = T; the table has each configuration's median decode
+one), each a fresh `tfrun MODEL.ini -p PROMPT -n N --json` sampling at
+--temp with --seed (greedy text from a small model loops, and a loop's
+period against the depth decides the acceptance), with [runtime]
+threads = T; the table has each configuration's median decode
 tok/s (min-max over the repeats), its ratio to MTP off's median, the
 acceptance by draft position and the tokens per main-model pass, summed
 over the repeats.  Configurations:
@@ -18,8 +21,9 @@ over the repeats.  Configurations:
     adaptive   enabled, adaptive = true, max_depth = the deepest of --depths,
                p_min = --p-min
 
-Greedy decoding is exact, so every configuration generates the same
-tokens; the script checks that and fails otherwise.
+[mtp] accept = exact keeps the tokens of serial decoding, so every
+configuration generates the same text; the script checks that and fails
+otherwise.
 """
 import argparse
 import json
@@ -46,7 +50,8 @@ def configs(depths, p_min):
 
 def run(a, ini, sets):
     cmd = [a.tfrun, ini, "-p", PROMPT, "-n", str(a.n), "--json",
-           "--set", "chat.template=raw", "--set", "sampling.temperature=0",
+           "--set", "chat.template=raw", "--set", f"sampling.temperature={a.temp}",
+           "--set", f"sampling.seed={a.seed}", "--set", "mtp.accept=exact",
            "--set", f"runtime.threads={a.threads}"]
     for kv in sets:
         cmd += ["--set", kv]
@@ -62,6 +67,7 @@ def bench(a, ini):
     tried = {name: [0] * max(a.depths) for name, _ in cfgs}
     kept = {name: [0] * max(a.depths) for name, _ in cfgs}
     passes = {name: [0, 0] for name, _ in cfgs}
+    step_ms = {name: [] for name, _ in cfgs}
     text = None
     for r in range(a.repeats):
         order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
@@ -73,6 +79,9 @@ def bench(a, ini):
                 sys.exit(f"bench_mtp: {ini} {name}: the text differs from the other runs'")
             tps[name].append(out["decode_tps"])
             m = out.get("mtp")
+            # a step: one main-model pass, with its drafts and undoing
+            step_ms[name].append(1e3 * out["decode_s"] / (m["forwards"] if m else
+                                                          out["generated_tokens"]))
             if m:
                 for j, f in enumerate(m["accepted_by_position"]):
                     # drafts at position j: those of every step deep enough
@@ -83,16 +92,20 @@ def bench(a, ini):
             print(f"  {os.path.basename(ini)} repeat {r + 1} {name}: "
                   f"{out['decode_tps']:.1f} tok/s", file=sys.stderr, flush=True)
     off = statistics.median(tps["off"])
-    print(f"\n{ini}: {a.n} tokens, {a.threads} threads, median of {a.repeats}")
-    print(f"| config | decode tok/s (min-max) | vs off | accepted by position | tokens/pass |")
-    print(f"|---|---|---|---|---|")
+    print(f"\n{ini}: {a.n} tokens, {a.threads} threads, temperature {a.temp}, "
+          f"median of {a.repeats}; load average after: {os.getloadavg()[0]:.1f}")
+    print("| config | decode tok/s (min-max) | vs off | accepted by position | tokens/pass "
+          "| ms/step | step vs off |")
+    print("|---|---|---|---|---|---|---|")
+    off_ms = statistics.median(step_ms["off"])
     for name, _ in cfgs:
         med = statistics.median(tps[name])
         acc = " ".join(f"{kept[name][j] / tried[name][j]:.2f}" for j in range(len(tried[name]))
                        if tried[name][j]) or "-"
         tpp = f"{passes[name][0] / passes[name][1]:.2f}" if passes[name][1] else "1.00"
+        ms = statistics.median(step_ms[name])
         print(f"| {name} | {med:.1f} ({min(tps[name]):.1f}-{max(tps[name]):.1f}) | "
-              f"{med / off:.3f} | {acc} | {tpp} |")
+              f"{med / off:.3f} | {acc} | {tpp} | {ms:.2f} | {ms / off_ms:.2f} |")
 
 
 def main():
@@ -103,6 +116,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--depths", default="1,2,3")
     ap.add_argument("--p-min", type=float, default=0.0)
+    ap.add_argument("--temp", type=float, default=0.7)
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tfrun", default=os.path.join(ROOT, "build", "bin", "tfrun"))
     a = ap.parse_args()
     a.depths = [int(d) for d in a.depths.split(",")]
