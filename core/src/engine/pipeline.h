@@ -90,7 +90,9 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
  * rows (positions pos..) through each layer's attention alone: the FFNs,
  * norms and head hold no state, and the rows' attention inputs are those
  * the step computed, so every state (the MTP layer's and its kept hidden
- * too) is what the step left after its row n - 1.  Once per tape.
+ * too) is what the step left after its row n - 1.  Once per tape.  The
+ * tape is host memory: a device backend copies each layer's rows out
+ * (hidden_size floats a row), which a device-side tape would spare.
  */
 int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows);
 void tf_pipeline_tape(tf_pipeline *p);
