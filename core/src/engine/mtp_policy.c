@@ -1,36 +1,70 @@
 /* mtp_policy.c - see mtp_policy.h. */
 #include "mtp_policy.h"
 
+#include <stdbool.h>
+
 /* EMA weights: acceptance moves with the text over ~16 drafts, a step's
- * seconds over ~8 steps (timing noise on a shared CPU is +-10%). */
-#define ACC_W (1.0 / 16)
-#define SEC_W (1.0 / 8)
+ * seconds over ~8 steps (a shared CPU's timings vary by +-10-30%).  Until
+ * that many samples came, the mean of those there are, acceptance's with
+ * one prior sample of 1/2. */
+#define ACC_N 16
+#define SEC_N 8
 /* Steps between probes: from PROBE_MIN, doubling while probes lose. */
 #define PROBE_MIN 8
 #define PROBE_MAX 256
 
 void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth)
 {
-	*p = (tf_mtp_policy){ .max = max_depth, .best = max_depth, .probe = PROBE_MIN,
-			      .side = -1, .probing = -1 };
+	*p = (tf_mtp_policy){ .max = max_depth, .best = max_depth ? 1 : 0, .probe = PROBE_MIN,
+			      .side = 1, .probing = -1 };
 	for (int i = 1; i <= max_depth; i++)
-		p->acc[i] = 1.0;        /* optimistic until measured */
+		p->acc[i] = -1;         /* not measured: as the position before */
 }
 
-/* Expected tokens per second of depth k. */
-static double rate(const tf_mtp_policy *p, int k)
+/* *avg moved toward x as the n-th sample of a mean that turns into an EMA
+ * of weight 1 / cap. */
+static void average(double *avg, int *n, int cap, double x)
 {
-	double tokens = 1.0, chain = 1.0;
+	if (*n < cap)
+		(*n)++;
+	*avg += (x - *avg) / *n;
+}
+
+/* a_i as measured, or the nearest measured position before it (1: all
+ * kept, until a draft is judged). */
+static double acc_at(const tf_mtp_policy *p, int i)
+{
+	while (i > 0 && p->acc[i] < 0)
+		i--;
+	return i > 0 ? p->acc[i] : 1.0;
+}
+
+/* seconds(k) as measured, or else each draft past depth 1 costing what
+ * depth 1 costs over a plain step (a draft row and a verify row more);
+ * 0: not known. */
+static double sec_at(const tf_mtp_policy *p, int k)
+{
+	if (p->sec[k] > 0 || k < 2 || p->sec[0] <= 0 || p->sec[1] <= 0)
+		return p->sec[k];
+	return p->sec[1] + (k - 1) * (p->sec[1] - p->sec[0]);
+}
+
+/* Expected tokens per second of depth k; with `all`, as if every draft
+ * were kept (the most depth k can give). */
+static double rate(const tf_mtp_policy *p, int k, bool all)
+{
+	double tokens = 1.0, chain = 1.0, s = sec_at(p, k);
 	for (int i = 1; i <= k; i++) {
-		chain *= p->acc[i];
+		chain *= all ? 1.0 : acc_at(p, i);
 		tokens += chain;
 	}
-	return tokens / p->sec[k];
+	return s > 0 ? tokens / s : 0;
 }
 
 int tf_mtp_policy_depth(tf_mtp_policy *p)
 {
-	for (int k = p->max; k >= 0; k--)
+	/* Depth 1 first (drafts teach acceptance), then a plain step. */
+	for (int k = p->max < 1 ? p->max : 1; k >= 0; k--)
 		if (p->sec[k] <= 0) {
 			p->probing = k;
 			return k;
@@ -40,14 +74,17 @@ int tf_mtp_policy_depth(tf_mtp_policy *p)
 		return p->best;
 	}
 	int k = p->best + p->side;
-	if (k < 0 || k > p->max) {
-		p->side = -p->side;
-		k = p->best + p->side;
-	}
+	if (k < 0 || k > p->max)
+		k = p->best - p->side;
 	p->side = -p->side;
 	p->until = p->probe;
-	if (k < 0 || k > p->max)        /* max 0: nothing to probe */
+	/* A depth that cannot win even keeping every draft is not worth a
+	 * step, but for the longest interval's refresh of its seconds. */
+	if (k < 0 || k > p->max ||
+	    (p->probe < PROBE_MAX && rate(p, k, true) < rate(p, p->best, false))) {
+		p->probe = p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX;
 		return p->best;
+	}
 	p->probing = k;
 	return k;
 }
@@ -56,14 +93,17 @@ void tf_mtp_policy_update(tf_mtp_policy *p, int k, int drafted, int accepted, do
 {
 	int was = p->best;
 	/* Drafts past the first rejected one say nothing of a_i. */
-	for (int i = 1; i <= drafted && i <= accepted + 1; i++)
-		p->acc[i] += ACC_W * ((i <= accepted ? 1.0 : 0.0) - p->acc[i]);
-	if (seconds <= 0)
-		seconds = 1e-9;
-	p->sec[k] = p->sec[k] > 0 ? p->sec[k] + SEC_W * (seconds - p->sec[k]) : seconds;
-	p->best = -1;
-	for (int j = 0; j <= p->max; j++)
-		if (p->sec[j] > 0 && (p->best < 0 || rate(p, j) > rate(p, p->best)))
+	for (int i = 1; i <= drafted && i <= accepted + 1; i++) {
+		if (p->acc[i] < 0) {
+			p->acc[i] = 0.5;
+			p->n_acc[i] = 1;
+		}
+		average(&p->acc[i], &p->n_acc[i], ACC_N, i <= accepted ? 1.0 : 0.0);
+	}
+	average(&p->sec[k], &p->n_sec[k], SEC_N, seconds > 0 ? seconds : 1e-9);
+	p->best = 0;
+	for (int j = 1; j <= p->max; j++)
+		if (rate(p, j, false) > rate(p, p->best, false))
 			p->best = j;
 	if (p->probing == k) {
 		p->probe = p->best == was ? (p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX)

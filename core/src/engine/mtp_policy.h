@@ -11,14 +11,17 @@
  * predecessors were, or it would not have been), seconds(k) an EMA of a
  * step's wall time at depth k: the drafts, the wider verify, the undoing
  * of rejected drafts, all measured, so the union of experts a wider verify
- * reads and the machine's speed are in it.  Every depth is tried once
- * first, deepest first.  Then, every `probe` steps, a depth next to the
- * choice is tried again, so a depth left behind (plain decoding above all,
- * which measures no acceptance) is measured again; while probes keep
- * confirming the choice the interval doubles, up to PROBE_MAX, so a
- * machine where drafting never pays loses at most one probe step in
- * PROBE_MAX.  bench/mtp/README.md has the measurements behind the
- * constants.
+ * reads and the machine's speed are in it.  A depth not measured yet
+ * counts its acceptance as the position before's and its seconds as depth
+ * 1's plus, per draft more, what depth 1 costs over a plain step.  The
+ * first step drafts 1, the second is plain; from then on the best depth
+ * by this estimate is taken, and every `probe` steps a depth next to it is
+ * tried, so a depth left behind (plain decoding measures no acceptance) is
+ * measured again.  While probes confirm the choice the interval doubles
+ * up to PROBE_MAX, and a depth that could not win even keeping every
+ * draft is skipped but at PROBE_MAX: where drafting never pays (this CPU)
+ * one step in PROBE_MAX drafts.  bench/mtp/README.md has the measurements
+ * behind the constants.
  */
 #ifndef TF_MTP_POLICY_H
 #define TF_MTP_POLICY_H
@@ -29,8 +32,9 @@
 
 typedef struct tf_mtp_policy {
 	int max;                                /* [mtp] max_depth */
-	double acc[TF_MTP_MAX_DEPTH + 1];       /* [1..max]: a_i */
+	double acc[TF_MTP_MAX_DEPTH + 1];       /* [1..max]: a_i, -1: not measured */
 	double sec[TF_MTP_MAX_DEPTH + 1];       /* [0..max]: seconds(k), 0: not measured */
+	int n_acc[TF_MTP_MAX_DEPTH + 1], n_sec[TF_MTP_MAX_DEPTH + 1];  /* samples, capped */
 	int best;                               /* the choice */
 	int64_t until;                          /* steps to the next probe */
 	int64_t probe;                          /* the probe interval now */
