@@ -3,15 +3,27 @@
 
 #include <stdbool.h>
 
-/* EMA weights: acceptance moves with the text over ~16 drafts, a step's
- * seconds over ~8 steps (a shared CPU's timings vary by +-10-30%).  Until
- * that many samples came, the mean of those there are, acceptance's with
- * one prior sample of 1/2. */
+/* Acceptance: an EMA over ~16 drafts, the text's pace; until 16 came, the
+ * mean of those there are and one prior sample of 1/2. */
 #define ACC_N 16
-#define SEC_N 8
+/* A step's seconds: being preempted on a shared machine only ever adds
+ * time (single steps measured 2-3x their median under load), so the
+ * estimate follows a faster step by 1/4 and a slower one by 1/16: a low
+ * quantile, the depth's undisturbed cost, which is what differs between
+ * depths. */
+#define SEC_DOWN (1.0 / 4)
+#define SEC_UP (1.0 / 16)
+/* A depth's seconds are the least of its first WARM steps, depths 1 and 0
+ * are measured that often first, alternating, and a depth measured fewer
+ * times is never skipped: one preempted first step (2-3x) made plain
+ * decoding look as dear as drafting for hundreds of steps. */
+#define WARM 3
 /* Steps between probes: from PROBE_MIN, doubling while probes lose. */
 #define PROBE_MIN 8
 #define PROBE_MAX 256
+/* A probed depth within 10% of the choice's rate is probed again soon:
+ * its acceptance, measured only while probed, may be what put it behind. */
+#define CLOSE 0.9
 
 void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth)
 {
@@ -21,14 +33,6 @@ void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth)
 		p->acc[i] = -1;         /* not measured: as the position before */
 }
 
-/* *avg moved toward x as the n-th sample of a mean that turns into an EMA
- * of weight 1 / cap. */
-static void average(double *avg, int *n, int cap, double x)
-{
-	if (*n < cap)
-		(*n)++;
-	*avg += (x - *avg) / *n;
-}
 
 /* a_i as measured, or the nearest measured position before it (1: all
  * kept, until a draft is judged). */
@@ -65,7 +69,7 @@ int tf_mtp_policy_depth(tf_mtp_policy *p)
 {
 	/* Depth 1 first (drafts teach acceptance), then a plain step. */
 	for (int k = p->max < 1 ? p->max : 1; k >= 0; k--)
-		if (p->sec[k] <= 0) {
+		if (p->n_sec[k] < WARM && (k == 0 || p->n_sec[k] <= p->n_sec[0])) {
 			p->probing = k;
 			return k;
 		}
@@ -80,8 +84,8 @@ int tf_mtp_policy_depth(tf_mtp_policy *p)
 	p->until = p->probe;
 	/* A depth that cannot win even keeping every draft is not worth a
 	 * step, but for the longest interval's refresh of its seconds. */
-	if (k < 0 || k > p->max ||
-	    (p->probe < PROBE_MAX && rate(p, k, true) < rate(p, p->best, false))) {
+	if (k < 0 || k > p->max || (p->probe < PROBE_MAX && p->n_sec[k] >= WARM &&
+				    rate(p, k, true) < rate(p, p->best, false))) {
 		p->probe = p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX;
 		return p->best;
 	}
@@ -98,16 +102,27 @@ void tf_mtp_policy_update(tf_mtp_policy *p, int k, int drafted, int accepted, do
 			p->acc[i] = 0.5;
 			p->n_acc[i] = 1;
 		}
-		average(&p->acc[i], &p->n_acc[i], ACC_N, i <= accepted ? 1.0 : 0.0);
+		if (p->n_acc[i] < ACC_N)
+			p->n_acc[i]++;
+		p->acc[i] += ((i <= accepted ? 1.0 : 0.0) - p->acc[i]) / p->n_acc[i];
 	}
-	average(&p->sec[k], &p->n_sec[k], SEC_N, seconds > 0 ? seconds : 1e-9);
+	if (seconds <= 0)
+		seconds = 1e-9;
+	if (p->n_sec[k]++ < WARM)
+		p->sec[k] = p->sec[k] > 0 && p->sec[k] < seconds ? p->sec[k] : seconds;
+	else
+		p->sec[k] += (seconds - p->sec[k]) * (seconds < p->sec[k] ? SEC_DOWN : SEC_UP);
 	p->best = 0;
 	for (int j = 1; j <= p->max; j++)
 		if (rate(p, j, false) > rate(p, p->best, false))
 			p->best = j;
+	/* A probe that lost by a margin waits twice as long for the next;
+	 * one that won, came close or was measured fewer than WARM times,
+	 * soon. */
 	if (p->probing == k) {
-		p->probe = p->best == was ? (p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX)
-					  : PROBE_MIN;
+		bool lost = p->best == was && p->n_sec[k] >= WARM &&
+			    rate(p, k, false) < CLOSE * rate(p, p->best, false);
+		p->probe = !lost ? PROBE_MIN : p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX;
 		p->probing = -1;
 	}
 }

@@ -8,13 +8,13 @@
  *     tokens(k) = 1 + sum over i = 1..k of a_1 a_2 ... a_i
  *
  * a_i is an EMA of whether draft i was accepted when it was drafted (its
- * predecessors were, or it would not have been), seconds(k) an EMA of a
+ * predecessors were, or it would not have been), seconds(k) a low quantile of a
  * step's wall time at depth k: the drafts, the wider verify, the undoing
  * of rejected drafts, all measured, so the union of experts a wider verify
  * reads and the machine's speed are in it.  A depth not measured yet
  * counts its acceptance as the position before's and its seconds as depth
  * 1's plus, per draft more, what depth 1 costs over a plain step.  The
- * first step drafts 1, the second is plain; from then on the best depth
+ * first steps alternate depth 1 and plain, three times; then the best depth
  * by this estimate is taken, and every `probe` steps a depth next to it is
  * tried, so a depth left behind (plain decoding measures no acceptance) is
  * measured again.  While probes confirm the choice the interval doubles
@@ -34,7 +34,8 @@ typedef struct tf_mtp_policy {
 	int max;                                /* [mtp] max_depth */
 	double acc[TF_MTP_MAX_DEPTH + 1];       /* [1..max]: a_i, -1: not measured */
 	double sec[TF_MTP_MAX_DEPTH + 1];       /* [0..max]: seconds(k), 0: not measured */
-	int n_acc[TF_MTP_MAX_DEPTH + 1], n_sec[TF_MTP_MAX_DEPTH + 1];  /* samples, capped */
+	int n_acc[TF_MTP_MAX_DEPTH + 1];        /* acceptance samples, capped */
+	int64_t n_sec[TF_MTP_MAX_DEPTH + 1];    /* steps measured */
 	int best;                               /* the choice */
 	int64_t until;                          /* steps to the next probe */
 	int64_t probe;                          /* the probe interval now */
