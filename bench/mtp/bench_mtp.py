@@ -19,7 +19,7 @@ over the repeats.  Configurations:
     off        [mtp] enabled = false
     depth k    enabled, adaptive = false, max_depth = k, p_min = 0
     adaptive   enabled, adaptive = true, max_depth = the deepest of --depths,
-               p_min = --p-min
+               p_min = --p-min, else the INI's (the configuration as shipped)
 
 [mtp] accept = exact keeps the tokens of serial decoding, so every
 configuration generates the same text; the script checks that and fails
@@ -45,7 +45,8 @@ def configs(depths, p_min):
         yield f"depth {k}", ["mtp.enabled=true", "mtp.adaptive=false",
                              f"mtp.max_depth={k}", "mtp.p_min=0"]
     yield "adaptive", ["mtp.enabled=true", "mtp.adaptive=true",
-                       f"mtp.max_depth={max(depths)}", f"mtp.p_min={p_min}"]
+                       f"mtp.max_depth={max(depths)}"] + (
+                           [f"mtp.p_min={p_min}"] if p_min is not None else [])
 
 
 def run(a, ini, sets):
@@ -115,7 +116,8 @@ def main():
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--depths", default="1,2,3")
-    ap.add_argument("--p-min", type=float, default=0.0)
+    ap.add_argument("--p-min", type=float, default=None,
+                    help="adaptive's [mtp] p_min (default: the INI's)")
     ap.add_argument("--temp", type=float, default=0.7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tfrun", default=os.path.join(ROOT, "build", "bin", "tfrun"))

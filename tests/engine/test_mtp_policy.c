@@ -47,7 +47,7 @@ static double run(struct world w, int fixed, int at[MAXD + 1])
 		int k = fixed >= 0 ? fixed : tf_mtp_policy_depth(&p), kept;
 		double t = step(&w, k, &kept);
 		if (fixed < 0) {
-			tf_mtp_policy_update(&p, k, k, kept, t);
+			tf_mtp_policy_update(&p, k, kept, t);
 			at[k]++;
 		}
 		sec += t;
@@ -110,7 +110,7 @@ Test(mtp_policy, follows_a_change_of_text)
 		if (i == STEPS / 2 - 1)
 			cr_expect_eq(k, MAXD, "before the change: depth %d", k);
 		double t = step(&w, k, &kept);
-		tf_mtp_policy_update(&p, k, k, kept, t);
+		tf_mtp_policy_update(&p, k, kept, t);
 		late0 += i >= STEPS * 3 / 4 && k == 0;
 	}
 	cr_expect_gt(late0, STEPS / 4 * 0.9, "plain steps in the last quarter: %d", late0);

@@ -890,7 +890,7 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 	double t = tf_pipeline_clock();
 	rc = seq_spec(e, q, s, k, e->mtp_p_min, e->mtp_standard, logits, tokens, n, drafted);
 	if (rc == TF_OK)
-		tf_mtp_policy_update(&q->pol, k, *drafted, *n - 1, tf_pipeline_clock() - t);
+		tf_mtp_policy_update(&q->pol, k, *n - 1, tf_pipeline_clock() - t);
 	return rc;
 }
 

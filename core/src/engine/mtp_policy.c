@@ -93,11 +93,12 @@ int tf_mtp_policy_depth(tf_mtp_policy *p)
 	return k;
 }
 
-void tf_mtp_policy_update(tf_mtp_policy *p, int k, int drafted, int accepted, double seconds)
+void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds)
 {
 	int was = p->best;
-	/* Drafts past the first rejected one say nothing of a_i. */
-	for (int i = 1; i <= drafted && i <= accepted + 1; i++) {
+	/* Drafts past the first one rejected, or cut by p_min, say nothing
+	 * of a_i. */
+	for (int i = 1; i <= k && i <= accepted + 1; i++) {
 		if (p->acc[i] < 0) {
 			p->acc[i] = 0.5;
 			p->n_acc[i] = 1;

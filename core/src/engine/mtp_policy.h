@@ -7,8 +7,8 @@
  *     rate(k) = tokens(k) / seconds(k)
  *     tokens(k) = 1 + sum over i = 1..k of a_1 a_2 ... a_i
  *
- * a_i is an EMA of whether draft i was accepted when it was drafted (its
- * predecessors were, or it would not have been), seconds(k) a low quantile of a
+ * a_i is an EMA of whether draft i was made and kept when draft i - 1 was
+ * (a draft [mtp] p_min cuts counts as not kept), seconds(k) a low quantile of a
  * step's wall time at depth k: the drafts, the wider verify, the undoing
  * of rejected drafts, all measured, so the union of experts a wider verify
  * reads and the machine's speed are in it.  A depth not measured yet
@@ -48,8 +48,8 @@ void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth);
 /* The depth of the sequence's next step. */
 int tf_mtp_policy_depth(tf_mtp_policy *p);
 
-/* A step asked for depth k took `seconds`: `drafted` drafts were made
- * (fewer than k when [mtp] p_min cut them), the first `accepted` kept. */
-void tf_mtp_policy_update(tf_mtp_policy *p, int k, int drafted, int accepted, double seconds);
+/* A step asked for depth k took `seconds` and kept its first `accepted`
+ * drafts; a draft [mtp] p_min cut counts as rejected (it gave no token). */
+void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds);
 
 #endif /* TF_MTP_POLICY_H */
