@@ -17,6 +17,7 @@ struct world {
 	double cost[MAXD + 1];          /* seconds of a step at depth k */
 	double acc[MAXD + 1];           /* [1..]: draft i kept, given i - 1 was */
 	double preempted;               /* chance a step takes 2-3x its cost */
+	double cut;                     /* chance p_min cuts a step's first draft */
 	uint64_t rng;
 };
 
@@ -30,9 +31,11 @@ static double uniform(struct world *w)
 static double step(struct world *w, int k, int *kept)
 {
 	*kept = 0;
+	if (k && uniform(w) < w->cut)   /* a plain step and one MTP row */
+		k = 0;
 	while (*kept < k && uniform(w) < w->acc[*kept + 1])
 		(*kept)++;
-	double t = w->cost[k] * (0.9 + 0.2 * uniform(w));
+	double t = (k ? w->cost[k] : 1.1 * w->cost[0]) * (0.9 + 0.2 * uniform(w));
 	return uniform(w) < w->preempted ? t * (2 + uniform(w)) : t;
 }
 
@@ -83,7 +86,15 @@ Test(mtp_policy, preemption_does_not_fool_it)
 	settles((struct world){ .cost = { 1.0, 2.17, 2.93, 3.64 }, .acc = { 0, 0.46, 0.3, 0.5 },
 				.preempted = 0.25, .rng = 4 }, 0, 0.95);
 	settles((struct world){ .cost = { 1.0, 1.2, 1.4, 1.9 }, .acc = { 0, 0.8, 0.7, 0.2 },
-				.preempted = 0.25, .rng = 5 }, 2, 0.8);
+				.preempted = 0.25, .rng = 5 }, 2, 0.75);
+}
+
+Test(mtp_policy, drafts_p_min_cuts_are_costed_as_they_come)
+{
+	/* ling-bench: p_min cuts 80% of first drafts (cheap), the rest cost
+	 * 5x a plain step and are rejected; the mean cost of asking is 1.9x. */
+	settles((struct world){ .cost = { 1.0, 5.1, 6.6, 6.5 }, .acc = { 0, 0, 0, 0 },
+				.cut = 0.8, .preempted = 0.25, .rng = 6 }, 0, 0.95);
 }
 
 Test(mtp_policy, settles_on_the_best_depth)
@@ -101,17 +112,18 @@ Test(mtp_policy, follows_a_change_of_text)
 	struct world w = { .cost = { 1.0, 1.2, 1.4, 1.6 }, .acc = { 0, 0.9, 0.9, 0.9 },
 			   .rng = 3 };
 	tf_mtp_policy p;
-	int late0 = 0, kept;
+	int early = 0, late0 = 0, kept;
 	tf_mtp_policy_init(&p, MAXD);
 	for (int i = 0; i < STEPS; i++) {
 		if (i == STEPS / 2)
 			w.acc[1] = w.acc[2] = w.acc[3] = 0.05;
 		int k = tf_mtp_policy_depth(&p);
-		if (i == STEPS / 2 - 1)
-			cr_expect_eq(k, MAXD, "before the change: depth %d", k);
+		early += i >= STEPS / 4 && i < STEPS / 2 && k == MAXD;
 		double t = step(&w, k, &kept);
 		tf_mtp_policy_update(&p, k, kept, t);
 		late0 += i >= STEPS * 3 / 4 && k == 0;
 	}
-	cr_expect_gt(late0, STEPS / 4 * 0.9, "plain steps in the last quarter: %d", late0);
+	cr_expect_gt(early, STEPS / 4 * 0.9, "depth %d steps in the second quarter: %d", MAXD,
+		     early);
+	cr_expect_gt(late0, STEPS / 4 * 0.8, "plain steps in the last quarter: %d", late0);
 }

@@ -6,13 +6,11 @@
 /* Acceptance: an EMA over ~16 drafts, the text's pace; until 16 came, the
  * mean of those there are and one prior sample of 1/2. */
 #define ACC_N 16
-/* A step's seconds: being preempted on a shared machine only ever adds
- * time (single steps measured 2-3x their median under load), so the
- * estimate follows a faster step by 1/4 and a slower one by 1/16: a low
- * quantile, the depth's undisturbed cost, which is what differs between
- * depths. */
-#define SEC_DOWN (1.0 / 4)
-#define SEC_UP (1.0 / 16)
+/* A step's seconds: an EMA over ~8 steps, the mean cost of asking for the
+ * depth.  Not a low quantile: with p_min a depth's steps are cheap (drafts
+ * cut) or dear (drafted and verified), and a low quantile saw only the
+ * cheap ones (ling-bench drafted at 5x a plain step's cost). */
+#define SEC_W (1.0 / 8)
 /* A depth's seconds are the least of its first WARM steps, depths 1 and 0
  * are measured that often first, alternating, and a depth measured fewer
  * times is never skipped: one preempted first step (2-3x) made plain
@@ -112,7 +110,7 @@ void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds)
 	if (p->n_sec[k]++ < WARM)
 		p->sec[k] = p->sec[k] > 0 && p->sec[k] < seconds ? p->sec[k] : seconds;
 	else
-		p->sec[k] += (seconds - p->sec[k]) * (seconds < p->sec[k] ? SEC_DOWN : SEC_UP);
+		p->sec[k] += (seconds - p->sec[k]) * SEC_W;
 	p->best = 0;
 	for (int j = 1; j <= p->max; j++)
 		if (rate(p, j, false) > rate(p, p->best, false))

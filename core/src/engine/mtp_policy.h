@@ -8,7 +8,7 @@
  *     tokens(k) = 1 + sum over i = 1..k of a_1 a_2 ... a_i
  *
  * a_i is an EMA of whether draft i was made and kept when draft i - 1 was
- * (a draft [mtp] p_min cuts counts as not kept), seconds(k) a low quantile of a
+ * (a draft [mtp] p_min cuts counts as not kept), seconds(k) an EMA of a
  * step's wall time at depth k: the drafts, the wider verify, the undoing
  * of rejected drafts, all measured, so the union of experts a wider verify
  * reads and the machine's speed are in it.  A depth not measured yet
