@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpu-check.sh - on a machine with an NVIDIA GPU: build the CUDA plugins,
-# check exl3's CUDA kernels against the CPU reference on random layers, and
-# print the GEMV benchmark table.
+# check exl3's CUDA kernels against the CPU reference on random layers,
+# print the GEMV benchmark table, run the KDA kernels' tests (those
+# test_kda_cuda_sim runs on the SIMT harness) on the device and time them,
+# and run the MLA kernels' tests (test_mla_cuda_sim's) on the device.
 #
 #     scripts/gpu-check.sh [build dir]      (default: build-gpu)
 #
@@ -21,7 +23,15 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
-cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check
+cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check \
+	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu
 
 echo "== exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
 "$build/bin/gpu_check"
+
+echo "== KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"
+"$build/tests/test_kda_cuda_gpu" --jobs=1 --verbose
+"$build/bin/kda_gpu_bench"
+
+echo "== MLA kernels (plugins/mla-cuda) vs attend.c and the float64 layer"
+"$build/tests/test_mla_cuda_gpu" --jobs=1 --verbose

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cuda_bench.h"
 #include "cuda_kernels.h"
 #include "tf_launch.h"
 extern "C" {
@@ -28,23 +29,6 @@ extern "C" {
 #include "matmul.h"
 }
 
-#define CHECK(call)                                                                  \
-	do {                                                                         \
-		cudaError_t e_ = (call);                                             \
-		if (e_ != cudaSuccess) {                                             \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,          \
-				cudaGetErrorString(e_));                             \
-			exit(2);                                                     \
-		}                                                                    \
-	} while (0)
-
-static uint64_t lcg(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return *s >> 16;
-}
-
-static float unit(uint64_t *s) { return (float)((int)(lcg(s) % 2001) - 1000) / 1000.0f; }
 
 struct layer {
 	int64_t k, n, in, out;
@@ -198,21 +182,11 @@ static void bench(void)
 	const size_t bw_bytes = (size_t)1 << 30;
 	const int reps = 50;
 	cudaEvent_t a, b;
-	void *p, *q;
 	uint64_t s = 7;
 
 	CHECK(cudaEventCreate(&a));
 	CHECK(cudaEventCreate(&b));
-	CHECK(cudaMalloc(&p, bw_bytes));
-	CHECK(cudaMalloc(&q, bw_bytes));
-	CHECK(cudaMemcpy(q, p, bw_bytes, cudaMemcpyDeviceToDevice));
-	CHECK(cudaEventRecord(a));
-	for (int i = 0; i < 5; i++)
-		CHECK(cudaMemcpy(q, p, bw_bytes, cudaMemcpyDeviceToDevice));
-	CHECK(cudaEventRecord(b));
-	double bw = 2.0 * 5 * bw_bytes / (time_ms(a, b) * 1e-3);      /* read + write */
-	cudaFree(p);
-	cudaFree(q);
+	const double bw = tf_bench_copy_bandwidth(bw_bytes);
 
 	printf("\n| k x n | format | G weights/s | GB/s read | of bandwidth | vs fp16 |\n|---|---|---|---|---|---|\n");
 	printf("| copy bandwidth | - | - | %.0f | 100%% | - |\n", bw / 1e9);

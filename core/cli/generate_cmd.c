@@ -765,6 +765,9 @@ int tf_cli_generate(const tf_options *o)
 
 	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &g.e))
 		return tf_cli_fail(o->ini);
+	if ((rc = tf_cli_follow(g.e, o->ini)) >= 0)
+		goto out;
+	rc = EXIT_FAILURE;
 	g.conf = tf_runtime_conf(tf_engine_runtime(g.e));
 	if (read_chat(&g) != TF_OK || tf_seq_new(g.e, &g.sid) != TF_OK) {
 		tf_cli_fail(o->ini);

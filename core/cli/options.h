@@ -57,6 +57,7 @@ typedef struct tf_options {
 	int port;                       /* serve: 0 for [server] port */
 	const char **stops;             /* --stop strings (core/src/stopstr.h) */
 	int n_stops;
+	int tp_local;                   /* --tp-local N: ranks on this machine, 0: none */
 
 	char **overrides;               /* "section.key=value" */
 	int n_overrides;

@@ -141,6 +141,9 @@ int tf_cli_perplexity(const tf_options *o)
 
 	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &p.e))
 		goto fail;
+	if ((rc = tf_cli_follow(p.e, o->ini)) >= 0)
+		goto out;
+	rc = EXIT_FAILURE;
 	p.window = tf_engine_context(p.e);
 	p.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(p.e));
 	if (read_ids(&p, o->ini, o->perplexity) || tf_seq_new(p.e, &p.seq))

@@ -119,6 +119,9 @@ int tf_cli_serve(const tf_options *o)
 		*dot = 0;
 	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &s.e))
 		return tf_cli_fail(o->ini);
+	if ((rc = tf_cli_follow(s.e, o->ini)) >= 0)
+		goto out;
+	rc = EXIT_FAILURE;
 	const tf_conf *c = tf_runtime_conf(tf_engine_runtime(s.e));
 	if (tf_cli_sampling(c, &s.sp, &s.max_tokens) || read_chat(&s, c) ||
 	    read_server(&s, c, o)) {
@@ -145,7 +148,7 @@ int tf_cli_serve(const tf_options *o)
 	sigwait(&sigs, &sig);
 	fprintf(stderr, "tfrun serve: %s: finishing the replies under way\n", strsignal(sig));
 	drain(&s, d, sched);
-	rc = EXIT_SUCCESS;
+	rc = s.peer_lost ? EXIT_FAILURE : EXIT_SUCCESS;
 out:
 	tf_tok_free(s.tok);
 	tf_chat_template_free(s.tmpl);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "doctor_cmd.h"
 #include "fail.h"
 #include "generate_cmd.h"
 #include "options.h"
@@ -21,6 +22,7 @@
 #include "tf/plugin.h"
 #include "tf/version.h"
 #include "tokenize_cmd.h"
+#include "tplocal.h"
 
 #define EXIT_USAGE 2
 
@@ -31,6 +33,7 @@ static const char usage[] =
 "       tfrun [MODEL.ini] --plugins [--keys] [--json]\n"
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun serve MODEL.ini [--host ADDR] [--port N] [--api-key KEY] [--set ...]\n"
+"       tfrun doctor [MODEL.ini] [--set ...] [--tp-local N] [--max-bytes N]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -42,7 +45,9 @@ static const char usage[] =
 "                      against its tensors (presence, dtype, shape, quant\n"
 "                      format) without computing, print the plugins chosen,\n"
 "                      the linears each quant plugin opened and the memory\n"
-"                      plan (--json: one JSON object); exit 0 if fine\n"
+"                      plan (--json: one JSON object); exit 0 if fine.  A\n"
+"                      header-only checkpoint (tfsynth --header-only) gets the\n"
+"                      memory plan of every [tp] rank only, with no device\n"
 "  --plugins           list every plugin candidate on the plugin path with its\n"
 "                      kind, file, probe score and why it was rejected;\n"
 "                      --keys: the INI keys the plugins declare instead, as\n"
@@ -93,8 +98,19 @@ static const char usage[] =
 "      --system TEXT   system message             [chat] system\n"
 "      --no-think      answer without thinking    [chat] think = false\n"
 "\n"
+"Tensor parallel ([tp] in docs/ini.md):\n"
+"  --set tp.rank=R     on each machine: rank 0 runs the command and prints,\n"
+"                      the other ranks follow it and print nothing\n"
+"      --tp-local N    run N ranks as processes of this machine over\n"
+"                      loopback tcp (free ports); this process is rank 0\n"
+"\n"
 "  --set SECTION.KEY=VALUE   override any INI key (repeatable)\n"
 "  --tokenizer ...     tokenizer tools; see tfrun --tokenizer --help\n"
+"\n"
+"doctor: tensor-parallel readiness: the transports and what they see (RDMA\n"
+"devices, ports, MTU, GIDs), each [tp] peer's control port, and a ping-pong\n"
+"and all-reduce sweep (8 B to 16 MB); --tp-local N forks N ranks on\n"
+"loopback.  See tfrun doctor --help\n"
 "\n"
 "Environment: TF_PLUGIN_PATH, ':'-separated plugin folders searched after\n"
 "[plugins] path and before the build's own plugin folder.\n";
@@ -103,7 +119,7 @@ enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS, OPT_DUMP_MTP,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
 	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS, OPT_PERPLEXITY,
-	OPT_HOST, OPT_PORT, OPT_API_KEY,
+	OPT_HOST, OPT_PORT, OPT_API_KEY, OPT_TP_LOCAL,
 };
 
 static const struct option long_opts[] = {
@@ -133,6 +149,7 @@ static const struct option long_opts[] = {
 	{ "host",        required_argument, NULL, OPT_HOST },
 	{ "port",        required_argument, NULL, OPT_PORT },
 	{ "api-key",     required_argument, NULL, OPT_API_KEY },
+	{ "tp-local",    required_argument, NULL, OPT_TP_LOCAL },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -324,6 +341,12 @@ static int options_parse(int argc, char **argv, tf_options *o)
 		case OPT_STOP: rc = add_stop(o, optarg); break;
 		case OPT_HOST: o->host = optarg; break;
 		case OPT_API_KEY: o->api_key = optarg; break;
+		case OPT_TP_LOCAL:
+			o->tp_local = (int)strtol(optarg, &end, 10);
+			if (*end || o->tp_local < 2 || o->tp_local > TF_TP_LOCAL_MAX)
+				rc = usage_error("--tp-local %s: expected 2..%d ranks", optarg,
+						 TF_TP_LOCAL_MAX);
+			break;
 		case OPT_PORT:
 			o->port = (int)strtol(optarg, &end, 10);
 			if (*end || o->port < 1 || o->port > 65535)
@@ -401,12 +424,16 @@ static void check_json_error(const char *ini)
 	cJSON_Delete(o);
 }
 
-/* Open the model and every layer against its tensors, then report. */
+/* Open the model and every layer against its tensors, then report.  A
+ * header-only checkpoint stops after the memory plan: there is no data to
+ * open layers on, and no device or transport is needed to plan it. */
 static int run_check(const tf_options *o)
 {
 	tf_runtime *rt = NULL;
-	int rc = tf_runtime_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &rt);
-	if (rc == TF_OK)
+	int rc = tf_runtime_open_plan(o->ini, (const char *const *)o->overrides, o->n_overrides,
+				      &rt);
+	bool plan_only = rc == TF_OK && tf_runtime_header_only(rt);
+	if (rc == TF_OK && !plan_only && (rc = tf_runtime_start(rt)) == TF_OK)
 		rc = tf_pipeline_check(rt);
 	if (rc == TF_OK && o->json)
 		rc = tf_runtime_print_json(rt, o->ini, stdout);
@@ -417,9 +444,11 @@ static int run_check(const tf_options *o)
 		return tf_cli_fail(o->ini);
 	}
 	if (!o->json) {
-		tf_runtime_print(rt, stdout);
+		if (!plan_only)
+			tf_runtime_print(rt, stdout);
 		tf_memplan_print(tf_runtime_plan(rt), stdout);
-		printf("%s: ok\n", o->ini);
+		printf("%s: ok%s\n", o->ini, plan_only ? " (header-only checkpoint: the memory "
+			"plan only; no plugin, device or layer opened)" : "");
 	}
 	tf_runtime_close(rt);
 	return 0;
@@ -432,11 +461,21 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--tokenizer"))
 			return tf_cli_tokenizer(argc, argv);
 
+	/* "doctor" parses flags of its own. */
+	if (argc > 1 && !strcmp(argv[1], "doctor"))
+		return tf_cli_doctor(argc - 1, argv + 1);
+
 	/* "serve" is a subcommand word: the flags follow it. */
 	bool serve = argc > 1 && !strcmp(argv[1], "serve");
 	tf_options o = { .mode = serve ? TF_RUN_SERVE : TF_RUN_GENERATE };
 	int rc = options_parse(argc - serve, argv + serve, &o);
+	tf_tp_local local = { 0 };
+	if (!rc && o.tp_local && !(rc = tf_cli_tp_local_start(&local, o.tp_local, argc, argv)))
+		for (int s = 0; !rc && s < TF_TP_LOCAL_SETS; s++)
+			rc = add_override(&o, "--tp-local", strdup(local.set[s]));
 	if (rc) {
+		if (o.tp_local)
+			rc = tf_cli_tp_local_finish(&local, rc);
 		options_free(&o);
 		return rc;
 	}
@@ -467,6 +506,8 @@ int main(int argc, char **argv)
 		rc = tf_cli_serve(&o);
 		break;
 	}
+	if (o.tp_local)
+		rc = tf_cli_tp_local_finish(&local, rc);
 	options_free(&o);
 	return rc;
 }

@@ -1,10 +1,14 @@
 /* util.c - see util.h. */
 #include "util.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "diag.h"
+#include "fail.h"
 
 double tf_cli_now_s(void)
 {
@@ -67,4 +71,18 @@ int tf_cli_stop_ids(const tf_conf *c, const tf_model_config *cfg, tf_stopset *st
 	if ((rc = tf_cli_model_file(c, "generation_config.json", path, sizeof(path))))
 		return rc;
 	return tf_stop_add_generation_config(stops, path);
+}
+
+int tf_cli_follow(tf_engine *e, const char *ini)
+{
+	if (tf_engine_tp_rank(e) == 0)
+		return -1;
+	/* tfrun serve blocked these for its sigwait; a follower has none and
+	 * ends on them like any process. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+	return tf_engine_follow(e) == TF_OK ? EXIT_SUCCESS : tf_cli_fail(ini);
 }

@@ -7,6 +7,7 @@
 
 #include "chat/stops.h"
 #include "conf.h"
+#include "tf/engine.h"
 #include "tf/model.h"
 #include "tf/sampler.h"
 
@@ -24,5 +25,9 @@ int tf_cli_sampling(const tf_conf *conf, tf_sampler_params *sp, int64_t *max_tok
 /* The stop ids every reply ends at: config.json's eos ids and those of
  * generation_config.json beside it (the template's are added by name). */
 int tf_cli_stop_ids(const tf_conf *conf, const tf_model_config *cfg, tf_stopset *stops);
+
+/* A tensor-parallel rank other than 0 follows rank 0 (tf_engine_follow)
+ * and prints nothing: its exit status, or -1 on rank 0, which goes on. */
+int tf_cli_follow(tf_engine *e, const char *ini);
 
 #endif /* TF_CLI_UTIL_H */

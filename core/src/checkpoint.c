@@ -40,6 +40,33 @@ int tf_checkpoint_open(const char *dir, tf_checkpoint **out)
 	return TF_OK;
 }
 
+int tf_checkpoint_config(const char *dir, tf_model_config **out)
+{
+	tf_model_config *cfg = calloc(1, sizeof(*cfg));
+	char path[4096];
+
+	*out = NULL;
+	if (!cfg)
+		return tf_diag_set(TF_ERR_NOMEM, "%s: out of memory", dir);
+	cfg->struct_size = sizeof(*cfg);
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	int rc = tf_config_load(path, cfg);
+	if (rc) {
+		free(cfg);
+		return rc;
+	}
+	*out = cfg;
+	return TF_OK;
+}
+
+void tf_checkpoint_config_free(tf_model_config *cfg)
+{
+	if (!cfg)
+		return;
+	tf_config_free(cfg);
+	free(cfg);
+}
+
 void tf_checkpoint_close(tf_checkpoint *c)
 {
 	if (!c)

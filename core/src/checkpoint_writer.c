@@ -63,3 +63,8 @@ int tf_checkpoint_writer_save(tf_checkpoint_writer *w, const char *dir, uint64_t
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	return tf_st_writer_save(w->st, path);
 }
+
+int tf_checkpoint_writer_save_file(tf_checkpoint_writer *w, const char *path)
+{
+	return tf_st_writer_save(w->st, path);
+}

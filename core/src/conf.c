@@ -72,7 +72,6 @@ static const struct conf_key conf_schema[] = {
 	KEY("plugins", "router", T_NAME),
 	KEY("plugins", "layer.#.router", T_NAME),
 	KEY("plugins", "drafter", T_NAME),
-	KEY("plugins", "transport", T_NAME),
 
 	RANGE("sampling", "temperature", T_FLOAT, 0, 100),
 	RANGE("sampling", "top_k", T_INT, 0, 1 << 24),
@@ -110,6 +109,8 @@ static const struct conf_key conf_schema[] = {
 	KEY("tp", "peers", T_STR),
 	KEY("tp", "transport", T_NAME),
 	KEY("tp", "rdma_device", T_NAME),
+	CHOICE("tp", "moe", "split|experts"),
+	RANGE("tp", "timeout", T_FLOAT, 0.01, 3600),
 };
 
 #define N_SCHEMA (sizeof(conf_schema) / sizeof(conf_schema[0]))

@@ -70,7 +70,10 @@ static const struct slot drafter_slots[] = {
 	SLOT(tf_plugin_drafter, init), SLOT(tf_plugin_drafter, fini), { NULL, 0 }
 };
 static const struct slot transport_slots[] = {
-	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini), { NULL, 0 }
+	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini),
+	SLOT(tf_plugin_transport, connect), SLOT(tf_plugin_transport, all_reduce),
+	SLOT(tf_plugin_transport, all_gather), SLOT(tf_plugin_transport, broadcast),
+	SLOT(tf_plugin_transport, barrier), { NULL, 0 }
 };
 static const struct slot router_slots[] = {
 	SLOT(tf_plugin_router, layer_init), SLOT(tf_plugin_router, layer_fini),
@@ -627,22 +630,24 @@ int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 		       const tf_candidate **out)
 {
 	const char *kn = tf_registry_kind_name(kind);
+	/* The transport's pin sits with the rest of [tp]: one key for it. */
+	const char *sec = kind == TF_KIND_TRANSPORT ? "tp" : "plugins";
 	char key[64] = "";
 	const char *pin = NULL;
 	if (layer >= 0) {
 		snprintf(key, sizeof(key), "layer.%d.%s", layer, kn);
-		pin = tf_conf_get(conf, "plugins", key);
+		pin = tf_conf_get(conf, sec, key);
 	}
 	if (!pin) {
 		if (layer_type)
 			snprintf(key, sizeof(key), "%s.%s", kn, layer_type);
 		else
 			snprintf(key, sizeof(key), "%s", kn);
-		pin = tf_conf_get(conf, "plugins", key);
+		pin = tf_conf_get(conf, sec, key);
 	}
 	int rc = tf_registry_select(r, kind, layer_type, pin, out);
 	if (rc && pin)
-		return tf_conf_fail(conf, rc, "plugins", key, "%s", tf_diag_msg());
+		return tf_conf_fail(conf, rc, sec, key, "%s", tf_diag_msg());
 	if (rc && layer >= 0)
 		return tf_diag_prefix(rc, "layer %d", layer);
 	return rc;

@@ -81,8 +81,9 @@ int tf_registry_select(const tf_registry *r, tf_plugin_kind kind,
 
 /* tf_registry_select with the pin the INI sets for it: [plugins]
  * layer.<layer>.<kind> when layer >= 0 and set (attention, ffn, router);
- * else <kind>.<layer_type> for attention and ffn, <kind> for the others.
- * A failure names the INI key that pinned it. */
+ * else <kind>.<layer_type> for attention and ffn, <kind> for the others
+ * but the transport, which [tp] transport pins.  A failure names the INI
+ * key that pinned it. */
 int tf_registry_choose(const tf_registry *r, const tf_conf *conf,
 		       tf_plugin_kind kind, const char *layer_type, int layer,
 		       const tf_candidate **out);

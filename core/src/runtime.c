@@ -138,14 +138,14 @@ static void count_lin(tf_runtime *rt, const tf_plugin_quant *q)
  * as the registry orders them).  A pin chooses between implementations of
  * a format; the others still open what it does not recognise, such as the
  * plain linears an EXL3 checkpoint leaves unquantized. */
-static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
-			 int64_t out, struct tf_lin *lin)
+static const tf_plugin_quant *lin_choose(const tf_host *h, const char *prefix)
 {
 	tf_runtime *rt = h->ctx;
-	bool pinned = rt->quant_pin && rt->quant_pin->match(h, prefix) > 0;
-	const tf_plugin_quant *best = pinned ? rt->quant_pin : NULL;
+	if (rt->quant_pin && rt->quant_pin->match(h, prefix) > 0)
+		return rt->quant_pin;
+	const tf_plugin_quant *best = NULL;
 	int best_score = 0;
-	for (size_t i = 0; !pinned && i < tf_registry_count(rt->reg); i++) {
+	for (size_t i = 0; i < tf_registry_count(rt->reg); i++) {
 		const tf_candidate *c = tf_registry_at(rt->reg, i);
 		if (c->kind != TF_KIND_QUANT || c->status || !c->probed)
 			continue;
@@ -157,13 +157,47 @@ static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
 		}
 	}
 	if (!best)
-		return tf_diag_set(TF_ERR_NOT_FOUND, "%s: no quant plugin recognises "
-				   "its tensors", prefix);
-	lin->ops = best;
+		tf_diag_set(TF_ERR_NOT_FOUND, "%s: no quant plugin recognises its tensors", prefix);
+	return best;
+}
+
+static int host_lin_open(const tf_host *h, const char *prefix, int64_t in,
+			 int64_t out, struct tf_lin *lin)
+{
+	const tf_plugin_quant *q = lin_choose(h, prefix);
+	if (!q)
+		return TF_ERR_NOT_FOUND;
+	lin->ops = q;
 	lin->impl = NULL;
-	int rc = best->open(h, prefix, in, out, &lin->impl, &lin->info);
+	int rc = q->open(h, prefix, in, out, &lin->impl, &lin->info);
 	if (rc == TF_OK)
-		count_lin(rt, best);
+		count_lin(h->ctx, q);
+	return rc;
+}
+
+/* A part of the layer (tensor parallelism), through the same choice. */
+static int host_lin_open_part(const tf_host *h, const char *prefix, int64_t in,
+			      int64_t out, const tf_lin_part *part, struct tf_lin *lin)
+{
+	const tf_plugin_quant *q = lin_choose(h, prefix);
+	if (!q)
+		return TF_ERR_NOT_FOUND;
+	int64_t whole = part->axis == TF_LIN_PART_OUT ? out : in;
+	if ((part->axis != TF_LIN_PART_OUT && part->axis != TF_LIN_PART_IN) ||
+	    part->lo < 0 || part->hi <= part->lo || part->hi > whole)
+		return tf_diag_set(TF_ERR_INVALID, "%s: part [%lld, %lld) of %lld features",
+				   prefix, (long long)part->lo, (long long)part->hi,
+				   (long long)whole);
+	if (q->hdr.struct_size < offsetof(tf_plugin_quant, open_part) + sizeof(q->open_part) ||
+	    !q->open_part)
+		return tf_diag_set(TF_ERR_UNSUPPORTED,
+				   "%s: quant plugin '%s' cannot open a part of a linear ([tp] size %d)",
+				   prefix, q->hdr.name, h->tp_size);
+	lin->ops = q;
+	lin->impl = NULL;
+	int rc = q->open_part(h, prefix, in, out, part, &lin->impl, &lin->info);
+	if (rc == TF_OK)
+		count_lin(h->ctx, q);
 	return rc;
 }
 
@@ -193,6 +227,22 @@ static int host_router_open(const tf_host *h, int layer, const char *prefix,
 	}
 	if (rt->router && layer >= 0 && layer < rt->model.n_layers_total)
 		rt->router[layer] = ops;
+	return TF_OK;
+}
+
+int tf_runtime_check_router_pins(const tf_runtime *rt, int n_layers)
+{
+	for (size_t i = 0; i < tf_conf_count(rt->conf); i++) {
+		const char *section, *key, *value;
+		tf_conf_at(rt->conf, i, &section, &key, &value);
+		int n, end = 0;
+		if (strcmp(section, "plugins") || sscanf(key, "layer.%d.router%n", &n, &end) != 1 ||
+		    key[end] || n >= n_layers || rt->router[n])
+			continue;
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, section, key,
+				    "layer %d (%s) opened no router: only MoE layers take a "
+				    "router pin", n, rt->model.ffn_type[n]);
+	}
 	return TF_OK;
 }
 
@@ -318,12 +368,16 @@ static int rt_plan_check(tf_runtime *rt)
  * threads: every sequence full at once. */
 static int rt_plan(tf_runtime *rt)
 {
+	int experts;
+	int rc = tf_conf_get_enum(rt->conf, "tp", "moe", 0, &experts);
+	if (rc)
+		return rc;
 	const tf_memplan_opts opts = {
 		.context = rt->context, .tp_size = rt->host.tp_size,
-		.chunk = rt->prefill_chunk, .cache_elem = rt->kv_cache_elem,
-		.sequences = (int)rt->sequences,
+		.moe_experts = experts == 1, .chunk = rt->prefill_chunk,
+		.cache_elem = rt->kv_cache_elem, .sequences = (int)rt->sequences,
 	};
-	int rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
+	rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
 	return rc ? rc : rt_plan_check(rt);
 }
 
@@ -386,6 +440,7 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.model = &rt->model;
 	rt->host.lin_open = host_lin_open;
 	rt->host.lin_close = host_lin_close;
+	rt->host.lin_open_part = host_lin_open_part;
 	rt->host.router_open = host_router_open;
 	rt->host.router_route = host_router_route;
 	rt->host.router_close = host_router_close;
@@ -480,8 +535,8 @@ static int rt_new(tf_runtime **out)
 	return tf_registry_init(&(*out)->reg);
 }
 
-int tf_runtime_open(const char *ini_path, const char *const *overrides,
-		    int n_overrides, tf_runtime **out)
+int tf_runtime_open_plan(const char *ini_path, const char *const *overrides,
+			 int n_overrides, tf_runtime **out)
 {
 	tf_runtime *rt;
 	int rc = rt_new(&rt);
@@ -497,20 +552,49 @@ int tf_runtime_open(const char *ini_path, const char *const *overrides,
 		rc = tf_registry_scan(rt->reg, rt->conf);
 	if (!rc)
 		rc = tf_registry_declare_keys(rt->reg, rt->conf);
-	if (!rc)
-		rc = rt_start_backend(rt);
-	if (!rc) {
-		rt_probe_rest(rt);
-		rc = rt_choose_plugins(rt);
-	}
-	if (!rc)
-		rc = rt_plan_plugin_state(rt);
 	if (rc) {
 		tf_runtime_close(rt);
 		return rc;
 	}
 	*out = rt;
 	return TF_OK;
+}
+
+int tf_runtime_start(tf_runtime *rt)
+{
+	if (tf_runtime_header_only(rt))
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "model", "path",
+				    "'%s' is a header-only checkpoint (tfsynth --header-only): "
+				    "its tensors hold no data, so it can be planned (tfrun "
+				    "--check) but not run", tf_conf_get(rt->conf, "model", "path"));
+	int rc = rt_start_backend(rt);
+	if (!rc) {
+		rt_probe_rest(rt);
+		rc = rt_choose_plugins(rt);
+	}
+	if (!rc)
+		rc = rt_plan_plugin_state(rt);
+	return rc;
+}
+
+int tf_runtime_open(const char *ini_path, const char *const *overrides,
+		    int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = tf_runtime_open_plan(ini_path, overrides, n_overrides, &rt);
+	if (rc)
+		return rc;
+	if ((rc = tf_runtime_start(rt))) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	*out = rt;
+	return TF_OK;
+}
+
+bool tf_runtime_header_only(const tf_runtime *rt)
+{
+	return rt->weights && tf_weights_header_only(rt->weights);
 }
 
 int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
@@ -534,6 +618,26 @@ int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 		host_log(&rt->host, TF_LOG_WARN, "tfrun", "no backend started: %s; "
 			 "the other plugins are probed without one", tf_diag_msg());
 	rt_probe_rest(rt);
+	*out = rt;
+	return TF_OK;
+}
+
+int tf_runtime_open_transports(const char *ini_path, const char *const *overrides,
+			       int n_overrides, tf_runtime **out)
+{
+	tf_runtime *rt;
+	int rc = rt_new(&rt);
+	if (!rc)
+		rc = rt_load_conf(rt, ini_path, overrides, n_overrides);
+	if (!rc)
+		rc = tf_registry_scan(rt->reg, rt->conf);
+	if (!rc)
+		rc = tf_registry_declare_keys(rt->reg, rt->conf);
+	if (rc) {
+		tf_runtime_close(rt);
+		return rc;
+	}
+	tf_registry_probe(rt->reg, TF_KIND_TRANSPORT, &rt->host);
 	*out = rt;
 	return TF_OK;
 }
@@ -675,6 +779,25 @@ static int json_layers(const tf_runtime *rt, cJSON *root)
 	return TF_OK;
 }
 
+/* memory.ranks: what each [tp] rank holds, as the budget check adds it. */
+static int json_ranks(const tf_memplan *p, cJSON *mem)
+{
+	cJSON *ranks = cJSON_AddArrayToObject(mem, "ranks");
+	if (!ranks)
+		return TF_ERR_NOMEM;
+	for (int r = 0; r < p->opts.tp_size; r++) {
+		const tf_memplan_rank *k = &p->ranks[r];
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(ranks, o) ||
+		    !cJSON_AddNumberToObject(o, "weights_bytes", (double)k->weights_total) ||
+		    !cJSON_AddNumberToObject(o, "kda_state_bytes", (double)k->kda_state) ||
+		    !cJSON_AddNumberToObject(o, "kda_conv_bytes", (double)k->kda_conv) ||
+		    !cJSON_AddNumberToObject(o, "total_bytes", (double)k->total))
+			return TF_ERR_NOMEM;
+	}
+	return TF_OK;
+}
+
 static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 {
 	const tf_memplan *p = &rt->plan;
@@ -694,9 +817,11 @@ static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 	    !cJSON_AddNumberToObject(mem, "other_state_bytes", (double)p->other_state) ||
 	    !cJSON_AddNumberToObject(mem, "scratch_bytes", (double)p->scratch) ||
 	    !cJSON_AddNumberToObject(mem, "total_bytes", (double)p->rank_total) ||
-	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active))
+	    !cJSON_AddNumberToObject(mem, "active_bytes", (double)p->rank_active) ||
+	    !cJSON_AddNumberToObject(mem, "checkpoint_bytes", (double)p->weights_total) ||
+	    !cJSON_AddNumberToObject(mem, "checkpoint_active_bytes", (double)p->active))
 		return TF_ERR_NOMEM;
-	return TF_OK;
+	return json_ranks(p, mem);
 }
 
 int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
@@ -709,6 +834,7 @@ int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
 	if (!root ||
 	    !cJSON_AddStringToObject(root, "ini", ini) ||
 	    !cJSON_AddBoolToObject(root, "ok", 1) ||
+	    !cJSON_AddBoolToObject(root, "header_only", tf_runtime_header_only(rt)) ||
 	    !cJSON_AddStringToObject(root, "model_type", m->model_type) ||
 	    !cJSON_AddNumberToObject(root, "num_hidden_layers", m->num_hidden_layers) ||
 	    !cJSON_AddNumberToObject(root, "context", (double)rt->context) ||

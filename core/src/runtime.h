@@ -21,6 +21,7 @@
 #ifndef TF_RUNTIME_H
 #define TF_RUNTIME_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "conf.h"
@@ -40,9 +41,26 @@
 typedef struct tf_runtime tf_runtime;
 
 /* overrides: "section.key=value" strings applied over the INI.  On failure
- * nothing stays open and the diag names the file, key or plugin. */
+ * nothing stays open and the diag names the file, key or plugin.  The same
+ * as tf_runtime_open_plan, then tf_runtime_start. */
 int tf_runtime_open(const char *ini_path, const char *const *overrides,
 		    int n_overrides, tf_runtime **out);
+
+/* The first half: INI, config.json, the safetensors headers, the memory
+ * plan (refused above the limit), the plugin scan and every INI key
+ * checked; no plugin probed, no device or transport.  Enough for tfrun
+ * --check to plan a header-only checkpoint. */
+int tf_runtime_open_plan(const char *ini_path, const char *const *overrides,
+			 int n_overrides, tf_runtime **out);
+
+/* The second half: the plugins, the backend, every layer's choice.  Refuses
+ * a header-only checkpoint naming [model] path.  On failure rt stays open
+ * for the caller to close. */
+int tf_runtime_start(tf_runtime *rt);
+
+/* Whether the checkpoint was written header-only (tfsynth --header-only):
+ * its tensors' bytes are holes. */
+bool tf_runtime_header_only(const tf_runtime *rt);
 void tf_runtime_close(tf_runtime *rt);
 
 /* Only what `tfrun --plugins` needs: the INI when given (ini_path may be
@@ -50,6 +68,12 @@ void tf_runtime_close(tf_runtime *rt);
  * fails to start is logged, not fatal, so the listing still appears. */
 int tf_runtime_open_plugins(const char *ini_path, const char *const *overrides,
 			    int n_overrides, tf_runtime **out);
+
+/* Only what a tensor-parallel communicator needs (tf/tp.h): the INI when
+ * given, the plugin scan and the transports' probes; no model, no backend,
+ * so a host checks its link before the checkpoint is there. */
+int tf_runtime_open_transports(const char *ini_path, const char *const *overrides,
+			       int n_overrides, tf_runtime **out);
 
 const tf_conf *tf_runtime_conf(const tf_runtime *rt);
 const tf_model_config *tf_runtime_model(const tf_runtime *rt);
@@ -72,6 +96,11 @@ const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer);
 /* NULL unless [mtp] enabled with [plugins] drafter / [tp] size > 1. */
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt);
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt);
+
+/* Once layers 0 .. n_layers-1 are open: a [plugins] layer.<N>.router pin
+ * on one of them that opened no router (a dense layer) would do nothing,
+ * so it is refused, naming the key. */
+int tf_runtime_check_router_pins(const tf_runtime *rt, int n_layers);
 
 /* MoE routing through the host's router_route since open or the last
  * reset (tf/engine.h tf_moe_stats). */

@@ -47,6 +47,10 @@ size_t tf_st_count(const tf_st_file *f);
 const tf_tensor *tf_st_at(const tf_st_file *f, size_t i);
 /* NULL when absent. */
 const tf_tensor *tf_st_find(const tf_st_file *f, const char *name);
+/* The "__metadata__" key, "true", of a file whose tensors' bytes are holes
+ * (st_writer.h): a header-only checkpoint, for planning only. */
+#define TF_ST_HEADER_ONLY "header_only"
+
 /* A "__metadata__" value, NULL when absent. */
 const char *tf_st_meta(const tf_st_file *f, const char *key);
 /* The path (or buffer name) given at open. */

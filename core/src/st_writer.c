@@ -9,6 +9,7 @@
 
 #include "diag.h"
 #include "path.h"
+#include "safetensors.h"
 #include "st_writer.h"
 #include "tf/tensor.h"
 
@@ -142,10 +143,9 @@ int tf_st_writer_add(tf_st_writer *w, const char *name, tf_dtype dt, int ndim,
 	if (overflow)
 		return tf_diag_set(TF_ERR_INVALID,
 				   "safetensors writer: tensor '%s': size overflows", name);
-	if (!data && nbytes)
-		return tf_diag_set(TF_ERR_INVALID, "safetensors writer: tensor '%s': no data",
-				   name);
 	int rc = st_grow((void **)&w->e, &w->cap, w->n, sizeof(*w->e));
+	if (!rc && !data && nbytes)
+		rc = tf_st_writer_meta(w, TF_ST_HEADER_ONLY, "true");
 	if (rc)
 		return rc;
 	st_entry *e = &w->e[w->n];
@@ -273,8 +273,19 @@ static int st_write(const char *path, const st_buf *text, bool prefix,
 		ok = fwrite(le, 1, 8, fp) == 8;
 	}
 	ok = ok && fwrite(text->p, 1, text->len, fp) == text->len;
-	for (size_t i = 0; ok && i < count; i++)
-		ok = fwrite(e[i].data, 1, e[i].nbytes, fp) == e[i].nbytes;
+	uint64_t end = (prefix ? 8 : 0) + text->len;
+	bool holes = false;
+	for (size_t i = 0; ok && i < count; i++) {
+		if (e[i].data)
+			ok = fwrite(e[i].data, 1, e[i].nbytes, fp) == e[i].nbytes;
+		else if (e[i].nbytes)
+			ok = !fseeko(fp, (off_t)e[i].nbytes, SEEK_CUR);
+		holes |= !e[i].data && e[i].nbytes;
+		end += e[i].nbytes;
+	}
+	/* A seek past the end extends nothing until the file is cut to size. */
+	if (ok && holes)
+		ok = !fflush(fp) && !ftruncate(fileno(fp), (off_t)end);
 	if (!ok)
 		rc = tf_diag_set(TF_ERR_IO, "%s: write: %s", tmp, strerror(errno));
 	if (fclose(fp) && !rc)

@@ -30,8 +30,11 @@ typedef struct tf_st_writer tf_st_writer;
 int tf_st_writer_init(tf_st_writer **out);
 void tf_st_writer_free(tf_st_writer *w);
 
-/* Record a tensor; name and shape are copied, data is not.  data may be
- * NULL only for an empty tensor.  Duplicate names are refused at save. */
+/* Record a tensor; name and shape are copied, data is not.  NULL data
+ * leaves the tensor's bytes a hole: the file gets its full size but no
+ * blocks there, and the metadata TF_ST_HEADER_ONLY (safetensors.h) = "true" (a
+ * header-only checkpoint, for planning).  Duplicate names are refused at
+ * save. */
 int tf_st_writer_add(tf_st_writer *w, const char *name, tf_dtype dt, int ndim,
 		     const int64_t *shape, const void *data);
 /* A "__metadata__" string pair (copied); a repeated key replaces the value. */

@@ -1,5 +1,6 @@
 /* weights.c - a checkpoint folder: one safetensors file or indexed shards. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,16 @@ out:
 	}
 	*out = w;
 	return TF_OK;
+}
+
+bool tf_weights_header_only(const tf_weights *w)
+{
+	for (size_t i = 0; i < w->n_files; i++) {
+		const char *v = tf_st_meta(w->files[i], TF_ST_HEADER_ONLY);
+		if (v && !strcmp(v, "true"))
+			return true;
+	}
+	return false;
 }
 
 void tf_weights_close(tf_weights *w)

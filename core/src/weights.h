@@ -15,6 +15,7 @@
 #ifndef TF_WEIGHTS_H
 #define TF_WEIGHTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tf/tensor.h"
@@ -36,6 +37,10 @@ void tf_weights_release(const tf_weights *w, const char *name);
 
 /* All tensors, in name order. */
 size_t tf_weights_count(const tf_weights *w);
+
+/* Whether a file of w was written header-only (st_writer.h: its tensors'
+ * bytes are holes): its sizes can be planned, its layers not opened. */
+bool tf_weights_header_only(const tf_weights *w);
 const tf_tensor *tf_weights_at(const tf_weights *w, size_t i);
 
 #endif /* TF_WEIGHTS_H */

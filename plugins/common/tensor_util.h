@@ -144,6 +144,55 @@ static inline int tf_tu_lin_open(const tf_host *h, const char *prefix,
 	return rc;
 }
 
+/*
+ * Tensor parallelism: this rank's share [*lo, *hi) of `total` units
+ * (heads, intermediate features), in rank order.  Every rank gets the same
+ * count; a total the ranks cannot share evenly fails naming `what` (the
+ * tensor or layer) and `key` (the config.json key behind the total).  One
+ * rank holds it all.
+ */
+static inline int tf_tu_shard(const tf_host *h, int64_t total, const char *what,
+			      const char *key, int64_t *lo, int64_t *hi)
+{
+	int size = h->tp_size > 1 ? h->tp_size : 1, rank = size > 1 ? h->tp_rank : 0;
+	if (total % size)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"%s: %s = %lld does not split evenly over [tp] size %d",
+				what, key, (long long)total, size);
+	*lo = total / size * rank;
+	*hi = total / size * (rank + 1);
+	return TF_OK;
+}
+
+/* tf_tu_lin_open of this rank's part: the whole with one rank (or the
+ * part [0, whole)), else host->lin_open_part. */
+static inline int tf_tu_lin_open_part(const tf_host *h, const char *prefix,
+				      const char *leaf, int64_t in, int64_t out,
+				      const char *keys, const tf_lin_part *part, tf_lin *lin)
+{
+	int64_t whole = part->axis == TF_LIN_PART_OUT ? out : in;
+	if (part->lo == 0 && part->hi == whole)
+		return tf_tu_lin_open(h, prefix, leaf, in, out, keys, lin);
+	char name[TF_TU_NAME_MAX];
+	int rc = tf_tu_name(h, name, prefix, leaf);
+	if (!rc && !(TF_HAS_SLOT(h, tf_host, lin_open_part) && h->lin_open_part))
+		rc = h->error(h, TF_ERR_UNSUPPORTED, "%s: the host cannot open part of a linear",
+			      name);
+	if (!rc)
+		rc = h->lin_open_part(h, name, in, out, part, lin);
+	if (rc == TF_ERR_FORMAT && TF_HAS_SLOT(h, tf_host, error_note) && h->error_note)
+		rc = h->error_note(h, rc, "config.json: %s", keys);
+	if (rc)
+		memset(lin, 0, sizeof(*lin));
+	return rc;
+}
+
+/* Keep rows [lo, hi) of a float array of `width` floats per row, in place. */
+static inline void tf_tu_keep_rows(float *v, int64_t width, int64_t lo, int64_t hi)
+{
+	memmove(v, v + lo * width, (size_t)((hi - lo) * width) * sizeof(float));
+}
+
 /* Close a linear that may never have been opened (cleanup paths). */
 static inline void tf_tu_lin_close(const tf_host *h, tf_lin *lin)
 {

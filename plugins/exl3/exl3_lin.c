@@ -56,29 +56,41 @@ static void exl3_pack_cols(void *arg, int64_t begin, int64_t end, int worker)
 	tf_exl3_mat_pack(&l->mat, l->p.trellis, begin, end);
 }
 
+/* The whole layer (part NULL) or one rank's part of it. */
 static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_t out,
-			int qmax, void **lin, tf_lin_info *info)
+			const tf_lin_part *part, int qmax, void **lin, tf_lin_info *info)
 {
 	tf_exl3_lin *l = calloc(1, sizeof(*l));
+	uint16_t *owned = NULL;
 	int rc;
 
 	if (!l)
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
 	rc = tf_exl3_parts_load(h, prefix, in, out, &l->p);
+	if (!rc && part)
+		rc = tf_exl3_parts_cut(h, prefix, part, &l->p, &owned);
 	if (rc) {
+		tf_exl3_parts_free(&l->p);
 		free(l);
 		return rc;
 	}
+	if (part && part->axis == TF_LIN_PART_IN)
+		in = part->hi - part->lo;
+	else if (part)
+		out = part->hi - part->lo;
 	/* The layout costs one pass over the trellis now, done by the
 	 * workers, column groups apart: the pass and the first touch of each
 	 * new page are most of the time a model takes to load.  The file's
 	 * pages are not read again, so the host may drop them: the model is
 	 * then in memory once. */
 	if (tf_exl3_mat_alloc(&l->mat, l->p.k, l->p.n, l->p.K, l->p.cb)) {
+		free(owned);
 		exl3_close(l);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory for the trellis layout", prefix);
 	}
 	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_pack_cols, l);
+	free(owned);
+	l->p.trellis = NULL;            /* packed: neither the copy nor the file is read again */
 	tf_lin_release(h, prefix, "trellis");
 	l->h = h;
 	l->in = in;
@@ -89,23 +101,22 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 	return TF_OK;
 }
 
-static int exl3_open(const tf_host *h, const char *prefix, int64_t in,
-		     int64_t out, void **lin, tf_lin_info *info)
-{
-	return exl3_open_as(h, prefix, in, out, 0, lin, info);
-}
-
-static int exl3_int_open(const tf_host *h, const char *prefix, int64_t in,
-			 int64_t out, void **lin, tf_lin_info *info)
-{
-	return exl3_open_as(h, prefix, in, out, TF_EXL3_QMAX_I15, lin, info);
-}
-
-static int exl3_q8_open(const tf_host *h, const char *prefix, int64_t in,
-			int64_t out, void **lin, tf_lin_info *info)
-{
-	return exl3_open_as(h, prefix, in, out, TF_EXL3_QMAX_I8, lin, info);
-}
+/* open and open_part of the three descriptors, at their precision. */
+#define EXL3_OPENS(name, qmax)                                                          \
+	static int name##_open(const tf_host *h, const char *prefix, int64_t in,        \
+			       int64_t out, void **lin, tf_lin_info *info)              \
+	{                                                                               \
+		return exl3_open_as(h, prefix, in, out, NULL, qmax, lin, info);         \
+	}                                                                               \
+	static int name##_open_part(const tf_host *h, const char *prefix, int64_t in,   \
+				    int64_t out, const tf_lin_part *part, void **lin,   \
+				    tf_lin_info *info)                                  \
+	{                                                                               \
+		return exl3_open_as(h, prefix, in, out, part, qmax, lin, info);         \
+	}
+EXL3_OPENS(exl3, 0)
+EXL3_OPENS(exl3_int, TF_EXL3_QMAX_I15)
+EXL3_OPENS(exl3_q8, TF_EXL3_QMAX_I8)
 
 /* Below "exl3": the integer paths are used only where the INI pins them. */
 static int exl3_int_match(const tf_host *h, const char *prefix)
@@ -322,7 +333,8 @@ static int exl3_probe(const tf_host *h, const char **reason)
 #define EXL3_LAYER_OPS                                                          \
 	.close = exl3_close, .forward = exl3_forward, .dequant = exl3_dequant,  \
 	.slice = TF_HAD_BLOCK, .forward_slice = exl3_forward_slice,             \
-	.backward_slice = exl3_backward_slice, .quantize = tf_exl3_quantize_slot
+	.backward_slice = exl3_backward_slice, .quantize = tf_exl3_quantize_slot,\
+	.draw = tf_exl3_draw_slot
 
 const tf_plugin_quant tf_exl3_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3", "0.1.0",
@@ -330,6 +342,7 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 				exl3_probe),
 	.match = tf_exl3_match,
 	.open = exl3_open,
+	.open_part = exl3_open_part,
 	EXL3_LAYER_OPS,
 };
 
@@ -345,6 +358,7 @@ const tf_plugin_quant tf_exl3_int_lin_ops = {
 				exl3_probe),
 	.match = exl3_int_match,
 	.open = exl3_int_open,
+	.open_part = exl3_int_open_part,
 	EXL3_LAYER_OPS,
 };
 
@@ -359,5 +373,6 @@ const tf_plugin_quant tf_exl3_q8_lin_ops = {
 				exl3_probe),
 	.match = exl3_q8_match,
 	.open = exl3_q8_open,
+	.open_part = exl3_q8_open_part,
 	EXL3_LAYER_OPS,
 };

@@ -1,9 +1,11 @@
 /* exl3_load.c - find and validate the tensors of one EXL3 linear (exl3_load.h). */
 #include "exl3_load.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hadamard.h"
 #include "lin.h"
 
 /* The trellis' shape rules; sets *K and the padded k, n. */
@@ -109,6 +111,53 @@ void tf_exl3_parts_free(tf_exl3_parts *p)
 	free(p->svh);
 	free(p->bias);
 	p->suh = p->svh = p->bias = NULL;
+}
+
+/* v[lo, hi) moved to the front. */
+static void keep_range(float *v, int64_t lo, int64_t hi)
+{
+	if (v)
+		memmove(v, v + lo, (size_t)(hi - lo) * sizeof(float));
+}
+
+int tf_exl3_parts_cut(const tf_host *h, const char *prefix, const tf_lin_part *part,
+		      tf_exl3_parts *p, uint16_t **owned)
+{
+	const bool cols = part->axis == TF_LIN_PART_IN;
+	const int64_t lo = part->lo, hi = part->hi, whole = cols ? p->k : p->n;
+	const size_t tile = 16 * (size_t)p->K;
+	*owned = NULL;
+	if (lo % TF_HAD_BLOCK || hi % TF_HAD_BLOCK || hi > whole)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"%s.trellis: the part [%lld, %lld) of its %lld %s features cuts an EXL3 Hadamard block of %d (tiles of 16 inside it)",
+				prefix, (long long)lo, (long long)hi, (long long)whole,
+				cols ? "input" : "output", TF_HAD_BLOCK);
+	const int64_t tiles_n = p->n / 16;
+	if (cols) {                     /* rows of tiles: contiguous */
+		p->trellis += (size_t)(lo / 16 * tiles_n) * tile;
+		keep_range(p->suh, lo, hi);
+		p->k = hi - lo;
+		if (lo) {
+			free(p->bias);
+			p->bias = NULL;
+		}
+	} else {                        /* columns of tiles: one run per row */
+		const int64_t tiles_k = p->k / 16, w = (hi - lo) / 16;
+		uint16_t *c = malloc((size_t)(tiles_k * w) * tile * sizeof(uint16_t));
+		if (!c)
+			return h->error(h, TF_ERR_NOMEM, "%s.trellis: out of memory for a part", prefix);
+		for (int64_t i = 0; i < tiles_k; i++)
+			memcpy(c + (size_t)(i * w) * tile,
+			       p->trellis + (size_t)(i * tiles_n + lo / 16) * tile,
+			       (size_t)w * tile * sizeof(uint16_t));
+		p->trellis = c;
+		*owned = c;
+		keep_range(p->svh, lo, hi);
+		keep_range(p->bias, lo, hi);
+		p->n = hi - lo;
+	}
+	p->trellis_bytes = (size_t)(p->k / 16 * p->n / 16) * tile * sizeof(uint16_t);
+	return TF_OK;
 }
 
 tf_lin_info tf_exl3_parts_info(const tf_exl3_parts *p, int64_t in, int64_t out)

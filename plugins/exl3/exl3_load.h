@@ -30,6 +30,18 @@ int tf_exl3_parts_load(const tf_host *h, const char *prefix, int64_t in, int64_t
 		       tf_exl3_parts *p);
 void tf_exl3_parts_free(tf_exl3_parts *p);
 
+/*
+ * Keep only `part` of a loaded layer (tensor parallelism): its rows of
+ * tiles (an input range, a view into the weights) or its columns of tiles
+ * (an output range, copied compact into *owned, which the caller frees
+ * once the trellis is packed), and the matching suh, svh and bias (an
+ * input part other than the first drops the bias: the ranks' sum adds it
+ * once).  A cut off the 128-feature Hadamard blocks (which hold whole
+ * 16 x 16 tiles) fails naming the tensor.
+ */
+int tf_exl3_parts_cut(const tf_host *h, const char *prefix, const tf_lin_part *part,
+		      tf_exl3_parts *p, uint16_t **owned);
+
 /* The tf_lin_info of a loaded layer. */
 tf_lin_info tf_exl3_parts_info(const tf_exl3_parts *p, int64_t in, int64_t out);
 

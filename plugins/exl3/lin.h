@@ -27,6 +27,11 @@ int tf_exl3_quantize_slot(const tf_host *h, const char *prefix, const float *w, 
 			  int64_t in, const float *bias, const tf_quantize_opts *o,
 			  const tf_tensor_sink *sink, double *rel_mse);
 
+/* The drawer the exl3 descriptors share (tf_quant_draw_fn, tf/quant.h):
+ * the same tensors as the quantizer, with random codes. */
+int tf_exl3_draw_slot(const tf_host *h, const char *prefix, int64_t out, int64_t in,
+		      double rms, const tf_quantize_opts *o, const tf_draw_sink *sink);
+
 /* Highest match() score of each descriptor: a `.trellis` beats a `.weight`
  * stored under the same prefix. */
 #define TF_LIN_SCORE_EXL3  100

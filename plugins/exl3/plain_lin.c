@@ -8,7 +8,12 @@
  * over output features; each output's weight row is widened on the fly and
  * reused for up to PLAIN_ROWS input rows while it sits in L1, so decode
  * (one row) streams the weights exactly once.
+ *
+ * A part (tensor parallelism, tf_lin_part) is a view of the stored rows:
+ * an output range starts further in, an input range strides past the
+ * other ranks' columns, so a rank's pages are the only ones it reads.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +25,9 @@
 
 typedef struct tf_plain_lin {
 	const tf_host *h;
-	const void *w;          /* [out, in] as stored */
+	const void *w;          /* [out, in] rows, ld elements apart */
 	tf_dtype dt;
-	int64_t in, out;
+	int64_t in, out, ld;
 	float *bias;            /* [out] or NULL */
 } tf_plain_lin;
 
@@ -97,7 +102,7 @@ static void plain_range(void *arg, int64_t begin, int64_t end, int worker)
 	float acc[PLAIN_ROWS];
 
 	for (int64_t o = begin; o < end; o++) {
-		const void *w = (const char *)l->w + (size_t)o * (size_t)l->in * es;
+		const void *w = (const char *)l->w + (size_t)o * (size_t)l->ld * es;
 		float b = l->bias ? l->bias[o] : 0.0f;
 		for (int64_t r = 0; r < j->rows; r += PLAIN_ROWS) {
 			int nr = j->rows - r < PLAIN_ROWS ? (int)(j->rows - r) : PLAIN_ROWS;
@@ -134,14 +139,17 @@ plain_axpy(float *z, float a, const void *w, int64_t in, tf_dtype dt)
 		z[i] += a * tf_f32_load_as(w, i, dt);
 }
 
-/* z = Σ_o u[o]·W[o] over n rows of W from w, one loop per stored type. */
-typedef void (*plain_rows_fn)(float *z, const float *u, const void *w, int64_t n, int64_t in);
+/* z = Σ_o u[o]·W[o] over n rows of W from w (ld elements apart), one
+ * loop per stored type. */
+typedef void (*plain_rows_fn)(float *z, const float *u, const void *w, int64_t n, int64_t in,
+			      int64_t ld);
 #define PLAIN_ROWS_FOR(name, dt)                                                 \
-	static void name(float *z, const float *u, const void *w, int64_t n, int64_t in) \
+	static void name(float *z, const float *u, const void *w, int64_t n, int64_t in, \
+			 int64_t ld)                                             \
 	{                                                                        \
 		memset(z, 0, (size_t)in * sizeof(float));                       \
 		for (int64_t o = 0; o < n; o++)                                  \
-			plain_axpy(z, u[o], (const char *)w + (size_t)(o * in) *  \
+			plain_axpy(z, u[o], (const char *)w + (size_t)(o * ld) *  \
 				   tf_dtype_size(dt), in, dt);                   \
 	}
 PLAIN_ROWS_FOR(plain_rows_f32, TF_DTYPE_F32)
@@ -168,7 +176,7 @@ static int plain_slice_check(const tf_plain_lin *l, int64_t c0, int64_t c1, cons
 static int plain_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1, float *y)
 {
 	const tf_plain_lin *l = lin;
-	const size_t row = (size_t)l->in * tf_dtype_size(l->dt);
+	const size_t row = (size_t)l->ld * tf_dtype_size(l->dt);
 	int rc = plain_slice_check(l, c0, c1, "forward_slice");
 	for (int64_t o = c0; !rc && o < c1; o++)
 		plain_dot_of(l->dt)(x, l->in, 1, (const char *)l->w + (size_t)o * row, y + (o - c0));
@@ -178,19 +186,20 @@ static int plain_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1
 static int plain_backward_slice(void *lin, const float *u, int64_t c0, int64_t c1, float *z)
 {
 	const tf_plain_lin *l = lin;
-	const size_t row = (size_t)l->in * tf_dtype_size(l->dt);
+	const size_t row = (size_t)l->ld * tf_dtype_size(l->dt);
 	int rc = plain_slice_check(l, c0, c1, "backward_slice");
 	if (!rc)
-		plain_rows_of(l->dt)(z, u, (const char *)l->w + (size_t)c0 * row, c1 - c0, l->in);
+		plain_rows_of(l->dt)(z, u, (const char *)l->w + (size_t)c0 * row, c1 - c0, l->in,
+				     l->ld);
 	return rc;
 }
 
 static int plain_dequant(void *lin, float *w)
 {
 	const tf_plain_lin *l = lin;
-	int64_t n = l->in * l->out;
-	for (int64_t i = 0; i < n; i++)
-		w[i] = tf_f32_load_as(l->w, i, l->dt);
+	for (int64_t o = 0; o < l->out; o++)
+		for (int64_t i = 0; i < l->in; i++)
+			w[o * l->in + i] = tf_f32_load_as(l->w, o * l->ld + i, l->dt);
 	return TF_OK;
 }
 
@@ -208,8 +217,9 @@ static void plain_close(void *lin)
 	free(l);
 }
 
-static int plain_open(const tf_host *h, const char *prefix, int64_t in,
-		      int64_t out, void **lin, tf_lin_info *info)
+/* The whole layer is the part of all its output features. */
+static int plain_open_part(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+			   const tf_lin_part *part, void **lin, tf_lin_info *info)
 {
 	tf_tensor w, b;
 	tf_plain_lin *l = NULL;
@@ -237,12 +247,18 @@ static int plain_open(const tf_host *h, const char *prefix, int64_t in,
 				(long long)(w.ndim > 1 ? w.shape[1] : 0),
 				(long long)out, (long long)in);
 
+	bool cols = part->axis == TF_LIN_PART_IN;
+	int64_t o0 = cols ? 0 : part->lo, o1 = cols ? out : part->hi;
+	int64_t i0 = cols ? part->lo : 0, i1 = cols ? part->hi : in;
+	size_t es = tf_dtype_size(w.dtype);
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
-	*l = (tf_plain_lin){ .h = h, .w = w.data, .dt = w.dtype, .in = in, .out = out };
+	*l = (tf_plain_lin){ .h = h, .w = (const char *)w.data + ((size_t)(o0 * in + i0)) * es,
+			     .dt = w.dtype, .in = i1 - i0, .out = o1 - o0, .ld = in };
 
-	rc = tf_lin_tensor(h, prefix, "bias", &b);
+	/* A row-parallel part's bias is added once, by the part holding column 0. */
+	rc = i0 == 0 ? tf_lin_tensor(h, prefix, "bias", &b) : TF_ERR_NOT_FOUND;
 	if (rc == TF_OK) {
 		if (b.ndim != 1 || b.shape[0] != out) {
 			rc = h->error(h, TF_ERR_FORMAT, "%s: expected shape [%lld]",
@@ -252,14 +268,16 @@ static int plain_open(const tf_host *h, const char *prefix, int64_t in,
 		rc = tf_lin_vector(h, &b, out, &l->bias);
 		if (rc)
 			goto fail;
+		memmove(l->bias, l->bias + o0, (size_t)(o1 - o0) * sizeof(float));
 	} else if (rc != TF_ERR_NOT_FOUND) {
 		goto fail;
 	}
 
 	*info = (tf_lin_info){
-		.in = in, .out = out,
-		.bits = (int)tf_dtype_size(w.dtype) * 8,
-		.bytes = w.nbytes + (l->bias ? (size_t)out * tf_dtype_size(b.dtype) : 0),
+		.in = l->in, .out = l->out,
+		.bits = (int)es * 8,
+		.bytes = (size_t)(l->in * l->out) * es +
+			 (l->bias ? (size_t)l->out * tf_dtype_size(b.dtype) : 0),
 		.format = w.dtype == TF_DTYPE_F16 ? "f16"
 			: w.dtype == TF_DTYPE_BF16 ? "bf16" : "f32",
 	};
@@ -268,6 +286,13 @@ static int plain_open(const tf_host *h, const char *prefix, int64_t in,
 fail:
 	plain_close(l);
 	return rc;
+}
+
+static int plain_open(const tf_host *h, const char *prefix, int64_t in,
+		      int64_t out, void **lin, tf_lin_info *info)
+{
+	const tf_lin_part all = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = out };
+	return plain_open_part(h, prefix, in, out, &all, lin, info);
 }
 
 static int plain_probe(const tf_host *h, const char **reason)
@@ -291,4 +316,5 @@ const tf_plugin_quant tf_plain_lin_ops = {
 	.slice = 1,
 	.forward_slice = plain_forward_slice,
 	.backward_slice = plain_backward_slice,
+	.open_part = plain_open_part,
 };

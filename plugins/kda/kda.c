@@ -12,6 +12,11 @@
  * delta rule on that sequence's state (delta.c: recurrent for a few tokens,
  * chunked WY form for longer runs) and its gated RMSNorm; o_proj over all
  * rows closes the block.  Shapes all come from config.json.
+ *
+ * Tensor parallel ([tp] size > 1): a rank holds the heads
+ * [head0, head0 + heads) of num_attention_heads, their rows of every input
+ * projection, conv, gate and bias, and o_proj's matching input columns, so
+ * its output is a partial sum the runtime all-reduces.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -47,7 +52,8 @@ struct kda_layer {
 	void *bctx;
 	int layer;
 
-	int hidden, heads, dim, width;  /* dim = K = V; width = conv taps */
+	int hidden, heads, dim, width;  /* dim = K = V; width = conv taps; heads: this rank's */
+	int head0, heads_all;           /* this rank's first head, of all of them */
 	int64_t P;                      /* heads * dim */
 	bool safe_gate;
 	float lower_bound, eps;
@@ -124,8 +130,9 @@ static int kda_check_config(const tf_host *h, int layer)
 static int64_t kda_state_bytes(const tf_host *h, int layer, int64_t max_ctx)
 {
 	const tf_model_config *c = h->model;
-	int64_t P = (int64_t)c->num_attention_heads * c->head_dim;
-	return 4 * ((int64_t)c->num_attention_heads * c->head_dim * c->head_dim +
+	int64_t heads = c->num_attention_heads / (h->tp_size > 1 ? h->tp_size : 1);
+	int64_t P = heads * c->head_dim;
+	return 4 * (heads * c->head_dim * c->head_dim +
 		    KDA_NCONV * P * (c->short_conv_kernel_size - 1));
 }
 
@@ -150,6 +157,13 @@ static void kda_act_carve(const struct kda_layer *L, int64_t n, float *mem,
 	a->work = tf_scratch_take(&mem, (size_t)L->n_workers * L->work_per);
 }
 
+/* This rank's heads as a part of the output features, `per` per head. */
+static tf_lin_part kda_rows(const struct kda_layer *L, int64_t per)
+{
+	return (tf_lin_part){ .axis = TF_LIN_PART_OUT, .lo = L->head0 * per,
+			      .hi = (int64_t)(L->head0 + L->heads) * per };
+}
+
 /* The config.json keys of a hidden -> heads x head_dim projection. */
 #define KDA_KEYS_HP "in hidden_size, out num_attention_heads x head_dim"
 
@@ -158,20 +172,23 @@ static void kda_act_carve(const struct kda_layer *L, int64_t n, float *mem,
 static int kda_gate_open(struct kda_layer *L, const char *prefix, const char *which,
 			 struct kda_gate_proj *gp)
 {
+	const tf_lin_part rows = kda_rows(L, L->dim);
+	const int64_t P_all = (int64_t)L->heads_all * L->dim;
 	char leaf[16];
 	int rc;
 	gp->low_rank = !L->h->model->no_kda_lora;
 	if (!gp->low_rank) {
 		snprintf(leaf, sizeof(leaf), "%s_proj", which);
-		return tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->P, KDA_KEYS_HP, &gp->full);
+		return tf_tu_lin_open_part(L->h, prefix, leaf, L->hidden, P_all, KDA_KEYS_HP,
+					   &rows, &gp->full);
 	}
 	snprintf(leaf, sizeof(leaf), "%s_a_proj", which);
 	if ((rc = tf_tu_lin_open(L->h, prefix, leaf, L->hidden, L->dim,
 				  "in hidden_size, out head_dim", &gp->a)))
 		return rc;
 	snprintf(leaf, sizeof(leaf), "%s_b_proj", which);
-	return tf_tu_lin_open(L->h, prefix, leaf, L->dim, L->P,
-			      "in head_dim, out num_attention_heads x head_dim", &gp->b);
+	return tf_tu_lin_open_part(L->h, prefix, leaf, L->dim, P_all,
+				   "in head_dim, out num_attention_heads x head_dim", &rows, &gp->b);
 }
 
 static void kda_gate_close(const tf_host *h, struct kda_gate_proj *gp)
@@ -220,30 +237,38 @@ static int kda_load(struct kda_layer *L, const char *prefix)
 		"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"
 	};
 	const tf_host *h = L->h;
-	const int64_t H = L->hidden, P = L->P;
-	const int64_t conv_shape[3] = { P, 1, L->width };
+	const int64_t H = L->hidden, P_all = (int64_t)L->heads_all * L->dim;
+	const int64_t conv_shape[3] = { P_all, 1, L->width };
+	const tf_lin_part rows = kda_rows(L, L->dim), head_rows = kda_rows(L, 1);
+	const tf_lin_part cols = { .axis = TF_LIN_PART_IN, .lo = rows.lo, .hi = rows.hi };
 	int rc;
 
 	for (int s = 0; s < KDA_NCONV; s++) {
-		if ((rc = tf_tu_lin_open(h, prefix, proj_name[s], H, P, KDA_KEYS_HP, &L->proj[s])) ||
+		if ((rc = tf_tu_lin_open_part(h, prefix, proj_name[s], H, P_all, KDA_KEYS_HP,
+					      &rows, &L->proj[s])) ||
 		    (rc = tf_tu_load_leaf_f32(h, prefix, conv_name[s], 3, conv_shape,
 					      &L->conv_w[s])))
 			return rc;
+		tf_tu_keep_rows(L->conv_w[s], L->width, rows.lo, rows.hi);
 	}
 	if ((rc = kda_gate_open(L, prefix, "f", &L->f_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "b_proj", H, L->heads,
-				 "in hidden_size, out num_attention_heads", &L->b_proj)) ||
+	    (rc = tf_tu_lin_open_part(h, prefix, "b_proj", H, L->heads_all,
+				      "in hidden_size, out num_attention_heads", &head_rows,
+				      &L->b_proj)) ||
 	    (rc = kda_gate_open(L, prefix, "g", &L->g_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "o_proj", P, H,
-				 "in num_attention_heads x head_dim, out hidden_size", &L->o_proj)))
+	    (rc = tf_tu_lin_open_part(h, prefix, "o_proj", P_all, H,
+				      "in num_attention_heads x head_dim, out hidden_size", &cols,
+				      &L->o_proj)))
 		return rc;
 
-	const int64_t heads_shape[1] = { L->heads }, p_shape[1] = { P };
+	const int64_t heads_shape[1] = { L->heads_all }, p_shape[1] = { P_all };
 	const int64_t dim_shape[1] = { L->dim };
 	if ((rc = tf_tu_load_leaf_f32(h, prefix, "A_log", 1, heads_shape, &L->a_exp)) ||
 	    (rc = tf_tu_load_leaf_f32(h, prefix, "dt_bias", 1, p_shape, &L->dt_bias)) ||
 	    (rc = tf_tu_load_leaf_f32(h, prefix, "o_norm.weight", 1, dim_shape, &L->o_norm)))
 		return rc;
+	tf_tu_keep_rows(L->a_exp, 1, head_rows.lo, head_rows.hi);
+	tf_tu_keep_rows(L->dt_bias, 1, rows.lo, rows.hi);
 	for (int i = 0; i < L->heads; i++)
 		L->a_exp[i] = expf(L->a_exp[i]);
 	return TF_OK;
@@ -268,9 +293,14 @@ static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->bctx = h->backend_ctx;
 	L->layer = layer;
 	L->hidden = c->hidden_size;
-	L->heads = c->num_attention_heads;
+	L->heads_all = c->num_attention_heads;
 	L->dim = c->head_dim;
 	L->width = c->short_conv_kernel_size;
+	int64_t h0 = 0, h1 = 0;
+	if ((rc = tf_tu_shard(h, L->heads_all, prefix, "num_attention_heads", &h0, &h1)))
+		goto fail;
+	L->head0 = (int)h0;
+	L->heads = (int)(h1 - h0);
 	L->P = (int64_t)L->heads * L->dim;
 	L->safe_gate = c->kda_safe_gate;
 	L->lower_bound = c->kda_lower_bound;

@@ -14,6 +14,13 @@
  * cache (attend.c: absorbed form for a few rows, naive form for a
  * prefill); multiply each head by its sigmoid gate and project all rows
  * with `dense`.  Shapes all come from config.json.
+ *
+ * Tensor parallel ([tp] size > 1): a rank holds the heads
+ * [head0, head0 + heads) of num_attention_heads: their rows of q (or
+ * q_b_proj), kv_b_proj and g_proj, and dense's matching input columns, so
+ * its output is a partial sum the runtime all-reduces.  The latent path
+ * (q_a_proj, kv_a_proj_with_mqa, their norms) and so the latent cache are
+ * the same on every rank.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -41,6 +48,7 @@ struct mla_layer {
 	int layer;
 
 	int hidden, rq, gate_w;         /* gate_w: heads (head-wise) or heads * dv */
+	int head0, heads_all;           /* d.heads are this rank's, from head0 */
 	int64_t lat;                    /* r + dr */
 	mla_dims d;
 	mla_rope rope;
@@ -190,11 +198,23 @@ static void mla_layer_fini(void *inst)
 /* The config.json keys of q_proj's and q_b_proj's output features. */
 #define MLA_KEYS_Q "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"
 
+/* This rank's heads as a part of a layer's features, `per` per head. */
+static tf_lin_part mla_part(const struct mla_layer *L, tf_lin_axis axis, int64_t per)
+{
+	return (tf_lin_part){ .axis = axis, .lo = L->head0 * per,
+			      .hi = (int64_t)(L->head0 + L->d.heads) * per };
+}
+
 static int mla_load(struct mla_layer *L, const char *prefix)
 {
 	const tf_host *h = L->h;
 	const mla_dims *d = &L->d;
 	const int64_t H = L->hidden, dq = d->dn + d->dr, dkv = d->dn + d->dv;
+	const int64_t A = L->heads_all, gper = L->gate_w / d->heads;
+	const tf_lin_part q_rows = mla_part(L, TF_LIN_PART_OUT, dq);
+	const tf_lin_part kv_rows = mla_part(L, TF_LIN_PART_OUT, dkv);
+	const tf_lin_part g_rows = mla_part(L, TF_LIN_PART_OUT, gper);
+	const tf_lin_part o_cols = mla_part(L, TF_LIN_PART_IN, d->dv);
 	int rc;
 
 	if (L->rq) {
@@ -203,11 +223,13 @@ static int mla_load(struct mla_layer *L, const char *prefix)
 					 "in hidden_size, out q_lora_rank", &L->q_a_proj)) ||
 		    (rc = tf_tu_load_leaf_f32(h, prefix, "q_a_layernorm.weight", 1, rq_shape,
 					      &L->q_a_norm)) ||
-		    (rc = tf_tu_lin_open(h, prefix, "q_b_proj", L->rq, d->heads * dq,
-					 "in q_lora_rank, out " MLA_KEYS_Q, &L->q_b_proj)))
+		    (rc = tf_tu_lin_open_part(h, prefix, "q_b_proj", L->rq, A * dq,
+					      "in q_lora_rank, out " MLA_KEYS_Q, &q_rows,
+					      &L->q_b_proj)))
 			return rc;
-	} else if ((rc = tf_tu_lin_open(h, prefix, "q_proj", H, d->heads * dq,
-					"in hidden_size, out " MLA_KEYS_Q, &L->q_proj))) {
+	} else if ((rc = tf_tu_lin_open_part(h, prefix, "q_proj", H, A * dq,
+					     "in hidden_size, out " MLA_KEYS_Q, &q_rows,
+					     &L->q_proj))) {
 		return rc;
 	}
 	const int64_t r_shape[1] = { d->r };
@@ -216,14 +238,15 @@ static int mla_load(struct mla_layer *L, const char *prefix)
 				 &L->kv_a_proj)) ||
 	    (rc = tf_tu_load_leaf_f32(h, prefix, "kv_a_layernorm.weight", 1, r_shape,
 				      &L->kv_a_norm)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "kv_b_proj", d->r, d->heads * dkv,
-				 "in kv_lora_rank, out num_attention_heads x "
-				 "(qk_nope_head_dim + v_head_dim)", &L->kv_b_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "g_proj", H, L->gate_w,
-				 "in hidden_size, out num_attention_heads (x v_head_dim "
-				 "unless gate_head_wise)", &L->g_proj)) ||
-	    (rc = tf_tu_lin_open(h, prefix, "dense", (int64_t)d->heads * d->dv, H,
-				 "in num_attention_heads x v_head_dim, out hidden_size", &L->dense)))
+	    (rc = tf_tu_lin_open_part(h, prefix, "kv_b_proj", d->r, A * dkv,
+				      "in kv_lora_rank, out num_attention_heads x "
+				      "(qk_nope_head_dim + v_head_dim)", &kv_rows, &L->kv_b_proj)) ||
+	    (rc = tf_tu_lin_open_part(h, prefix, "g_proj", H, A * gper,
+				      "in hidden_size, out num_attention_heads (x v_head_dim "
+				      "unless gate_head_wise)", &g_rows, &L->g_proj)) ||
+	    (rc = tf_tu_lin_open_part(h, prefix, "dense", A * d->dv, H,
+				      "in num_attention_heads x v_head_dim, out hidden_size", &o_cols,
+				      &L->dense)))
 		return rc;
 
 	/* The absorbed form multiplies by one head's slice of kv_b_proj at a
@@ -269,6 +292,13 @@ static int mla_layer_init(const tf_host *h, int layer, const char *prefix,
 		.heads = c->num_attention_heads, .dn = c->qk_nope_head_dim,
 		.dr = c->qk_rope_head_dim, .dv = c->v_head_dim, .r = c->kv_lora_rank,
 	};
+	int64_t h0 = 0, h1 = 0;
+	if ((rc = tf_tu_shard(h, c->num_attention_heads, prefix, "num_attention_heads", &h0,
+			      &h1)))
+		goto fail;
+	L->heads_all = c->num_attention_heads;
+	L->head0 = (int)h0;
+	L->d.heads = (int)(h1 - h0);
 	L->lat = L->d.r + L->d.dr;
 	L->gate_w = c->gate_head_wise ? L->d.heads : L->d.heads * L->d.dv;
 	L->interleave = c->rope_interleave;

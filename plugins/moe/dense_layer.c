@@ -34,13 +34,11 @@ int tf_dense_layer_init(const tf_host *h, int layer, const char *prefix, void **
 	L->host = h;
 	L->hidden = c->hidden_size;
 	snprintf(L->prefix, sizeof(L->prefix), "%s", prefix);
-	if (tf_ffn_rank0(h)) {
-		rc = tf_mlp_init(&L->mlp, h, prefix, c->hidden_size,
-				 c->intermediate_size, "intermediate_size", 0.0f);
-		if (rc) {
-			free(L);
-			return rc;
-		}
+	rc = tf_mlp_init(&L->mlp, h, prefix, c->hidden_size, c->intermediate_size,
+			 "intermediate_size", 0.0f, true);
+	if (rc) {
+		free(L);
+		return rc;
 	}
 	*inst = L;
 	return TF_OK;

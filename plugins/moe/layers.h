@@ -3,9 +3,11 @@
  * block and the dense MLP.  plugin.c wraps them in descriptors.
  *
  * Tensor parallel: the runtime sums every rank's block output, so each
- * rank computes a share and the rest contribute zeros.  Routed expert e
- * belongs to rank e % tp_size; the shared expert and the dense MLP run on
- * rank 0.  The router runs everywhere (every rank must agree on routing).
+ * rank computes a partial sum.  The dense MLP and the shared expert split
+ * their intermediate features over the ranks; routed experts do too with
+ * [tp] moe = split (the default), while with moe = experts routed expert e
+ * belongs whole to rank e % tp_size.  The router runs everywhere (every
+ * rank must agree on routing).
  *
  * An instance keeps no state between calls; forward allocates its
  * working buffers per call, so sizing needs no knowledge of the prefill
@@ -37,10 +39,5 @@ static inline int tf_ffn_check_io(const tf_host *h, const char *prefix,
 	return TF_OK;
 }
 
-/* Rank 0 (or the only rank) computes the parts no expert shard owns. */
-static inline bool tf_ffn_rank0(const tf_host *h)
-{
-	return h->tp_size <= 1 || h->tp_rank == 0;
-}
 
 #endif /* TF_MOE_LAYERS_H */

@@ -5,21 +5,28 @@
 #include "tf/backend.h"
 
 int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
-		int64_t hidden, int64_t inter, const char *inter_key, float limit)
+		int64_t hidden, int64_t inter, const char *inter_key, float limit, bool split)
 {
 	char in_keys[128], out_keys[128];
+	int64_t lo = 0, hi = inter;
 	int rc;
 
 	snprintf(in_keys, sizeof(in_keys), "in hidden_size, out %s", inter_key);
 	snprintf(out_keys, sizeof(out_keys), "in %s, out hidden_size", inter_key);
-	*m = (tf_mlp){ .hidden = hidden, .inter = inter, .limit = limit };
-	rc = tf_tu_lin_open(h, prefix, "gate_proj", hidden, inter, in_keys, &m->gate);
+	*m = (tf_mlp){ .hidden = hidden, .limit = limit };
+	if (split && (rc = tf_tu_shard(h, inter, prefix, inter_key, &lo, &hi)))
+		return rc;
+	const tf_lin_part rows = { .axis = TF_LIN_PART_OUT, .lo = lo, .hi = hi };
+	const tf_lin_part cols = { .axis = TF_LIN_PART_IN, .lo = lo, .hi = hi };
+	m->inter = hi - lo;
+	rc = tf_tu_lin_open_part(h, prefix, "gate_proj", hidden, inter, in_keys, &rows, &m->gate);
 	if (rc)
 		goto fail;
-	rc = tf_tu_lin_open(h, prefix, "up_proj", hidden, inter, in_keys, &m->up);
+	rc = tf_tu_lin_open_part(h, prefix, "up_proj", hidden, inter, in_keys, &rows, &m->up);
 	if (rc)
 		goto fail;
-	rc = tf_tu_lin_open(h, prefix, "down_proj", inter, hidden, out_keys, &m->down);
+	rc = tf_tu_lin_open_part(h, prefix, "down_proj", inter, hidden, out_keys, &cols,
+				 &m->down);
 	if (rc)
 		goto fail;
 	return TF_OK;

@@ -12,6 +12,8 @@
 #ifndef TF_MOE_MLP_H
 #define TF_MOE_MLP_H
 
+#include <stdbool.h>
+
 #include "tf/quant.h"
 
 typedef struct tf_mlp {
@@ -21,10 +23,13 @@ typedef struct tf_mlp {
 } tf_mlp;
 
 /* Open `<prefix>.{gate,up,down}_proj` as hidden -> inter -> hidden;
- * inter_key names the config.json key(s) inter comes from.  On failure
- * nothing stays open and host->error names the projection and the keys. */
+ * inter_key names the config.json key(s) inter comes from.  With `split`
+ * and [tp] size > 1 only this rank's share of the intermediate features
+ * opens (gate's and up's rows, down's columns): its output is a partial
+ * sum.  On failure nothing stays open and host->error names the
+ * projection and the keys. */
 int tf_mlp_init(tf_mlp *m, const tf_host *h, const char *prefix,
-		int64_t hidden, int64_t inter, const char *inter_key, float limit);
+		int64_t hidden, int64_t inter, const char *inter_key, float limit, bool split);
 void tf_mlp_free(tf_mlp *m, const tf_host *h);
 
 /* Floats of backend scratch tf_mlp_forward needs for `rows` rows. */

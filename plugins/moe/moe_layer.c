@@ -25,7 +25,7 @@ struct moe_layer {
 	char prefix[256];
 	tf_router router;
 	tf_mlp *experts;                /* [num_experts]; only this rank's are open */
-	tf_mlp shared;                  /* open when present and on rank 0 */
+	tf_mlp shared;                  /* open when present: this rank's share */
 	int64_t hidden;
 };
 
@@ -40,15 +40,34 @@ static int layer_limit(const tf_host *h, const float *list, const char *key,
 	return TF_OK;
 }
 
-static bool owns_expert(const tf_host *h, int e)
+/* [tp] moe: each expert's intermediate features split over the ranks,
+ * or whole experts on the rank the router places them (tf_router_place,
+ * as the memory plan counts them). */
+enum { MOE_TP_SPLIT, MOE_TP_EXPERTS };
+
+/* rank_of[e] for every expert: this rank for all of them unless whole
+ * experts are dealt out. */
+static int place_experts(const tf_host *h, const tf_router *r, int mode, int32_t *rank_of)
 {
-	return h->tp_size <= 1 || e % h->tp_size == h->tp_rank;
+	int rc;
+
+	if (h->tp_size <= 1 || mode == MOE_TP_SPLIT) {
+		for (int e = 0; e < r->n_experts; e++)
+			rank_of[e] = h->tp_rank;
+		return TF_OK;
+	}
+	rc = tf_router_place(r, h->tp_size, rank_of);
+	if (rc)
+		return h->error(h, rc, "router %s cannot place %d experts on %d ranks "
+				"([tp] moe = experts)", r->ops->hdr.name, r->n_experts, h->tp_size);
+	return TF_OK;
 }
 
 int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **inst)
 {
 	const tf_model_config *c = h->model;
 	struct moe_layer *L;
+	int32_t *rank_of = NULL;
 	char name[512];
 	int rc;
 
@@ -77,20 +96,29 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 		goto fail;
 	}
 	float limit;
+	int mode = MOE_TP_SPLIT;
 	rc = layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer, &limit);
+	if (!rc && h->tp_size > 1)
+		rc = h->conf_enum(h, "tp", "moe", MOE_TP_SPLIT, &mode);
+	if (!rc) {
+		rank_of = malloc((size_t)L->router.n_experts * sizeof(*rank_of));
+		rc = rank_of ? place_experts(h, &L->router, mode, rank_of)
+			     : h->error(h, TF_ERR_NOMEM, "%s: no memory", prefix);
+	}
 	if (rc)
 		goto fail;
 	for (int e = 0; e < c->num_experts; e++) {
-		if (!owns_expert(h, e))
+		if (rank_of[e] != h->tp_rank)
 			continue;
 		snprintf(name, sizeof(name), "%s.experts.%d", prefix, e);
 		rc = tf_mlp_init(&L->experts[e], h, name, c->hidden_size,
-				 c->moe_intermediate_size, "moe_intermediate_size", limit);
+				 c->moe_intermediate_size, "moe_intermediate_size", limit,
+				 mode == MOE_TP_SPLIT);
 		if (rc)
 			goto fail;
 	}
 
-	if (c->num_shared_experts > 0 && tf_ffn_rank0(h)) {
+	if (c->num_shared_experts > 0) {
 		if (c->moe_shared_expert_intermediate_size <= 0) {
 			rc = h->error(h, TF_ERR_INVALID,
 				      "config.json: moe_shared_expert_intermediate_size %d must be positive with num_shared_experts %d",
@@ -105,13 +133,16 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 		snprintf(name, sizeof(name), "%s.shared_experts", prefix);
 		rc = tf_mlp_init(&L->shared, h, name, c->hidden_size,
 				 (int64_t)c->moe_shared_expert_intermediate_size * c->num_shared_experts,
-				 "moe_shared_expert_intermediate_size x num_shared_experts", limit);
+				 "moe_shared_expert_intermediate_size x num_shared_experts", limit,
+				 true);
 		if (rc)
 			goto fail;
 	}
+	free(rank_of);
 	*inst = L;
 	return TF_OK;
 fail:
+	free(rank_of);
 	tf_moe_layer_fini(L);
 	return rc;
 }

@@ -58,6 +58,16 @@ static int ref_route(void *inst, const float *x, int64_t n, int32_t *idx, float 
 	return tf_gate_route(inst, tf_topk_ref, x, n, idx, w);
 }
 
+/* The reference placement, said plainly: contiguous balanced blocks, so a
+ * rank's experts are one range of the checkpoint's expert ids.  "ling"
+ * has no place slot and gets the same from tf_router_place. */
+static int ref_place(void *inst, int tp_size, int32_t *rank_of)
+{
+	const tf_gate *g = inst;
+	tf_router_place_blocks(g->n_experts, tp_size, rank_of);
+	return TF_OK;
+}
+
 static const tf_plugin_router fast_router = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_router, TF_KIND_ROUTER, "ling", "0.1.0",
 				"Ling/DeepSeek-V3 group-limited router, one-pass top-k (CPU)",
@@ -74,6 +84,7 @@ static const tf_plugin_router ref_router = {
 	.layer_init = router_layer_init,
 	.layer_fini = router_layer_fini,
 	.route = ref_route,
+	.place = ref_place,
 };
 
 TF_EXPORT const tf_plugin_router *tf_plugin_router_v1(unsigned index)

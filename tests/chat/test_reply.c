@@ -125,6 +125,40 @@ Test(reply, parts_in_pieces_of_every_size)
 	expect_split(false, "a\n\n\n<tool_call>f\n</tool_call>\nb\n", "", "a\n\n\nb\n", "f {};");
 }
 
+/* Streaming: each push reports what it made known, before the reply ends;
+ * only a tail that may start a marker waits for the next piece. */
+Test(reply, events_come_before_the_end)
+{
+	static const struct { const char *piece, *reasoning, *answer, *calls; } steps[] = {
+		{ "Let me", "Let me", "", "" },
+		{ " think </th", "Let me think ", "", "" },             /* "</th" waits */
+		{ "ink>The answer", "Let me think ", "The answer", "" },
+		{ " is 4.\n", "Let me think ", "The answer is 4.", "" },  /* "\n" waits */
+		{ "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n",
+		  "Let me think ", "The answer is 4.", "" },             /* not closed yet */
+		{ "</tool_call>", "Let me think ", "The answer is 4.", "f {\"a\": 1};" },
+	};
+	joined j = { 0 };
+	tf_reply r;
+
+	tf_reply_init(&r, true, join, &j);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		cr_assert_eq(tf_reply_push(&r, steps[i].piece, strlen(steps[i].piece)), 0, "%s",
+			     tf_diag_msg());
+		cr_expect(is(&j.reasoning, steps[i].reasoning), "step %zu: reasoning '%.*s'", i,
+			  (int)j.reasoning.len, j.reasoning.p);
+		cr_expect(is(&j.answer, steps[i].answer), "step %zu: answer '%.*s'", i,
+			  (int)j.answer.len, j.answer.p);
+		cr_expect(is(&j.calls, steps[i].calls), "step %zu: calls '%.*s'", i,
+			  (int)j.calls.len, j.calls.p);
+	}
+	cr_assert_eq(tf_reply_finish(&r), 0);
+	cr_expect(is(&j.answer, "The answer is 4."), "finish: answer '%.*s'", (int)j.answer.len,
+		  j.answer.p);
+	tf_reply_free(&r);
+	joined_free(&j);
+}
+
 /* The same text cut at random points gives the same events. */
 Test(reply, random_cuts)
 {

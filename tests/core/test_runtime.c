@@ -11,6 +11,7 @@
 #include "runtime.h"
 #include "tf/backend.h"
 #include "tf/quant.h"
+#include "tf/transport.h"
 
 /* An INI beside nothing: the model path is absolute. */
 static char ini[64];
@@ -270,6 +271,23 @@ Test(runtime, refusals_name_the_key)
 	open_fails(bad, 1, TF_ERR_INVALID, "--set: [runtime] threads: 'many' is not an integer");
 	const char *path[] = { "model.path=/nonexistent/model" };
 	open_fails(path, 1, TF_ERR_NOT_FOUND, "/nonexistent/model/config.json");
+}
+
+/* [tp] transport is the one key that picks the transport: the runtime's
+ * plan reads it as tf_tp_open does, and [plugins] has no transport key. */
+Test(runtime, tp_transport_is_one_key)
+{
+	const char *tcp[] = { "tp.size=2", "tp.peers=127.0.0.1:1,127.0.0.1:2",
+			      "tp.transport=tcp" };
+	tf_runtime *rt = open_ok(tcp, 3);
+	cr_assert_str_eq(tf_runtime_transport(rt)->hdr.name, "tcp");
+	tf_runtime_close(rt);
+
+	const char *nope[] = { tcp[0], tcp[1], "tp.transport=nope" };
+	open_fails(nope, 3, TF_ERR_NOT_FOUND,
+		   "--set [tp] transport: no transport plugin named 'nope'");
+	const char *old[] = { tcp[0], tcp[1], "plugins.transport=tcp" };
+	open_fails(old, 3, TF_ERR_INVALID, "[plugins] transport: unknown key");
 }
 
 Test(runtime, missing_ini)

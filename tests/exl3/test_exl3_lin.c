@@ -300,3 +300,75 @@ Test(exl3_lin, refuses_malformed)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check_bad(&cases[i]);
 }
+
+/*
+ * Tensor-parallel parts (open_part) against the float64 W: an output part
+ * gives those columns of x·W + b; input parts give partial sums whose total
+ * is x·W + b (the bias from the first part only).  Each part reads its own
+ * tiles, so every part of a 384 x 512 layer, cut at each Hadamard block,
+ * is checked; a cut inside a block is refused naming the tensor.
+ */
+static void check_part(const struct lin_case *c, tf_lin_axis axis, int64_t lo, int64_t hi,
+		       int64_t rows, uint64_t seed)
+{
+	tf_testhost *th = tf_testhost_new(NULL, 2);
+	const tf_host *h = tf_testhost_host(th);
+	float *bias = malloc(sizeof(float) * c->n);
+	tf_test_fill_uniform(bias, c->n, 1.0f, &seed);
+	double *w = add_layer(th, c, &seed, bias);
+	const bool cols = axis == TF_LIN_PART_IN;
+	const int64_t in = cols ? hi - lo : c->in, out = cols ? c->out : hi - lo;
+	float *x = malloc(sizeof(float) * rows * in), *y = malloc(sizeof(float) * rows * out);
+	float *ref = malloc(sizeof(float) * rows * out);
+	const tf_lin_part part = { .axis = axis, .lo = lo, .hi = hi };
+	tf_lin lin = { 0 };
+
+	tf_test_fill_uniform(x, rows * in, 1.0f, &seed);
+	cr_assert_eq(h->lin_open_part(h, "m.proj", c->in, c->out, &part, &lin), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	cr_expect_eq(lin.info.in, in);
+	cr_expect_eq(lin.info.out, out);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t o = 0; o < out; o++) {
+			int64_t go = cols ? o : lo + o, gi0 = cols ? lo : 0;
+			double s = c->bias && (!cols || lo == 0) ? tf_f16_to_f32(tf_f32_to_f16(bias[go]))
+								 : 0.0;
+			for (int64_t i = 0; i < in; i++)
+				s += (double)x[r * in + i] * w[(gi0 + i) * c->n + go];
+			ref[r * out + o] = (float)s;
+		}
+	for (int64_t i = 0; i < rows * out; i++)
+		y[i] = NAN;
+	cr_assert_eq(tf_lin_forward(&lin, x, rows, y), TF_OK);
+	double err = tf_test_rel_err(y, ref, rows * out, 1e-3);
+	cr_expect_lt(err, 1e-3, "%s part [%lld, %lld): rel err %g", cols ? "input" : "output",
+		     (long long)lo, (long long)hi, err);
+	h->lin_close(h, &lin);
+	free(bias); free(w); free(x); free(y); free(ref);
+	tf_testhost_free(th);
+}
+
+Test(exl3_lin, parts_of_a_layer)
+{
+	const struct lin_case c = { 384, 512, 384, 512, 3, TF_EXL3_CB_MUL1, 1 };
+	uint64_t seed = 40;
+	for (int64_t lo = 0; lo < 512; lo += 128)
+		check_part(&c, TF_LIN_PART_OUT, lo, lo + 128 * (1 + (lo == 0)), 3, seed++);
+	for (int64_t lo = 0; lo < 384; lo += 128)
+		check_part(&c, TF_LIN_PART_IN, lo, lo + 128, 1 + (int)(lo / 128), seed++);
+}
+
+Test(exl3_lin, part_inside_a_block_is_refused)
+{
+	const struct lin_case c = { 256, 256, 256, 256, 2, TF_EXL3_CB_3INST, 0 };
+	tf_testhost *th = tf_testhost_new(NULL, 1);
+	const tf_host *h = tf_testhost_host(th);
+	uint64_t seed = 3;
+	free(add_layer(th, &c, &seed, NULL));
+	const tf_lin_part part = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 64 };
+	tf_lin lin = { 0 };
+	cr_assert_eq(h->lin_open_part(h, "m.proj", 256, 256, &part, &lin), TF_ERR_UNSUPPORTED);
+	const char *msg = tf_testhost_last_error(th);
+	cr_expect(strstr(msg, "m.proj.trellis") && strstr(msg, "Hadamard block of 128"), "%s", msg);
+	tf_testhost_free(th);
+}

@@ -193,3 +193,71 @@ Test(plain, no_tensor_no_match)
 	cr_expect(strstr(tf_testhost_last_error(th), "m.absent"));
 	tf_testhost_free(th);
 }
+
+/*
+ * Tensor-parallel parts (open_part) of a 37 x 53 layer: output parts give
+ * their columns of x·Wᵀ + b, input parts partial sums with the bias on the
+ * first part only; dequant and the slice products of a part read its own
+ * rows and columns of the stored weight (a strided view).
+ */
+static void check_plain_part(tf_dtype dt, tf_lin_axis axis, int64_t lo, int64_t hi,
+			     uint64_t seed)
+{
+	enum { IN = 37, OUT = 53, ROWS = 5 };
+	tf_testhost *th = tf_testhost_new(NULL, 2);
+	const tf_host *h = tf_testhost_host(th);
+	const bool cols = axis == TF_LIN_PART_IN;
+	const int64_t in = cols ? hi - lo : IN, out = cols ? OUT : hi - lo;
+	const int64_t i0 = cols ? lo : 0, o0 = cols ? 0 : lo;
+	float *w = malloc(sizeof(float) * IN * OUT), *b = malloc(sizeof(float) * OUT);
+	float *x = malloc(sizeof(float) * in * ROWS), *y = malloc(sizeof(float) * out * ROWS);
+	float *ref = malloc(sizeof(float) * out * ROWS), *wd = malloc(sizeof(float) * in * out);
+	int64_t ws[2] = { OUT, IN }, bs[1] = { OUT };
+	const tf_lin_part part = { .axis = axis, .lo = lo, .hi = hi };
+	tf_lin lin = { 0 };
+
+	tf_test_fill_uniform(w, IN * OUT, 1.0f, &seed);
+	tf_test_fill_uniform(b, OUT, 0.5f, &seed);
+	tf_test_fill_uniform(x, in * ROWS, 2.0f, &seed);
+	tf_testhost_add_f32(th, "m.proj.weight", dt, 2, ws, w);
+	tf_testhost_add_f32(th, "m.proj.bias", dt, 1, bs, b);
+	cr_assert_eq(h->lin_open_part(h, "m.proj", IN, OUT, &part, &lin), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	cr_assert_eq(lin.info.in, in);
+	cr_assert_eq(lin.info.out, out);
+	for (int64_t r = 0; r < ROWS; r++)
+		for (int64_t o = 0; o < out; o++) {
+			double s = i0 == 0 ? stored(b[o0 + o], dt) : 0.0;
+			for (int64_t i = 0; i < in; i++)
+				s += (double)stored(w[(o0 + o) * IN + i0 + i], dt) * x[r * in + i];
+			ref[r * out + o] = (float)s;
+		}
+	for (int64_t i = 0; i < out * ROWS; i++)
+		y[i] = NAN;
+	cr_assert_eq(tf_lin_forward(&lin, x, ROWS, y), TF_OK);
+	double err = tf_test_rel_err(y, ref, out * ROWS, 1e-3);
+	cr_expect_lt(err, 1e-5, "%s %s part [%lld, %lld): rel err %g", tf_dtype_name(dt),
+		     cols ? "input" : "output", (long long)lo, (long long)hi, err);
+	for (int64_t i = 0; i < in * out; i++)
+		wd[i] = NAN;
+	cr_assert_eq(lin.ops->dequant(lin.impl, wd), TF_OK);
+	for (int64_t o = 0; o < out; o++)
+		for (int64_t i = 0; i < in; i++)
+			cr_assert_eq(wd[o * in + i], stored(w[(o0 + o) * IN + i0 + i], dt),
+				     "dequant [%lld, %lld]", (long long)o, (long long)i);
+	check_slices(&lin, dt, wd, x, in, out, &seed);
+	h->lin_close(h, &lin);
+	free(w); free(b); free(x); free(y); free(ref); free(wd);
+	tf_testhost_free(th);
+}
+
+Test(plain, parts_of_a_layer)
+{
+	uint64_t seed = 70;
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+		check_plain_part(dtypes[d], TF_LIN_PART_OUT, 0, 20, seed++);
+		check_plain_part(dtypes[d], TF_LIN_PART_OUT, 20, 53, seed++);
+		check_plain_part(dtypes[d], TF_LIN_PART_IN, 0, 11, seed++);
+		check_plain_part(dtypes[d], TF_LIN_PART_IN, 11, 37, seed++);
+	}
+}

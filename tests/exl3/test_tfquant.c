@@ -14,6 +14,26 @@
 #include "fail.h"
 #include "outdir.h"
 #include "recipe.h"
+#include "weights/tmpdir.h"
+
+/* Scratch space, made before a test and removed after it, failed or not
+ * (Criterion runs .fini after a failed assertion too). */
+static char *scratch_src, *scratch_dst;
+
+static void scratch_init(void)
+{
+	scratch_src = tmpdir_make("/tmp/tfquant-src-XXXXXX");
+	scratch_dst = tmpdir_make("/tmp/tfquant-dst-XXXXXX");
+}
+
+static void scratch_fini(void)
+{
+	if (scratch_src)
+		tmpdir_free(scratch_src);
+	if (scratch_dst)
+		tmpdir_free(scratch_dst);
+	scratch_src = scratch_dst = NULL;
+}
 
 /* Layers 0 dense+KDA, 1 MoE+MLA, 2 (= num_hidden_layers) the MTP layer. */
 static const uint8_t attn[3] = { TF_ATTN_KDA, TF_ATTN_MLA, TF_ATTN_MLA };
@@ -61,12 +81,14 @@ Test(tfquant, default_recipe_by_class)
 			     cases[i].bits, "%s", cases[i].name);
 }
 
-Test(tfquant, bits_option_and_ini)
+Test(tfquant, bits_option_and_ini, .init = scratch_init, .fini = scratch_fini)
 {
 	tfq_recipe r;
-	char path[] = "/tmp/tfquant-recipe-XXXXXX";
-	int fd = mkstemp(path);
-	FILE *f = fdopen(fd, "w");
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/recipe.ini", scratch_src);
+	cr_assert(f = fopen(path, "w"), "%s", path);
 
 	tfq_recipe_default(&r);
 	cr_assert_eq(tfq_recipe_parse(&r, "routed=2,head=16", "--bits"), TF_OK);
@@ -84,7 +106,6 @@ Test(tfquant, bits_option_and_ini)
 	fclose(f);
 	cr_expect_eq(tfq_recipe_load_ini(&r, path), TF_ERR_INVALID);
 	cr_expect(strstr(tfq_errmsg(), "[quant]"), "%s", tfq_errmsg());
-	unlink(path);
 }
 
 Test(tfquant, refuses_bad_bits)
@@ -103,12 +124,12 @@ Test(tfquant, refuses_bad_bits)
 	}
 }
 
-Test(tfquant, writes_quantization_config)
+Test(tfquant, writes_quantization_config, .init = scratch_init, .fini = scratch_fini)
 {
-	char src[] = "/tmp/tfquant-src-XXXXXX", dst[] = "/tmp/tfquant-dst-XXXXXX", path[256];
+	const char *src = scratch_src, *dst = scratch_dst;
+	char path[256];
 	tfq_meta meta = { .bits = 3.4149, .head_bits = 6, .mtp_bits = 4, .format = "exl3",
 			  .variant = "mul1" };
-	cr_assert(mkdtemp(src) && mkdtemp(dst));
 	snprintf(path, sizeof(path), "%s/config.json", src);
 	FILE *f = fopen(path, "w");
 	fprintf(f, "{\"model_type\": \"bailing_hybrid\", \"quantization_config\": {\"old\": 1}}");

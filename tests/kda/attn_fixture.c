@@ -130,3 +130,51 @@ void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *t
 	cr_expect(strstr(tf_testhost_last_error(th), needle), "error \"%s\" does not name %s",
 		  tf_testhost_last_error(th), needle);
 }
+
+/* A host of make(arg) playing rank r of `ranks`. */
+static tf_testhost *rank_host(attn_fixture_host_fn make, const void *arg, int r, int ranks)
+{
+	tf_testhost *th = make(arg);
+	tf_host *h = (tf_host *)tf_testhost_host(th);  /* the test owns it */
+	h->tp_rank = r;
+	h->tp_size = ranks;
+	return th;
+}
+
+void attn_fixture_expect_shards(const tf_plugin_attention *p, attn_fixture_host_fn make,
+				const void *arg, const char *prefix, int hidden, int ranks,
+				int uneven, const char *key, double tol, uint64_t seed)
+{
+	enum { N = 24 };
+	static const int plan[] = { N - 4, 1 };
+	float *x = malloc((size_t)N * hidden * sizeof(float));
+	float *y = malloc((size_t)N * hidden * sizeof(float));
+	float *sum = calloc((size_t)N * hidden, sizeof(float));
+	float *whole = malloc((size_t)N * hidden * sizeof(float));
+	tf_test_fill_uniform(x, (size_t)N * hidden, 1.0f, &seed);
+
+	for (int r = -1; r < ranks; r++) {     /* -1: the whole layer */
+		tf_testhost *th = r < 0 ? make(arg) : rank_host(make, arg, r, ranks);
+		void *inst = attn_fixture_open(p, th, prefix, 64);
+		void *st = attn_fixture_state(p, inst, 64);
+		float *out = r < 0 ? whole : y;
+		for (int64_t i = 0; i < (int64_t)N * hidden; i++)
+			out[i] = NAN;
+		attn_fixture_run(p, inst, st, x, N, hidden, plan, 2, out);
+		for (int64_t i = 0; r >= 0 && i < (int64_t)N * hidden; i++)
+			sum[i] += y[i];
+		p->state_free(inst, st);
+		p->layer_fini(inst);
+		tf_testhost_free(th);
+	}
+	double e = tf_test_rel_err(sum, whole, (size_t)N * hidden, 1e-3);
+	cr_expect(e < tol, "%d ranks' outputs summed vs the whole layer: rel err %.3g", ranks, e);
+
+	tf_testhost *th = rank_host(make, arg, 0, uneven);
+	attn_fixture_expect_init_error(p, th, prefix, TF_ERR_UNSUPPORTED, key);
+	tf_testhost_free(th);
+	free(x);
+	free(y);
+	free(sum);
+	free(whole);
+}

@@ -53,4 +53,18 @@ void *attn_fixture_expect_replay(const tf_plugin_attention *p, void *inst, void 
 void attn_fixture_expect_init_error(const tf_plugin_attention *p, tf_testhost *th,
 				    const char *prefix, int status, const char *needle);
 
+/* Makes a fresh host holding one test layer's tensors (arg: the case). */
+typedef tf_testhost *(*attn_fixture_host_fn)(const void *arg);
+
+/*
+ * Tensor parallel: the layer opened as each of `ranks` ranks (a host of
+ * its own with tp_rank and tp_size set) runs the same n tokens (a prefill,
+ * then decode steps); the ranks' outputs summed, as the runtime's
+ * all-reduce sums them, must match the whole layer's within tol.  With
+ * `uneven` ranks the layer must refuse to open, naming `key`.
+ */
+void attn_fixture_expect_shards(const tf_plugin_attention *p, attn_fixture_host_fn make,
+				const void *arg, const char *prefix, int hidden, int ranks,
+				int uneven, const char *key, double tol, uint64_t seed);
+
 #endif /* TF_TEST_ATTN_FIXTURE_H */

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void kda_case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank, float dt_shift,
-			 int W, uint64_t seed)
+void kda_case_init_shape(struct kda_case *c, bool safe_gate, bool low_rank, float dt_shift,
+			 int W, int nH, int D, uint64_t seed)
 {
 	memset(c, 0, sizeof(*c));
 	attn_bufs *b = &c->bufs;
-	const int H = 48, nH = 3, D = 16, P = nH * D;
+	const int H = 48, P = nH * D;
 	c->cfg = (tf_model_config){
 		.hidden_size = H, .num_attention_heads = nH, .head_dim = D,
 		.short_conv_kernel_size = W, .no_kda_lora = !low_rank,
@@ -48,6 +48,12 @@ void kda_case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank, floa
 	for (int i = 0; i < D; i++)
 		on[i] += 1.0f;
 	w->o_norm = on;
+}
+
+void kda_case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank, float dt_shift,
+			 int W, uint64_t seed)
+{
+	kda_case_init_shape(c, safe_gate, low_rank, dt_shift, W, 3, 16, seed);
 }
 
 void kda_case_init(struct kda_case *c, bool safe_gate, float dt_shift, uint64_t seed)

@@ -24,7 +24,10 @@ struct kda_case {
 
 /* dt_shift moves sigmoid(exp(A_log) (f + dt_bias)) towards 1 (gate near the
  * lower bound) or 0 (gate near zero).  low_rank: Kimi's f_a/f_b, g_a/g_b.
- * W: the short convolutions' width. */
+ * W: the short convolutions' width; nH heads of D channels. */
+void kda_case_init_shape(struct kda_case *c, bool safe_gate, bool low_rank, float dt_shift,
+			 int W, int nH, int D, uint64_t seed);
+/* 3 heads of 16. */
 void kda_case_init_gates(struct kda_case *c, bool safe_gate, bool low_rank, float dt_shift,
 			 int W, uint64_t seed);
 /* Full-rank gates, width 4. */

@@ -430,3 +430,17 @@ Test(kda, refused_batch_touches_no_state)
 	tf_testhost_free(th);
 	kda_case_free(&c);
 }
+
+static tf_testhost *kda_host(const void *c) { return kda_case_host(c, NULL); }
+
+/* Three heads: a head per rank of three; two ranks cannot share them. */
+Test(kda, heads_sharded_over_ranks_sum_to_whole)
+{
+	for (int low_rank = 0; low_rank < 2; low_rank++) {
+		struct kda_case c;
+		kda_case_init_gates(&c, true, low_rank, 0.0f, 4, 21 + low_rank);
+		attn_fixture_expect_shards(kda_plugin(), kda_host, &c, PREFIX, c.w.hidden, 3, 2,
+					   "num_attention_heads", 1e-5, 5);
+		kda_case_free(&c);
+	}
+}

@@ -598,3 +598,19 @@ Test(mla, config_inconsistent_with_tensors_is_named)
 	tf_testhost_free(th);
 	mla_case_free(&c);
 }
+
+static tf_testhost *mla_host(const void *c) { return mla_case_host(c, NULL); }
+
+/* Three heads: a head per rank of three (the latent path on each);
+ * two ranks cannot share them. */
+Test(mla, heads_sharded_over_ranks_sum_to_whole)
+{
+	for (int q_lora = 0; q_lora < 2; q_lora++) {
+		struct mla_case c;
+		mla_case_init(&c, q_lora, !q_lora, YARN_NONE, 41 + q_lora);
+		c.kv_cache = "f32";
+		attn_fixture_expect_shards(mla_plugin(), mla_host, &c, PREFIX, c.w.hidden, 3, 2,
+					   "num_attention_heads", 1e-5, 6);
+		mla_case_free(&c);
+	}
+}

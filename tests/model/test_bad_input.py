@@ -34,14 +34,26 @@ def edit_config(src, dst, fn):
         json.dump(cfg, f, indent=1)
 
 
-def drop_tensor(src, dst, name):
-    """Rewrite src's model.safetensors into dst without tensor `name`: the
-    other tensors back to back in their order, the header padded to 8."""
-    clone(src, dst, skip=("model.safetensors",))
+def read_safetensors(src):
+    """(header, data) of src's model.safetensors."""
     with open(os.path.join(src, "model.safetensors"), "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
-        data = f.read()
+        return json.loads(f.read(n)), f.read()
+
+
+def write_safetensors(dst, hdr, data):
+    """dst's model.safetensors: hdr (padded to 8) then data."""
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def drop_tensor(src, dst, name):
+    """Rewrite src's model.safetensors into dst without tensor `name`: the
+    other tensors back to back in their order."""
+    clone(src, dst, skip=("model.safetensors",))
+    hdr, data = read_safetensors(src)
     if name not in hdr:
         raise KeyError(f"{src}: no tensor {name} to drop")
     del hdr[name]
@@ -54,10 +66,16 @@ def drop_tensor(src, dst, name):
         off += end - b
     if meta is not None:
         out["__metadata__"] = meta
-    h = json.dumps(out).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    write_safetensors(dst, out, b"".join(blobs))
+
+
+def retype(src, dst, name, dtype):
+    """src's checkpoint in dst with tensor `name` declared as `dtype` (one
+    of the same element size, so the file stays consistent)."""
+    clone(src, dst, skip=("model.safetensors",))
+    hdr, data = read_safetensors(src)
+    hdr[name]["dtype"] = dtype
+    write_safetensors(dst, hdr, data)
 
 
 def truncate(src, dst, keep):
@@ -106,6 +124,19 @@ class BadInput(unittest.TestCase):
         path = f"plugins.path={tm.env('TF_BAD_ROUTERS')}"
         self.expect_error(self.good, [1, 2, 3], ["router bad-nan", "weight nan", "layer "],
                           "--set", path, "--set", "plugins.router=bad-nan")
+
+    def test_router_pinned_for_one_layer(self):
+        # [plugins] layer.5.router beats router: only layer 5 routes badly.
+        path = f"plugins.path={tm.env('TF_BAD_ROUTERS')}"
+        self.expect_error(self.good, [1, 2, 3], ["layer 5 (moe): router bad-range"],
+                          "--set", path, "--set", "plugins.router=ling",
+                          "--set", "plugins.layer.5.router=bad-range")
+
+    def test_router_pinned_on_a_dense_layer(self):
+        # Layer 0 is dense: a router pin there would do nothing.
+        self.expect_error(self.good, [1, 2, 3], ["[plugins] layer.0.router",
+                                                 "layer 0 (dense) opened no router"],
+                          "--set", "plugins.layer.0.router=ling-ref")
 
     def test_layer_type_nobody_serves(self):
         self.expect_error(self.good, None, ["layer 2", "layer type warp"],
@@ -169,6 +200,18 @@ class BadInput(unittest.TestCase):
         d = self.folder()
         drop_tensor(self.good, d, "lm_head.weight")
         self.expect_error(d, None, ["lm_head"])
+
+    def test_checkpoint_wrong_dtype(self):
+        """A tensor of a type its reader cannot take fails --check, named
+        with its dtype.  The embedding used to pass --check and fail at the
+        first prefill."""
+        for name in ("model.layers.0.attention.q_proj.weight",
+                     "model.layers.2.post_attention_layernorm.weight",
+                     "model.word_embeddings.weight"):
+            d = os.path.join(self.folder(), name)
+            retype(self.good, d, name, "I16")                  # the size of BF16
+            self.expect_error(d, None, [name, "I16"])
+        self.expect_error(d, [1, 2, 3], ["model.word_embeddings.weight", "I16"])
 
     def test_exl3_missing_trellis(self):
         name = "model.layers.0.attention.q_proj.trellis"

@@ -91,6 +91,7 @@ typedef struct build {
 	uint64_t seed;
 	const char *skip, *bad;         /* see add_mlp */
 	int tp_rank, tp_size;           /* 0, 0: no tensor parallelism */
+	const char *tp_moe;             /* [tp] moe, NULL: unset */
 } build;
 
 /* Build the layer and open it with the plugin; returns the init status
@@ -116,6 +117,8 @@ static int model_open(model *m, const tf_model_config *cfg, const build *b)
 		h->tp_rank = b->tp_rank;
 		h->tp_size = b->tp_size;
 	}
+	if (b->tp_moe)
+		tf_testhost_set_conf(m->th, "tp", "moe", b->tp_moe);
 
 	if (b->dense) {
 		add_mlp(m, E, m->prefix, cfg->intermediate_size, &seed, b->skip, b->bad);
@@ -350,7 +353,9 @@ Test(moe_layer, same_bits_for_any_thread_count)
 	model_close(&b);
 }
 
-Test(moe_layer, tensor_parallel_shares_sum_to_whole)
+/* Every rank's partial output, summed as the all-reduce does, against the
+ * layer on one rank; [tp] moe = `mode`. */
+static void check_shares(const char *mode, int ranks)
 {
 	enum { N = 5 };
 	tf_model_config c = base_config();
@@ -361,10 +366,10 @@ Test(moe_layer, tensor_parallel_shares_sum_to_whole)
 	model_open_ok(&whole, &c, &(build){ .layer = 2, .threads = 1, .seed = 27 });
 	float *y = check_forward(&whole, N, 0, seed);
 	tf_test_fill_uniform(x, N * H, 1.0f, &seed);
-	for (int r = 0; r < 2; r++) {
+	for (int r = 0; r < ranks; r++) {
 		float *part = poisoned(N * H);
 		model_open_ok(&share, &c, &(build){ .layer = 2, .threads = 1, .seed = 27,
-						    .tp_rank = r, .tp_size = 2 });
+						    .tp_rank = r, .tp_size = ranks, .tp_moe = mode });
 		cr_assert_eq(share.ffn->forward(share.inst, x, N, part), TF_OK);
 		for (int i = 0; i < N * H; i++)
 			sum[i] += part[i];
@@ -372,11 +377,32 @@ Test(moe_layer, tensor_parallel_shares_sum_to_whole)
 		model_close(&share);
 	}
 	double err = tf_test_rel_err(sum, y, N * H, 1e-3);
-	cr_assert(err < 1e-6, "rank sum vs whole: rel err %g", err);
+	cr_assert(err < 1e-6, "tp.moe=%s, %d ranks: rank sum vs whole: rel err %g", mode, ranks,
+		  err);
 	free(x);
 	free(sum);
 	free(y);
 	model_close(&whole);
+}
+
+Test(moe_layer, tensor_parallel_shares_sum_to_whole)
+{
+	check_shares("split", 2);
+	check_shares("experts", 2);
+	check_shares("split", 4);
+}
+
+Test(moe_layer, tensor_parallel_uneven_split_is_refused)
+{
+	tf_model_config c = base_config();
+	model m;
+	int rc = model_open(&m, &c, &(build){ .layer = 2, .threads = 1, .seed = 27,
+					      .tp_rank = 0, .tp_size = 3 });
+	cr_assert_eq(rc, TF_ERR_UNSUPPORTED);
+	const char *msg = tf_testhost_last_error(m.th);
+	cr_assert(strstr(msg, "moe_intermediate_size") && strstr(msg, "[tp] size 3") &&
+		  strstr(msg, "model.layers.2.mlp.experts.0"), "%s", msg);
+	model_close(&m);
 }
 
 Test(moe_layer, dense_vs_reference)

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -31,9 +32,9 @@ def free_port():
 class Server:
     def __init__(self, tfrun, ini, sets):
         self.port = free_port()
-        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY]
-        for s in sets:
-            args += ["--set", s]
+        self.tfrun, self.ini = tfrun, ini
+        self.sets = [a for s in sets for a in ("--set", s)]
+        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY] + self.sets
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + TIMEOUT
         while time.time() < deadline:
@@ -110,6 +111,7 @@ def check_error(srv, status, method, path, body=None, **kw):
     e = json.loads(data)["error"]
     assert isinstance(e["message"], str) and e["message"], e
     assert set(e) == {"message", "type", "param", "code"}, e
+    return e
 
 
 def wait_idle(srv):
@@ -118,6 +120,16 @@ def wait_idle(srv):
     while "\ntf_active_requests 0\n" not in srv.request("GET", "/metrics")[2].decode():
         assert time.time() < deadline, "a slot stayed taken"
         time.sleep(0.05)
+
+
+def rendered_ids(srv, body):
+    """The token ids `tfrun INI --render-chat` makes of a chat request."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(body, f)
+        f.flush()
+        out = subprocess.run([srv.tfrun, srv.ini] + srv.sets + ["--render-chat", f.name, "--json"],
+                             capture_output=True, text=True, timeout=TIMEOUT, check=True)
+    return json.loads(out.stdout)["tokens"]
 
 
 def content_of(srv, body):
@@ -129,7 +141,8 @@ def content_of(srv, body):
 # --- nano ---
 
 def t_chat(srv):
-    text, r = content_of(srv, chat("In the beginning", max_tokens=16, temperature=0))
+    body = chat("In the beginning", max_tokens=16, temperature=0)
+    text, r = content_of(srv, body)
     assert r["object"] == "chat.completion" and r["id"].startswith("chatcmpl-")
     ch = r["choices"][0]
     assert ch["message"]["role"] == "assistant" and text
@@ -138,6 +151,8 @@ def t_chat(srv):
     assert u["completion_tokens"] <= 16 and u["prompt_tokens"] > 0
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
     assert r["model"] == "ling-nano"
+    # The server renders through the template --render-chat shows.
+    assert u["prompt_tokens"] == len(rendered_ids(srv, body)), u
 
 
 def t_stream(srv):
@@ -232,6 +247,12 @@ def t_errors(srv):
     check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", n=2))
     check_error(srv, 400, "POST", "/v1/chat/completions",
                 {"messages": [{"role": "wizard", "content": "x"}]})
+    e = check_error(srv, 400, "POST", "/v1/chat/completions", {"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "f", "arguments": "{not json"}}]},
+        {"role": "user", "content": "y"}]})
+    assert "tool_calls[0].function.arguments" in e["message"], e
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": 3})
     check_error(srv, 413, "POST", "/v1/chat/completions", chat("x" * 70000))
     check_error(srv, 404, "GET", "/v1/nothing")
@@ -271,6 +292,7 @@ def t_reasoning(srv):
     assert status == 200, r
     msg = r["choices"][0]["message"]
     assert msg.get("reasoning_content"), msg
+    assert r["usage"]["prompt_tokens"] == len(rendered_ids(srv, body)), r["usage"]
     body["stream"] = True
     ev = srv.stream("/v1/chat/completions", body)
     deltas = [e["choices"][0]["delta"] for e in ev if e["choices"]]

@@ -140,6 +140,7 @@ static const struct th_enum {
 	const char *section, *key, *choices;
 } th_enums[] = {
 	{ "runtime", "kv_cache", "bf16|f32" },
+	{ "tp", "moe", "split|experts" },
 };
 
 static int th_conf_enum(const tf_host *h, const char *section, const char *key, int def,
@@ -213,8 +214,9 @@ int tf_testhost_released(tf_testhost *th, const char *name)
 	return 0;
 }
 
-static int th_lin_open(const tf_host *h, const char *prefix, int64_t in,
-		       int64_t out, tf_lin *lin)
+/* The quant plugin whose match() scores prefix highest, or NULL (an error
+ * recorded). */
+static const tf_plugin_quant *th_lin_choose(const tf_host *h, const char *prefix)
 {
 	tf_testhost *th = h->ctx;
 	const tf_plugin_quant *best = NULL;
@@ -227,10 +229,31 @@ static int th_lin_open(const tf_host *h, const char *prefix, int64_t in,
 		}
 	}
 	if (!best)
-		return th_error(h, TF_ERR_NOT_FOUND,
-				"%s: no quant plugin recognises its tensors", prefix);
-	lin->ops = best;
-	return best->open(h, prefix, in, out, &lin->impl, &lin->info);
+		th_error(h, TF_ERR_NOT_FOUND, "%s: no quant plugin recognises its tensors", prefix);
+	return best;
+}
+
+static int th_lin_open(const tf_host *h, const char *prefix, int64_t in,
+		       int64_t out, tf_lin *lin)
+{
+	const tf_plugin_quant *q = th_lin_choose(h, prefix);
+	if (!q)
+		return TF_ERR_NOT_FOUND;
+	lin->ops = q;
+	return q->open(h, prefix, in, out, &lin->impl, &lin->info);
+}
+
+static int th_lin_open_part(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+			    const tf_lin_part *part, tf_lin *lin)
+{
+	const tf_plugin_quant *q = th_lin_choose(h, prefix);
+	if (!q)
+		return TF_ERR_NOT_FOUND;
+	if (!q->open_part)
+		return th_error(h, TF_ERR_UNSUPPORTED, "%s: quant plugin '%s' cannot open parts",
+				prefix, q->hdr.name);
+	lin->ops = q;
+	return q->open_part(h, prefix, in, out, part, &lin->impl, &lin->info);
 }
 
 static void th_lin_close(const tf_host *h, tf_lin *lin)
@@ -312,6 +335,7 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 		.model = &th->cfg,
 		.lin_open = th_lin_open,
 		.lin_close = th_lin_close,
+		.lin_open_part = th_lin_open_part,
 		.router_open = th_router_open,
 		.router_route = th_router_route,
 		.router_close = th_router_close,

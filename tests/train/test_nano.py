@@ -5,8 +5,9 @@ PyTorch model that trained it.
     Bf16        tfrun's logits on 128 held-out tokens vs torch (float64 on
                 the same bf16 weights); greedy decoding agrees for 64 tokens
     Exl3        tfrun on the EXL3 checkpoint vs ling_ref.py decoding the same
-                EXL3 weights (the runtime's exactness), and vs torch bf16
-                (the quantization error, bounded)
+                EXL3 weights (the runtime's exactness; greedy decoding agrees
+                for 64 tokens), and vs torch bf16 (the quantization error,
+                bounded)
     Perplexity  tfrun --perplexity equals tools/train/eval.py's figure
     BadInput    --perplexity on an empty, a too short, a non-UTF-8 file
 """
@@ -29,6 +30,8 @@ WINDOW = 128
 # KL 0.018 and top-1 0.94; a decoding bug gives KL of several nats.
 KL_EXL3_MAX = 0.05
 TOP1_EXL3_MIN = 0.85
+GREEDY = 64
+NANO_EXL3 = os.path.join(tu.ROOT, "models", "ling-nano-exl3")
 
 
 def heldout_ids(n):
@@ -39,6 +42,23 @@ def heldout_ids(n):
 def torch_logits(model, toks):
     with torch.no_grad():
         return model(torch.tensor([toks]))[0][0].numpy()
+
+
+def greedy_prompt():
+    return heldout_ids(300)[200:216]                    # mid-chapter: no stop token
+
+
+def tfrun_greedy(ini, folder, prompt):
+    """tfrun's first GREEDY ids at temperature 0 after `prompt`, on the
+    checkpoint in `folder`."""
+    with tempfile.TemporaryDirectory() as d:
+        # Without tokenizer.json tfrun prints ids, not text.
+        for f in ("config.json", "generation_config.json", "model.safetensors"):
+            os.symlink(os.path.join(folder, f), os.path.join(d, f))
+        out = tu.run([tu.TFRUN, ini, "--set", f"model.path={d}",
+                      "--set", "chat.template=raw", "--tokens",
+                      ",".join(map(str, prompt)), "-n", str(GREEDY), "--temp", "0"])
+    return [int(t) for t in out.strip().split(",")]
 
 
 class Bf16(unittest.TestCase):
@@ -71,30 +91,32 @@ class Bf16(unittest.TestCase):
         self.assertGreaterEqual(tu.top1(bf16, f32), 0.99)
 
     def test_greedy_64(self):
-        prompt = heldout_ids(300)[200:216]               # mid-chapter: no stop token
+        prompt = greedy_prompt()
         toks = list(prompt)
-        for _ in range(64):
+        for _ in range(GREEDY):
             toks.append(int(torch_logits(self.model, toks)[-1].argmax()))
-        with tempfile.TemporaryDirectory() as d:
-            # Without tokenizer.json tfrun prints ids, not text.
-            for f in ("config.json", "generation_config.json", "model.safetensors"):
-                os.symlink(os.path.join(tu.NANO, f), os.path.join(d, f))
-            out = tu.run([tu.TFRUN, tu.NANO_INI, "--set", f"model.path={d}",
-                          "--set", "chat.template=raw", "--tokens",
-                          ",".join(map(str, prompt)), "-n", "64", "--temp", "0"])
-        got = [int(t) for t in out.strip().split(",")]
-        self.assertEqual(got, toks[16:])
+        self.assertEqual(tfrun_greedy(tu.NANO_INI, tu.NANO, prompt), toks[len(prompt):])
 
 
 class Exl3(unittest.TestCase):
+    def test_greedy_64(self):
+        """Greedy decoding on the EXL3 checkpoint agrees with the float64
+        decode of the same EXL3 weights for 64 tokens."""
+        ref = ling_ref.Model(NANO_EXL3)
+        prompt = greedy_prompt()
+        toks = list(prompt)
+        for _ in range(GREEDY):
+            logits, _ = ref.forward(toks, rows=[len(toks) - 1])
+            toks.append(int(logits[-1].argmax()))
+        self.assertEqual(tfrun_greedy(tu.NANO_EXL3_INI, NANO_EXL3, prompt), toks[len(prompt):])
+
     def test_logits(self):
-        exl3 = os.path.join(tu.ROOT, "models", "ling-nano-exl3")
         toks = heldout_ids(WINDOW)
         with tempfile.TemporaryDirectory() as d:
             got = tu.tfrun_logits(tu.NANO_EXL3_INI, toks, os.path.join(d, "rt.f32"))
         # The runtime's EXL3 path vs the float64 decode of the same weights:
         # tests/reference/README.md's tolerance for it.
-        ref = ling_ref.Model(exl3).forward(toks)[0]
+        ref = ling_ref.Model(NANO_EXL3).forward(toks)[0]
         self.assertLess(tu.max_rel(got, ref), 2e-3)
         self.assertGreaterEqual(tu.top1(got, ref), 0.99)
         # Against the bf16 model: the quantization error, small on a trained model.

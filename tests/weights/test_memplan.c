@@ -106,6 +106,18 @@ static void fixture_open(fixture *fx)
 	cr_assert_eq(tf_weights_open(fx->dir, &fx->w), TF_OK, "%s", tf_diag_msg());
 }
 
+/* The plan as tf_memplan_print writes it (free()). */
+static char *plan_text(const tf_memplan *p)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	cr_assert(mem);
+	tf_memplan_print(p, mem);
+	fclose(mem);
+	return text;
+}
+
 static void fixture_close(fixture *fx)
 {
 	tf_weights_close(fx->w);
@@ -161,16 +173,38 @@ Test(memplan, exact_bytes)
 		total += want[k];
 	}
 	cr_expect_eq(p.weights_total, total);
-	/* Replicated: embeddings, head, norms, routers, other; the rest halves. */
-	uint64_t repl = 256 + 256 + 288 + 288 + 24;
-	cr_expect_eq(p.rank_weights, repl + (1024 + 384 + 356 + 576 + 256 + 448) / 2);
+	/*
+	 * Each tensor as the sharded layers divide it (memplan.h), by hand:
+	 * embeddings 256, norms 288, routers 288, other 24 and MLA's latent
+	 * kv_a_proj_with_mqa 128 whole; lm_head by vocabulary 128; KDA: two
+	 * q_proj 2 x 64 + o_proj (trellis of 1 tile: too few blocks, whole 64;
+	 * suh by inputs 8; svh 16 and marker 4 whole) = 220; dense 3 x 96; MLA dense
+	 * by inputs 64; routed 1024 / 2; shared 2 x 96; MTP: eh_proj 256
+	 * whole, q_proj 64, an expert's down_proj 32.
+	 */
+	static const uint64_t rank[TF_WCLASS_COUNT] = {
+		[TF_WCLASS_EMBED] = 256, [TF_WCLASS_HEAD] = 128, [TF_WCLASS_NORM] = 288,
+		[TF_WCLASS_KDA] = 220, [TF_WCLASS_DENSE] = 288, [TF_WCLASS_MLA] = 192,
+		[TF_WCLASS_ROUTER] = 288, [TF_WCLASS_ROUTED] = 512, [TF_WCLASS_SHARED] = 192,
+		[TF_WCLASS_MTP] = 352, [TF_WCLASS_OTHER] = 24,
+	};
+	uint64_t rank_total = 0;
+	for (int k = 0; k < TF_WCLASS_COUNT; k++) {
+		for (int r = 0; r < 2; r++)
+			cr_expect_eq(p.ranks[r].weights[k], rank[k], "rank %d %s: %llu", r,
+				     tf_wclass_name((tf_wclass)k),
+				     (unsigned long long)p.ranks[r].weights[k]);
+		rank_total += rank[k];
+	}
+	cr_expect_eq(p.rank_weights, rank_total);
+	cr_expect_eq(p.ranks[1].weights_total, rank_total);
 
 	/* Active: non-expert main-stack weights, 2 of 4 experts, one embedding
 	 * row of 8 F16 values; no MTP. */
 	uint64_t active = 256 + 288 + 356 + 576 + 256 + 288 + 384 + 24;
 	cr_expect_eq(p.active, active + 1024 * 2 / 4 + 16);
-	cr_expect_eq(p.rank_active, 256 + 288 + 288 + 24 + (356 + 576 + 256 + 384) / 2 +
-				    1024 * 2 / 4 / 2 + 16);
+	cr_expect_eq(p.rank_active, 128 + 288 + 220 + 288 + 192 + 288 + 192 + 24 +
+				    512 * 2 / 4 + 16);
 
 	/* State: MLA layers 1, 3 and MTP 4; KDA layers 0 and 2. */
 	cr_expect_eq(p.n_mla, 3);
@@ -190,13 +224,50 @@ Test(memplan, exact_bytes)
 	cr_expect_eq(p.rank_weights, p.weights_total);
 	cr_expect_eq(p.opts.chunk, TF_MEMPLAN_CHUNK);
 
-	char *text = NULL;
-	size_t len = 0;
-	FILE *mem = open_memstream(&text, &len);
-	tf_memplan_print(&p, mem);
-	fclose(mem);
+	char *text = plan_text(&p);
 	cr_expect(strstr(text, "routed experts"), "%s", text);
 	cr_expect(strstr(text, "active/token"), "%s", text);
+	free(text);
+	fixture_close(&fx);
+}
+
+/* [tp] moe = experts: each routed expert whole on its block's rank (3
+ * ranks over 4 experts: 0 and 1 on rank 0, 2 on rank 1, 3 on rank 2);
+ * uneven splits give the first ranks the remainder, heads included. */
+Test(memplan, tp_moe_experts_whole_on_their_rank)
+{
+	fixture fx;
+	tf_memplan p;
+	fixture_open(&fx);
+	tf_memplan_opts o = { .context = 100, .tp_size = 3, .moe_experts = true, .chunk = 10,
+			      .cache_elem = 2, .sequences = 1 };
+	cr_assert_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &o, &p), TF_OK, "%s", tf_diag_msg());
+	/* Layer 1: experts 0-3 of 64 bytes; layer 2: experts 0 and 3 of 384. */
+	cr_expect_eq(p.ranks[0].weights[TF_WCLASS_ROUTED], 64 + 64 + 384);
+	cr_expect_eq(p.ranks[1].weights[TF_WCLASS_ROUTED], 64);
+	cr_expect_eq(p.ranks[2].weights[TF_WCLASS_ROUTED], 64 + 384);
+	/* MTP: eh_proj whole, q_proj's 8 rows as 3 + 3 + 2, expert 0 on rank 0. */
+	cr_expect_eq(p.ranks[0].weights[TF_WCLASS_MTP], 256 + 48 + 64);
+	cr_expect_eq(p.ranks[1].weights[TF_WCLASS_MTP], 256 + 48);
+	cr_expect_eq(p.ranks[2].weights[TF_WCLASS_MTP], 256 + 32);
+	/* 2 KDA heads over 3 ranks: one each on ranks 0 and 1. */
+	cr_expect_eq(p.ranks[0].kda_state, 2 * 4 * 16);
+	cr_expect_eq(p.ranks[2].kda_state, 0);
+	uint64_t sum = 0;
+	for (int r = 0; r < 3; r++) {
+		sum += p.ranks[r].weights[TF_WCLASS_ROUTED];
+		cr_expect_leq(p.ranks[r].total, p.rank_total, "rank %d above the largest", r);
+	}
+	cr_expect_eq(sum, p.weights[TF_WCLASS_ROUTED]);
+	cr_expect_eq(p.largest, 0);
+	cr_expect_eq(p.rank_weights, p.ranks[0].weights_total);
+
+	tf_diag_clear();
+	cr_expect_eq(tf_memplan_check(&p, p.rank_total - 1), TF_ERR_RANGE);
+	cr_expect(strstr(tf_diag_msg(), "on rank 0 of 3"), "%s", tf_diag_msg());
+
+	char *text = plan_text(&p);
+	cr_expect(strstr(text, "rank 2 "), "%s", text);
 	free(text);
 	fixture_close(&fx);
 }
@@ -230,6 +301,8 @@ Test(memplan, over_budget_is_refused)
 	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
 	bad = (tf_memplan_opts){ .context = 1, .tp_size = 0, .chunk = 1, .cache_elem = 4, .sequences = 1 };
 	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
+	bad.tp_size = TF_MEMPLAN_MAX_TP + 1;
+	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
 	bad = (tf_memplan_opts){ .context = 1, .tp_size = 1, .chunk = 1, .cache_elem = 4, .sequences = 0 };
 	cr_expect_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &bad, &p), TF_ERR_INVALID);
 	bad = (tf_memplan_opts){ .context = 1, .tp_size = 1, .chunk = 1, .cache_elem = 3, .sequences = 1 };
@@ -258,11 +331,7 @@ Test(memplan, sequences_multiply_the_state)
 	cr_expect(strstr(tf_diag_msg(), "x 4 sequences"), "%s", tf_diag_msg());
 	cr_expect(strstr(tf_diag_msg(), "context of 100 tokens"), "%s", tf_diag_msg());
 
-	char *text = NULL;
-	size_t len = 0;
-	FILE *mem = open_memstream(&text, &len);
-	tf_memplan_print(&four, mem);
-	fclose(mem);
+	char *text = plan_text(&four);
 	cr_expect(strstr(text, "4 sequences"), "%s", text);
 	cr_expect(strstr(text, "bf16 (f32: "), "%s", text);
 	free(text);

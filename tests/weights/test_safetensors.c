@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "diag.h"
@@ -194,8 +195,6 @@ Test(safetensors, writer_refuses_bad_input)
 		     TF_ERR_INVALID);
 	cr_expect_eq(tf_st_writer_add(w, "a", TF_DTYPE_F32, 2,
 				      (int64_t[]){ INT64_MAX / 2, 8 }, x), TF_ERR_INVALID);
-	cr_expect_eq(tf_st_writer_add(w, "a", TF_DTYPE_F32, 1, (int64_t[]){ 4 }, NULL),
-		     TF_ERR_INVALID);
 	cr_assert_eq(tf_st_writer_add(w, "a", TF_DTYPE_F32, 1, (int64_t[]){ 4 }, x), TF_OK);
 	cr_assert_eq(tf_st_writer_add(w, "a", TF_DTYPE_F32, 1, (int64_t[]){ 2 }, x), TF_OK);
 	char *dir = tmpdir_new();
@@ -209,6 +208,52 @@ Test(safetensors, writer_refuses_bad_input)
 	cr_assert_eq(tf_st_writer_add(w, "a", TF_DTYPE_F32, 1, (int64_t[]){ 4 }, x), TF_OK);
 	cr_expect_eq(tf_st_writer_save(w, tmpdir_path(dir, "no/such/dir.safetensors")), TF_ERR_IO);
 	tf_st_writer_free(w);
+	tmpdir_free(dir);
+}
+
+/* NULL data: the tensor's bytes are a hole.  The file has its full size
+ * but no blocks there, says so in its metadata, and reads back zeros there
+ * and the real bytes elsewhere. */
+Test(safetensors, holes_make_a_header_only_file)
+{
+	enum { BIG = 16 << 20 };
+	float x[4];
+	fill_random(x, sizeof(x));
+	char *dir = tmpdir_new();
+	const char *path = tmpdir_path(dir, "model.safetensors");
+	tf_st_writer *w;
+	cr_assert_eq(tf_st_writer_init(&w), TF_OK);
+	cr_assert_eq(tf_st_writer_add(w, "big", TF_DTYPE_BF16, 1, (int64_t[]){ BIG / 2 }, NULL),
+		     TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_st_writer_add(w, "small", TF_DTYPE_F32, 1, (int64_t[]){ 4 }, x), TF_OK);
+	cr_assert_eq(tf_st_writer_save(w, path), TF_OK, "%s", tf_diag_msg());
+	tf_st_writer_free(w);
+
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_gt(st.st_size, BIG);
+	cr_expect_lt((uint64_t)st.st_blocks * 512, BIG / 16, "%lld blocks",
+		     (long long)st.st_blocks);
+	tf_weights *wt;
+	cr_assert_eq(tf_weights_open(dir, &wt), TF_OK, "%s", tf_diag_msg());
+	cr_expect(tf_weights_header_only(wt));
+	tf_tensor big, small;
+	cr_assert_eq(tf_weights_get(wt, "big", &big), TF_OK);
+	cr_assert_eq(tf_weights_get(wt, "small", &small), TF_OK);
+	cr_expect_eq(big.nbytes, BIG);
+	cr_expect_eq(memcmp(small.data, x, sizeof(x)), 0);
+	const uint8_t *b = big.data;
+	cr_expect(b[0] == 0 && b[BIG / 2] == 0 && b[BIG - 1] == 0);
+	tf_weights_close(wt);
+
+	/* Every tensor given: not header-only. */
+	cr_assert_eq(tf_st_writer_init(&w), TF_OK);
+	cr_assert_eq(tf_st_writer_add(w, "small", TF_DTYPE_F32, 1, (int64_t[]){ 4 }, x), TF_OK);
+	cr_assert_eq(tf_st_writer_save(w, path), TF_OK, "%s", tf_diag_msg());
+	tf_st_writer_free(w);
+	cr_assert_eq(tf_weights_open(dir, &wt), TF_OK, "%s", tf_diag_msg());
+	cr_expect(!tf_weights_header_only(wt));
+	tf_weights_close(wt);
 	tmpdir_free(dir);
 }
 

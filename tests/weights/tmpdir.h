@@ -1,4 +1,4 @@
-/* tmpdir.h - scratch folders for the weights tests, removed afterwards. */
+/* tmpdir.h - scratch folders for tests (the weights tests, tfquant's), removed afterwards. */
 #ifndef TF_TEST_TMPDIR_H
 #define TF_TEST_TMPDIR_H
 
@@ -9,11 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* tmpl: a mkdtemp template, "/tmp/<name>-XXXXXX". */
+static inline char *tmpdir_make(const char *tmpl)
+{
+	char *d = strdup(tmpl);
+	cr_assert(d && mkdtemp(d), "mkdtemp %s", tmpl);
+	return d;
+}
+
 static inline char *tmpdir_new(void)
 {
-	char *d = strdup("/tmp/tf-weights-XXXXXX");
-	cr_assert(d && mkdtemp(d), "mkdtemp");
-	return d;
+	return tmpdir_make("/tmp/tf-weights-XXXXXX");
 }
 
 /* The folders are flat: remove the files, then the folder. */

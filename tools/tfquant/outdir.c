@@ -11,39 +11,12 @@
 #include <sys/stat.h>
 
 #include "fail.h"
+#include "file.h"
 #include "tf/error.h"
 #include "tf/version.h"
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-		buf[n] = '\0';
-		*len = (size_t)n;
-	} else {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
-}
-
-static int write_file(const char *path, const void *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f)
-		return tfq_fail(TF_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-	size_t w = fwrite(data, 1, len, f);
-	if (fclose(f) || w != len)
-		return tfq_fail(TF_ERR_IO, "%s: write failed", path);
-	return TF_OK;
-}
+/* config.json and tokenizer.json are a few MB; this bounds a wrong path. */
+#define OUTDIR_MAX_FILE (1u << 30)
 
 int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m)
 {
@@ -52,9 +25,9 @@ int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m)
 	int rc = TF_OK;
 
 	snprintf(path, sizeof(path), "%s/config.json", src);
-	char *text = read_file(path, &len);
-	if (!text)
-		return tfq_fail(TF_ERR_IO, "%s: cannot read", path);
+	char *text;
+	if ((rc = tfq_file_read(path, OUTDIR_MAX_FILE, &text, &len)))
+		return rc;
 	cJSON *root = cJSON_ParseWithLength(text, len);
 	free(text);
 	if (!cJSON_IsObject(root)) {
@@ -86,7 +59,7 @@ save:
 	if (!out)
 		return tfq_fail(TF_ERR_NOMEM, "config.json: out of memory");
 	snprintf(path, sizeof(path), "%s/config.json", dst);
-	rc = write_file(path, out, strlen(out));
+	rc = tfq_file_write(path, out, strlen(out));
 	free(out);
 	return rc;
 }
@@ -109,19 +82,12 @@ int tfq_outdir_copy_files(const char *src, const char *dst)
 	while (!rc && (e = readdir(d))) {
 		char from[4096], to[4096];
 		struct stat sb;
-		size_t len;
 
 		snprintf(from, sizeof(from), "%s/%s", src, e->d_name);
 		if (skip_file(e->d_name) || stat(from, &sb) || !S_ISREG(sb.st_mode))
 			continue;
-		char *data = read_file(from, &len);
-		if (!data) {
-			rc = tfq_fail(TF_ERR_IO, "%s: cannot read", from);
-			break;
-		}
 		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
-		rc = write_file(to, data, len);
-		free(data);
+		rc = tfq_file_copy(from, to, OUTDIR_MAX_FILE);
 	}
 	closedir(d);
 	return rc;

@@ -47,6 +47,7 @@ typedef struct tf_synth_shape {
 	int qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
 	double rope_theta;
 	int max_position_embeddings;
+	int vocab_size;                 /* 0: the tokenizer's, rounded up to 128 */
 	/* YaRN context stretch: 0 writes rope_scaling null (the Ling-3.0
 	 * value); else DeepSeek-V3's beta 32/1 and mscale 1/1, stretching
 	 * max_position_embeddings / factor original positions. */
@@ -61,7 +62,8 @@ typedef struct tf_synth_shape {
 	double swiglu_limit;
 } tf_synth_shape;
 
-/* Fills *s with the named preset ("ling-tiny", "ling-bench"). */
+/* Fills *s with the named preset ("ling-tiny", "ling-bench",
+ * "ling-3.1-flash"). */
 int tf_synth_shape_preset(const char *name, tf_synth_shape *s);
 /* Applies one "key=value" override (keys are the config.json names). */
 int tf_synth_shape_set(tf_synth_shape *s, const char *assignment);
@@ -126,9 +128,11 @@ size_t tf_synth_tensor_bytes(const tf_synth_tensor *t);
 void tf_synth_fill(const tf_synth_tensor *t, uint64_t seed, void *out);
 
 /* Writes model.safetensors, or shards of at most shard_bytes each plus
- * model.safetensors.index.json when the model is larger (0: one file). */
+ * model.safetensors.index.json when the model is larger (0: one file).
+ * header_only: the tensors' bytes are holes (sparse files, nothing drawn),
+ * a checkpoint tfrun --check can plan but nothing can run. */
 int tf_synth_write(const tf_synth_plan *p, uint64_t seed, const char *dir,
-		   uint64_t shard_bytes);
+		   uint64_t shard_bytes, int header_only);
 
 /*
  * The EXL3 checkpoint tfquant would make of this plan, without its hours of

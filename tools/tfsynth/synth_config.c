@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "fail.h"              /* tools/tfquant */
 #include "synth.h"
 
 static int write_json(const cJSON *root, const char *dir, const char *name)
@@ -20,15 +20,15 @@ static int write_json(const cJSON *root, const char *dir, const char *name)
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (!text)
-		return tf_diag_set(TF_ERR_NOMEM, "%s: printing JSON", path);
+		return tfq_fail(TF_ERR_NOMEM, "%s: printing JSON", path);
 	FILE *f = fopen(path, "w");
 	if (!f) {
-		rc = tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+		rc = tfq_fail(TF_ERR_IO, "%s: %s", path, strerror(errno));
 	} else {
 		if (fputs(text, f) == EOF || fputc('\n', f) == EOF)
-			rc = tf_diag_set(TF_ERR_IO, "%s: write failed", path);
+			rc = tfq_fail(TF_ERR_IO, "%s: write failed", path);
 		if (fclose(f) && !rc)
-			rc = tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+			rc = tfq_fail(TF_ERR_IO, "%s: %s", path, strerror(errno));
 	}
 	free(text);
 	return rc;
@@ -184,7 +184,7 @@ int tf_synth_config_write(const tf_synth_shape *s, const tf_synth_vocab *v,
 	int rc;
 
 	if (!c || !g)
-		rc = tf_diag_set(TF_ERR_NOMEM, "%s: building config.json", dir);
+		rc = tfq_fail(TF_ERR_NOMEM, "%s: building config.json", dir);
 	else if (!(rc = write_json(c, dir, "config.json")))
 		rc = write_json(g, dir, "generation_config.json");
 	cJSON_Delete(c);

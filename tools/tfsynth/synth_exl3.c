@@ -3,67 +3,58 @@
  * directly instead of searched: the benchmark needs the format's size and
  * decode work, not a faithful quantization of weights that are random
  * anyway.  tfquant's own recipe decides which tensors are quantized and to
- * how many bits, so the two routes give the same tensor set.
+ * how many bits, so the two routes give the same tensor set; the exl3
+ * plugin's draw slot (tf/quant.h) says which tensors stand for a linear.
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "codebook.h"
-#include "config.h"
-#include "diag.h"
+#include "fail.h"              /* tools/tfquant */
 #include "synth.h"
+#include "tf/checkpoint.h"
 
-#define PAD128(x) (((x) + 127) / 128 * 128)
-
-/* RMS of the codebook over its 65536 states: random trellis bits make every
- * state equally likely, so this is exactly Ŵ's RMS. */
-static double codebook_rms(tf_exl3_cb cb)
+/* The host a drawer is given: it reports failures, nothing more. */
+static int host_error(const tf_host *h, int status, const char *fmt, ...)
 {
-	double sum = 0;
-	for (uint32_t s = 0; s < 65536; s++) {
-		double w = tf_exl3_cb_f32((uint16_t)s, cb);
-		sum += w * w;
-	}
-	return sqrt(sum / 65536);
+	char msg[1024];
+	va_list ap;
+	(void)h;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tfq_fail(status, "%s", msg);
 }
 
-/* trellis, suh, svh and the MUL1 marker standing for t at K bits. */
-static int add_quantized(tf_synth_plan *out, const tf_synth_tensor *t, int K, double cb_rms)
+/* The drawer's tensors become plan entries that tf_synth_fill draws. */
+static int plan_sink_add(void *ctx, const char *name, tf_dtype dt, int ndim,
+			 const int64_t *shape, tf_draw_fill fill, double a, double b)
 {
-	int n = (int)(strlen(t->name) - strlen(".weight"));
-	int64_t k = PAD128(t->shape[1]), nn = PAD128(t->shape[0]);
-	int64_t ts[3] = { k / 16, nn / 16, 16 * K };
-	double rms = sqrt(t->a * t->a + t->b * t->b);
-	int rc;
-
-	if ((rc = tf_synth_plan_add(out, TF_DTYPE_I16, TF_SYNTH_BITS, 0, 0, 3, ts,
-				    "%.*s.trellis", n, t->name)) ||
-	    (rc = tf_synth_plan_add(out, TF_DTYPE_F16, TF_SYNTH_SIGNS, rms / cb_rms,
-				    (double)t->shape[1], 1, &k, "%.*s.suh", n, t->name)) ||
-	    (rc = tf_synth_plan_add(out, TF_DTYPE_F16, TF_SYNTH_SIGNS, 1.0,
-				    (double)t->shape[0], 1, &nn, "%.*s.svh", n, t->name)))
-		return rc;
-	return tf_synth_plan_add(out, TF_DTYPE_I32, TF_SYNTH_CONST, TF_EXL3_MUL1_MARKER, 0,
-				 0, NULL, "%.*s.mul1", n, t->name);
+	static const tf_synth_init init[] = {
+		[TF_DRAW_BITS] = TF_SYNTH_BITS, [TF_DRAW_SIGNS] = TF_SYNTH_SIGNS,
+		[TF_DRAW_CONST] = TF_SYNTH_CONST,
+	};
+	if (fill < TF_DRAW_BITS || fill > TF_DRAW_CONST)
+		return tfq_fail(TF_ERR_INVALID, "%s: the drawer asked for fill %d", name, fill);
+	return tf_synth_plan_add(ctx, dt, init[fill], a, b, ndim, shape, "%s", name);
 }
 
-int tf_synth_exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const char *dir,
-		       tf_synth_plan *out, tfq_meta *meta)
+/* Every tensor of src, the quantized ones as the drawer lays them out. */
+static int exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const tf_model_config *cfg,
+		     tf_quant_draw_fn draw, tf_synth_plan *out, tfq_meta *meta)
 {
-	tf_model_config cfg = { .struct_size = sizeof(cfg) };
-	double cb_rms = codebook_rms(TF_EXL3_CB_MUL1), bits = 0, numel = 0;
-	char path[4096];
-	int rc;
+	const tf_host host = { .struct_size = sizeof(host), .error = host_error };
+	const tf_draw_sink sink = { .ctx = out, .add = plan_sink_add };
+	double bits = 0, numel = 0;
+	char prefix[sizeof(src->t->name)];
+	int rc = TF_OK;
 
-	*out = (tf_synth_plan){ 0 };
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	if ((rc = tf_config_load(path, &cfg)))
-		return rc;
 	for (size_t i = 0; i < src->n && !rc; i++) {
 		tf_synth_tensor t = src->t[i];
 		tf_tensor desc = { .name = t.name, .dtype = t.dtype, .ndim = t.ndim };
 		memcpy(desc.shape, t.shape, sizeof(t.shape));
-		int K = tfq_recipe_bits(r, &cfg, &desc);
+		int K = tfq_recipe_bits(r, cfg, &desc);
 
 		if (!K) {
 			if (t.dtype == TF_DTYPE_F32)
@@ -72,7 +63,11 @@ int tf_synth_exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const char
 					       "%s", t.name);
 			continue;
 		}
-		rc = add_quantized(out, &t, K, cb_rms);
+		const tf_quantize_opts o = { .bits = K };
+		snprintf(prefix, sizeof(prefix), "%.*s", (int)(strlen(t.name) - strlen(".weight")),
+			 t.name);
+		rc = draw(&host, prefix, t.shape[0], t.shape[1], sqrt(t.a * t.a + t.b * t.b), &o,
+			  &sink);
 		if (strcmp(t.name, "lm_head.weight")) {     /* "bits" leaves the head out */
 			bits += (double)K * t.shape[0] * t.shape[1];
 			numel += (double)t.shape[0] * t.shape[1];
@@ -81,7 +76,29 @@ int tf_synth_exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const char
 	*meta = (tfq_meta){ .bits = numel > 0 ? bits / numel : 0, .format = "exl3",
 			    .variant = "mul1", .head_bits = r->bits[TF_WCLASS_HEAD],
 			    .mtp_bits = r->bits[TF_WCLASS_MTP] };
-	tf_config_free(&cfg);
+	return rc;
+}
+
+int tf_synth_exl3_plan(const tf_synth_plan *src, const tfq_recipe *r, const char *dir,
+		       tf_synth_plan *out, tfq_meta *meta)
+{
+	tf_model_config *cfg = NULL;
+	tf_quantizer *q = NULL;
+	tf_quant_draw_fn draw;
+	int rc;
+
+	*out = (tf_synth_plan){ 0 };
+	if ((rc = tf_checkpoint_config(dir, &cfg)) || (rc = tf_quantizer_open("exl3", &q)))
+		goto out;
+	if (!(draw = tf_quantizer_draw_fn(q))) {
+		rc = tfq_fail(TF_ERR_UNSUPPORTED, "the exl3 quant plugin has no draw slot "
+			      "(built before plugin ABI 1.6?)");
+		goto out;
+	}
+	rc = exl3_plan(src, r, cfg, draw, out, meta);
+out:
+	tf_quantizer_close(q);
+	tf_checkpoint_config_free(cfg);
 	if (rc)
 		tf_synth_plan_free(out);
 	return rc;

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diag.h"
+#include "fail.h"              /* tools/tfquant */
 #include "synth.h"
 
 /* No tensor of a model this tool makes comes near this (elements). */
@@ -43,7 +43,7 @@ int tf_synth_plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
 		size_t cap = p->cap ? 2 * p->cap : 256;
 		tf_synth_tensor *t = realloc(p->t, cap * sizeof(*t));
 		if (!t)
-			return tf_diag_set(TF_ERR_NOMEM, "tensor plan: %zu entries", cap);
+			return tfq_fail(TF_ERR_NOMEM, "tensor plan: %zu entries", cap);
 		p->t = t;
 		p->cap = cap;
 	}
@@ -53,7 +53,7 @@ int tf_synth_plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
 	int len = vsnprintf(t->name, sizeof(t->name), fmt, ap);
 	va_end(ap);
 	if (len < 0 || (size_t)len >= sizeof(t->name))
-		return tf_diag_set(TF_ERR_RANGE, "tensor name too long: %s", t->name);
+		return tfq_fail(TF_ERR_RANGE, "tensor name too long: %s", t->name);
 	t->dtype = dt;
 	t->ndim = ndim;
 	int64_t numel = 1;
@@ -61,7 +61,7 @@ int tf_synth_plan_add(tf_synth_plan *p, tf_dtype dt, tf_synth_init init,
 		t->shape[i] = shape[i];
 		if (shape[i] < 1 || __builtin_mul_overflow(numel, shape[i], &numel) ||
 		    numel > MAX_NUMEL)
-			return tf_diag_set(TF_ERR_RANGE, "%s: shape dimension %d (%lld) empty "
+			return tfq_fail(TF_ERR_RANGE, "%s: shape dimension %d (%lld) empty "
 					   "or too large", t->name, i, (long long)shape[i]);
 	}
 	t->init = init;

@@ -3,13 +3,12 @@
  * the special ids that config.json and generation_config.json name.
  */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "fail.h"              /* tools/tfquant */
+#include "file.h"              /* tools/tfquant */
 #include "synth.h"
-#include "textfile.h"
 
 /* Ling pads its vocab to a multiple of 128 (157184 = 1228 * 128). */
 #define VOCAB_ALIGN 128
@@ -34,14 +33,14 @@ int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
 {
 	char *text;
 	size_t len;
-	int rc = tf_text_read(path, VOCAB_MAX_FILE, &text, &len);
+	int rc = tfq_file_read(path, VOCAB_MAX_FILE, &text, &len);
 	if (rc)
 		return rc;
 
 	cJSON *root = cJSON_ParseWithLength(text, len);
 	free(text);
 	if (!root)
-		return tf_diag_set(TF_ERR_FORMAT, "%s: not valid JSON", path);
+		return tfq_fail(TF_ERR_FORMAT, "%s: not valid JSON", path);
 
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
 	const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
@@ -50,12 +49,12 @@ int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
 	int top = -1;
 
 	if (!cJSON_IsObject(vocab)) {
-		rc = tf_diag_set(TF_ERR_FORMAT, "%s: model.vocab is not an object", path);
+		rc = tfq_fail(TF_ERR_FORMAT, "%s: model.vocab is not an object", path);
 		goto out;
 	}
 	cJSON_ArrayForEach(e, vocab) {
 		if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1 << 24) {
-			rc = tf_diag_set(TF_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not an id",
+			rc = tfq_fail(TF_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not an id",
 					 path, e->string);
 			goto out;
 		}
@@ -65,7 +64,7 @@ int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
 	cJSON_ArrayForEach(e, added) {
 		const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
 		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1 << 24) {
-			rc = tf_diag_set(TF_ERR_FORMAT, "%s: added_tokens entry without a valid id",
+			rc = tfq_fail(TF_ERR_FORMAT, "%s: added_tokens entry without a valid id",
 					 path);
 			goto out;
 		}
@@ -73,7 +72,7 @@ int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
 			top = id->valueint;
 	}
 	if (top < 0) {
-		rc = tf_diag_set(TF_ERR_FORMAT, "%s: empty vocabulary", path);
+		rc = tfq_fail(TF_ERR_FORMAT, "%s: empty vocabulary", path);
 		goto out;
 	}
 	v->n_tokens = top + 1;
@@ -82,30 +81,10 @@ int tf_synth_vocab_load(const char *path, tf_synth_vocab *v)
 	v->eos_id = added_id(added, "<|role_end|>");
 	v->pad_id = added_id(added, "<|endoftext|>");
 	if (v->eos_id < 0 || v->pad_id < 0)
-		rc = tf_diag_set(TF_ERR_FORMAT,
+		rc = tfq_fail(TF_ERR_FORMAT,
 				 "%s: added_tokens lacks <|role_end|> or <|endoftext|>", path);
 out:
 	cJSON_Delete(root);
-	return rc;
-}
-
-static int copy_file(const char *from, const char *to)
-{
-	char *text;
-	size_t len;
-	int rc = tf_text_read(from, VOCAB_MAX_FILE, &text, &len);
-	if (rc)
-		return rc;
-	FILE *f = fopen(to, "wb");
-	if (!f) {
-		rc = tf_diag_set(TF_ERR_IO, "%s: %s", to, strerror(errno));
-	} else {
-		if (fwrite(text, 1, len, f) != len)
-			rc = tf_diag_set(TF_ERR_IO, "%s: write failed", to);
-		if (fclose(f) && !rc)
-			rc = tf_diag_set(TF_ERR_IO, "%s: %s", to, strerror(errno));
-	}
-	free(text);
 	return rc;
 }
 
@@ -116,7 +95,7 @@ int tf_synth_vocab_copy(const char *path, const char *dir)
 	int rc;
 
 	snprintf(to, sizeof(to), "%s/tokenizer.json", dir);
-	if ((rc = copy_file(path, to)))
+	if ((rc = tfq_file_copy(path, to, VOCAB_MAX_FILE)))
 		return rc;
 	/* The special-token flags live beside it, if at all. */
 	if (slash)
@@ -128,5 +107,5 @@ int tf_synth_vocab_copy(const char *path, const char *dir)
 	if (!f)
 		return TF_OK;
 	fclose(f);
-	return copy_file(cfg, to);
+	return tfq_file_copy(cfg, to, VOCAB_MAX_FILE);
 }

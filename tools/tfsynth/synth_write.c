@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
-#include "st_writer.h"
+#include "fail.h"              /* tools/tfquant */
 #include "synth.h"
+#include "tf/checkpoint.h"
 
 /* Tensors [first, end) make one shard. */
 typedef struct shard {
@@ -30,7 +30,7 @@ static int plan_shards(const tf_synth_plan *p, uint64_t shard_bytes,
 	uint64_t fill = 0;
 
 	if (!s)
-		return tf_diag_set(TF_ERR_NOMEM, "shard plan: %zu tensors", p->n);
+		return tfq_fail(TF_ERR_NOMEM, "shard plan: %zu tensors", p->n);
 	for (size_t i = 0; i < p->n; i++) {
 		uint64_t b = tf_synth_tensor_bytes(&p->t[i]);
 		if (!n || (shard_bytes && fill && fill + b > shard_bytes)) {
@@ -57,36 +57,42 @@ static void shard_name(char *buf, size_t len, size_t i, size_t n)
 }
 
 static int write_shard(const tf_synth_plan *p, const shard *sh, uint64_t seed,
-		       const char *path)
+		       int header_only, const char *path)
 {
-	tf_st_writer *w = NULL;
+	tf_checkpoint_writer *w = NULL;
 	void **data = calloc(sh->end - sh->first, sizeof(*data));
 	char seed_text[32];
 	int rc;
 
 	if (!data)
-		return tf_diag_set(TF_ERR_NOMEM, "%s: tensor table", path);
+		return tfq_fail(TF_ERR_NOMEM, "%s: tensor table", path);
 	snprintf(seed_text, sizeof(seed_text), "%" PRIu64, seed);
-	if ((rc = tf_st_writer_init(&w)) ||
-	    (rc = tf_st_writer_meta(w, "format", "pt")) ||
-	    (rc = tf_st_writer_meta(w, "tfsynth_seed", seed_text)))
+	if ((rc = tf_checkpoint_writer_init(&w)) ||
+	    (rc = tf_checkpoint_writer_meta(w, "format", "pt")) ||
+	    (rc = tf_checkpoint_writer_meta(w, "tfsynth_seed", seed_text)))
 		goto out;
 	for (size_t i = sh->first; i < sh->end; i++) {
 		const tf_synth_tensor *t = &p->t[i];
+		if (header_only) {
+			if ((rc = tf_checkpoint_writer_add(w, t->name, t->dtype, t->ndim, t->shape,
+							   NULL)))
+				goto out;
+			continue;
+		}
 		void *buf = malloc(tf_synth_tensor_bytes(t));
 		if (!buf) {
-			rc = tf_diag_set(TF_ERR_NOMEM, "%s: %zu bytes for %s", path,
+			rc = tfq_fail(TF_ERR_NOMEM, "%s: %zu bytes for %s", path,
 					 tf_synth_tensor_bytes(t), t->name);
 			goto out;
 		}
 		data[i - sh->first] = buf;
 		tf_synth_fill(t, seed, buf);
-		if ((rc = tf_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, buf)))
+		if ((rc = tf_checkpoint_writer_add(w, t->name, t->dtype, t->ndim, t->shape, buf)))
 			goto out;
 	}
-	rc = tf_st_writer_save(w, path);
+	rc = tf_checkpoint_writer_save_file(w, path);
 out:
-	tf_st_writer_free(w);
+	tf_checkpoint_writer_free(w);
 	for (size_t i = 0; i < sh->end - sh->first; i++)
 		free(data[i]);
 	free(data);
@@ -119,16 +125,16 @@ static int write_index(const tf_synth_plan *p, const shard *s, size_t n, const c
 		goto oom;
 	FILE *f = fopen(path, "w");
 	if (!f) {
-		rc = tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+		rc = tfq_fail(TF_ERR_IO, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	if (fputs(text, f) == EOF)
-		rc = tf_diag_set(TF_ERR_IO, "%s: write failed", path);
+		rc = tfq_fail(TF_ERR_IO, "%s: write failed", path);
 	if (fclose(f) && !rc)
-		rc = tf_diag_set(TF_ERR_IO, "%s: %s", path, strerror(errno));
+		rc = tfq_fail(TF_ERR_IO, "%s: %s", path, strerror(errno));
 	goto out;
 oom:
-	rc = tf_diag_set(TF_ERR_NOMEM, "%s: building the index", path);
+	rc = tfq_fail(TF_ERR_NOMEM, "%s: building the index", path);
 out:
 	free(text);
 	cJSON_Delete(root);
@@ -136,7 +142,7 @@ out:
 }
 
 int tf_synth_write(const tf_synth_plan *p, uint64_t seed, const char *dir,
-		   uint64_t shard_bytes)
+		   uint64_t shard_bytes, int header_only)
 {
 	char path[4096], name[64];
 	shard *s = NULL;
@@ -148,7 +154,7 @@ int tf_synth_write(const tf_synth_plan *p, uint64_t seed, const char *dir,
 	for (size_t k = 0; k < n && !rc; k++) {
 		shard_name(name, sizeof(name), k, n);
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
-		rc = write_shard(p, &s[k], seed, path);
+		rc = write_shard(p, &s[k], seed, header_only, path);
 	}
 	if (!rc && n > 1)
 		rc = write_index(p, s, n, dir);

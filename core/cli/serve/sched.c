@@ -1,8 +1,10 @@
 /* sched.c - the thread that owns the engine: continuous batching. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "diag.h"
 #include "engine/access.h"
@@ -213,8 +215,15 @@ static bool step(struct sched *sc)
 		r->fed += left ? m : 0;
 	}
 	const tf_batch b = { .n = n, .token = sc->tok, .seq = sc->seq, .out = sc->out };
-	if (tf_engine_forward(s->e, &b, sc->logits, NULL)) {
+	int rc = tf_engine_forward(s->e, &b, sc->logits, NULL);
+	if (rc) {
 		fprintf(stderr, "tfrun serve: a step failed: %s\n", tf_engine_errmsg());
+		if (rc == TF_ERR_PEER) {        /* no step can run again: shut down */
+			pthread_mutex_lock(&s->lock);
+			s->peer_lost = true;
+			pthread_mutex_unlock(&s->lock);
+			kill(getpid(), SIGTERM);
+		}
 		return false;
 	}
 	/* Downwards: retire() moves the last request into the freed place. */

@@ -108,6 +108,7 @@ struct serve {
 	bool ready;                     /* the engine is open */
 	bool draining;                  /* SIGTERM: no new requests */
 	bool stop;                      /* the scheduler cancels all and ends */
+	bool peer_lost;                 /* a tensor-parallel rank is gone: exit non-zero */
 	serve_req *queued, *queued_tail;
 	int n_queued, n_active;
 	int n_open;                     /* HTTP requests not yet fully answered */

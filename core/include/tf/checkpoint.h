@@ -1,7 +1,7 @@
 /*
  * tf/checkpoint.h - the library API for tools that read and write
- * checkpoint folders (tfquant): the model and its tensors, a safetensors
- * writer, the quantizer of a quant plugin.
+ * checkpoint folders (tfquant, tfsynth): the model and its tensors, a
+ * safetensors writer, the quantizer and drawer of a quant plugin.
  *
  * A converter reads one folder and writes another:
  *
@@ -65,6 +65,11 @@ void tf_checkpoint_close(tf_checkpoint *c);
 /* config.json, parsed; lives as long as c. */
 const tf_model_config *tf_checkpoint_model(const tf_checkpoint *c);
 
+/* dir/config.json alone, for a folder whose tensors are not written yet;
+ * tf_checkpoint_config_free releases it. */
+int tf_checkpoint_config(const char *dir, tf_model_config **out);
+void tf_checkpoint_config_free(tf_model_config *cfg);
+
 /* Every tensor, in name order; views live as long as c. */
 size_t tf_checkpoint_count(const tf_checkpoint *c);
 const tf_tensor *tf_checkpoint_at(const tf_checkpoint *c, size_t i);
@@ -105,7 +110,10 @@ int tf_checkpoint_writer_init(tf_checkpoint_writer **out);
 void tf_checkpoint_writer_free(tf_checkpoint_writer *w);
 
 /* Record a tensor: name and shape are copied, data is not and must stay
- * valid until the save returns.  Duplicate names are refused at save. */
+ * valid until the save returns.  NULL data leaves the tensor's bytes a
+ * hole in a sparse file: a header-only checkpoint, whose shapes and sizes
+ * can be planned (tfrun --check) but not run.  Duplicate names are
+ * refused at save. */
 int tf_checkpoint_writer_add(tf_checkpoint_writer *w, const char *name, tf_dtype dt, int ndim,
 			     const int64_t *shape, const void *data);
 
@@ -119,6 +127,10 @@ int tf_checkpoint_writer_meta(tf_checkpoint_writer *w, const char *key, const ch
  * failed save leaves no half-written file.
  */
 int tf_checkpoint_writer_save(tf_checkpoint_writer *w, const char *dir, uint64_t shard_bytes);
+
+/* Every tensor into the one file `path`, whatever its size: for a tool
+ * that cuts its own shards to bound what it holds in memory. */
+int tf_checkpoint_writer_save_file(tf_checkpoint_writer *w, const char *path);
 
 /* --- a quant plugin's quantizer --- */
 
@@ -136,6 +148,10 @@ void tf_quantizer_close(tf_quantizer *q);
 /* Its quantize slot (tf/quant.h), never NULL: call it with the caller's
  * own tf_host, whose error service records the quantizer's failures. */
 tf_quantize_fn tf_quantizer_fn(const tf_quantizer *q);
+
+/* Its draw slot (tf/quant.h), or NULL when the plugin has none; called
+ * the same way. */
+tf_quant_draw_fn tf_quantizer_draw_fn(const tf_quantizer *q);
 
 #ifdef __cplusplus
 }

@@ -218,10 +218,32 @@ int64_t tf_batch_outputs(const tf_batch *b);
  */
 int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden);
 
+/* --- tensor parallel ([tp] size > 1) --- */
+
+/*
+ * Each rank opens the same INI with its own tp.rank (tf_engine_open
+ * connects the ranks, refusing at the handshake ranks whose checkpoint or
+ * settings differ, per-host keys aside: tf/tp.h).  Rank 0's engine is used
+ * as any other; the rest call tf_engine_follow, which replays each call
+ * rank 0 makes that changes a sequence (new, free, fork, snapshot,
+ * rollback, truncate, forward, draft; a speculative step or tf_seq_step is
+ * these, with the undoing of rejected drafts, which each rank does from
+ * its own run of the verify) until rank 0 closes its engine: TF_OK then,
+ * or the failure naming the peer and the step when a rank dies or stalls
+ * past [tp] timeout.  Rank 0 alone samples: its tokens reach the others in
+ * its next forward, and the drafts it picks itself ([mtp] p_min, sampled
+ * drafts) as it picks them.  While rank 0 makes no call (a chat waiting for its user)
+ * a thread of its engine sends a heartbeat every third of [tp] timeout,
+ * so the followers wait for as long as rank 0 lives.
+ */
+int tf_engine_tp_rank(const tf_engine *e);      /* 0 without tensor parallelism */
+int tf_engine_follow(tf_engine *e);
+
 /* --- what the time went to --- */
 
 /* Stages of a step: embed, kda, mla, dense, moe, norm+residual, lm_head,
- * other (a layer type a plugin adds, the MTP layer's eh_proj); the MTP
+ * other (a layer type a plugin adds, the MTP layer's eh_proj), tp-comm
+ * (tensor parallel: inside the all-reduces and all-gathers); the MTP
  * layer's attention and FFN count under their types. */
 int tf_engine_stage_count(void);
 const char *tf_engine_stage_name(int stage);

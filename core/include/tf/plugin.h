@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 5
+#define TF_ABI_MINOR 7
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))
@@ -112,6 +112,7 @@ typedef enum tf_log_level {
 
 struct tf_backend;
 struct tf_lin;
+struct tf_lin_part;
 struct tf_router;
 
 /*
@@ -202,6 +203,16 @@ typedef struct tf_host {
 			 bool def, bool *out);
 	int (*conf_enum)(const struct tf_host *h, const char *section, const char *key,
 			 int def, int *out);
+
+	/* Since ABI 1.7, optional.  Tensor parallelism ([tp] size > 1): open
+	 * this rank's part of the linear under `prefix` (tf_lin_part in
+	 * tf/quant.h: a range of its output or of its input features), as
+	 * lin_open opens the whole.  Fails naming the tensor when the quant
+	 * plugin that recognises it cannot open parts, or not at that cut.
+	 * Layer plugins shard with it: tp_rank's heads or intermediate
+	 * features, the runtime summing the ranks' block outputs. */
+	int (*lin_open_part)(const struct tf_host *h, const char *prefix, int64_t in,
+			     int64_t out, const struct tf_lin_part *part, struct tf_lin *lin);
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */

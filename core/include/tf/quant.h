@@ -31,6 +31,27 @@ typedef struct tf_lin_info {
 
 /* Where a quantizer writes its tensors (host memory); add() copies them
  * and returns a tf_status. */
+/*
+ * One rank's part of a linear layer (ABI 1.7), for tensor parallelism.
+ * Of the whole layer, in x out features as stored:
+ *   TF_LIN_PART_OUT: the output features [lo, hi) (column parallel): y
+ *                    holds just those, x all in features;
+ *   TF_LIN_PART_IN:  the input features [lo, hi) (row parallel): x holds
+ *                    just those, and y all out features as a partial sum
+ *                    that the ranks' all-reduce completes (the bias, if
+ *                    any, goes to the part with lo == 0 alone).
+ * The opened linear's tf_lin_info gives the part's own in and out.
+ */
+typedef enum tf_lin_axis {
+	TF_LIN_PART_OUT = 1,
+	TF_LIN_PART_IN,
+} tf_lin_axis;
+
+typedef struct tf_lin_part {
+	tf_lin_axis axis;
+	int64_t lo, hi;
+} tf_lin_part;
+
 typedef struct tf_tensor_sink {
 	void *ctx;
 	int (*add)(void *ctx, const char *name, tf_dtype dtype, int ndim,
@@ -55,6 +76,33 @@ typedef int (*tf_quantize_fn)(const tf_host *h, const char *prefix, const float 
 			      int64_t out, int64_t in, const float *bias,
 			      const tf_quantize_opts *o, const tf_tensor_sink *sink,
 			      double *rel_mse);
+
+/* How a drawn tensor's elements are made (tf_quant_draw_fn). */
+typedef enum tf_draw_fill {
+	TF_DRAW_BITS = 1,               /* uniformly random bits in every element */
+	TF_DRAW_SIGNS,                  /* ±a at random for the first b elements, then 0 */
+	TF_DRAW_CONST,                  /* a in every element (an integer dtype) */
+} tf_draw_fill;
+
+/* Where a drawer lays out its tensors; add() returns a tf_status.  The
+ * caller makes the values from its own random source, so a seed gives the
+ * same bytes without the drawer holding any. */
+typedef struct tf_draw_sink {
+	void *ctx;
+	int (*add)(void *ctx, const char *name, tf_dtype dtype, int ndim, const int64_t *shape,
+		   tf_draw_fill fill, double a, double b);
+} tf_draw_sink;
+
+/*
+ * A drawer (tf_plugin_quant.draw, optional, ABI 1.6): the tensors quantize
+ * would store under `prefix` for an out x in weight at o->bits and
+ * o->variant, with random codes in place of searched ones, scaled so that
+ * the decoded weight's RMS is `rms`.  Generated checkpoints (tfsynth) get
+ * the format's size and decode work without the search; the weights mean
+ * nothing.  o->seed and o->threads are not read.
+ */
+typedef int (*tf_quant_draw_fn)(const tf_host *h, const char *prefix, int64_t out, int64_t in,
+				double rms, const tf_quantize_opts *o, const tf_draw_sink *sink);
 
 typedef struct tf_plugin_quant {
 	tf_plugin_header hdr;
@@ -91,6 +139,18 @@ typedef struct tf_plugin_quant {
 	/* Optional, ABI 1.4: the format's quantizer (above); tools reach it
 	 * through tf_quant_quantizer. */
 	tf_quantize_fn quantize;
+
+	/* Optional, ABI 1.6: the format's drawer (above); tools reach it
+	 * through tf_quant_drawer. */
+	tf_quant_draw_fn draw;
+
+	/* Optional, ABI 1.7: open only `part` of the in x out layer under
+	 * prefix (tf_lin_part above), reading no more of the stored weights
+	 * than that part needs.  A cut the format cannot make (inside an
+	 * EXL3 tile or Hadamard block) fails with TF_ERR_UNSUPPORTED naming
+	 * the tensor and the granularity.  Reached through host->lin_open_part. */
+	int (*open_part)(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+			 const tf_lin_part *part, void **lin, tf_lin_info *info);
 } tf_plugin_quant;
 
 /* An opened linear layer, as layer plugins hold it. */
@@ -118,6 +178,13 @@ static inline tf_quantize_fn tf_quant_quantizer(const tf_plugin_quant *q)
 {
 	return q->hdr.struct_size >= offsetof(tf_plugin_quant, quantize) + sizeof(void *) ?
 	       q->quantize : NULL;
+}
+
+/* The drawer of q, or NULL when it has none. */
+static inline tf_quant_draw_fn tf_quant_drawer(const tf_plugin_quant *q)
+{
+	return q->hdr.struct_size >= offsetof(tf_plugin_quant, draw) + sizeof(void *) ?
+	       q->draw : NULL;
 }
 
 /* Whether l has the slice products, on slices of `width` features. */

@@ -15,6 +15,15 @@
  * in one batch, and keeps the accepted ones: back to the snapshot taken
  * before the verify, then only the attention of the accepted rows again,
  * from the inputs the verify computed (the verify's tape).
+ *
+ * Tensor parallel ([tp] size > 1): the engine opens the communicator
+ * (its handshake comparing the ranks' fingerprints) before the layers;
+ * rank 0 sends each state-changing call to the others (tpsync.h), which
+ * replay them in tf_engine_follow.  A speculative step's parts travel so
+ * too: its drafting (rank 0 tells the followers the drafts it picks when
+ * [mtp] p_min or sampled drafts make the pick rank 0's own), its verify
+ * (which tapes on every rank) and the undoing of rejected drafts (each
+ * rank from its own tape).
  */
 #include "tf/engine.h"
 
@@ -31,6 +40,8 @@
 #include "sampler.h"
 #include "seqstate.h"
 #include "tf/backend.h"
+#include "tf/tp.h"
+#include "tpsync.h"
 
 /* An id is the slot in the low bits and the slot's generation above, so a
  * freed id stays refused after its slot is reused; [runtime] sequences
@@ -84,6 +95,18 @@ struct tf_engine {
 	bool mtp_adaptive, mtp_standard;
 	float *dhid, *dlog, *vlog, *pd, *qd;
 	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
+
+	/* [tp] size > 1: the communicator, this rank, the forward calls so
+	 * far (errors name the step), and a follower's received batch and
+	 * the logits its lm_head share gathers. */
+	tf_tp *tp;
+	int rank;
+	bool leading;                   /* rank 0, open, its peers reachable: close tells them */
+	int64_t steps;
+	tf_tpsync_buf tbuf;
+	tf_tpsync_beat *beat;           /* rank 0: the heartbeat while idle */
+	float *flog;
+	int64_t flog_rows;
 };
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
@@ -92,6 +115,12 @@ void tf_engine_close(tf_engine *e)
 {
 	if (!e)
 		return;
+	tf_tpsync_beat_stop(e->beat);
+	if (e->leading)                 /* the followers' loops end */
+		tf_tpsync_send(e->tp, (tf_tpsync_msg){ .op = TF_TPSYNC_CLOSE }, NULL);
+	tf_tp_close(e->tp);
+	tf_tpsync_buf_free(&e->tbuf);
+	free(e->flog);
 	for (int i = 0; e->seq && i < e->max_seqs; i++) {
 		tf_seqstate_free(e->seq[i].st);
 		tf_sampler_free(&e->seq[i].smp);
@@ -147,6 +176,31 @@ static int engine_open_mtp(tf_engine *e)
 	return tf_pipeline_tape_open(e->p, e->mtp_depth + 1);
 }
 
+/* [tp] size > 1: connect to the other ranks before loading the layers,
+ * so disagreeing ranks are refused at once. */
+static int engine_open_tp(tf_engine *e, const char *ini_path, const char *const *overrides,
+			  int n_overrides)
+{
+	const tf_host *h = tf_runtime_host(e->rt);
+	char fp[TF_TPSYNC_FP_LEN];
+	int rc;
+	e->rank = h->tp_rank;
+	if (h->tp_size <= 1)
+		return TF_OK;
+	if ((rc = tf_tpsync_fingerprint(e->rt, fp)) != TF_OK)
+		return rc;
+	return tf_tp_open(ini_path, overrides, n_overrides, fp, &e->tp);
+}
+
+/* Beats three to a [tp] timeout keep the followers waiting. */
+static int engine_start_beat(tf_engine *e)
+{
+	double timeout;
+	int rc = tf_conf_get_float(tf_runtime_conf(e->rt), "tp", "timeout",
+				   TF_TP_DEFAULT_TIMEOUT_S, &timeout);
+	return rc ? rc : tf_tpsync_beat_start(e->tp, timeout / 3, &e->beat);
+}
+
 int tf_engine_open(const char *ini_path, const char *const *overrides, int n_overrides,
 		   tf_engine **out)
 {
@@ -155,8 +209,15 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	if (!e)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
 	if ((rc = tf_runtime_open(ini_path, overrides, n_overrides, &e->rt)) != TF_OK ||
+	    (rc = engine_open_tp(e, ini_path, overrides, n_overrides)) != TF_OK ||
 	    (rc = tf_pipeline_init(e->rt, &e->p)) != TF_OK)
 		goto fail;
+	const tf_model_config *m = tf_runtime_model(e->rt);
+	if ((rc = tf_runtime_check_router_pins(e->rt, tf_pipeline_has_mtp(e->p) ?
+					       m->n_layers_total : m->num_hidden_layers)))
+		goto fail;
+	if (e->tp)
+		tf_pipeline_attach_tp(e->p, e->tp);
 	const tf_host *h = tf_runtime_host(e->rt);
 	e->be = h->backend;
 	e->bctx = h->backend_ctx;
@@ -179,6 +240,9 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	}
 	if ((rc = engine_open_mtp(e)) != TF_OK)
 		goto fail;
+	e->leading = e->tp && e->rank == 0;
+	if (e->leading && (rc = engine_start_beat(e)) != TF_OK)
+		goto fail;
 	*out = e;
 	return TF_OK;
 fail:
@@ -194,6 +258,31 @@ int tf_engine_max_seqs(const tf_engine *e) { return e->max_seqs; }
 int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
 
 /* ---- sequences ---- */
+
+/* Rank 0 sends a call to the followers before running it; a call with
+ * collectives holds the heartbeat's lock from here to their end. */
+static int tp_send(tf_engine *e, tf_tpsync_msg m, const tf_batch *b)
+{
+	if (!e->tp || e->rank != 0)
+		return TF_OK;
+	if (b) {
+		m.seq = b->one_seq;
+		m.n = b->n;
+	}
+	int rc = tf_tpsync_send(e->tp, m, b);
+	if (rc == TF_ERR_PEER)
+		e->leading = false;
+	return rc;
+}
+
+/* A call without collectives: only its send. */
+static int tp_call(tf_engine *e, tf_tpsync_op op, tf_seq_id s)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = op, .seq = s }, NULL);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
 
 static tf_seq_id seq_id(const tf_engine *e, int slot)
 {
@@ -234,7 +323,7 @@ static int seq_reserve(struct tf_seq *q, int64_t need)
 	return TF_OK;
 }
 
-int tf_seq_new(tf_engine *e, tf_seq_id *out)
+static int seq_new(tf_engine *e, tf_seq_id *out)
 {
 	int slot = 0;
 	while (slot < e->max_seqs && e->seq[slot].alive)
@@ -260,7 +349,13 @@ int tf_seq_new(tf_engine *e, tf_seq_id *out)
 	return TF_OK;
 }
 
-int tf_seq_free(tf_engine *e, tf_seq_id s)
+int tf_seq_new(tf_engine *e, tf_seq_id *out)
+{
+	int rc = tp_call(e, TF_TPSYNC_SEQ_NEW, -1);
+	return rc == TF_OK ? seq_new(e, out) : rc;
+}
+
+static int seq_free(tf_engine *e, tf_seq_id s)
 {
 	struct tf_seq *q = seq_get(e, s);
 	if (!q)
@@ -271,6 +366,12 @@ int tf_seq_free(tf_engine *e, tf_seq_id s)
 	q->alive = false;
 	q->gen = (q->gen + 1) & SEQ_GEN_MASK;
 	return TF_OK;
+}
+
+int tf_seq_free(tf_engine *e, tf_seq_id s)
+{
+	int rc = tp_call(e, TF_TPSYNC_SEQ_FREE, s);
+	return rc == TF_OK ? seq_free(e, s) : rc;
 }
 
 int64_t tf_seq_len(const tf_engine *e, tf_seq_id s)
@@ -301,13 +402,14 @@ int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = seq_usable(q, src)) != TF_OK || (rc = tf_seq_new(e, &id)) != TF_OK)
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_FORK, src)) != TF_OK ||
+	    (rc = seq_usable(q, src)) != TF_OK || (rc = seq_new(e, &id)) != TF_OK)
 		return rc;
 	struct tf_seq *d = seq_get(e, id);
 	if ((rc = seq_reserve(d, q->len)) != TF_OK ||
 	    (rc = tf_seqstate_copy(d->st, q->st)) != TF_OK ||
 	    (rc = tf_seq_set_sampling(e, id, &q->smp.par, q->smp.n_vocab)) != TF_OK) {
-		tf_seq_free(e, id);
+		seq_free(e, id);
 		return tf_diag_prefix(rc, "fork of sequence %d", src);
 	}
 	if (q->len)
@@ -324,7 +426,8 @@ int tf_seq_snapshot(tf_engine *e, tf_seq_id s)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = seq_usable(q, s)) != TF_OK)
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_SNAPSHOT, s)) != TF_OK ||
+	    (rc = seq_usable(q, s)) != TF_OK)
 		return rc;
 	q->mark = -1;
 	if ((rc = tf_seqstate_snapshot(q->st)) != TF_OK)
@@ -339,6 +442,8 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
+	if ((rc = tp_call(e, TF_TPSYNC_SEQ_ROLLBACK, s)) != TF_OK)
+		return rc;
 	if (q->mark < 0)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d has no snapshot to roll back to", s);
 	if ((rc = tf_seqstate_rollback(q->st)) != TF_OK) {
@@ -354,7 +459,7 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
 		      bool no_out);
 
-int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
@@ -395,6 +500,17 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
 	return TF_OK;
+}
+
+int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_TRUNCATE, .seq = s, .arg = len },
+			 NULL);
+	if (rc == TF_OK)
+		rc = seq_truncate(e, s, len);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
 }
 
 int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab)
@@ -622,9 +738,128 @@ out:
 	return rc;
 }
 
+/* tf_engine_forward; `tape`: a verify's, which keeps its tape (pipeline.h)
+ * on every rank. */
+static int engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
+			  bool tape)
+{
+	if (!b || b->n < 1 || !b->token)
+		return tf_diag_set(TF_ERR_INVALID, "engine: an empty batch");
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_FORWARD,
+					     .arg = (logits ? TF_TPSYNC_LOGITS : 0) |
+						    (tape ? TF_TPSYNC_TAPE : 0) }, b);
+	if (rc == TF_OK) {
+		if (tape)
+			tf_pipeline_tape(e->p);
+		rc = engine_run(e, b, logits, hidden, false);
+	}
+	tf_tpsync_beat_unlock(e->beat);
+	e->steps++;
+	if (rc == TF_ERR_PEER)          /* the ranks are out of step for good */
+		e->leading = false;
+	if (rc != TF_OK && e->tp)
+		return tf_diag_prefix(rc, "rank %d, step %" PRId64, e->rank, e->steps);
+	return rc;
+}
+
 int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden)
 {
-	return engine_run(e, b, logits, hidden, false);
+	return engine_forward(e, b, logits, hidden, false);
+}
+
+/* ---- following rank 0 ---- */
+
+int tf_engine_tp_rank(const tf_engine *e) { return e->rank; }
+
+/* A follower's forward: lm_head runs when rank 0's did (its all-gather
+ * needs every rank), into logits of its own. */
+static int follow_forward(tf_engine *e, const tf_batch *b, int64_t flags)
+{
+	int64_t rows = flags & TF_TPSYNC_LOGITS ? tf_batch_outputs(b) : 0;
+	if (rows > e->flog_rows) {
+		float *f = realloc(e->flog, (size_t)rows * (size_t)e->vocab * sizeof(float));
+		if (!f)
+			return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows",
+					   rows);
+		e->flog = f;
+		e->flog_rows = rows;
+	}
+	return engine_forward(e, b, rows ? e->flog : NULL, NULL, (flags & TF_TPSYNC_TAPE) != 0);
+}
+
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool told,
+		     int32_t *draft, float *logits, int *got);
+static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
+		    int64_t verified);
+
+/* SEQ_DRAFT, or SEQ_DRAFT_TOLD: the drafts rank 0 picks. */
+static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth, bool told)
+{
+	int got;
+	if (depth < 1 || depth > e->context)
+		return tf_diag_set(TF_ERR_PEER, "rank 0 asked for %" PRId64 " drafts", depth);
+	int32_t *draft = malloc((size_t)depth * sizeof(*draft));
+	if (!draft)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " drafts", depth);
+	int rc = seq_draft(e, s, next, (int)depth, told, draft, NULL, &got);
+	free(draft);
+	return rc;
+}
+
+/* SEQ_UNDO: keep the first `kept` tokens of s, which its last call, a
+ * verify of `verified` rows, left longer. */
+static int follow_undo(tf_engine *e, tf_seq_id s, int64_t kept, int64_t verified)
+{
+	struct tf_seq *q = seq_get(e, s);
+	if (!q)
+		return TF_ERR_INVALID;
+	int64_t len = q->len - verified;
+	if (verified < 2 || len < 1 || kept <= len || kept >= q->len)
+		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 undid sequence %d of %" PRId64
+				   " tokens to %" PRId64 " after a verify of %" PRId64,
+				   e->rank, s, q->len, kept, verified);
+	return seq_undo(e, q, s, len, kept - len, verified);
+}
+
+int tf_engine_follow(tf_engine *e)
+{
+	tf_tpsync_msg m;
+	tf_batch b;
+	tf_seq_id id;
+	if (!e->tp || e->rank == 0)
+		return tf_diag_set(TF_ERR_INVALID, "tf_engine_follow: this engine is not a tensor-"
+				   "parallel rank other than 0");
+	for (;;) {
+		int rc = tf_tpsync_recv(e->tp, &m, &b, &e->tbuf);
+		if (rc != TF_OK)
+			return tf_diag_prefix(rc, "rank %d: waiting for rank 0's call after step %"
+					      PRId64, e->rank, e->steps);
+		switch ((tf_tpsync_op)m.op) {
+		case TF_TPSYNC_CLOSE: return TF_OK;
+		case TF_TPSYNC_SEQ_NEW: rc = tf_seq_new(e, &id); break;
+		case TF_TPSYNC_SEQ_FREE: rc = tf_seq_free(e, m.seq); break;
+		case TF_TPSYNC_SEQ_FORK: rc = tf_seq_fork(e, m.seq, &id); break;
+		case TF_TPSYNC_SEQ_SNAPSHOT: rc = tf_seq_snapshot(e, m.seq); break;
+		case TF_TPSYNC_SEQ_ROLLBACK: rc = tf_seq_rollback(e, m.seq); break;
+		case TF_TPSYNC_SEQ_TRUNCATE: rc = tf_seq_truncate(e, m.seq, m.arg); break;
+		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg); break;
+		case TF_TPSYNC_SEQ_DRAFT:
+		case TF_TPSYNC_SEQ_DRAFT_TOLD:
+			rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n,
+					  m.op == TF_TPSYNC_SEQ_DRAFT_TOLD);
+			break;
+		case TF_TPSYNC_SEQ_UNDO: rc = follow_undo(e, m.seq, m.arg, m.n); break;
+		case TF_TPSYNC_BEAT: break;
+		default:
+			return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent call %d, which this "
+					   "build does not know", e->rank, m.op);
+		}
+		/* Rank 0 refused the same call the same way and goes on; a
+		 * peer's failure ends the ranks. */
+		if (rc == TF_ERR_PEER)
+			return rc;
+	}
 }
 
 /* ---- speculation ---- */
@@ -684,13 +919,48 @@ static int seq_draw(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *ro
 }
 
 /*
+ * Tensor parallel, drafts `told`: rank 0 sends the draft it picked (-1:
+ * no more), the followers take it for theirs.  Their logits are rank 0's
+ * bit for bit, but their samplers are not set and p_min's exp() is the
+ * host's, so the pick is not left to them.
+ */
+static int draft_tell(tf_engine *e, int32_t *pick)
+{
+	int rc = tf_tp_broadcast(e->tp, pick, sizeof(*pick), 0);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "rank %d: a draft's pick", e->rank);
+	if (*pick < -1 || *pick >= e->vocab)
+		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 picked draft %d, outside the "
+				   "vocabulary [0, %d)", e->rank, *pick, e->vocab);
+	return TF_OK;
+}
+
+/* Draft i's pick from its MTP logits `row` (seq_drafts): -1 where p_min
+ * stops the drafts. */
+static int draft_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
+		      double p_min, bool sampled, int32_t *pick)
+{
+	*pick = -1;
+	if (p_min > 0 && top_prob(row, q->smp.n_vocab) < p_min)
+		return TF_OK;
+	if (!sampled) {
+		*pick = argmax(row, q->smp.n_vocab);
+		return TF_OK;
+	}
+	return seq_draw(e, q, s, row, q->len + 1 + i, e->qd + (size_t)i * (size_t)e->vocab, pick);
+}
+
+/*
  * Up to depth drafts after s's last token and next (tf_seq_draft),
  * stopping before one whose MTP head's top probability is below p_min;
- * greedy, or with `sampled` drawn by seq_draw into e->qd.  *got: drafts
- * made.  s's MTP state is left as it was.
+ * greedy, or with `sampled` drawn by seq_draw into e->qd.  `told`: under
+ * tensor parallelism rank 0 picks and tells (draft_tell); otherwise every
+ * rank picks greedily alike.  *got: drafts made.  s's MTP state is left
+ * as it was.
  */
 static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
-		      double p_min, bool sampled, int32_t *draft, float *logits, int *got)
+		      double p_min, bool sampled, bool told, int32_t *draft, float *logits,
+		      int *got)
 {
 	int rc;
 	*got = 0;
@@ -700,6 +970,7 @@ static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next,
 		return tf_diag_prefix(rc, "sequence %d", s);
 	/* Draft i at position len + i; each MTP row feeds the next. */
 	const float *h = NULL;
+	told = told && e->tp;
 	for (int i = 0; i < depth; i++) {
 		int32_t pos = (int32_t)(q->len - 1 + i);
 		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
@@ -707,13 +978,16 @@ static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next,
 					  e->dhid)) != TF_OK ||
 		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
 			break;
-		if (p_min > 0 && top_prob(row, q->smp.n_vocab) < p_min)
+		int32_t pick = -1;
+		if (!told || e->rank == 0)
+			rc = draft_pick(e, q, s, row, i, p_min, sampled, &pick);
+		if (told) {     /* a failed pick is told as the end, then fails */
+			int tr = draft_tell(e, &pick);
+			rc = rc == TF_OK ? tr : rc;
+		}
+		if (rc != TF_OK || pick < 0)
 			break;
-		if (!sampled)
-			draft[i] = argmax(row, q->smp.n_vocab);
-		else if ((rc = seq_draw(e, q, s, row, q->len + 1 + i,
-					e->qd + (size_t)i * (size_t)e->vocab, &draft[i])) != TF_OK)
-			break;
+		draft[i] = pick;
 		(*got)++;
 		h = e->dhid;
 	}
@@ -725,11 +999,13 @@ static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next,
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
 }
 
-int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
-		 float *logits)
+/* tf_seq_draft's checks, then greedy drafts; `told`: rank 0 tells the
+ * followers its picks (seq_drafts). */
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool told,
+		     int32_t *draft, float *logits, int *got)
 {
 	struct tf_seq *q = seq_get(e, s);
-	int rc, got;
+	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
 	if ((rc = seq_usable(q, s)) != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
@@ -743,7 +1019,7 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
 		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d drafts after %" PRId64
 				   " tokens: outside 1..%" PRId64 " ([runtime] context)",
 				   s, depth, q->len, e->context - q->len + 1);
-	return seq_drafts(e, q, s, next, depth, 0, false, draft, logits, &got);
+	return seq_drafts(e, q, s, next, depth, 0, false, told, draft, logits, got);
 }
 
 /*
@@ -757,7 +1033,7 @@ static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, in
 		    int64_t verified)
 {
 	if (verified > e->rows)
-		return tf_seq_truncate(e, s, len + n);
+		return seq_truncate(e, s, len + n);
 	int rc = tf_seqstate_rollback(q->st);
 	if (rc == TF_OK)
 		rc = tf_pipeline_replay(e->p, q->st, (int32_t)len, n);
@@ -767,6 +1043,41 @@ static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, in
 	}
 	q->len = len + n;
 	return TF_OK;
+}
+
+/* Rank 0's seq_undo, sent: each follower undoes from its own tape, which
+ * its own run of the verify left (follow_undo). */
+static int spec_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
+		     int64_t verified)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_UNDO, .seq = s, .arg = len + n,
+					     .n = verified }, NULL);
+	if (rc == TF_OK)
+		rc = seq_undo(e, q, s, len, n, verified);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
+
+/*
+ * Rank 0's drafts for a step (seq_drafts), sent first: greedy ones the
+ * followers pick alike, p_min's and sampled ones rank 0 tells them.
+ */
+static int spec_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
+		       double p_min, bool sampled, int32_t *draft, int *got)
+{
+	bool told = p_min > 0 || sampled;
+	*got = 0;
+	if (!depth)
+		return TF_OK;
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = told ? TF_TPSYNC_SEQ_DRAFT_TOLD :
+					     TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
+					     .n = depth }, NULL);
+	if (rc == TF_OK)
+		rc = seq_drafts(e, q, s, next, depth, p_min, sampled, told, draft, NULL, got);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
 }
 
 /*
@@ -809,8 +1120,8 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	int32_t fix = -1;
 	int got, a = 0, rc;
 	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
-	    (rc = seq_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1, NULL,
-			     &got)) != TF_OK)
+	    (rc = spec_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1,
+			      &got)) != TF_OK)
 		return rc;
 	*drafted = got;
 	if (!got) {
@@ -821,8 +1132,7 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	if ((rc = tf_seq_snapshot(e, s)) != TF_OK)
 		return rc;
 	const tf_batch b = { .n = got + 1, .token = tokens, .one_seq = s, .out = e->vout };
-	tf_pipeline_tape(e->p);
-	if ((rc = tf_engine_forward(e, &b, e->vlog, NULL)) != TF_OK)
+	if ((rc = engine_forward(e, &b, e->vlog, NULL, true)) != TF_OK)
 		return rc;
 	for (int32_t pick; a < got; a++) {
 		const float *row = e->vlog + (size_t)a * (size_t)e->vocab;
@@ -836,7 +1146,7 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 		if (!kept)
 			break;
 	}
-	if (a < got && (rc = seq_undo(e, q, s, len, a + 1, got + 1)) != TF_OK)
+	if (a < got && (rc = spec_undo(e, q, s, len, a + 1, got + 1)) != TF_OK)
 		return rc;
 	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
 	q->pending = a < got ? fix : -1;
@@ -861,6 +1171,22 @@ static int spec_check(const tf_engine *e, const struct tf_seq *q, tf_seq_id s, i
 				   " exceed the context of %" PRId64 " tokens ([runtime] context)",
 				   s, depth + 1, q->len, e->context);
 	return TF_OK;
+}
+
+/* The MTP layer's rows and the drafts' logits are collectives: the
+ * followers draft too (the same drafts: every rank holds the same logits). */
+/* The MTP layer's rows and the drafts' logits are collectives: the
+ * followers draft too (the same drafts: every rank holds the same logits). */
+int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		 float *logits)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int got, rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s,
+						   .arg = next, .n = depth }, NULL);
+	if (rc == TF_OK)
+		rc = seq_draft(e, s, next, depth, false, draft, logits, &got);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
 }
 
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,

@@ -15,6 +15,7 @@
 #include "seqstate.h"
 #include "tf/backend.h"
 #include "tf/quant.h"
+#include "tf/tp.h"
 
 struct tf_layer {
 	const tf_plugin_attention *attn;
@@ -37,7 +38,11 @@ struct tf_pipeline {
 	struct tf_layer *layers;
 	tf_tensor embed;
 	float *final_norm;
-	tf_lin head;
+	tf_lin head;                    /* this rank's vpart vocabulary rows, from vpart x rank */
+	int64_t vpart;
+	float *gbuf;                    /* [ranks, rows, vpart]: gathered logits */
+	int64_t gbuf_rows;
+	tf_tp *tp;                      /* [tp] size > 1: the ranks' communicator */
 
 	int64_t hidden, vocab, chunk;
 	float *hbuf, *xbuf, *ybuf;      /* [chunk, hidden] each */
@@ -80,6 +85,7 @@ const char *tf_stage_name(tf_stage s)
 		[TF_STAGE_MLA] = "mla", [TF_STAGE_DENSE] = "dense",
 		[TF_STAGE_MOE] = "moe", [TF_STAGE_NORM] = "norm+residual",
 		[TF_STAGE_HEAD] = "lm_head", [TF_STAGE_OTHER] = "other",
+		[TF_STAGE_TP] = "tp-comm",
 	};
 	return (unsigned)s < TF_STAGE_COUNT ? name[s] : "?";
 }
@@ -217,6 +223,24 @@ static void prefault_weights(const tf_weights *w)
 	(void)sink;
 }
 
+/* lm_head, or with several ranks this rank's rows of the vocabulary;
+ * its messages name lm_head's tensors. */
+static int head_open(tf_pipeline *p)
+{
+	const tf_host *h = p->h;
+	int n = h->tp_size > 1 ? h->tp_size : 1;
+	p->vpart = p->vocab / n;
+	if (n == 1)
+		return h->lin_open(h, "lm_head", p->hidden, p->vocab, &p->head);
+	if (p->vocab % n)
+		return tf_diag_set(TF_ERR_UNSUPPORTED,
+				   "lm_head: vocab_size = %" PRId64 " does not split evenly over [tp] size %d",
+				   p->vocab, n);
+	const tf_lin_part part = { .axis = TF_LIN_PART_OUT, .lo = p->vpart * h->tp_rank,
+				   .hi = p->vpart * (h->tp_rank + 1) };
+	return h->lin_open_part(h, "lm_head", p->hidden, p->vocab, &part, &p->head);
+}
+
 /* The pipeline, its weights paged in first when `prefault`. */
 static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 {
@@ -236,7 +260,9 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->first_legacy = -1;
 	if ((rc = tf_conf_get_bool(tf_runtime_conf(rt), "mtp", "enabled", false, &p->mtp)))
 		goto fail;
-	if (prefault)
+	/* A rank of several reads only its share: paging the whole
+	 * checkpoint in would defeat that. */
+	if (prefault && p->h->tp_size <= 1)
 		prefault_weights(tf_runtime_weights(rt));
 
 	if (p->h->weight_get(p->h, "model.word_embeddings.weight", &p->embed) != TF_OK) {
@@ -249,6 +275,14 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 		rc = tf_diag_set(TF_ERR_FORMAT,
 				 "model.word_embeddings.weight: shape must be [%" PRId64
 				 ", %" PRId64 "] (vocab_size, hidden_size)", p->vocab, p->hidden);
+		goto fail;
+	}
+	/* The backends' embed gathers float rows only: refused here, so that
+	 * --check sees it, not the first prefill. */
+	if (p->embed.dtype != TF_DTYPE_F32 && p->embed.dtype != TF_DTYPE_F16 &&
+	    p->embed.dtype != TF_DTYPE_BF16) {
+		rc = tf_diag_set(TF_ERR_FORMAT, "model.word_embeddings.weight: dtype %s, expected "
+				 "F32, F16 or BF16", tf_dtype_name(p->embed.dtype));
 		goto fail;
 	}
 
@@ -271,9 +305,7 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 		goto fail;
 	if ((rc = load_norm(p, "model.norm.weight", &p->final_norm)) != TF_OK)
 		goto fail;
-	/* Its messages name lm_head's tensors. */
-	rc = p->h->lin_open(p->h, "lm_head", p->hidden, p->vocab, &p->head);
-	if (rc != TF_OK)
+	if ((rc = head_open(p)) != TF_OK)
 		goto fail;
 	*out = p;
 	return TF_OK;
@@ -327,12 +359,34 @@ void tf_pipeline_free(tf_pipeline *p)
 	free(p->tape);
 	free(p->tpos);
 	p->be->free(p->bctx, p->final_norm);
+	free(p->gbuf);
 	p->be->free(p->bctx, p->hbuf);
 	p->be->free(p->bctx, p->xbuf);
 	p->be->free(p->bctx, p->ybuf);
 	free(p->segbuf);
 	free(p->layers);
 	free(p);
+}
+
+void tf_pipeline_attach_tp(tf_pipeline *p, tf_tp *tp) { p->tp = tp; }
+
+/* Charge the time since *t to stage s. */
+static void lap(tf_pipeline *p, tf_stage s, double *t)
+{
+	double t2 = tf_pipeline_clock();
+	p->stage_s[s] += t2 - *t;
+	*t = t2;
+}
+
+/* Sum the ranks' partial block outputs ybuf [n, hidden] (rank order, so
+ * every rank holds the same bits); nothing with one rank. */
+static int tp_sum(tf_pipeline *p, int i, const char *block, int64_t n, double *t)
+{
+	if (!p->tp)
+		return TF_OK;
+	int rc = tf_tp_all_reduce(p->tp, p->ybuf, (size_t)(n * p->hidden), TF_DTYPE_F32);
+	lap(p, TF_STAGE_TP, t);
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "layer %d: %s all-reduce", i, block);
 }
 
 /* Layer l's token mixer over the step's segments. */
@@ -347,14 +401,6 @@ static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf
 					      .row0 = seg[k].row0, .n = seg[k].n };
 	const tf_attn_batch b = { .n = n, .pos = pos, .n_seg = n_seg, .seg = p->segbuf };
 	return l->attn->forward_batch(l->attn_inst, p->xbuf, &b, p->ybuf);
-}
-
-/* Charge the time since *t to stage s. */
-static void lap(tf_pipeline *p, tf_stage s, double *t)
-{
-	double t2 = tf_pipeline_clock();
-	p->stage_s[s] += t2 - *t;
-	*t = t2;
 }
 
 /* Slot k of an armed tape <- rows [0, n) of x (backend memory). */
@@ -403,12 +449,16 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 	lap(p, l->attn_stage, &t);
 	if (!out)
 		return TF_OK;
+	if ((rc = tp_sum(p, p->n_layers, "attention", n, &t)) != TF_OK)
+		return rc;
 	be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, eps);
 	lap(p, TF_STAGE_NORM, &t);
 	if ((rc = l->ffn->forward(l->ffn_inst, p->xbuf, n, p->ybuf)) != TF_OK)
 		return tf_diag_prefix(rc, "MTP layer %d (%s)", p->n_layers, l->ffn->hdr.name);
 	lap(p, l->ffn_stage, &t);
+	if ((rc = tp_sum(p, p->n_layers, "FFN", n, &t)) != TF_OK)
+		return rc;
 	be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	be->rmsnorm(p->bctx, out, p->hbuf, p->mtp_norm, n, hd, eps);
 	lap(p, TF_STAGE_NORM, &t);
@@ -495,6 +545,8 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 		if ((rc = attend(p, i, pos, n, seg, n_seg)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
+		if ((rc = tp_sum(p, i, "attention", n, &t)) != TF_OK)
+			return rc;
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, p->cfg->rms_norm_eps);
 		lap(p, TF_STAGE_NORM, &t);
@@ -502,6 +554,8 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 		if (rc != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->ffn->hdr.name);
 		lap(p, l->ffn_stage, &t);
+		if ((rc = tp_sum(p, i, "FFN", n, &t)) != TF_OK)
+			return rc;
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	}
 	/* Only the rows asked for need the final norm, and the MTP layer. */
@@ -583,13 +637,40 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
 	return TF_OK;
 }
 
+/* logits [n, vocab] from every rank's [n, vpart] columns, in rank order. */
+static int head_gather(tf_pipeline *p, int64_t n, float *logits)
+{
+	int ranks = tf_tp_size(p->tp);
+	size_t part = (size_t)(n * p->vpart);
+	if (n > p->gbuf_rows) {
+		float *g = realloc(p->gbuf, (size_t)ranks * part * sizeof(float));
+		if (!g)
+			return tf_diag_set(TF_ERR_NOMEM, "lm_head: out of memory for %" PRId64
+					   " gathered rows", n);
+		p->gbuf = g;
+		p->gbuf_rows = n;
+	}
+	int rc = tf_tp_all_gather(p->tp, logits, p->gbuf, part * sizeof(float));
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "lm_head: all-gather");
+	for (int r = 0; r < ranks; r++)
+		for (int64_t i = 0; i < n; i++)
+			memcpy(logits + i * p->vocab + r * p->vpart, p->gbuf + r * part + i * p->vpart,
+			       (size_t)p->vpart * sizeof(float));
+	return TF_OK;
+}
+
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
 {
 	double t = tf_pipeline_clock();
 	int rc = tf_lin_forward(&p->head, hidden, n, logits);
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "lm_head");
-	p->stage_s[TF_STAGE_HEAD] += tf_pipeline_clock() - t;
+	lap(p, TF_STAGE_HEAD, &t);
+	if (p->tp && (rc = head_gather(p, n, logits)) != TF_OK)
+		return rc;
+	if (p->tp)
+		lap(p, TF_STAGE_TP, &t);
 	return TF_OK;
 }
 

@@ -18,6 +18,13 @@
  * layer of every tf_seqstate.  Each step feeds it the rows whose next
  * token is known, so it stays one position behind the main stack, ready
  * to draft (tf_pipeline_mtp).
+ *
+ * Tensor parallel ([tp] size > 1): the layer plugins open this rank's
+ * share of their weights (tf_host lin_open_part) and lm_head opens this
+ * rank's rows of the vocabulary.  With the communicator attached
+ * (tf_pipeline_attach_tp), each attention and FFN block's partial output
+ * is all-reduced before the residual add, and the logits are all-gathered,
+ * so every rank holds the same hidden states and logits.
  */
 #ifndef TF_PIPELINE_H
 #define TF_PIPELINE_H
@@ -27,6 +34,8 @@
 
 #include "runtime.h"
 
+struct tf_tp;
+
 typedef struct tf_pipeline tf_pipeline;
 typedef struct tf_seqstate tf_seqstate;
 
@@ -34,10 +43,14 @@ typedef struct tf_seqstate tf_seqstate;
  * layers of a type a plugin adds count under TF_STAGE_OTHER. */
 typedef enum tf_stage {
 	TF_STAGE_EMBED, TF_STAGE_KDA, TF_STAGE_MLA, TF_STAGE_DENSE, TF_STAGE_MOE,
-	TF_STAGE_NORM, TF_STAGE_HEAD, TF_STAGE_OTHER, TF_STAGE_COUNT
+	TF_STAGE_NORM, TF_STAGE_HEAD, TF_STAGE_OTHER,
+	TF_STAGE_TP,                    /* tensor parallel: inside all-reduce and all-gather */
+	TF_STAGE_COUNT
 } tf_stage;
 
 int tf_pipeline_init(tf_runtime *rt, tf_pipeline **out);
+/* The communicator of [tp] size ranks the steps sum over (not owned). */
+void tf_pipeline_attach_tp(tf_pipeline *p, struct tf_tp *tp);
 void tf_pipeline_free(tf_pipeline *p);
 
 /* `tfrun --check`: open every layer, the embedding, the norms and the
@@ -90,8 +103,9 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
  * rows (positions pos..) through each layer's attention alone: the FFNs,
  * norms and head hold no state, and the rows' attention inputs are those
  * the step computed, so every state (the MTP layer's and its kept hidden
- * too) is what the step left after its row n - 1.  Once per tape.  The
- * tape is host memory: a device backend copies each layer's rows out
+ * too) is what the step left after its row n - 1.  Once per tape.  No
+ * collectives: a tensor-parallel rank replays its own share from the tape
+ * its own run of the step kept.  The tape is host memory: a device backend copies each layer's rows out
  * (hidden_size floats a row), which a device-side tape would spare.
  */
 int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows);
