@@ -1,8 +1,9 @@
 /*
  * cuda_bench.h - what the GPU benchmark programs (bench/exl3/gpu_check.cu,
- * bench/kda/kda_gpu_bench.cu) share: CHECK, which exits 2 naming a failed
- * CUDA call; a small LCG for their random data; and the device-to-device
- * copy bandwidth they set their kernels against, measured in the same run.
+ * bench/kda/kda_gpu_bench.cu, bench/moe/moe_gpu_bench.cu) share: CHECK,
+ * which exits 2 naming a failed CUDA call; a small LCG for their random
+ * data; the device-to-device copy bandwidth they set their kernels
+ * against, measured in the same run; and a median timer.
  */
 #ifndef TF_BENCH_CUDA_BENCH_H
 #define TF_BENCH_CUDA_BENCH_H
@@ -53,6 +54,35 @@ static inline double tf_bench_copy_bandwidth(size_t bytes)
 	cudaEventDestroy(a);
 	cudaEventDestroy(b);
 	return 2.0 * 5 * bytes / (ms * 1e-3);
+}
+
+static inline int tf_bench_cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+/* Seconds per call of fn(arg): the median of `timings` (1 .. 5) timings of
+ * `reps` calls each, on the default stream. */
+static inline double tf_bench_median(void (*fn)(const void *), const void *arg, int reps,
+				     int timings)
+{
+	cudaEvent_t a, b;
+	float ms[5];
+	CHECK(cudaEventCreate(&a));
+	CHECK(cudaEventCreate(&b));
+	for (int t = 0; t < timings; t++) {
+		CHECK(cudaEventRecord(a));
+		for (int i = 0; i < reps; i++)
+			fn(arg);
+		CHECK(cudaEventRecord(b));
+		CHECK(cudaEventSynchronize(b));
+		CHECK(cudaEventElapsedTime(&ms[t], a, b));
+	}
+	qsort(ms, timings, sizeof(float), tf_bench_cmp_float);
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	return ms[timings / 2] * 1e-3 / reps;
 }
 
 #endif /* TF_BENCH_CUDA_BENCH_H */

@@ -3,7 +3,11 @@
 # check exl3's CUDA kernels against the CPU reference on random layers,
 # print the GEMV benchmark table, run the KDA kernels' tests (those
 # test_kda_cuda_sim runs on the SIMT harness) on the device and time them,
-# and run the MLA kernels' tests (test_mla_cuda_sim's) on the device.
+# then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
+# and the sampler's tests (test_moe_cuda_sim's) and time them, then the
+# device plugins: plain-cuda against the CPU plain linear, and the
+# conformance suite's attention cases on backend-cuda (kda-cuda against
+# the float64 layer and the attention contract).
 #
 #     scripts/gpu-check.sh [build dir]      (default: build-gpu)
 #
@@ -24,7 +28,8 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
 cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check \
-	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu
+	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu test_moe_cuda_gpu moe_gpu_bench \
+	backend-cpu kda kda-cuda mla moe router tfsynth test_plain_cuda_gpu test_conformance
 
 echo "== exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
 "$build/bin/gpu_check"
@@ -35,3 +40,15 @@ echo "== KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"
 
 echo "== MLA kernels (plugins/mla-cuda) vs attend.c and the float64 layer"
 "$build/tests/test_mla_cuda_gpu" --jobs=1 --verbose
+
+echo "== MoE kernels and sampler (plugins/moe-cuda) vs router.so, moe.so and core's sampler"
+"$build/tests/test_moe_cuda_gpu" --jobs=1 --verbose
+"$build/bin/moe_gpu_bench"
+
+echo "== device plugins: plain-cuda vs the CPU plain linear"
+"$build/tests/test_plain_cuda_gpu" --jobs=1 --verbose
+
+echo "== conformance, attention cases, on backend-cuda (kda-cuda)"
+"$build/bin/tfsynth" --preset ling-tiny --out "$build/tests/core-model/ling-tiny" >/dev/null
+TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/exl3-cuda.so" \
+	"$build/tests/test_conformance" attention

@@ -82,33 +82,25 @@ static void run_free(struct run *r)
 	cudaFree(r->seg);
 }
 
-static int cmp_float(const void *a, const void *b)
+/* One launch of the chunked or the recurrent kernel over a run. */
+struct launch {
+	const struct run *r;
+	bool chunked;
+};
+
+static void launch_once(const void *arg)
 {
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
+	const struct launch *l = (const struct launch *)arg;
+	const struct run *r = l->r;
+	CHECK(l->chunked ? tf_kda_cuda_chunked(0, &r->io, r->seg, r->n_seg, HEADS, DIM, DIM)
+			 : tf_kda_cuda_recurrent(0, &r->io, r->seg, r->n_seg, HEADS, DIM, DIM));
 }
 
 /* Median seconds of one launch of the chunked or the recurrent kernel. */
 static double time_launch(const struct run *r, bool chunked, int reps)
 {
-	cudaEvent_t a, b;
-	float ms[5];
-	CHECK(cudaEventCreate(&a));
-	CHECK(cudaEventCreate(&b));
-	for (int t = 0; t < timings; t++) {
-		CHECK(cudaEventRecord(a));
-		for (int i = 0; i < reps; i++)
-			CHECK(chunked ? tf_kda_cuda_chunked(0, &r->io, r->seg, r->n_seg, HEADS, DIM, DIM)
-				      : tf_kda_cuda_recurrent(0, &r->io, r->seg, r->n_seg, HEADS, DIM,
-							      DIM));
-		CHECK(cudaEventRecord(b));
-		CHECK(cudaEventSynchronize(b));
-		CHECK(cudaEventElapsedTime(&ms[t], a, b));
-	}
-	qsort(ms, timings, sizeof(float), cmp_float);
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	return ms[timings / 2] * 1e-3 / reps;
+	struct launch l = { r, chunked };
+	return tf_bench_median(launch_once, &l, reps, timings);
 }
 
 int main(int argc, char **argv)

@@ -38,33 +38,60 @@ static int read_chat(serve *s, const tf_conf *c)
 	return tf_stop_add_tokens(&s->stops, tf_chat_template_stops(s->tmpl), s->tok);
 }
 
-/* [server], with the command line's --host, --port and --api-key over it. */
-static int read_server(serve *s, const tf_conf *c, const tf_options *o)
+/* What the HTTP side needs from [server], with the command line's --host,
+ * --port and --api-key over it: read into *c (kept, the strings are its)
+ * before the engine opens, so the server listens, answering 503 loading,
+ * while the weights page in; and [tp] rank, for a rank other than 0
+ * follows rank 0 and listens on nothing.  The engine reads the file again
+ * and checks the keys plugins declare. */
+static int read_listen(serve *s, const tf_options *o, tf_conf **c, int64_t *rank)
 {
 	serve_conf *sc = &s->conf;
-	int64_t port, slots, queue, ctx = tf_engine_context(s->e);
+	int64_t port;
+	int rc = tf_conf_load_open(o->ini, c);
+
+	for (int i = 0; !rc && i < o->n_overrides; i++)
+		rc = tf_conf_set(*c, o->overrides[i]);
+	if (rc)
+		return rc;
+	sc->host = o->host ? o->host : tf_conf_get(*c, "server", "host");
+	sc->host = sc->host ? sc->host : "127.0.0.1";
+	sc->api_key = o->api_key ? o->api_key : tf_conf_get(*c, "server", "api_key");
+	if ((rc = tf_conf_get_int(*c, "server", "port", 8080, &port)) ||
+	    (rc = tf_conf_get_size(*c, "server", "max_body", 1 << 20, &sc->max_body)) ||
+	    (rc = tf_conf_get_int(*c, "tp", "rank", 0, rank)))
+		return rc;
+	sc->port = o->port ? o->port : (int)port;
+	return TF_OK;
+}
+
+/* The rest of [server], whose defaults the open engine gives. */
+static int read_server(serve *s, const tf_conf *c)
+{
+	serve_conf *sc = &s->conf;
+	int64_t slots, queue, cache, ctx = tf_engine_context(s->e);
 	int seqs = tf_engine_max_seqs(s->e);
 	int rc;
 
-	sc->host = o->host ? o->host : tf_conf_get(c, "server", "host");
-	sc->host = sc->host ? sc->host : "127.0.0.1";
-	sc->api_key = o->api_key ? o->api_key : tf_conf_get(c, "server", "api_key");
-	if ((rc = tf_conf_get_int(c, "server", "port", 8080, &port)) ||
-	    (rc = tf_conf_get_int(c, "server", "slots", seqs, &slots)) ||
+	if ((rc = tf_conf_get_int(c, "server", "slots", seqs, &slots)) ||
 	    (rc = tf_conf_get_int(c, "server", "queue", 64, &queue)) ||
-	    (rc = tf_conf_get_size(c, "server", "max_body", 1 << 20, &sc->max_body)) ||
 	    (rc = tf_conf_get_int(c, "server", "max_tokens", ctx, &sc->max_tokens)) ||
 	    (rc = tf_conf_get_int(c, "server", "max_messages", 256, &sc->max_messages)) ||
 	    (rc = tf_conf_get_int(c, "server", "max_prompt", ctx, &sc->max_prompt)) ||
-	    (rc = tf_conf_get_float(c, "server", "grace", 10, &sc->grace)))
+	    (rc = tf_conf_get_float(c, "server", "grace", 10, &sc->grace)) ||
+	    (rc = tf_conf_get_int(c, "server", "prefix_cache", seqs, &cache)))
 		return rc;
-	sc->port = o->port ? o->port : (int)port;
 	sc->slots = (int)slots;
 	sc->queue = (int)queue;
+	sc->prefix_cache = (int)cache;
 	if (slots > seqs)
 		return tf_diag_set(TF_ERR_INVALID, "[server] slots = %" PRId64 " needs as many "
 				   "sequences: set [runtime] sequences = %" PRId64 " (now %d)",
 				   slots, slots, seqs);
+	/* Kept sequences are idle ones of the same table: no more than it holds. */
+	if (cache > seqs)
+		return tf_diag_set(TF_ERR_INVALID, "[server] prefix_cache = %" PRId64 " keeps "
+				   "more sequences than [runtime] sequences = %d allows", cache, seqs);
 	return TF_OK;
 }
 
@@ -100,6 +127,8 @@ int tf_cli_serve(const tf_options *o)
 		.created = (int64_t)time(NULL),
 	};
 	struct MHD_Daemon *d = NULL;
+	tf_conf *pre = NULL;
+	int64_t rank;
 	pthread_t sched;
 	sigset_t sigs;
 	int sig, rc = EXIT_FAILURE;
@@ -117,39 +146,49 @@ int tf_cli_serve(const tf_options *o)
 	char *dot = strrchr(s.model_name, '.');
 	if (dot && !strcmp(dot, ".ini"))
 		*dot = 0;
-	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &s.e))
-		return tf_cli_fail(o->ini);
+	if (read_listen(&s, o, &pre, &rank)) {
+		tf_cli_fail(o->ini);
+		goto out;
+	}
+	if (!rank && !(d = serve_http_start(&s))) {
+		fprintf(stderr, "tfrun: serve: cannot listen on %s port %d\n", s.conf.host,
+			s.conf.port);
+		goto out;
+	}
+	/* A signal while the engine opens is taken once it is open. */
+	if (!rank)
+		fprintf(stderr, "tfrun serve: listening on http://%s:%d/v1, loading %s\n",
+			s.conf.host, s.conf.port, s.model_name);
+	if (tf_engine_open(o->ini, (const char *const *)o->overrides, o->n_overrides, &s.e)) {
+		tf_cli_fail(o->ini);
+		goto out;
+	}
 	if ((rc = tf_cli_follow(s.e, o->ini)) >= 0)
 		goto out;
 	rc = EXIT_FAILURE;
 	const tf_conf *c = tf_runtime_conf(tf_engine_runtime(s.e));
 	if (tf_cli_sampling(c, &s.sp, &s.max_tokens) || read_chat(&s, c) ||
-	    read_server(&s, c, o)) {
+	    read_server(&s, c)) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
-	s.ready = true;
 	if (serve_sched_start(&s, &sched)) {
 		tf_cli_fail("serve");
 		goto out;
 	}
-	if (!(d = serve_http_start(&s))) {
-		fprintf(stderr, "tfrun: serve: cannot listen on %s port %d\n", s.conf.host,
-			s.conf.port);
-		pthread_mutex_lock(&s.lock);
-		s.stop = true;
-		pthread_cond_signal(&s.wake);
-		pthread_mutex_unlock(&s.lock);
-		pthread_join(sched, NULL);
-		goto out;
-	}
-	fprintf(stderr, "tfrun serve: %s on http://%s:%d/v1, %d slots\n", s.model_name,
-		s.conf.host, s.conf.port, s.conf.slots);
+	pthread_mutex_lock(&s.lock);
+	s.ready = true;
+	pthread_mutex_unlock(&s.lock);
+	fprintf(stderr, "tfrun serve: %s ready, %d slots\n", s.model_name, s.conf.slots);
 	sigwait(&sigs, &sig);
 	fprintf(stderr, "tfrun serve: %s: finishing the replies under way\n", strsignal(sig));
 	drain(&s, d, sched);
+	d = NULL;
 	rc = s.peer_lost ? EXIT_FAILURE : EXIT_SUCCESS;
 out:
+	if (d)
+		MHD_stop_daemon(d);
+	tf_conf_free(pre);
 	tf_tok_free(s.tok);
 	tf_chat_template_free(s.tmpl);
 	tf_engine_close(s.e);

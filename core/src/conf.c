@@ -103,6 +103,7 @@ static const struct conf_key conf_schema[] = {
 	RANGE("server", "max_messages", T_INT, 1, 1 << 20),
 	RANGE("server", "max_prompt", T_INT, 1, 1 << 30),
 	RANGE("server", "grace", T_FLOAT, 0, 3600),
+	RANGE("server", "prefix_cache", T_INT, 0, 4096),
 
 	RANGE("tp", "size", T_INT, 1, 64),
 	RANGE("tp", "rank", T_INT, 0, 63),

@@ -4,7 +4,8 @@
  * slots are NULL, which the ABI reads as "not implemented".
  *
  * Every call queues work on the instance's stream and returns; sync()
- * waits for it.  Ops have no status to return, so the first failure is
+ * waits for it.  The `stream` slot hands that stream to device plugins
+ * (kda-cuda, plain-cuda), which queue their kernels on it too.  Ops have no status to return, so the first failure is
  * kept, logged, and returned by the next sync().
  *
  * Pointers are device memory from alloc(), except: token ids are host
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "tf_cuda_plugin.h"
 #include "tf/backend.h"
 #include "tf/version.h"
 
@@ -68,7 +70,7 @@ static int cuda_probe(const tf_host *h, const char **reason)
 		*reason = "no CUDA device";
 		return 0;
 	}
-	return 200;
+	return TF_CUDA_PLUGIN_SCORE(200);
 }
 
 /* The device is the tensor-parallel rank modulo the devices present, so
@@ -179,6 +181,12 @@ static int cuda_sync(void *ctx)
 	return status;
 }
 
+/* Device plugins queue on this stream, behind the ops and copies above. */
+static void *cuda_stream(void *ctx)
+{
+	return ((tf_cuda *)ctx)->stream;
+}
+
 static void cuda_rmsnorm(void *ctx, float *y, const float *x, const float *w,
 			 int64_t rows, int64_t dim, float eps)
 {
@@ -277,7 +285,8 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 }
 
 static const tf_backend cuda_backend = {
-	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, "cuda", TF_VERSION_STRING,
+	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, TF_CUDA_PLUGIN_NAME("cuda"),
+				TF_VERSION_STRING,
 				"CUDA device memory, one stream, RMSNorm/add/SwiGLU/embedding kernels",
 				cuda_probe),
 	.init = cuda_init,
@@ -292,6 +301,7 @@ static const tf_backend cuda_backend = {
 	.add = cuda_add,
 	.swiglu = cuda_swiglu,
 	.embed = cuda_embed,
+	.stream = cuda_stream,
 };
 
 TF_EXPORT const tf_backend *tf_plugin_backend_v1(unsigned index)

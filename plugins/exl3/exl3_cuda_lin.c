@@ -7,9 +7,9 @@
  * device pointers from the CUDA backend: 1..8 rows go through the fused
  * decode GEMV; more rows decode Ŵ to fp16 once and use tensor cores.
  *
- * The backend's stream is not part of the ABI, so forward() first waits
- * for the backend (sync), runs on its own stream, and waits for that
- * before returning: correct ordering at the price of two host waits.
+ * forward() queues its kernels and its stream-ordered scratch on the
+ * backend's stream (tf_backend_stream, ABI 1.7), behind the backend's ops
+ * and the other device plugins' kernels, and returns without waiting.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -18,13 +18,13 @@
 #include "cuda_kernels.h"
 #include "exl3_load.h"
 #include "lin.h"
+#include "tf_cuda_plugin.h"
 
 typedef struct tf_exl3_cuda_lin {
 	const tf_host *h;
 	int64_t in, out, k, n;
 	int K;
 	tf_exl3_cb cb;
-	cudaStream_t stream;
 	uint16_t *trellis;              /* device copies */
 	float *suh, *svh, *bias;
 } tf_exl3_cuda_lin;
@@ -45,8 +45,6 @@ static void exl3_cuda_close(void *lin)
 	cudaFree(l->suh);
 	cudaFree(l->svh);
 	cudaFree(l->bias);
-	if (l->stream)
-		cudaStreamDestroy(l->stream);
 	free(l);
 }
 
@@ -74,9 +72,7 @@ static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
 	}
 	*l = (tf_exl3_cuda_lin){ .h = h, .in = in, .out = out, .k = p.k, .n = p.n,
 				 .K = p.K, .cb = p.cb };
-	e = cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking);
-	if (e == cudaSuccess)
-		e = upload((void **)&l->trellis, p.trellis, p.trellis_bytes);
+	e = upload((void **)&l->trellis, p.trellis, p.trellis_bytes);
 	if (e == cudaSuccess)
 		e = upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
 	if (e == cudaSuccess)
@@ -100,66 +96,55 @@ static int exl3_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
 {
 	const tf_exl3_cuda_lin *l = lin;
 	const tf_host *h = l->h;
+	cudaStream_t st = tf_backend_stream(h->backend, h->backend_ctx);
 	const int64_t rows16 = (rows + 15) / 16 * 16;
 	const int gemv = rows <= TF_EXL3_CUDA_GEMV_ROWS;
 	float *xh = NULL, *yh = NULL;
 	uint16_t *xh16 = NULL, *w16 = NULL;
 	cudaError_t e;
-	int rc;
 
 	if (rows <= 0)
 		return rows ? h->error(h, TF_ERR_INVALID, "exl3-cuda: %lld rows", (long long)rows)
 			    : TF_OK;
-	rc = h->backend->sync(h->backend_ctx);
-	if (rc)
-		return rc;
 	e = cudaMallocAsync((void **)&xh, (size_t)rows16 * (size_t)(l->k + l->n) * sizeof(float),
-			    l->stream);
+			    st);
 	if (e == cudaSuccess && !gemv)
-		e = cudaMallocAsync((void **)&xh16, (size_t)rows16 * (size_t)l->k * 2, l->stream);
+		e = cudaMallocAsync((void **)&xh16, (size_t)rows16 * (size_t)l->k * 2, st);
 	if (e == cudaSuccess && !gemv)
-		e = cudaMallocAsync((void **)&w16, (size_t)l->k * (size_t)l->n * 2, l->stream);
+		e = cudaMallocAsync((void **)&w16, (size_t)l->k * (size_t)l->n * 2, st);
 	if (e == cudaSuccess) {
 		yh = xh + rows16 * l->k;
 		if (xh16)       /* the GEMM's padding rows must be zero */
-			e = cudaMemsetAsync(xh16, 0, (size_t)rows16 * (size_t)l->k * 2, l->stream);
+			e = cudaMemsetAsync(xh16, 0, (size_t)rows16 * (size_t)l->k * 2, st);
 	}
 	if (e == cudaSuccess)
-		e = tf_exl3_cuda_input(l->stream, x, rows, l->in, l->k, l->suh, xh, xh16);
+		e = tf_exl3_cuda_input(st, x, rows, l->in, l->k, l->suh, xh, xh16);
 	if (e == cudaSuccess && gemv)
-		e = tf_exl3_cuda_gemv(l->stream, l->trellis, l->k, l->n, l->K, l->cb, xh, rows, yh);
+		e = tf_exl3_cuda_gemv(st, l->trellis, l->k, l->n, l->K, l->cb, xh, rows, yh);
 	if (e == cudaSuccess && !gemv)
-		e = tf_exl3_cuda_reconstruct(l->stream, l->trellis, l->k, l->n, l->K, l->cb, w16);
+		e = tf_exl3_cuda_reconstruct(st, l->trellis, l->k, l->n, l->K, l->cb, w16);
 	if (e == cudaSuccess && !gemv)
-		e = tf_exl3_cuda_gemm(l->stream, xh16, rows16, w16, l->k, l->n, yh);
+		e = tf_exl3_cuda_gemm(st, xh16, rows16, w16, l->k, l->n, yh);
 	if (e == cudaSuccess)
-		e = tf_exl3_cuda_output(l->stream, yh, rows, l->n, l->out, l->svh, l->bias, y);
+		e = tf_exl3_cuda_output(st, yh, rows, l->n, l->out, l->svh, l->bias, y);
 	if (xh)
-		cudaFreeAsync(xh, l->stream);
+		cudaFreeAsync(xh, st);
 	if (xh16)
-		cudaFreeAsync(xh16, l->stream);
+		cudaFreeAsync(xh16, st);
 	if (w16)
-		cudaFreeAsync(w16, l->stream);
-	cudaError_t s = cudaStreamSynchronize(l->stream);
-	return cuda_status(h, e != cudaSuccess ? e : s, "forward");
+		cudaFreeAsync(w16, st);
+	return cuda_status(h, e, "forward");
 }
 
+/* Only on backend-cuda: the activations are in its memory. */
 static int exl3_cuda_probe(const tf_host *h, const char **reason)
 {
-	int n = 0;
-	if (h && h->backend && h->backend->parallel_for) {
-		*reason = "needs a device backend (activations in GPU memory)";
-		return 0;
-	}
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		*reason = "no CUDA device";
-		return 0;
-	}
-	return 2;
+	return tf_cuda_plugin_probe(h, reason) ? TF_CUDA_PLUGIN_SCORE(2) : 0;
 }
 
 const tf_plugin_quant tf_exl3_cuda_lin_ops = {
-	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-cuda", "0.1.0",
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, TF_CUDA_PLUGIN_NAME("exl3-cuda"),
+				"0.1.0",
 				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), WMMA above",
 				exl3_cuda_probe),
 	.match = tf_exl3_match,

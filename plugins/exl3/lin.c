@@ -1,8 +1,10 @@
 /* lin.c - helpers shared by the exl3 and plain linears (see lin.h). */
 #include "lin.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vec.h"
 
@@ -93,4 +95,63 @@ int tf_lin_vector(const tf_host *h, const tf_tensor *t, int64_t n, float **out)
 		v[i] = tf_f32_load_as(t->data, i, t->dtype);
 	*out = v;
 	return TF_OK;
+}
+
+int tf_lin_plain_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+		      const tf_lin_part *part, tf_tensor *w, float **bias, tf_lin_info *info)
+{
+	tf_tensor b = { 0 };
+	int rc;
+
+	*bias = NULL;
+	if (in <= 0 || out <= 0)
+		return h->error(h, TF_ERR_INVALID, "%s: bad linear size %lld x %lld",
+				prefix, (long long)in, (long long)out);
+	rc = tf_lin_tensor(h, prefix, "weight", w);
+	if (rc == TF_ERR_NOT_FOUND)
+		return h->error(h, rc, "%s.weight: tensor not found", prefix);
+	if (rc || (rc = tf_lin_check_bytes(h, w)))
+		return rc;
+	if (w->dtype != TF_DTYPE_F16 && w->dtype != TF_DTYPE_BF16 && w->dtype != TF_DTYPE_F32)
+		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected F16, BF16 or F32",
+				w->name, tf_dtype_name(w->dtype));
+	if (w->ndim != 2 || w->shape[0] != out || w->shape[1] != in)
+		return h->error(h, TF_ERR_FORMAT,
+				"%s: shape [%lld, %lld], expected [out %lld, in %lld]",
+				w->name, (long long)(w->ndim > 0 ? w->shape[0] : 0),
+				(long long)(w->ndim > 1 ? w->shape[1] : 0),
+				(long long)out, (long long)in);
+
+	bool cols = part && part->axis == TF_LIN_PART_IN;
+	int64_t o0 = part && !cols ? part->lo : 0, o1 = part && !cols ? part->hi : out;
+	int64_t n_in = cols ? part->hi - part->lo : in;
+
+	/* A row-parallel part's bias is added once, by the part holding column 0. */
+	rc = !cols || part->lo == 0 ? tf_lin_tensor(h, prefix, "bias", &b) : TF_ERR_NOT_FOUND;
+	if (rc == TF_OK) {
+		if (b.ndim != 1 || b.shape[0] != out)
+			return h->error(h, TF_ERR_FORMAT, "%s: expected shape [%lld]",
+					b.name, (long long)out);
+		if ((rc = tf_lin_vector(h, &b, out, bias)))
+			return rc;
+		memmove(*bias, *bias + o0, (size_t)(o1 - o0) * sizeof(float));
+	} else if (rc != TF_ERR_NOT_FOUND) {
+		return rc;
+	}
+
+	size_t es = tf_dtype_size(w->dtype);
+	*info = (tf_lin_info){
+		.in = n_in, .out = o1 - o0,
+		.bits = (int)es * 8,
+		.bytes = (size_t)(n_in * (o1 - o0)) * es +
+			 (*bias ? (size_t)(o1 - o0) * tf_dtype_size(b.dtype) : 0),
+		.format = w->dtype == TF_DTYPE_F16 ? "f16"
+			: w->dtype == TF_DTYPE_BF16 ? "bf16" : "f32",
+	};
+	return TF_OK;
+}
+
+int tf_lin_plain_match(const tf_host *h, const char *prefix)
+{
+	return tf_lin_has(h, prefix, "weight") ? TF_LIN_SCORE_PLAIN : 0;
 }

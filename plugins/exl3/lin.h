@@ -5,7 +5,8 @@
  * weights, exl3_lin.c), "exl3-int" and "exl3-q8" (the same, 15-bit and
  * 8-bit integer activations for MUL1 decode rows) and "plain"
  * (fp16/bf16/fp32 `.weight`, plain_lin.c);
- * exl3-cuda.so the EXL3 one for CUDA devices (exl3_cuda_lin.c).  All
+ * exl3-cuda.so the EXL3 one and "plain-cuda" for CUDA devices
+ * (exl3_cuda_lin.c, plain_cuda_lin.c).  All
  * fetch tensors, widen small vectors to float and split work over the
  * backend's threads the same way; those helpers live here.
  */
@@ -20,6 +21,7 @@ extern const tf_plugin_quant tf_exl3_int_lin_ops;
 extern const tf_plugin_quant tf_exl3_q8_lin_ops;
 extern const tf_plugin_quant tf_plain_lin_ops;
 extern const tf_plugin_quant tf_exl3_cuda_lin_ops;       /* exl3-cuda.so */
+extern const tf_plugin_quant tf_plain_cuda_lin_ops;      /* exl3-cuda.so */
 
 /* The quantizer the exl3 descriptors share (tf_quantize_fn, tf/quant.h):
  * bits 1..8 (0: 4), variant "mul1" (default), "mcg" or "3inst". */
@@ -67,5 +69,17 @@ int tf_lin_vector(const tf_host *h, const tf_tensor *t, int64_t n, float **out);
 /* Validate that a tensor's nbytes matches its shape and dtype and that it
  * has data, so no kernel reads past a truncated tensor. */
 int tf_lin_check_bytes(const tf_host *h, const tf_tensor *t);
+
+/* The plain linear's tensors under prefix, as "plain" and "plain-cuda"
+ * read them: `.weight` [out, in] as F16, BF16 or F32 (*w, a view of the
+ * whole checkpoint tensor) and the optional `.bias` [out] widened into
+ * *bias (free(); NULL when absent).  With a part (NULL: the whole layer),
+ * *bias holds the part's outputs, or is NULL for an input part not
+ * starting at column 0 (the bias is added once), and *info describes the
+ * part.  Fails naming the tensor. */
+int tf_lin_plain_load(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+		      const tf_lin_part *part, tf_tensor *w, float **bias, tf_lin_info *info);
+/* Their match(): any `.weight` under prefix, below an EXL3 trellis. */
+int tf_lin_plain_match(const tf_host *h, const char *prefix);
 
 #endif /* TF_EXL3_LIN_H */

@@ -203,11 +203,6 @@ static int plain_dequant(void *lin, float *w)
 	return TF_OK;
 }
 
-static int plain_match(const tf_host *h, const char *prefix)
-{
-	return tf_lin_has(h, prefix, "weight") ? TF_LIN_SCORE_PLAIN : 0;
-}
-
 static void plain_close(void *lin)
 {
 	tf_plain_lin *l = lin;
@@ -217,77 +212,31 @@ static void plain_close(void *lin)
 	free(l);
 }
 
-/* The whole layer is the part of all its output features. */
+/* A part reads its rows of the checkpoint's view in place: ld is the
+ * stored row length, so an input part strides past the other columns. */
 static int plain_open_part(const tf_host *h, const char *prefix, int64_t in, int64_t out,
 			   const tf_lin_part *part, void **lin, tf_lin_info *info)
 {
-	tf_tensor w, b;
-	tf_plain_lin *l = NULL;
-	int rc;
-
-	if (in <= 0 || out <= 0)
-		return h->error(h, TF_ERR_INVALID, "%s: bad linear size %lld x %lld",
-				prefix, (long long)in, (long long)out);
-	rc = tf_lin_tensor(h, prefix, "weight", &w);
-	if (rc == TF_ERR_NOT_FOUND)
-		return h->error(h, rc, "%s.weight: tensor not found", prefix);
+	tf_tensor w;
+	float *bias;
+	int rc = tf_lin_plain_load(h, prefix, in, out, part, &w, &bias, info);
 	if (rc)
 		return rc;
-	rc = tf_lin_check_bytes(h, &w);
-	if (rc)
-		return rc;
-	if (w.dtype != TF_DTYPE_F16 && w.dtype != TF_DTYPE_BF16 &&
-	    w.dtype != TF_DTYPE_F32)
-		return h->error(h, TF_ERR_FORMAT, "%s: dtype %s, expected F16, BF16 or F32",
-				w.name, tf_dtype_name(w.dtype));
-	if (w.ndim != 2 || w.shape[0] != out || w.shape[1] != in)
-		return h->error(h, TF_ERR_FORMAT,
-				"%s: shape [%lld, %lld], expected [out %lld, in %lld]",
-				w.name, (long long)(w.ndim > 0 ? w.shape[0] : 0),
-				(long long)(w.ndim > 1 ? w.shape[1] : 0),
-				(long long)out, (long long)in);
-
 	bool cols = part->axis == TF_LIN_PART_IN;
-	int64_t o0 = cols ? 0 : part->lo, o1 = cols ? out : part->hi;
-	int64_t i0 = cols ? part->lo : 0, i1 = cols ? part->hi : in;
-	size_t es = tf_dtype_size(w.dtype);
-	l = calloc(1, sizeof(*l));
-	if (!l)
+	int64_t o0 = cols ? 0 : part->lo, i0 = cols ? part->lo : 0;
+	tf_plain_lin *l = calloc(1, sizeof(*l));
+	if (!l) {
+		free(bias);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
-	*l = (tf_plain_lin){ .h = h, .w = (const char *)w.data + ((size_t)(o0 * in + i0)) * es,
-			     .dt = w.dtype, .in = i1 - i0, .out = o1 - o0, .ld = in };
-
-	/* A row-parallel part's bias is added once, by the part holding column 0. */
-	rc = i0 == 0 ? tf_lin_tensor(h, prefix, "bias", &b) : TF_ERR_NOT_FOUND;
-	if (rc == TF_OK) {
-		if (b.ndim != 1 || b.shape[0] != out) {
-			rc = h->error(h, TF_ERR_FORMAT, "%s: expected shape [%lld]",
-				      b.name, (long long)out);
-			goto fail;
-		}
-		rc = tf_lin_vector(h, &b, out, &l->bias);
-		if (rc)
-			goto fail;
-		memmove(l->bias, l->bias + o0, (size_t)(o1 - o0) * sizeof(float));
-	} else if (rc != TF_ERR_NOT_FOUND) {
-		goto fail;
 	}
-
-	*info = (tf_lin_info){
-		.in = l->in, .out = l->out,
-		.bits = (int)es * 8,
-		.bytes = (size_t)(l->in * l->out) * es +
-			 (l->bias ? (size_t)l->out * tf_dtype_size(b.dtype) : 0),
-		.format = w.dtype == TF_DTYPE_F16 ? "f16"
-			: w.dtype == TF_DTYPE_BF16 ? "bf16" : "f32",
-	};
+	*l = (tf_plain_lin){ .h = h,
+			     .w = (const char *)w.data + (size_t)(o0 * in + i0) * tf_dtype_size(w.dtype),
+			     .dt = w.dtype, .in = info->in, .out = info->out, .ld = in, .bias = bias };
 	*lin = l;
 	return TF_OK;
-fail:
-	plain_close(l);
-	return rc;
 }
 
+/* The whole layer is the part of all its output features. */
 static int plain_open(const tf_host *h, const char *prefix, int64_t in,
 		      int64_t out, void **lin, tf_lin_info *info)
 {
@@ -308,7 +257,7 @@ const tf_plugin_quant tf_plain_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "plain", "0.1.0",
 				"unquantized F16/BF16/F32 linear (y = x·Wᵀ + b), CPU",
 				plain_probe),
-	.match = plain_match,
+	.match = tf_lin_plain_match,
 	.open = plain_open,
 	.close = plain_close,
 	.forward = plain_forward,

@@ -5,9 +5,10 @@
  * Tensor parallel: the runtime sums every rank's block output, so each
  * rank computes a partial sum.  The dense MLP and the shared expert split
  * their intermediate features over the ranks; routed experts do too with
- * [tp] moe = split (the default), while with moe = experts routed expert e
- * belongs whole to rank e % tp_size.  The router runs everywhere (every
- * rank must agree on routing).
+ * [tp] moe = split (the default), while with moe = experts each routed
+ * expert belongs whole to the rank the router places it on
+ * (tf_router_place).  The router runs everywhere (every rank must agree on
+ * routing).
  *
  * An instance keeps no state between calls; forward allocates its
  * working buffers per call, so sizing needs no knowledge of the prefill

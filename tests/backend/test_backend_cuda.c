@@ -18,6 +18,7 @@
 
 #ifndef TF_CUDA_BACKEND
 #define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"
+#define TF_CUDA_BACKEND_NAME "cuda"
 #endif
 
 static const tf_backend *cuda_descriptor(void)
@@ -37,7 +38,7 @@ Test(backend_cuda, descriptor_and_probe)
 	tf_testhost *th = tf_testhost_new(NULL, 1);
 	const char *reason = NULL;
 
-	cr_assert_str_eq(be->hdr.name, "cuda");
+	cr_assert_str_eq(be->hdr.name, TF_CUDA_BACKEND_NAME);
 	cr_assert_eq(be->hdr.kind, TF_KIND_BACKEND);
 	cr_assert_eq(be->hdr.struct_size, sizeof(tf_backend));
 	/* Host threading is not a device backend's business. */
@@ -45,6 +46,8 @@ Test(backend_cuda, descriptor_and_probe)
 	cr_assert_null(be->n_threads);
 	cr_assert_not_null(be->rmsnorm);
 	cr_assert_not_null(be->embed);
+	/* Device plugins queue on its stream (ABI 1.7). */
+	cr_assert_not_null(be->stream);
 
 	int score = be->hdr.probe(tf_testhost_host(th), &reason);
 	if (score == 0) {

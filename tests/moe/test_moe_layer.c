@@ -3,27 +3,17 @@
  * runtime loads them, against the float64 reference on random bf16 weights.
  */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ffn_so.h"
 #include "moe_ref.h"
 #include "support/testhost.h"
 #include "tf/ffn.h"
 
 enum { H = 64, E = 16, TOPK = 4, I_E = 32, I_S = 48, I_D = 80, LAYERS = 4 };
-
-static const tf_plugin_ffn *ffn_plugin(unsigned index)
-{
-	void *so = dlopen(TF_PLUGIN_DIR "/moe.so", RTLD_NOW | RTLD_LOCAL);
-	cr_assert_not_null(so, "%s", dlerror());
-	const tf_plugin_ffn *(*entry)(unsigned) =
-		(const tf_plugin_ffn *(*)(unsigned))dlsym(so, "tf_plugin_ffn_v1");
-	cr_assert_not_null(entry);
-	return entry(index);
-}
 
 /* One layer's weights, bf16-rounded so the reference sees the stored values. */
 typedef struct model {

@@ -17,16 +17,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from serve_test import KEY, PROMPTS, Server, chat, content_of, sets_of, wait_idle
+from serve_test import KEY, PROMPTS, Server, chat, content_of, metric, sets_of, wait_idle
 
 REQUESTS = 200
 CONCURRENCY = 8
 MAX_TOKENS = 12
-
-
-def metric(srv, name):
-    text = srv.request("GET", "/metrics")[2].decode()
-    return int(float(text.split("\n" + name + " ", 1)[1].split("\n", 1)[0]))
 
 
 def check_reply(r, stream):

@@ -9,6 +9,9 @@ reuse it.  Without the network that first run FAILS, saying so: a skipped
 client test would pass unseen.  The script then runs again under the venv's
 Python and checks the endpoints through the client against ling-nano.
 """
+import contextlib
+import io
+import math
 import os
 import subprocess
 import sys
@@ -74,7 +77,10 @@ def t_stream(srv):
     assert last.choices == [] and 0 < last.usage.completion_tokens <= 12, last
     whole = ask(srv, "And God said", max_tokens=12, temperature=0)
     assert text == whole.choices[0].message.content, (text, whole)
-    assert last.usage == whole.usage, (last.usage, whole.usage)
+    u, w = last.usage, whole.usage
+    assert (u.prompt_tokens, u.completion_tokens) == (w.prompt_tokens, w.completion_tokens)
+    # The same prompt again starts from the first's kept sequence.
+    assert w.prompt_tokens_details.cached_tokens == w.prompt_tokens - 1, w
 
 
 def t_stop(srv):
@@ -135,6 +141,47 @@ def t_logprobs(srv):
     assert ask(srv, "In the beginning", max_tokens=2).choices[0].logprobs is None
 
 
+def t_completion_logprobs(srv):
+    """Legacy logprobs=N: columns of tokens, their logprobs, N alternatives
+    each as a {token: logprob} dict, and where each token starts in the text."""
+    c = client(srv)
+    kw = dict(model=MODEL, prompt="In the beginning God", max_tokens=10, temperature=0)
+    r = c.completions.create(logprobs=3, **kw)
+    text, lp = r.choices[0].text, r.choices[0].logprobs
+    n = r.usage.completion_tokens
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == n, lp
+    assert "".join(lp.tokens) == text, (lp.tokens, text)
+    assert lp.text_offset == [len("".join(lp.tokens[:i])) for i in range(n)], lp.text_offset
+    for tok, own, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert len(top) == 3 and own <= 0 and sum(math.exp(v) for v in top.values()) <= 1, top
+        assert top[tok] == own == max(top.values()), (tok, own, top)   # greedy: the best
+    parts = list(c.completions.create(logprobs=3, stream=True, **kw))
+    cols = [p.choices[0].logprobs for p in parts if p.choices[0].logprobs]
+    assert sum((x.tokens for x in cols), []) == lp.tokens
+    assert sum((x.text_offset for x in cols), []) == lp.text_offset
+    assert sum((x.token_logprobs for x in cols), []) == lp.token_logprobs
+    none = c.completions.create(logprobs=0, **kw).choices[0].logprobs
+    assert none.token_logprobs == lp.token_logprobs and none.top_logprobs == [{}] * n, none
+    assert c.completions.create(**kw).choices[0].logprobs is None
+
+
+def t_readme(srv):
+    """README.md's openai snippet, as printed there, against this server."""
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    text = open(readme, encoding="utf-8").read()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "127.0.0.1:8080" in code and "sk-local" in code, code
+    code = code.replace("127.0.0.1:8080", "127.0.0.1:%d" % srv.port).replace("sk-local", KEY)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, readme, "exec"), {})
+    # What it printed is what the same requests get (the INI's seed).
+    one = ask(srv, "In the beginning", max_tokens=24)
+    two = ask(srv, "And God said", max_tokens=24).choices[0].message.content
+    want = "%s %d\n%s" % (one.choices[0].message.content, one.usage.completion_tokens, two)
+    assert out.getvalue() == want and two, (out.getvalue(), want)
+
+
 def t_errors(srv):
     try:
         client(srv, key="sk-wrong").models.list()
@@ -156,4 +203,5 @@ def t_errors(srv):
 
 if __name__ == "__main__":
     run(sys.argv[2], sys.argv[3], sets_of(sys.argv[4:]),
-        [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs, t_errors])
+        [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs,
+         t_completion_logprobs, t_readme, t_errors])

@@ -5,8 +5,10 @@ Starts the server on a free port, runs SUITE against it with the standard
 library's http.client, sends SIGTERM and checks it exits 0.  Every request
 has a timeout, so a hung server fails the test instead of hanging it.
 
-SUITE nano: the OpenAI endpoints, errors, batching, a client that leaves.
+SUITE nano: the OpenAI endpoints, errors, batching, a client that leaves,
+the prefix cache (run it with --set server.prefix_cache=2).
 SUITE tiny: reasoning_content (the ling3 template thinks), 429, SIGTERM.
+SUITE loading: the server listens while the engine opens, answering 503.
 """
 import http.client
 import json
@@ -30,12 +32,14 @@ def free_port():
 
 
 class Server:
-    def __init__(self, tfrun, ini, sets):
+    def __init__(self, tfrun, ini, sets, wait=True):
         self.port = free_port()
-        self.tfrun, self.ini = tfrun, ini
+        self.tfrun, self.ini, self.overrides = tfrun, ini, list(sets)
         self.sets = [a for s in sets for a in ("--set", s)]
         args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY] + self.sets
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        if not wait:
+            return
         deadline = time.time() + TIMEOUT
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -254,6 +258,8 @@ def t_errors(srv):
         {"role": "user", "content": "y"}]})
     assert "tool_calls[0].function.arguments" in e["message"], e
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": 3})
+    check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": True})
+    check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": 21})
     check_error(srv, 413, "POST", "/v1/chat/completions", chat("x" * 70000))
     check_error(srv, 404, "GET", "/v1/nothing")
     check_error(srv, 404, "POST", "/v1/models")
@@ -281,6 +287,66 @@ def t_vanish(srv):
     text, _ = content_of(srv, chat("And God said", max_tokens=8, temperature=0))
     assert text
     wait_idle(srv)
+
+
+def metric(srv, name):
+    for line in srv.request("GET", "/metrics")[2].decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no metric " + name)
+
+
+def t_prefix(srv):
+    """A conversation's second turn continues the first's sequence: its
+    usage counts cached tokens, its reply is the one a server without the
+    cache gives, token for token."""
+    first = [{"role": "user", "content": "Remember the sabbath day"}]
+    body = {"model": "x", "messages": first, "max_tokens": 20, "temperature": 0}
+    text, r = content_of(srv, body)
+    assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, r["usage"]
+    n_first = r["usage"]["prompt_tokens"]
+    before = metric(srv, "tf_prompt_tokens_cached_total")
+    second = dict(body, messages=first + [{"role": "assistant", "content": text},
+                                          {"role": "user", "content": "to keep it holy"}],
+                  logprobs=True)
+    text2, r2 = content_of(srv, second)
+    cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+    # The first turn's prompt and reply: more than its prompt.
+    assert n_first < cached < r2["usage"]["prompt_tokens"], (n_first, r2["usage"])
+    assert metric(srv, "tf_prompt_tokens_cached_total") == before + cached
+    # The same request again rolls back to its prompt's snapshot.
+    text3, r3 = content_of(srv, second)
+    assert r3["usage"]["prompt_tokens_details"]["cached_tokens"] == \
+        r3["usage"]["prompt_tokens"] - 1, r3["usage"]
+    assert text3 == text2, (text3, text2)
+    # A fresh server that keeps nothing runs the whole prompt.
+    fresh = Server(srv.tfrun, srv.ini, srv.overrides + ["server.prefix_cache=0"])
+    try:
+        text4, r4 = content_of(fresh, second)
+        assert metric(fresh, "tf_prefix_cache_sequences") == 0
+    finally:
+        fresh.stop()
+    assert r4["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, r4["usage"]
+    ids = [[t["token"] for t in x["choices"][0]["logprobs"]["content"]] for x in (r2, r4)]
+    assert ids[0] == ids[1] and text2 == text4, (ids, text2, text4)
+
+
+def t_prefix_bound(srv):
+    """Distinct prompts, one at a time and together: the cache never keeps
+    more sequences than [server] prefix_cache, and keeps that many."""
+    cap = int([x for x in srv.overrides if x.startswith("server.prefix_cache=")][-1].split("=")[1])
+    for i in range(cap + 3):
+        content_of(srv, chat("Psalm %d" % i, max_tokens=4, temperature=0))
+        assert metric(srv, "tf_prefix_cache_sequences") <= cap
+    threads = [threading.Thread(target=content_of, args=(srv, chat("Verse %d" % i,
+                                                                  max_tokens=12)))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        assert metric(srv, "tf_prefix_cache_sequences") <= cap
+        time.sleep(0.02)
+    assert metric(srv, "tf_prefix_cache_sequences") == cap
 
 
 # --- tiny ---
@@ -329,9 +395,53 @@ def t_sigterm(srv):
     assert text.endswith("data: [DONE]\n\n"), text[-200:]
 
 
+# --- loading ---
+
+def t_loading(tfrun, ini, sets):
+    """A model folder whose config.json is a FIFO holds the engine's open
+    until the test writes to it: meanwhile /health says loading and the
+    API answers 503 in OpenAI's shape.  What the FIFO then gives is no
+    regular file: the open fails, the server says why and exits 1."""
+    src = os.path.join(os.path.dirname(os.path.abspath(ini)), "..", "models", "ling-nano")
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in os.listdir(src):
+            if f != "config.json":
+                os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(tmp, f))
+        fifo = os.path.join(tmp, "config.json")
+        os.mkfifo(fifo)
+        srv = Server(tfrun, ini, sets + ["model.path=" + tmp], wait=False)
+        try:
+            deadline = time.time() + TIMEOUT
+            while True:
+                assert srv.proc.poll() is None, srv.proc.stderr.read()
+                try:
+                    status, r = srv.json("GET", "/health", auth=False)
+                    break
+                except OSError:
+                    assert time.time() < deadline, "the server did not listen"
+                    time.sleep(0.05)
+            assert status == 503 and r == {"status": "loading"}, (status, r)
+            check_error(srv, 503, "GET", "/v1/models")
+            check_error(srv, 503, "POST", "/v1/chat/completions", chat("x"))
+            check_error(srv, 401, "GET", "/v1/models", auth=False)
+            status, r = srv.json("POST", "/v1/completions", {"prompt": "x"})
+            assert r["error"]["type"] == "service_unavailable", r
+            try:
+                with open(fifo, "w") as f:
+                    f.write("{}")
+            except BrokenPipeError:
+                pass                    # the server closed it, unread
+            rc = srv.proc.wait(timeout=TIMEOUT)
+            err = srv.proc.stderr.read()
+            assert rc == 1 and "config.json: not a regular file" in err, (rc, err)
+        finally:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+
+
 SUITES = {
     "nano": [t_chat, t_stream, t_completions, t_models_health_metrics, t_seed, t_stop,
-             t_concurrent, t_errors, t_vanish],
+             t_concurrent, t_errors, t_vanish, t_prefix, t_prefix_bound],
     "tiny": [t_reasoning, t_queue_full, t_sigterm],
 }
 
@@ -362,4 +472,8 @@ def sets_of(argv):
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]), SUITES[sys.argv[3]])
+    if sys.argv[3] == "loading":
+        t_loading(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]))
+        print("ok   t_loading")
+    else:
+        run(sys.argv[1], sys.argv[2], sets_of(sys.argv[4:]), SUITES[sys.argv[3]])

@@ -31,7 +31,7 @@ struct tf_testhost {
 	struct th_conf *conf;
 	size_t n_conf, cap_conf;
 	void *backend_so;
-	void *quant_so;
+	void *quant_so, *quant_extra_so;
 	const tf_plugin_quant *quant[TH_MAX_QUANT];
 	int n_quant;
 	void *router_so;
@@ -221,7 +221,10 @@ static const tf_plugin_quant *th_lin_choose(const tf_host *h, const char *prefix
 	tf_testhost *th = h->ctx;
 	const tf_plugin_quant *best = NULL;
 	int best_score = 0;
+	const char *why;
 	for (int i = 0; i < th->n_quant; i++) {
+		if (!th->quant[i]->hdr.probe(h, &why))
+			continue;
 		int s = th->quant[i]->match(h, prefix);
 		if (s > best_score) {
 			best_score = s;
@@ -302,17 +305,34 @@ static void th_router_close(const tf_host *h, tf_router *r)
 	r->impl = NULL;
 }
 
+/* file: a path, or a name in the build's plugin folder. */
 static void *load_so(const char *file, int required)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", TF_PLUGIN_DIR, file);
-	void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	void *so = dlopen(strchr(file, '/') ? file : path, RTLD_NOW | RTLD_LOCAL);
 	if (!so && required)
 		die("%s", dlerror());
 	return so;
 }
 
+/* Every quant descriptor of so, after those already loaded. */
+static void load_quant(tf_testhost *th, void *so)
+{
+	const tf_plugin_quant *(*q_entry)(unsigned) =
+		so ? (const tf_plugin_quant *(*)(unsigned))dlsym(so, "tf_plugin_quant_v1") : NULL;
+	for (unsigned i = 0; q_entry && th->n_quant < TH_MAX_QUANT && q_entry(i); i++)
+		th->quant[th->n_quant++] = q_entry(i);
+}
+
 tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
+{
+	return tf_testhost_new_with(cfg, threads, getenv("TF_TEST_BACKEND"),
+				    getenv("TF_TEST_QUANT"));
+}
+
+tf_testhost *tf_testhost_new_with(const tf_model_config *cfg, int threads,
+				  const char *backend_so, const char *quant_so)
 {
 	tf_testhost *th = calloc(1, sizeof(*th));
 	if (!th)
@@ -348,22 +368,21 @@ tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads)
 		tf_testhost_set_conf(th, "runtime", "threads", buf);
 	}
 
-	th->backend_so = load_so("backend-cpu.so", 1);
+	if (!backend_so)
+		backend_so = "backend-cpu.so";
+	th->backend_so = load_so(backend_so, 1);
 	const tf_backend *(*be_entry)(unsigned) =
 		(const tf_backend *(*)(unsigned))dlsym(th->backend_so, "tf_plugin_backend_v1");
 	if (!be_entry || !be_entry(0))
-		die("%s", "backend-cpu.so has no tf_plugin_backend_v1");
+		die("%s has no tf_plugin_backend_v1", backend_so);
 	th->host.backend = be_entry(0);
 	if (th->host.backend->init(&th->host, &th->host.backend_ctx) != TF_OK)
 		die("backend init failed: %s", th->err);
 
 	th->quant_so = load_so("exl3.so", 0);
-	if (th->quant_so) {
-		const tf_plugin_quant *(*q_entry)(unsigned) =
-			(const tf_plugin_quant *(*)(unsigned))dlsym(th->quant_so, "tf_plugin_quant_v1");
-		for (unsigned i = 0; q_entry && i < TH_MAX_QUANT && q_entry(i); i++)
-			th->quant[th->n_quant++] = q_entry(i);
-	}
+	load_quant(th, th->quant_so);
+	if (quant_so)
+		load_quant(th, th->quant_extra_so = load_so(quant_so, 1));
 
 	th->router_so = load_so("router.so", 0);
 	if (th->router_so) {

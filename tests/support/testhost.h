@@ -20,8 +20,18 @@ typedef struct tf_testhost tf_testhost;
 
 /* cfg is copied (its arrays are not: keep them alive).  Loads backend-cpu
  * with `threads` workers (0 = default) and the quant plugins.  Aborts the
- * test with a message on failure. */
+ * test with a message on failure.  The environment may name other
+ * modules, so that a suite runs unchanged on a device backend (the
+ * conformance suite on cuda-sim): TF_TEST_BACKEND, a backend module to
+ * load instead of backend-cpu.so, and TF_TEST_QUANT, a quant module whose
+ * linears join exl3.so's. */
 tf_testhost *tf_testhost_new(const tf_model_config *cfg, int threads);
+/* The same with the modules named here (paths; NULL: backend-cpu.so, no
+ * extra quant module), whatever the environment says.  A linear opens
+ * through the best-matching quant plugin whose probe accepts the
+ * backend, as the runtime's do. */
+tf_testhost *tf_testhost_new_with(const tf_model_config *cfg, int threads,
+				  const char *backend_so, const char *quant_so);
 void tf_testhost_free(tf_testhost *th);
 
 const tf_host *tf_testhost_host(tf_testhost *th);

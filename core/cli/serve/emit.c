@@ -65,13 +65,17 @@ static cJSON *choice(cJSON *o, const char *finish)
 	return NULL;
 }
 
+/* With prompt_tokens_details.cached_tokens: the prompt tokens a kept
+ * sequence spared, as OpenAI counts its own prompt caching. */
 static bool add_usage(cJSON *o, const serve_req *r)
 {
-	cJSON *u = cJSON_AddObjectToObject(o, "usage");
+	cJSON *u = cJSON_AddObjectToObject(o, "usage"), *d;
 
 	return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt.n) &&
 	       cJSON_AddNumberToObject(u, "completion_tokens", (double)r->n_gen) &&
-	       cJSON_AddNumberToObject(u, "total_tokens", (double)r->prompt.n + (double)r->n_gen);
+	       cJSON_AddNumberToObject(u, "total_tokens", (double)r->prompt.n + (double)r->n_gen) &&
+	       (d = cJSON_AddObjectToObject(u, "prompt_tokens_details")) &&
+	       cJSON_AddNumberToObject(d, "cached_tokens", (double)r->cached);
 }
 
 /* o (consumed) into r->out: a "data: " line when streaming, else the body;
@@ -95,6 +99,43 @@ static int put(serve *s, serve_req *r, cJSON *o)
 	return rc;
 }
 
+/* Legacy completions' logprobs: the entries (consumed) as columns, each
+ * token's alternatives a {token: logprob} object, where the likelier of
+ * two that decode alike keeps the key. */
+static cJSON *columns(cJSON *entries)
+{
+	cJSON *lp = cJSON_CreateObject(), *e, *a;
+	cJSON *toks = cJSON_AddArrayToObject(lp, "tokens");
+	cJSON *lps = cJSON_AddArrayToObject(lp, "token_logprobs");
+	cJSON *tops = cJSON_AddArrayToObject(lp, "top_logprobs");
+	cJSON *offs = cJSON_AddArrayToObject(lp, "text_offset");
+	bool ok = toks && lps && tops && offs;
+
+	cJSON_ArrayForEach(e, entries) {
+		cJSON *alts = cJSON_CreateObject();
+		ok = ok && cJSON_AddItemToArray(tops, alts);
+		if (!ok) {
+			cJSON_Delete(alts);
+			break;
+		}
+		cJSON_ArrayForEach(a, cJSON_GetObjectItem(e, "top_logprobs")) {
+			const char *t = cJSON_GetObjectItem(a, "token")->valuestring;
+			if (!cJSON_GetObjectItemCaseSensitive(alts, t))
+				ok = ok && cJSON_AddNumberToObject(alts, t, cJSON_GetObjectItem(
+						       a, "logprob")->valuedouble);
+		}
+		ok = ok && cJSON_AddItemToArray(toks, cJSON_DetachItemFromObject(e, "token")) &&
+		     cJSON_AddItemToArray(lps, cJSON_DetachItemFromObject(e, "logprob")) &&
+		     cJSON_AddItemToArray(offs, cJSON_DetachItemFromObject(e, "text_offset"));
+	}
+	cJSON_Delete(entries);
+	if (!ok) {
+		cJSON_Delete(lp);
+		return NULL;
+	}
+	return lp;
+}
+
 /* The logprob entries gathered so far into c's "logprobs", when asked
  * for; a chunk that carries no token keeps null, as OpenAI's does. */
 static bool take_logprobs(serve_req *r, cJSON *c)
@@ -106,6 +147,14 @@ static bool take_logprobs(serve_req *r, cJSON *c)
 	r->lp = NULL;
 	if (!content)
 		content = cJSON_CreateArray();
+	if (r->kind == SERVE_COMPLETION) {
+		lp = content ? columns(content) : NULL;
+		if (!lp || !cJSON_ReplaceItemInObject(c, "logprobs", lp)) {
+			cJSON_Delete(lp);
+			return false;
+		}
+		return true;
+	}
 	lp = cJSON_CreateObject();
 	if (!content || !lp || !cJSON_AddItemToObject(lp, "content", content)) {
 		cJSON_Delete(content);
@@ -196,6 +245,12 @@ int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row)
 	if (!r->lp && !(r->lp = cJSON_CreateArray()))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	e = lp_entry(s, t, row[t] - lse);
+	/* A completion's token stands at this character of the text. */
+	if (e && r->kind == SERVE_COMPLETION &&
+	    !cJSON_AddNumberToObject(e, "text_offset", (double)r->n_chars)) {
+		cJSON_Delete(e);
+		e = NULL;
+	}
 	alts = e ? cJSON_AddArrayToObject(e, "top_logprobs") : NULL;
 	for (int i = 0; alts && i < k; i++) {
 		cJSON *a = lp_entry(s, top[i], row[top[i]] - lse);

@@ -21,12 +21,21 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_prompt_tokens_total Prompt tokens of queued requests.\n"
 		     "# TYPE tf_prompt_tokens_total counter\n"
 		     "tf_prompt_tokens_total %llu\n"
+		     "# HELP tf_prompt_tokens_cached_total Prompt tokens taken from a kept sequence, not run again.\n"
+		     "# TYPE tf_prompt_tokens_cached_total counter\n"
+		     "tf_prompt_tokens_cached_total %llu\n"
+		     "# HELP tf_prefix_cache_sequences Finished sequences kept for prompts that continue them.\n"
+		     "# TYPE tf_prefix_cache_sequences gauge\n"
+		     "tf_prefix_cache_sequences %d\n"
 		     "# HELP tf_generation_tokens_total Tokens sampled.\n"
 		     "# TYPE tf_generation_tokens_total counter\n"
 		     "tf_generation_tokens_total %llu\n"
 		     "# HELP tf_steps_total Batched forward steps; tokens over steps is the batch.\n"
 		     "# TYPE tf_steps_total counter\n"
 		     "tf_steps_total %llu\n"
+		     "# HELP tf_step_seconds_total Seconds in steps: the forward, sampling, the replies' text.\n"
+		     "# TYPE tf_step_seconds_total counter\n"
+		     "tf_step_seconds_total %.6f\n"
 		     "# HELP tf_queue_depth Requests waiting for a slot.\n"
 		     "# TYPE tf_queue_depth gauge\n"
 		     "tf_queue_depth %d\n"
@@ -44,7 +53,9 @@ char *serve_metrics_text(const serve *s)
 		     "# TYPE tf_uptime_seconds gauge\n"
 		     "tf_uptime_seconds %.3f\n",
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
-		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
+		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->cached_tokens,
+		     m->cached_seqs, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
+		     m->step_seconds,
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)
 		return NULL;

@@ -183,6 +183,19 @@ static int parse_logprobs(const tf_val *body, serve_req *r, serve_err *err)
 	return 0;
 }
 
+/* Completions' logprobs: how many alternatives each token lists, its own
+ * logprob given from 0 on. */
+static int parse_legacy_logprobs(const tf_val *body, serve_req *r, serve_err *err)
+{
+	int64_t n = -1;
+
+	if (get_int(body, "logprobs", 0, 20, &n, err))
+		return -1;
+	r->logprobs = n >= 0;
+	r->top_logprobs = n < 0 ? 0 : (int)n;
+	return 0;
+}
+
 /* The body as a JSON object. */
 static int parse_body(const char *body, size_t len, tf_val **out, serve_err *err)
 {
@@ -272,6 +285,8 @@ int serve_parse_completion(serve *s, const char *text, size_t len, serve_req *r,
 
 	if (!rc)
 		rc = parse_common(s, body, r, err);
+	if (!rc)
+		rc = parse_legacy_logprobs(body, r, err);
 	if (!rc) {
 		const tf_val *p = tf_val_dict_get(body, "prompt");
 		if (tf_val_kind_of(p) == TF_VAL_LIST && tf_val_len(p) == 1)

@@ -22,6 +22,7 @@ struct sched {
 	float *logits;                  /* [slots, vocab] */
 	int vocab;
 	int64_t chunk;                  /* prompt tokens a request adds per step */
+	serve_prefix pc;
 };
 
 int serve_submit(serve *s, serve_req *r, serve_err *err)
@@ -105,33 +106,68 @@ static int finish(serve *s, serve_req *r)
 	return rc ? rc : serve_emit_end(s, r);
 }
 
-/* Take r out of the active set: its sequence freed, its client woken. */
-static void retire(struct sched *sc, int i)
+/* Take r out of the active set: its sequence kept for a later prompt
+ * (keep: its state is what its tokens say) or freed, its client woken. */
+static void retire(struct sched *sc, int i, bool keep)
 {
 	serve *s = sc->s;
 	serve_req *r = sc->active[i];
 
-	tf_seq_free(s->e, r->sid);
+	if (keep && r->sid >= 0)
+		serve_prefix_keep(&sc->pc, r->sid, r->mark);
+	else
+		tf_seq_free(s->e, r->sid);
 	tf_detok_free(&r->dt);
 	tf_reply_free(&r->rp);
 	sc->active[i] = sc->active[--sc->n];
 	pthread_mutex_lock(&s->lock);
 	r->done = true;
 	s->n_active = sc->n;
+	s->m.cached_seqs = sc->pc.n;
 	pthread_cond_broadcast(&s->progress);
 	serve_req_unref(r);
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* r's sequence, sampler and stream state; false when it cannot start. */
-static bool start(serve *s, serve_req *r)
+/* With the prefix cache, a prompt stops one token short of its end for a
+ * snapshot there: the state a later request that repeats the prompt, or
+ * continues it otherwise than this reply, rolls back to. */
+static bool wants_mark(const struct sched *sc, const serve_req *r)
 {
+	return sc->pc.cap && r->prompt.n > 1 && r->mark < (int64_t)r->prompt.n - 1;
+}
+
+static void mark_prompt(struct sched *sc, serve_req *r)
+{
+	if (!wants_mark(sc, r) || r->fed != (int64_t)r->prompt.n - 1)
+		return;
+	if (tf_seq_snapshot(sc->s->e, r->sid)) {
+		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
+		r->mark = -1;           /* a failed snapshot drops the one before */
+	} else {
+		r->mark = r->fed;
+	}
+}
+
+/* r's sequence (a kept one it continues, or new), sampler and stream
+ * state; false when it cannot start. */
+static bool start(struct sched *sc, serve_req *r)
+{
+	serve *s = sc->s;
+
 	tf_detok_init(&r->dt, s->tok, TF_TOK_SKIP_SPECIAL);
 	tf_reply_init(&r->rp, r->opened, on_reply, r);
-	if (tf_seq_new(s->e, &r->sid) || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab)) {
+	if (serve_prefix_seq(&sc->pc, &r->prompt, &r->sid, &r->cached, &r->mark) ||
+	    tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab)) {
 		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
 		return false;
 	}
+	r->fed = r->cached;
+	mark_prompt(sc, r);
+	pthread_mutex_lock(&s->lock);
+	s->m.cached_tokens += (uint64_t)r->cached;
+	s->m.cached_seqs = sc->pc.n;
+	pthread_mutex_unlock(&s->lock);
 	return (r->calls = tf_val_list()) != NULL;
 }
 
@@ -160,6 +196,8 @@ static bool advance(serve *s, serve_req *r, const float *row)
 	if ((r->logprobs && serve_emit_logprob(s, r, t, row)) ||
 	    tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
 		goto fail;
+	for (size_t i = 0; i < len; i++)        /* UTF-8: count all but continuations */
+		r->n_chars += ((unsigned char)text[i] & 0xc0) != 0x80;
 	if (r->stopstr.stopped) {
 		r->finish = "stop";
 		return false;
@@ -205,6 +243,8 @@ static bool step(struct sched *sc)
 		serve_req *r = sc->active[i];
 		int64_t left = (int64_t)r->prompt.n - r->fed;
 		int64_t m = !left ? 1 : left < sc->chunk ? left : sc->chunk;
+		if (m == left && left > 1 && wants_mark(sc, r))
+			m--;
 		for (int64_t k = 0; k < m; k++) {
 			sc->tok[n] = left ? r->prompt.ids[r->fed + k] : r->next;
 			sc->seq[n] = r->sid;
@@ -229,12 +269,14 @@ static bool step(struct sched *sc)
 	/* Downwards: retire() moves the last request into the freed place. */
 	for (int i = sc->n - 1; i >= 0; i--) {
 		serve_req *r = sc->active[i];
-		if (r->row < 0)
+		if (r->row < 0) {
+			mark_prompt(sc, r);
 			continue;
+		}
 		if (!advance(s, r, sc->logits + (size_t)r->row * (size_t)sc->vocab)) {
 			if (finish(s, r))
 				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
-			retire(sc, i);
+			retire(sc, i, true);
 		}
 	}
 	pthread_mutex_lock(&s->lock);
@@ -246,7 +288,8 @@ static bool step(struct sched *sc)
 	return true;
 }
 
-/* Requests whose client left, or all of them when stopping, end unanswered. */
+/* Requests whose client left, or all of them when stopping or after a
+ * failed step (their sequences are not kept then), end unanswered. */
 static void drop_gone(struct sched *sc, bool all)
 {
 	for (int i = sc->n - 1; i >= 0; i--) {
@@ -254,12 +297,13 @@ static void drop_gone(struct sched *sc, bool all)
 		bool gone = all || sc->active[i]->gone;
 		pthread_mutex_unlock(&sc->s->lock);
 		if (gone)
-			retire(sc, i);
+			retire(sc, i, !all);
 	}
 }
 
 static void sched_free(struct sched *sc)
 {
+	serve_prefix_free(&sc->pc);
 	free(sc->active);
 	free(sc->tok);
 	free(sc->seq);
@@ -283,9 +327,9 @@ static void *run(void *arg)
 			admit(sc);
 		pthread_mutex_unlock(&s->lock);
 		for (int i = before; i < sc->n; i++)
-			if (!start(s, sc->active[i])) {
+			if (!start(sc, sc->active[i])) {
 				sc->active[i]->finish = "length";
-				retire(sc, i--);
+				retire(sc, i--, false);
 			}
 		drop_gone(sc, stop);
 		if (stop)
@@ -322,6 +366,10 @@ int serve_sched_start(serve *s, pthread_t *thread)
 		/* A prompt's chunk shares the step with the decoders. */
 		.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(s->e)),
 	};
+	if (serve_prefix_init(&sc->pc, s->e, s->conf.prefix_cache)) {
+		free(sc);
+		return TF_ERR_NOMEM;
+	}
 	int64_t cap = (int64_t)slots * sc->chunk;
 	sc->active = calloc((size_t)slots, sizeof(*sc->active));
 	sc->tok = calloc((size_t)cap, sizeof(*sc->tok));

@@ -35,6 +35,7 @@ typedef struct serve_conf {
 	uint64_t max_body;              /* bytes */
 	int64_t max_tokens, max_messages, max_prompt;
 	double grace;                   /* seconds SIGTERM waits for replies */
+	int prefix_cache;               /* finished sequences kept for reuse */
 } serve_conf;
 
 typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION } serve_kind;
@@ -43,7 +44,7 @@ typedef struct serve_req {
 	/* Set by the connection's thread before the request is queued. */
 	serve_kind kind;
 	bool stream, include_usage;
-	bool logprobs;                  /* chat: each token's logprob ... */
+	bool logprobs;                  /* each token's logprob ... */
 	int top_logprobs;               /* ... and its likeliest alternatives */
 	tf_sampler_params sp;
 	int64_t max_tokens;
@@ -59,10 +60,13 @@ typedef struct serve_req {
 	tf_seq_id sid;
 	int row;                        /* its logits row this step, or -1 */
 	int64_t fed;                    /* prompt tokens run so far */
+	int64_t cached;                 /* of them, taken from a kept sequence */
+	int64_t mark;                   /* where sid's snapshot stands, or -1 */
 	int32_t next;                   /* sampled, to be run next step */
 	tf_detok dt;
 	tf_reply rp;
 	int64_t n_gen;
+	int64_t n_chars;                /* characters the detokenizer gave */
 	int64_t n_chunks;               /* SSE chunks written */
 	double t_first;                 /* the first token sampled */
 	tf_bytes answer, reasoning;     /* non-streaming: the whole reply */
@@ -80,6 +84,8 @@ typedef struct serve_req {
 
 typedef struct serve_metrics {
 	uint64_t requests, rejected, prompt_tokens, gen_tokens;
+	uint64_t cached_tokens;         /* prompt tokens not run again */
+	int cached_seqs;                /* sequences the prefix cache keeps */
 	uint64_t ttft_count;
 	double ttft_sum, step_seconds;
 	uint64_t step_tokens;           /* decoded in step_seconds */
@@ -145,6 +151,32 @@ int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row);
 int serve_emit_end(serve *s, serve_req *r);
 /* GET /v1/models's body, malloc'd. */
 char *serve_models_json(const serve *s);
+
+/* prefix.c: finished sequences kept idle, least recently kept first. */
+typedef struct serve_cached {
+	tf_seq_id sid;
+	int64_t mark;                   /* its snapshot: its prompt but one token */
+} serve_cached;
+
+typedef struct serve_prefix {
+	tf_engine *e;
+	int cap, n;
+	serve_cached *ent;              /* [cap] */
+} serve_prefix;
+
+int serve_prefix_init(serve_prefix *pc, tf_engine *e, int cap);
+/* Frees the sequences it keeps. */
+void serve_prefix_free(serve_prefix *pc);
+/*
+ * A sequence for prompt: the kept one that lets it skip the most tokens,
+ * taken out and brought back to them (*reused; *mark its snapshot), or a
+ * new one (*reused 0), the least recently kept freed when the table is full.
+ */
+int serve_prefix_seq(serve_prefix *pc, const tf_tokens *prompt, tf_seq_id *sid,
+		     int64_t *reused, int64_t *mark);
+/* Keep sid, now idle, for later prompts (freed when the cap is 0), the
+ * least recently kept freed past the cap. */
+void serve_prefix_keep(serve_prefix *pc, tf_seq_id sid, int64_t mark);
 
 /* sched.c */
 int serve_sched_start(serve *s, pthread_t *thread);

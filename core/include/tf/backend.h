@@ -78,7 +78,22 @@ typedef struct tf_backend {
 
 	/* Since ABI 1.4, optional: the INI keys this plugin reads. */
 	const tf_plugin_key *keys;
+
+	/* Since ABI 1.7, optional: the device stream every op and copy above
+	 * is queued on (a cudaStream_t on backend-cuda), so device plugins
+	 * queue their kernels behind them with no host wait, and a decode
+	 * step can be captured as one graph.  NULL on host-memory backends;
+	 * read it with tf_backend_stream. */
+	void *(*stream)(void *ctx);
 } tf_backend;
+
+/* The backend's device stream, or NULL when it has none (a host-memory
+ * backend, or one built before ABI 1.7). */
+static inline void *tf_backend_stream(const tf_backend *be, void *ctx)
+{
+	return be->hdr.struct_size >= offsetof(tf_backend, stream) + sizeof(be->stream) &&
+	       be->stream ? be->stream(ctx) : NULL;
+}
 
 /* Entry symbol. */
 const tf_backend *tf_plugin_backend_v1(unsigned index);

@@ -1,0 +1,113 @@
+/*
+ * plain_cuda_lin.c - the "plain-cuda" linear: the plain linear of
+ * plain_lin.c (F16/BF16/F32 `.weight`, optional `.bias`) with weights and
+ * activations in GPU memory (plain_cuda.cu).
+ *
+ * open() validates the tensors as the CPU descriptor does (lin.c) and
+ * uploads the weight as stored (2 bytes an element for F16 and BF16) and
+ * the bias widened to float.  forward() queues one kernel on the
+ * backend's stream (tf_backend_stream) behind whatever the backend and
+ * the other device plugins queued, and returns without waiting.
+ *
+ * It has no open_part: with [tp] size > 1 the host refuses it, naming
+ * it, where a layer asks for its rank's part of a linear.
+ */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include "lin.h"
+#include "plain_cuda.h"
+#include "tf_cuda_plugin.h"
+
+typedef struct tf_plain_cuda_lin {
+	const tf_host *h;
+	int64_t in, out;
+	tf_plain_cuda_elem elem;
+	void *w;                        /* device copies */
+	float *bias;
+} tf_plain_cuda_lin;
+
+static void plain_cuda_close(void *lin)
+{
+	tf_plain_cuda_lin *l = lin;
+	if (!l)
+		return;
+	cudaFree(l->w);
+	cudaFree(l->bias);
+	free(l);
+}
+
+/* A device copy of bytes at src. */
+static cudaError_t plain_cuda_upload(void **dst, const void *src, size_t bytes)
+{
+	cudaError_t e = cudaMalloc(dst, bytes);
+	return e == cudaSuccess ? cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) : e;
+}
+
+static int plain_cuda_open(const tf_host *h, const char *prefix, int64_t in,
+			   int64_t out, void **lin, tf_lin_info *info)
+{
+	tf_tensor w;
+	float *bias;
+	tf_plain_cuda_lin *l;
+	cudaError_t e;
+	int rc = tf_lin_plain_load(h, prefix, in, out, NULL, &w, &bias, info);
+
+	if (rc)
+		return rc;
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		free(bias);
+		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+	}
+	*l = (tf_plain_cuda_lin){
+		.h = h, .in = in, .out = out,
+		.elem = w.dtype == TF_DTYPE_F16 ? TF_PLAIN_CUDA_F16
+		      : w.dtype == TF_DTYPE_BF16 ? TF_PLAIN_CUDA_BF16 : TF_PLAIN_CUDA_F32,
+	};
+	e = plain_cuda_upload(&l->w, w.data, w.nbytes);
+	if (e == cudaSuccess && bias)
+		e = plain_cuda_upload((void **)&l->bias, bias, (size_t)out * sizeof(float));
+	free(bias);
+	if (e != cudaSuccess) {
+		plain_cuda_close(l);
+		return h->error(h, TF_ERR_DEVICE, "plain-cuda: %s: %s", prefix,
+				cudaGetErrorString(e));
+	}
+	/* The device copy is all forward() reads. */
+	tf_lin_release(h, prefix, "weight");
+	*lin = l;
+	return TF_OK;
+}
+
+static int plain_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
+{
+	const tf_plain_cuda_lin *l = lin;
+	const tf_host *h = l->h;
+	if (rows <= 0)
+		return rows ? h->error(h, TF_ERR_INVALID, "plain-cuda: %lld rows", (long long)rows)
+			    : TF_OK;
+	int e = tf_plain_cuda_matmul(tf_backend_stream(h->backend, h->backend_ctx), x, rows,
+				     l->in, l->w, l->elem, l->out, l->bias, y);
+	if (e)
+		return h->error(h, TF_ERR_DEVICE, "plain-cuda: forward of %lld rows: %s",
+				(long long)rows, cudaGetErrorString((cudaError_t)e));
+	return TF_OK;
+}
+
+/* Only on backend-cuda: the activations are in its memory. */
+static int plain_cuda_probe(const tf_host *h, const char **reason)
+{
+	return tf_cuda_plugin_probe(h, reason) ? TF_CUDA_PLUGIN_SCORE(2) : 0;
+}
+
+const tf_plugin_quant tf_plain_cuda_lin_ops = {
+	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, TF_CUDA_PLUGIN_NAME("plain-cuda"),
+				"0.1.0",
+				"unquantized F16/BF16/F32 linear (y = x·Wᵀ + b) on CUDA: tiled, fp32 sums",
+				plain_cuda_probe),
+	.match = tf_lin_plain_match,
+	.open = plain_cuda_open,
+	.close = plain_cuda_close,
+	.forward = plain_cuda_forward,
+};

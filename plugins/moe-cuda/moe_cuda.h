@@ -1,0 +1,146 @@
+/*
+ * moe_cuda.h - a Ling MoE block and the token sampler on a CUDA device,
+ * callable from C.
+ *
+ * A MoE block on the device is five calls on one stream:
+ *
+ *     tf_moe_cuda_route      x[n, hidden] -> idx[n, k], w[n, k] (two kernels)
+ *     tf_moe_cuda_dispatch   idx -> each expert's rows (tf_moe_cuda_plan)
+ *     tf_moe_cuda_mlp        the routed experts over their rows -> o[n * k, hidden]
+ *     tf_moe_cuda_mlp        the shared expert over all rows    -> y[n, hidden]
+ *     tf_moe_cuda_combine    y[t] += w * o over t's experts, ascending expert id
+ *
+ * and a dense MLP layer is tf_moe_cuda_mlp alone.  Each computes what
+ * plugins/router (gate.c, topk.c) and plugins/moe (moe_layer.c, mlp.c)
+ * compute on the CPU, in the same order where the order decides the
+ * result: the same experts (ties to the lower index), weights summed and
+ * renormalised slot by slot, each token's expert outputs added to the
+ * shared expert's in ascending expert id.  Nothing depends on how blocks
+ * are scheduled, so a launch repeats to the bit.
+ *
+ * The sampler draws one token per row of logits with tf_sampler_sample's
+ * rule (core/src/sampler.c): temperature, top-k, top-p, min-p and the
+ * uniform number hashed from (seed, sequence, position).
+ *
+ * Each launcher queues its kernels on `stream` and returns a cudaError_t as
+ * an int: cudaErrorInvalidValue for shapes the kernels do not take.  All
+ * pointers are device memory unless a parameter says otherwise.
+ */
+#ifndef TF_MOE_CUDA_H
+#define TF_MOE_CUDA_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most experts, groups and experts per token the router takes (Flash:
+ * 512, 8, 8). */
+#define TF_MOE_CUDA_MAX_EXPERTS 1024
+#define TF_MOE_CUDA_MAX_GROUPS 64
+#define TF_MOE_CUDA_MAX_TOPK 32
+
+/* A layer's router: the gate [n_experts, hidden] fp32, its expert bias
+ * [n_experts] (NULL: none) and config.json's keys.  Sigmoid scoring only
+ * (Ling's); n_group 1 is no group rule. */
+typedef struct tf_moe_cuda_router {
+	const float *gate, *bias;
+	int hidden, n_experts, top_k, n_group, topk_group;
+	int norm_topk;
+	float scaling;
+} tf_moe_cuda_router;
+
+/* 0 when the kernels take this router, else cudaErrorInvalidValue. */
+int tf_moe_cuda_router_check(const tf_moe_cuda_router *r);
+
+/* Rows [0, n) of x (row stride hidden): idx[n, top_k] best first, w[n, top_k];
+ * logits is scratch of [n, n_experts] floats.  n at most 262140. */
+int tf_moe_cuda_route(cudaStream_t stream, const tf_moe_cuda_router *r, const float *x,
+		      int64_t n, float *logits, int32_t *idx, float *w);
+
+/*
+ * Which rows each expert serves, built by tf_moe_cuda_dispatch from n
+ * tokens' choices: expert e's rows are [off[e], off[e + 1]) of the n * k
+ * sorted rows, tokens ascending; row p is token tok[p] with weight tok_w[p];
+ * choice j of token t went to row pos[t * k + j].  active[0 .. *n_active)
+ * lists the experts with rows, ascending.  All device memory, sized by
+ * tf_moe_cuda_plan_bytes; chunk_base is the dispatch's own scratch.
+ */
+typedef struct tf_moe_cuda_plan {
+	int32_t *off;                   /* [n_experts + 1] */
+	int32_t *tok, *pos;             /* [n * k] each */
+	float *tok_w;                   /* [n * k] */
+	int32_t *active;                /* [n_experts] */
+	int32_t *n_active;              /* [1] */
+	int32_t *chunk_base;            /* [chunks(n), n_experts] */
+} tf_moe_cuda_plan;
+
+/* Bytes of device memory a plan for n tokens needs; tf_moe_cuda_plan_init
+ * lays a plan out in `mem`, that many bytes. */
+size_t tf_moe_cuda_plan_bytes(int n_experts, int top_k, int64_t n);
+void tf_moe_cuda_plan_init(tf_moe_cuda_plan *p, void *mem, int n_experts, int top_k,
+			   int64_t n);
+
+/* Bucket idx[n, k] (ids in 0 .. n_experts - 1, distinct per token) and
+ * their weights w[n, k] by expert: a counting sort whose order is fixed. */
+int tf_moe_cuda_dispatch(cudaStream_t stream, const tf_moe_cuda_plan *p, const int32_t *idx,
+			 const float *w, int64_t n, int n_experts, int top_k);
+
+/*
+ * SwiGLU MLPs over row lists: for each expert e, act(x Wg^T, x Wu^T) Wd^T,
+ * act(g, u) = min(silu(g), limit) * clamp(u, -limit, limit) (limit 0: silu(g) u),
+ * fp32 weights gate/up [inter, hidden] and down [hidden, inter] (row-major,
+ * as stored).  The pointer arrays are device memory holding one device
+ * pointer per expert; an expert with NULL gate is not served here (another
+ * rank's) and its rows are left alone.  A rank's share of each MLP's
+ * intermediate features [lo, hi) (moe.so's [tp] moe = split) is inter =
+ * hi - lo, gate and up pointing at row lo, down at column lo with down_ld
+ * the whole MLP's inter; the output is then this rank's partial sum.
+ */
+typedef struct tf_moe_cuda_mlp_w {
+	const float *const *gate, *const *up, *const *down;
+	int hidden, inter, n_experts;
+	float limit;
+	int64_t down_ld;                /* floats between rows of down; 0: inter */
+} tf_moe_cuda_mlp_w;
+
+/* Which rows each expert runs: a plan's (routed experts, input row p is
+ * x[tok[p]], output row p), or with plan NULL expert 0 over rows [0, n) of
+ * x (the shared expert, a dense MLP).  h is scratch of [rows, inter]
+ * floats, rows = n * top_k with a plan, else n. */
+int tf_moe_cuda_mlp(cudaStream_t stream, const tf_moe_cuda_mlp_w *m, const tf_moe_cuda_plan *plan,
+		    int top_k, const float *x, int64_t n, float *h, float *o);
+
+/* y[t] += tok_w * o[row] for each of token t's rows, in ascending expert
+ * id, skipping experts whose gate pointer is NULL (routed->gate). */
+int tf_moe_cuda_combine(cudaStream_t stream, const tf_moe_cuda_plan *p,
+			const tf_moe_cuda_mlp_w *routed, const int32_t *idx, int64_t n,
+			int top_k, const float *o, float *y);
+
+/* Most candidates the sampler keeps (top_k); 0 < top_k <= this is needed
+ * whenever temperature > 0. */
+#define TF_MOE_CUDA_SAMPLE_MAX_K 64
+
+/* tf_sampler_params' draw (penalties are the caller's, applied to the
+ * logits before). */
+typedef struct tf_moe_cuda_sample_par {
+	float temperature, top_p, min_p;
+	int top_k;
+	uint64_t seed;
+} tf_moe_cuda_sample_par;
+
+/* token[r] for rows r of logits[rows, n_vocab] (NaN counts as -inf): the
+ * argmax (lower id on ties) when temperature <= 0, else a draw by u =
+ * hash(seed, seq[r], pos[r]); -1 when every logit is -inf.  At most 65535
+ * rows; scratch holds tf_moe_cuda_sample_scratch_bytes(rows) bytes. */
+int tf_moe_cuda_sample(cudaStream_t stream, const tf_moe_cuda_sample_par *par,
+		       const float *logits, int64_t rows, int n_vocab, const uint64_t *seq,
+		       const uint64_t *pos, void *scratch, int32_t *token);
+size_t tf_moe_cuda_sample_scratch_bytes(int64_t rows);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_MOE_CUDA_H */

@@ -1,0 +1,224 @@
+/*
+ * test_plain_cuda.c - the device linears of exl3-cuda.so on a CUDA
+ * backend against their CPU twins of exl3.so on backend-cpu, reading the
+ * same tensors, into NaN-poisoned device outputs: "plain-cuda" against
+ * "plain" for every stored dtype, with and without bias, shapes that are
+ * no multiple of the kernel's tile, 1 (decode) to 37 rows; "exl3-cuda"
+ * against "exl3" on a random EXL3 layer, through its GEMV (3 rows) and
+ * its fp16 GEMM (20 rows).  Also: plain-cuda declines a host-memory
+ * backend, names a malformed tensor and refuses a part of a linear.
+ *
+ * Built on the SIMT harness as test_plain_cuda_sim (tests/simt):
+ * TF_CUDA_BACKEND and TF_CUDA_QUANT name backend-cuda-sim.so and
+ * exl3-cuda-sim.so, TF_CUDA_LIN the linear's name there.  The same test
+ * on a GPU is test_plain_cuda_gpu (scripts/gpu-check.sh).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/testhost.h"
+
+/* fp32 sums in another order than the CPU's: measured at most 4e-7. */
+#define PLAIN_CUDA_TOL 2e-6
+
+/* Measured 2.4e-4 through the GEMV (its fused decode skips the codebook's
+ * fp16 rounding) and 3.6e-4 through the GEMM (fp16 activations). */
+#define EXL3_CUDA_TOL 2e-3
+
+#define PREFIX "model.layers.0.mlp.down_proj"
+
+#ifndef TF_CUDA_BACKEND
+#define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"
+#define TF_CUDA_QUANT TF_PLUGIN_DIR "/exl3-cuda.so"
+#define TF_CUDA_LIN "plain-cuda"
+#define TF_CUDA_EXL3 "exl3-cuda"
+#endif
+
+static const tf_dtype dtypes[] = { TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16 };
+
+/* The same random layer on both hosts. */
+static void add_layer(tf_testhost *th, tf_dtype dt, const float *w, const float *b,
+		      int64_t in, int64_t out)
+{
+	tf_testhost_add_f32(th, PREFIX ".weight", dt, 2, (int64_t[]){ out, in }, w);
+	if (b)
+		tf_testhost_add_f32(th, PREFIX ".bias", TF_DTYPE_F32, 1, (int64_t[]){ out }, b);
+}
+
+/* Open PREFIX on both hosts, each through the linear named. */
+static void open_both(tf_testhost *cpu, tf_testhost *dev, int64_t in, int64_t out, tf_lin *lc,
+		      tf_lin *ld, const char *cpu_lin, const char *dev_lin)
+{
+	const tf_host *hc = tf_testhost_host(cpu), *hd = tf_testhost_host(dev);
+	cr_assert_eq(hc->lin_open(hc, PREFIX, in, out, lc), TF_OK, "%s",
+		     tf_testhost_last_error(cpu));
+	cr_assert_eq(hd->lin_open(hd, PREFIX, in, out, ld), TF_OK, "%s",
+		     tf_testhost_last_error(dev));
+	cr_assert_str_eq(lc->ops->hdr.name, cpu_lin);
+	cr_assert_str_eq(ld->ops->hdr.name, dev_lin);
+}
+
+/* rows of x through lc (host memory, backend-cpu) and ld (hd's device
+ * memory, outputs poisoned): the relative error of ld's against lc's. */
+static double run_both(const tf_lin *lc, const tf_host *hd, const tf_lin *ld, const float *x,
+		       int64_t rows, int64_t in, int64_t out)
+{
+	const tf_backend *be = hd->backend;
+	const size_t nx = (size_t)(rows * in), ny = (size_t)(rows * out);
+	float *y = malloc(sizeof(float) * ny), *ref = malloc(sizeof(float) * ny);
+	cr_assert(y && ref);
+	for (size_t i = 0; i < ny; i++)
+		ref[i] = y[i] = NAN;
+	cr_assert_eq(tf_lin_forward(lc, x, rows, ref), TF_OK);
+
+	float *xd = be->alloc(hd->backend_ctx, nx * sizeof(float));
+	float *yd = be->alloc(hd->backend_ctx, ny * sizeof(float));
+	cr_assert(xd && yd);
+	cr_assert_eq(be->upload(hd->backend_ctx, xd, x, nx * sizeof(float)), TF_OK);
+	cr_assert_eq(be->upload(hd->backend_ctx, yd, y, ny * sizeof(float)), TF_OK);
+	cr_assert_eq(tf_lin_forward(ld, xd, rows, yd), TF_OK);
+	cr_assert_eq(be->sync(hd->backend_ctx), TF_OK);
+	cr_assert_eq(be->download(hd->backend_ctx, y, yd, ny * sizeof(float)), TF_OK);
+	double e = tf_test_rel_err(y, ref, ny, 1e-3);
+	be->free(hd->backend_ctx, xd);
+	be->free(hd->backend_ctx, yd);
+	free(y);
+	free(ref);
+	return e;
+}
+
+static void check(tf_dtype dt, int64_t in, int64_t out, int64_t rows, int with_bias,
+		  uint64_t seed)
+{
+	tf_testhost *cpu = tf_testhost_new_with(NULL, 2, NULL, NULL);
+	tf_testhost *dev = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	const tf_host *hc = tf_testhost_host(cpu), *hd = tf_testhost_host(dev);
+	const size_t nx = (size_t)(rows * in);
+	float *w = malloc(sizeof(float) * (size_t)(in * out)), *b = malloc(sizeof(float) * out);
+	float *x = malloc(sizeof(float) * nx);
+	tf_lin lc = { 0 }, ld = { 0 };
+
+	cr_assert(w && b && x);
+	tf_test_fill_uniform(w, (size_t)(in * out), 1.0f, &seed);
+	tf_test_fill_uniform(b, (size_t)out, 0.5f, &seed);
+	tf_test_fill_uniform(x, nx, 1.0f, &seed);
+	add_layer(cpu, dt, w, with_bias ? b : NULL, in, out);
+	add_layer(dev, dt, w, with_bias ? b : NULL, in, out);
+
+	open_both(cpu, dev, in, out, &lc, &ld, "plain", TF_CUDA_LIN);
+	cr_assert_eq(ld.info.bits, lc.info.bits);
+	cr_assert_eq(ld.info.bytes, lc.info.bytes);
+	cr_assert_eq(tf_testhost_released(dev, PREFIX ".weight"), 1,
+		     "the device copy is all it reads");
+
+	double e = run_both(&lc, hd, &ld, x, rows, in, out);
+	cr_log_info("%s %lld x %lld, %lld rows, bias %d: rel err %.3g", tf_dtype_name(dt),
+		    (long long)in, (long long)out, (long long)rows, with_bias, e);
+	cr_expect_lt(e, PLAIN_CUDA_TOL, "%s %lld x %lld, %lld rows, bias %d: rel err %.3g",
+		     tf_dtype_name(dt), (long long)in, (long long)out, (long long)rows, with_bias, e);
+
+	hc->lin_close(hc, &lc);
+	hd->lin_close(hd, &ld);
+	tf_testhost_free(cpu);
+	tf_testhost_free(dev);
+	free(w); free(b); free(x);
+}
+
+Test(plain_cuda, matches_cpu_plain)
+{
+	uint64_t seed = 91;
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+		check(dtypes[d], 40, 24, 1, 1, seed++);       /* decode: one row */
+		check(dtypes[d], 33, 50, 37, 0, seed++);      /* ragged tiles both ways */
+		check(dtypes[d], 64, 16, 16, 1, seed++);      /* whole tiles */
+	}
+}
+
+/* The same random EXL3 layer on both hosts: exl3-cuda's GEMV (3 rows)
+ * and fp16 GEMM (20 rows) against the CPU exl3 linear. */
+Test(exl3_cuda, matches_cpu_exl3)
+{
+	enum { IN = 256, OUT = 128 };
+	static const int64_t rows[] = { 3, 20 };
+	tf_testhost *cpu = tf_testhost_new_with(NULL, 2, NULL, NULL);
+	tf_testhost *dev = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	const tf_host *hc = tf_testhost_host(cpu), *hd = tf_testhost_host(dev);
+	uint64_t sc = 17, sd = 17, sx = 5;
+	float *x = malloc(sizeof(float) * 20 * IN);
+	tf_lin lc = { 0 }, ld = { 0 };
+
+	cr_assert(x);
+	tf_test_fill_uniform(x, 20 * IN, 1.0f, &sx);
+	tf_testhost_add_exl3(cpu, PREFIX, IN, OUT, &sc);
+	tf_testhost_add_exl3(dev, PREFIX, IN, OUT, &sd);
+	open_both(cpu, dev, IN, OUT, &lc, &ld, "exl3", TF_CUDA_EXL3);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		double e = run_both(&lc, hd, &ld, x, rows[i], IN, OUT);
+		cr_log_info("exl3 %d x %d, %lld rows: rel err %.3g", IN, OUT, (long long)rows[i], e);
+		cr_expect_lt(e, EXL3_CUDA_TOL, "exl3 %lld rows: rel err %.3g", (long long)rows[i], e);
+	}
+	hc->lin_close(hc, &lc);
+	hd->lin_close(hd, &ld);
+	tf_testhost_free(cpu);
+	tf_testhost_free(dev);
+	free(x);
+}
+
+/* Each host keeps to its own linear: plain-cuda declines backend-cpu
+ * with a reason, and "plain" a device backend. */
+Test(plain_cuda, declines_host_backend)
+{
+	tf_testhost *cpu = tf_testhost_new_with(NULL, 1, NULL, TF_CUDA_QUANT);
+	const tf_host *h = tf_testhost_host(cpu);
+	const float w[6] = { 1, 2, 3, 4, 5, 6 };
+	tf_lin l = { 0 };
+	add_layer(cpu, TF_DTYPE_F32, w, NULL, 3, 2);
+	cr_assert_eq(h->lin_open(h, PREFIX, 3, 2, &l), TF_OK);
+	cr_assert_str_eq(l.ops->hdr.name, "plain");
+	h->lin_close(h, &l);
+
+	const tf_plugin_quant *dev = NULL;
+	const char *why = NULL;
+	tf_testhost *d = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	add_layer(d, TF_DTYPE_F32, w, NULL, 3, 2);
+	cr_assert_eq(tf_testhost_host(d)->lin_open(tf_testhost_host(d), PREFIX, 3, 2, &l), TF_OK);
+	dev = l.ops;
+	cr_assert_str_eq(dev->hdr.name, TF_CUDA_LIN);
+	cr_assert_eq(dev->hdr.probe(h, &why), 0);
+	cr_assert(why && strstr(why, "needs backend cuda"), "%s", why ? why : "(none)");
+	tf_testhost_host(d)->lin_close(tf_testhost_host(d), &l);
+	tf_testhost_free(d);
+	tf_testhost_free(cpu);
+}
+
+/* A weight of the wrong shape fails naming the tensor and both shapes. */
+Test(plain_cuda, names_a_bad_tensor)
+{
+	tf_testhost *d = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	const tf_host *h = tf_testhost_host(d);
+	const float w[6] = { 1, 2, 3, 4, 5, 6 };
+	tf_lin l = { 0 };
+	add_layer(d, TF_DTYPE_BF16, w, NULL, 2, 3);
+	cr_assert_eq(h->lin_open(h, PREFIX, 3, 2, &l), TF_ERR_FORMAT);
+	cr_assert(strstr(tf_testhost_last_error(d), PREFIX ".weight: shape [3, 2], expected [out 2, in 3]"),
+		  "%s", tf_testhost_last_error(d));
+	tf_testhost_free(d);
+}
+
+/* plain-cuda has no open_part: a rank's part of a linear ([tp] size > 1)
+ * is refused, naming the plugin (test_plain holds plain's parts). */
+Test(plain_cuda, refuses_parts)
+{
+	tf_testhost *d = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	const tf_host *h = tf_testhost_host(d);
+	const float w[6] = { 1, 2, 3, 4, 5, 6 };
+	const tf_lin_part part = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 1 };
+	tf_lin l = { 0 };
+	add_layer(d, TF_DTYPE_F32, w, NULL, 3, 2);
+	cr_assert_eq(h->lin_open_part(h, PREFIX, 3, 2, &part, &l), TF_ERR_UNSUPPORTED);
+	cr_assert(strstr(tf_testhost_last_error(d), "quant plugin '" TF_CUDA_LIN "' cannot open parts"),
+		  "%s", tf_testhost_last_error(d));
+	tf_testhost_free(d);
+}

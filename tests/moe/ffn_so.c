@@ -1,0 +1,15 @@
+/* ffn_so.c - see ffn_so.h. */
+#include "ffn_so.h"
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+
+const tf_plugin_ffn *ffn_plugin(unsigned index)
+{
+	void *so = dlopen(TF_PLUGIN_DIR "/moe.so", RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(so, "%s", dlerror());
+	const tf_plugin_ffn *(*entry)(unsigned) =
+		(const tf_plugin_ffn *(*)(unsigned))dlsym(so, "tf_plugin_ffn_v1");
+	cr_assert_not_null(entry);
+	return entry(index);
+}
