@@ -57,7 +57,7 @@ struct gen {
 	int32_t *spec;                  /* [depth + 1]: one step's tokens */
 	struct {
 		int64_t forwards;       /* main-model passes: decode or verify */
-		int64_t replays;        /* passes undoing drafts (tf_seq_truncate) */
+		int64_t replays;        /* steps undoing drafts (attention only) */
 		int64_t steps, drafted, accepted;
 		int64_t tried_at[16], kept_at[16];      /* by draft position */
 	} sp;
@@ -393,22 +393,23 @@ static int take(struct gen *g, tf_detok *dt, tf_reply *rp, int32_t next, bool *d
 }
 
 /*
- * A speculative step of up to depth drafts: its tokens are taken as
- * serial decoding would have sampled them; one that ends the reply cuts
- * the sequence back to where serial decoding would have stopped feeding.
+ * A step of up to depth drafts ([mtp] adaptive may draft fewer, or none):
+ * its tokens are taken as serial decoding would have sampled them; one
+ * that ends the reply cuts the sequence back to where serial decoding
+ * would have stopped feeding.
  */
 static int speculate(struct gen *g, tf_detok *dt, tf_reply *rp, int depth, bool *done)
 {
 	int64_t pos = tf_seq_len(g->e, g->sid);
-	int n, i = 0, rc;
-	if ((rc = tf_seq_speculate(g->e, g->sid, depth, g->logits, g->spec, &n)) != TF_OK)
+	int n, drafted, i = 0, rc;
+	if ((rc = tf_seq_step(g->e, g->sid, depth, g->logits, g->spec, &n, &drafted)) != TF_OK)
 		return rc;
 	g->sp.forwards++;
-	g->sp.replays += n - 1 < depth;
-	g->sp.steps++;
-	g->sp.drafted += depth;
+	g->sp.replays += n - 1 < drafted;
+	g->sp.steps += drafted > 0;
+	g->sp.drafted += drafted;
 	g->sp.accepted += n - 1;
-	for (int j = 0; j < depth; j++) {
+	for (int j = 0; j < drafted; j++) {
 		g->sp.tried_at[j]++;
 		g->sp.kept_at[j] += j < n - 1;
 	}
@@ -528,11 +529,16 @@ static void print_mtp(const struct gen *g, FILE *f)
 	for (int j = 0; j < g->depth && g->sp.tried_at[j]; j++)
 		fprintf(f, json ? "%s%.4f" : "%s%.2f", json && j ? ", " : " ",
 			(double)g->sp.kept_at[j] / (double)g->sp.tried_at[j]);
+	if (json) {
+		fprintf(f, "], \"drafted_by_position\": [");
+		for (int j = 0; j < g->depth && g->sp.tried_at[j]; j++)
+			fprintf(f, "%s%" PRId64, j ? ", " : "", g->sp.tried_at[j]);
+	}
 	fprintf(f, json ? "], \"mean_accepted\": %.4f, \"steps\": %" PRId64
 		", \"forwards\": %" PRId64 ", \"replays\": %" PRId64
 		", \"tokens_per_forward\": %.4f}" :
-		", mean accepted %.2f in %" PRId64 " steps, main-model passes %" PRId64
-		" + %" PRId64 " replays, tokens per pass %.2f\n",
+		", mean accepted %.2f in %" PRId64 " drafting steps, main-model passes %" PRId64
+		" (%" PRId64 " undoing drafts), tokens per pass %.2f\n",
 		(double)g->sp.accepted / steps, g->sp.steps, g->sp.forwards, g->sp.replays,
 		(double)g->n_gen / passes);
 }

@@ -90,6 +90,8 @@ static const struct conf_key conf_schema[] = {
 	KEY("mtp", "enabled", T_BOOL),
 	RANGE("mtp", "max_depth", T_INT, 1, 16),
 	RANGE("mtp", "p_min", T_FLOAT, 0, 1),
+	KEY("mtp", "adaptive", T_BOOL),
+	CHOICE("mtp", "accept", "exact|standard"),
 
 	KEY("server", "host", T_STR),
 	RANGE("server", "port", T_INT, 1, 65535),

@@ -348,6 +348,32 @@ int tf_sampler_dist(tf_sampler *s, const float *logits, const int32_t *history,
 	return TF_OK;
 }
 
+bool tf_sampler_accept(const float *p, const float *q, int n, int32_t x, double u, double v,
+		       int32_t *token)
+{
+	double total = 0, acc = 0;
+	if (u * q[x] < p[x]) {
+		*token = x;
+		return true;
+	}
+	for (int i = 0; i < n; i++)
+		total += p[i] > q[i] ? p[i] - q[i] : 0;
+	/* p == q to rounding: no residual, and p itself is the law to draw. */
+	bool plain = !(total > 0);
+	int32_t last = x;
+	for (int i = 0; i < n; i++) {
+		double r = plain ? p[i] : (p[i] > q[i] ? p[i] - q[i] : 0);
+		if (r <= 0)
+			continue;
+		last = i;
+		acc += r;
+		if (acc > v * (plain ? 1.0 : total))
+			break;
+	}
+	*token = last;
+	return false;
+}
+
 /* ---- reference ---- */
 
 int tf_sampler_sample_ref(tf_sampler *s, const float *logits, const int32_t *history,

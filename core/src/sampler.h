@@ -10,6 +10,7 @@
 #ifndef TF_SAMPLER_IMPL_H
 #define TF_SAMPLER_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,16 @@ int tf_sampler_sample(tf_sampler *s, const float *logits, const int32_t *history
  */
 int tf_sampler_dist(tf_sampler *s, const float *logits, const int32_t *history,
 		    size_t n_history, const tf_sampler_cand **cand, size_t *n);
+
+/*
+ * Speculative sampling's accept rule: draft x was drawn from q; keep it
+ * when u < p(x) / q(x), else draw from the residual max(0, p - q),
+ * normalised, at v (u, v uniform in [0, 1), independent).  Either way the
+ * token is distributed as p.  p and q are dense [n], each summing to 1.
+ * Returns whether x was kept; *token is the token chosen.
+ */
+bool tf_sampler_accept(const float *p, const float *q, int n, int32_t x, double u, double v,
+		       int32_t *token);
 
 /* The uniform number in [0, 1) for (seed, seq, pos). */
 double tf_sampler_uniform(uint64_t seed, uint64_t seq, uint64_t pos);

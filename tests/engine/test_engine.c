@@ -755,3 +755,81 @@ Test(engine, mtp_state_moves_with_the_sequence)
 	cr_assert(strstr(tf_engine_errmsg(), "[mtp] enabled"), "%s", tf_engine_errmsg());
 	tf_engine_close(e);
 }
+
+/*
+ * ---- undoing rejected drafts ----
+ *
+ * A speculative step that rejects drafts goes back to its snapshot and
+ * runs the attention of the kept rows again from the inputs its verify
+ * computed.  Its twin does it the long way: the same verify, then a
+ * truncation that replays the kept tokens through the whole model.  Both
+ * must leave every layer in the same state, bit for bit: the next
+ * token's logits and the MTP layer's drafts after it are compared with
+ * memcmp.  ling-tiny's random MTP head makes most drafts rejected, at
+ * every position.
+ */
+Test(engine, mtp_undo_equals_a_full_replay)
+{
+	enum { NP = 40, DEPTH = 3, NS = 12 };
+	const char *sets[] = { "mtp.enabled=true", "mtp.max_depth=3", "runtime.kv_cache=f32" };
+	tf_engine *e = NULL;
+	cr_assert_eq(tf_engine_open(ini, sets, 3, &e), TF_OK, "%s", tf_engine_errmsg());
+	int V = tf_engine_vocab(e);
+	int32_t *p = tokens(910, NP, V), *x = tokens(911, NS, V);
+	int32_t spec[DEPTH + 1], draft[DEPTH], verify[DEPTH + 1];
+	float *la = rows_alloc(1, V), *lb = rows_alloc(1, V), *lv = rows_alloc(DEPTH + 1, V);
+	float *l1 = rows_alloc(DEPTH, V), *l2 = rows_alloc(DEPTH, V);
+	tf_sampler_params greedy;
+	tf_sampler_params_default(&greedy);
+	greedy.temperature = 0;
+
+	tf_seq_id a = seq_new(e), b, c;
+	cr_assert_eq(tf_seq_set_sampling(e, a, &greedy, 0), TF_OK);
+	feed(e, a, p, NP - 1, CHUNK, NULL, NULL);
+	feed(e, a, p + NP - 1, 1, 1, la, NULL);
+	int rejected_at[DEPTH + 1] = { 0 };
+	for (int step = 0; step < NS; step++) {
+		int64_t len = tf_seq_len(e, a);
+		int n;
+		cr_assert_eq(tf_seq_fork(e, a, &b), TF_OK, "%s", tf_engine_errmsg());
+		memcpy(lb, la, (size_t)V * sizeof(float));
+		cr_assert_eq(tf_seq_speculate(e, a, DEPTH, la, spec, &n), TF_OK, "%s",
+			     tf_engine_errmsg());
+		rejected_at[n - 1] += n <= DEPTH;
+
+		/* b: the same verify, then a truncation. */
+		cr_assert_eq(tf_seq_sample(e, b, lb, &verify[0]), TF_OK);
+		cr_assert_eq(verify[0], spec[0]);
+		cr_assert_eq(tf_seq_draft(e, b, verify[0], DEPTH, draft, NULL), TF_OK);
+		memcpy(verify + 1, draft, sizeof(draft));
+		cr_assert_eq(tf_seq_snapshot(e, b), TF_OK);
+		feed(e, b, verify, DEPTH + 1, DEPTH + 1, lv, NULL);
+		cr_assert_eq(memcmp(la, lv + (size_t)(n - 1) * V, (size_t)V * sizeof(float)), 0,
+			     "step %d: the logits speculation returned", step);
+		cr_assert_eq(tf_seq_truncate(e, b, len + n), TF_OK, "%s", tf_engine_errmsg());
+		cr_assert_eq(memcmp(tf_seq_tokens(e, a), tf_seq_tokens(e, b),
+				    (size_t)(len + n) * sizeof(int32_t)), 0);
+
+		/* The next token on a copy of a and on b: the same bits. */
+		cr_assert_eq(tf_seq_fork(e, a, &c), TF_OK, "%s", tf_engine_errmsg());
+		feed(e, c, x + step, 1, 1, l1, NULL);
+		feed(e, b, x + step, 1, 1, l2, NULL);
+		cr_assert_eq(memcmp(l1, l2, (size_t)V * sizeof(float)), 0,
+			     "step %d (%d kept): logits after undoing", step, n);
+		cr_assert_eq(tf_seq_draft(e, c, x[(step + 1) % NS], DEPTH, draft, l1), TF_OK);
+		cr_assert_eq(tf_seq_draft(e, b, x[(step + 1) % NS], DEPTH, draft, l2), TF_OK);
+		cr_assert_eq(memcmp(l1, l2, (size_t)DEPTH * V * sizeof(float)), 0,
+			     "step %d (%d kept): the MTP layer after undoing", step, n);
+		cr_assert_eq(tf_seq_free(e, b), TF_OK);
+		cr_assert_eq(tf_seq_free(e, c), TF_OK);
+	}
+	cr_assert_gt(rejected_at[0], 0, "no step rejected its first draft");
+	free(p);
+	free(x);
+	free(la);
+	free(lb);
+	free(lv);
+	free(l1);
+	free(l2);
+	tf_engine_close(e);
+}

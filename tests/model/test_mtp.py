@@ -6,10 +6,13 @@
                  t and token t + 1, at position t
     Speculative  [mtp] enabled generates, token for token, what serial
                  decoding generates: greedy and seeded sampling, drafts 1..3
-                 deep, several prompts, and drafts running into the end of
-                 the context; on ling-tiny (its random MTP head is always
-                 rejected) and the trained ling-nano (often accepted)
-    BadInput     [mtp] enabled without an MTP layer, max_depth out of range
+                 deep at a fixed depth, and adaptive with p_min, several
+                 prompts, and drafts running into the end of the context; on
+                 ling-tiny (its random MTP head is always rejected) and the
+                 trained ling-nano (often accepted); accept = standard at
+                 temperature 0 too
+    BadInput     [mtp] enabled without an MTP layer, max_depth, p_min,
+                 adaptive or accept out of range
 """
 import json
 import os
@@ -25,7 +28,9 @@ import ling_ref  # noqa: E402
 ROOT = os.path.join(tm.HERE, "..", "..")
 NANO = os.path.join(ROOT, "models", "ling-nano")
 NANO_INI = os.path.join(ROOT, "conf", "ling-nano.ini")
-DEPTHS = (1, 2, 3)
+# --set overrides of each drafting configuration checked against serial.
+DRAFTING = [(f"depth {k}", ("mtp.adaptive=false", f"mtp.max_depth={k}")) for k in (1, 2, 3)] + [
+    ("adaptive", ("mtp.adaptive=true", "mtp.max_depth=3", "mtp.p_min=0.2"))]
 SEEDS = (1, 2, 3)
 
 
@@ -94,22 +99,22 @@ class Speculative(unittest.TestCase):
     """Each prompt, sampling and depth: the ids with drafts are the ids
     without."""
 
-    def same(self, tag, ini, prompts, n, sets=(), seeds=SEEDS):
+    def same(self, tag, ini, prompts, n, sets=(), seeds=SEEDS, drafting=DRAFTING):
         base = [a for kv in sets for a in ("--set", kv)]
         for pi, toks in enumerate(prompts):
             for temp, seeds in (("0", (0,)), ("0.8", seeds)):
                 for seed in seeds:
                     samp = base + ["-n", str(n), "--temp", temp, "--seed", str(seed)]
                     want, _ = run(ini, toks, *samp)
-                    for depth in DEPTHS:
-                        with self.subTest(tag=tag, prompt=pi, temp=temp, seed=seed,
-                                          depth=depth):
-                            got, err = run(ini, toks, *samp, "--set", "mtp.enabled=true",
-                                           "--set", f"mtp.max_depth={depth}")
+                    for how, sets in drafting:
+                        with self.subTest(tag=tag, prompt=pi, temp=temp, seed=seed, how=how):
+                            extra = [a for kv in ("mtp.enabled=true",) + sets
+                                     for a in ("--set", kv)]
+                            got, err = run(ini, toks, *samp, *extra)
                             self.assertEqual(got, want)
                             drafted, accepted, tpp = mtp_line(err)
                             print(f"  {tag} prompt {pi} temp {temp} seed {seed} "
-                                  f"depth {depth}: accepted {accepted}/{drafted}, "
+                                  f"{how}: accepted {accepted}/{drafted}, "
                                   f"tokens per pass {tpp:.2f}", flush=True)
 
     def test_ling_tiny(self):
@@ -128,6 +133,15 @@ class Speculative(unittest.TestCase):
             vocab = tm.vocab_of(NANO)
             self.same("ling-nano", NANO_INI, [tm.prompt(8, 21, vocab),
                                               tm.prompt(24, 22, vocab)], 48, sets)
+
+    def test_standard_greedy(self):
+        """accept = standard at temperature 0: the drafts are greedy, the
+        rule keeps one iff it is the argmax, so serial's tokens again."""
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            sets = nano_sets(d) + ("mtp.accept=standard",)
+            vocab = tm.vocab_of(NANO)
+            self.same("ling-nano standard", NANO_INI, [tm.prompt(16, 24, vocab)], 48, sets,
+                      seeds=(), drafting=DRAFTING[2:])
 
     def test_context_end(self):
         """The context fills mid-draft: the reply stops where serial
@@ -170,6 +184,16 @@ class BadInput(unittest.TestCase):
             for depth in ("0", "17", "two"):
                 self.fails(ini, ["mtp.enabled=true", f"mtp.max_depth={depth}"],
                            "[mtp] max_depth")
+
+    def test_policy_keys(self):
+        model = tm.model_dir("ling-tiny")
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, model)
+            for key, bad in (("p_min", "-0.1"), ("p_min", "1.5"), ("p_min", "high"),
+                             ("adaptive", "sometimes"), ("accept", "greedy"),
+                             ("accept", "")):
+                with self.subTest(key=key, value=bad):
+                    self.fails(ini, ["mtp.enabled=true", f"mtp.{key}={bad}"], f"[mtp] {key}")
 
 
 if __name__ == "__main__":

@@ -246,6 +246,67 @@ Test(sampler, frequencies_follow_the_distribution)
 	tf_sampler_free(&s);
 }
 
+/*
+ * The speculative accept rule against the analytic law: drafts drawn from
+ * q, judged against p, come out distributed as p (chi-square), accepted
+ * with probability sum min(p, q).  q puts mass where p has none and p
+ * where q has none, so both the acceptance and the residual draw matter:
+ * the drafts alone fail the same chi-square by far.
+ */
+Test(sampler, accept_rule_follows_the_target)
+{
+	enum { V = 6, N = 60000 };
+	const float p[V] = { 0.30f, 0.25f, 0.20f, 0.15f, 0.10f, 0.00f };
+	const float q[V] = { 0.05f, 0.40f, 0.00f, 0.15f, 0.10f, 0.30f };
+	int count[V] = { 0 }, drafts[V] = { 0 }, kept = 0;
+	double chi2 = 0, chi2_drafts = 0, overlap = 0;
+
+	for (int i = 0; i < N; i++) {
+		double u0 = tf_sampler_uniform(7, 3, (uint64_t)i), acc = 0;
+		int32_t x = V - 1, tok = -1;
+		for (int j = 0; j < V; j++)
+			if ((acc += q[j]) > u0) {
+				x = j;
+				break;
+			}
+		drafts[x]++;
+		kept += tf_sampler_accept(p, q, V, x, tf_sampler_uniform(7, 1, (uint64_t)i),
+					  tf_sampler_uniform(7, 2, (uint64_t)i), &tok);
+		cr_assert(tok >= 0 && tok < V && p[tok] > 0, "draw %d: token %d", i, tok);
+		count[tok]++;
+	}
+	for (int j = 0; j < V; j++) {
+		overlap += fmin(p[j], q[j]);
+		if (p[j] > 0)
+			chi2 += (count[j] - N * p[j]) * (count[j] - N * p[j]) / (N * p[j]);
+		if (p[j] > 0)
+			chi2_drafts += (drafts[j] - N * p[j]) * (drafts[j] - N * p[j]) / (N * p[j]);
+	}
+	/* 4 degrees of freedom (5 tokens p can give): P(chi2 > 18.5) = 0.001 */
+	cr_expect_lt(chi2, 18.5, "chi-square %.1f", chi2);
+	cr_expect_gt(chi2_drafts, 1000, "the drafts alone: chi-square %.1f", chi2_drafts);
+	/* Acceptance: binomial, within 5 standard deviations. */
+	double sd = sqrt(N * overlap * (1 - overlap));
+	cr_expect_lt(fabs(kept - N * overlap), 5 * sd, "kept %d of %d, expected %.0f", kept, N,
+		     N * overlap);
+}
+
+/* Point masses, as greedy sampling makes them: the rule keeps the draft
+ * iff it is p's token, and otherwise gives p's token. */
+Test(sampler, accept_rule_greedy_is_exact)
+{
+	const float p[4] = { 0, 0, 1, 0 };
+	const float q1[4] = { 0, 0, 1, 0 }, q2[4] = { 0, 1, 0, 0 };
+	int32_t tok;
+	for (int i = 0; i < 100; i++) {
+		double u = tf_sampler_uniform(1, 1, (uint64_t)i), v = tf_sampler_uniform(1, 2, (uint64_t)i);
+		cr_assert(tf_sampler_accept(p, q1, 4, 2, u, v, &tok));
+		cr_assert_eq(tok, 2);
+		cr_assert(!tf_sampler_accept(p, q2, 4, 1, u, v, &tok));
+		cr_assert_eq(tok, 2);
+	}
+}
+
 Test(sampler, bad_parameters_and_logits)
 {
 	float l[4] = { -INFINITY, NAN, -INFINITY, NAN };

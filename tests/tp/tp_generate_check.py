@@ -17,9 +17,15 @@ Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
   kill0     rank 0 SIGKILLed mid-decode: rank 1 exits the same way
   stop      rank 1 SIGSTOPped mid-decode: rank 0 exits the same way once
             [tp] timeout passes
-  mtp       speculative decoding ([mtp] enabled, depth 2) sharded: the
-            greedy continuation TP1 decodes without it, and TP1's drafts
-            and acceptance counts
+  mtp       speculative decoding ([mtp] enabled, fixed depth 2) sharded:
+            the greedy continuation TP1 decodes without it, and TP1's
+            drafts and acceptance counts
+  mtp_adaptive  [mtp] adaptive with p_min 0.3, and fixed depth 3 with
+            p_min 0.2 (rank 0 tells the followers the drafts it keeps;
+            rejected drafts undone from each rank's tape): TP1's greedy
+            continuation token for token, the fixed depth's drafts and
+            undoings TP1's; sampled drafts (accept = standard, a
+            temperature) under TP2 end without a hang
   idle      a chat (-i) whose user waits three [tp] timeouts between turns:
             rank 0's heartbeat keeps rank 1 waiting, both turns answered
   overrides ranks with different --set values are refused at the handshake
@@ -34,6 +40,7 @@ differently from one rank's sums (float32), nothing more.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -246,23 +253,56 @@ def check_kill_local(run):
         fail(f"--tp-local: rank 1 (pid {kids[0]}) outlived rank 0")
 
 
-def check_mtp(run):
-    plain = reference(run)[0]
-    run.sets += ["mtp.enabled=true", "mtp.max_depth=2"]
+def mtp_runs(run, *extra):
+    """(stdout, its "mtp:" stats lines) of TP1 and of TP2, each with extra."""
     outs = []
-    for name, extra in (("mtp, TP1", ()), ("mtp, TP2", ("--tp-local", "2"))):
-        p = subprocess.run(run.argv(*extra), capture_output=True, text=True, timeout=300)
+    for name, tp in (("mtp, TP1", ()), ("mtp, TP2", ("--tp-local", "2"))):
+        p = subprocess.run(run.argv(*tp, *extra), capture_output=True, text=True, timeout=300)
         if p.returncode:
             fail(f"{name}: exit {p.returncode}: {p.stderr}")
         stats = [line for line in p.stderr.splitlines() if line.startswith("mtp:")]
         outs.append((p.stdout, stats))
         print(f"{name}: {stats}")
+    return outs
+
+
+def check_mtp(run):
+    plain = reference(run)[0]
+    run.sets += ["mtp.enabled=true", "mtp.max_depth=2", "mtp.adaptive=false"]
+    outs = mtp_runs(run)
     if outs[0][0] != plain or outs[1][0] != plain:
         fail(f"speculative continuations differ from serial TP1's:\n{plain!r}\n"
              f"{outs[0][0]!r}\n{outs[1][0]!r}")
     if not outs[0][1] or outs[0][1] != outs[1][1]:
         fail(f"TP2 drafted and accepted otherwise than TP1: {outs[0][1]} / {outs[1][1]}")
     print("mtp: TP2's speculative tokens, drafts and acceptance are TP1's")
+
+
+def check_mtp_adaptive(run):
+    """Adaptive depths follow wall time, which differs between runs: their
+    tokens are compared, not their counts.  Fixed depth with p_min cuts
+    and undoes drafts on every run, so there the counts are TP1's too."""
+    plain = reference(run)[0]
+    base = run.sets + ["mtp.enabled=true", "mtp.max_depth=3"]
+    for name, sets in (("adaptive, p_min 0.3", ["mtp.adaptive=true", "mtp.p_min=0.3"]),
+                       ("depth 3, p_min 0.2", ["mtp.adaptive=false", "mtp.p_min=0.2"])):
+        run.sets = base + sets
+        outs = mtp_runs(run)
+        for (out, _), tp in zip(outs, ("TP1", "TP2")):
+            if out != plain:
+                fail(f"{name}: {tp}'s continuation differs from serial TP1's:\n"
+                     f"{plain!r}\n{out!r}")
+    undone = [int(m) for line in outs[1][1] for m in re.findall(r"\((\d+) undoing", line)]
+    if not undone or not undone[0] or outs[0][1] != outs[1][1]:
+        fail(f"depth 3, p_min 0.2: TP2 undid no drafts, or drafted otherwise than TP1: "
+             f"{outs[0][1]} / {outs[1][1]}")
+    p = subprocess.run(run.argv("--tp-local", "2", "--set", "mtp.accept=standard", "--temp",
+                                "0.8"), capture_output=True, text=True, timeout=300)
+    stats = [line for line in p.stderr.splitlines() if line.startswith("mtp:")]
+    if p.returncode or not stats:
+        fail(f"standard, sampled drafts, TP2: exit {p.returncode}: {p.stderr}")
+    print(f"standard, sampled drafts, TP2: {stats}")
+    print("mtp_adaptive: TP2's tokens are TP1's with adaptive depth and p_min; sampled drafts run")
 
 
 def check_idle(run):
@@ -330,7 +370,7 @@ def main():
         "kill": lambda r: (check_kill(r, 1), check_kill_local(r)),
         "kill0": lambda r: check_kill(r, 0),
         "stop": lambda r: check_kill(r, 1, signal.SIGSTOP),
-        "mtp": check_mtp, "idle": check_idle, "overrides": check_overrides,
+        "mtp": check_mtp, "mtp_adaptive": check_mtp_adaptive, "idle": check_idle, "overrides": check_overrides,
         "uneven": check_uneven, "tile": check_tile,
     }
     if check not in checks:

@@ -3,11 +3,10 @@
  *
  * The MTP layer itself is a model layer: the core runs it through the
  * attention and ffn plugins chosen for layer num_hidden_layers, and drafts
- * greedily with it when [mtp] enabled (tf_seq_speculate, tf/engine.h).  A
- * drafter plugin will carry drafting policy only (how deep to draft); it
- * is chosen when [plugins] drafter names one.  ABI 1.0 fixes the
- * lifecycle only; the policy slots will be appended under the usual
- * append-only rule.
+ * with it when [mtp] enabled (tf_seq_speculate, tf_seq_step, tf/engine.h),
+ * and the core's own policy picks the depth ([mtp] adaptive, p_min).  A
+ * drafter plugin is chosen when [plugins] drafter names one; ABI 1.0 fixes
+ * its lifecycle only, and no slot lets it draft or set the depth yet.
  */
 #ifndef TF_DRAFTER_H
 #define TF_DRAFTER_H

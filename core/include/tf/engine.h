@@ -119,7 +119,9 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len);
 int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab);
 
 /* The token to follow s, from the logits [vocab] of its last token: the
- * penalties see s's own tokens, the draw is the one for s's next position. */
+ * penalties see s's own tokens, the draw is the one for s's next position.
+ * After a tf_seq_step that replaced a rejected draft ([mtp] accept =
+ * standard), the replacement, until s moves. */
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token);
 
 /*
@@ -155,11 +157,30 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
  * beyond what it held (the sampled one and the drafts kept), logits the
  * logits of the last of them: the state serial decoding reaches after *n
  * tokens.  Uses s's snapshot (tf_seq_snapshot), replacing its mark; the
- * drafts not kept are undone by truncating to the mark and replaying the
- * kept ones.  TF_ERR_RANGE when depth + 1 tokens do not fit the context.
+ * drafts not kept are undone by going back to the mark and running the
+ * attention of the kept rows again from the inputs the verify computed
+ * (the FFNs and the head hold no state).  TF_ERR_RANGE when depth + 1
+ * tokens do not fit the context.
  */
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n);
+
+/*
+ * One decode step of s as [mtp] says, at most max_depth drafts (0..[mtp]
+ * max_depth): like tf_seq_speculate, but the depth is [mtp] adaptive's
+ * choice for s (its measured tokens per second at each depth; 0: a plain
+ * step) or max_depth, drafting stops early where the MTP head's top
+ * probability falls below [mtp] p_min, and the drafts are judged by [mtp]
+ * accept.  exact: as tf_seq_speculate, the tokens of serial decoding.
+ * standard, with a temperature: drafts drawn from the MTP head through s's
+ * sampler, kept with probability min(1, p/q), a rejected one replaced by a
+ * draw from the residual max(0, p - q) -- the tokens are distributed as
+ * serial decoding's, not equal to them -- and the replacement is the next
+ * step's first token (tf_seq_sample returns it).  *drafted: the drafts
+ * made, the first *n - 1 of them kept.
+ */
+int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
+		int *n, int *drafted);
 
 /* --- steps --- */
 
@@ -202,13 +223,16 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 /*
  * Each rank opens the same INI with its own tp.rank (tf_engine_open
  * connects the ranks, refusing at the handshake ranks whose checkpoint or
- * settings differ, per-host keys aside: tf/tp.h).  Rank 0's engine is used as any
- * other; the rest call tf_engine_follow, which replays each call rank 0
- * makes that changes a sequence (new, free, fork, snapshot, rollback,
- * truncate, forward, draft; a speculative step is these) until rank 0 closes its engine: TF_OK then, or the
- * failure naming the peer and the step when a rank dies or stalls past
- * [tp] timeout.  Rank 0 alone samples: its tokens reach the others in its
- * next forward.  While rank 0 makes no call (a chat waiting for its user)
+ * settings differ, per-host keys aside: tf/tp.h).  Rank 0's engine is used
+ * as any other; the rest call tf_engine_follow, which replays each call
+ * rank 0 makes that changes a sequence (new, free, fork, snapshot,
+ * rollback, truncate, forward, draft; a speculative step or tf_seq_step is
+ * these, with the undoing of rejected drafts, which each rank does from
+ * its own run of the verify) until rank 0 closes its engine: TF_OK then,
+ * or the failure naming the peer and the step when a rank dies or stalls
+ * past [tp] timeout.  Rank 0 alone samples: its tokens reach the others in
+ * its next forward, and the drafts it picks itself ([mtp] p_min, sampled
+ * drafts) as it picks them.  While rank 0 makes no call (a chat waiting for its user)
  * a thread of its engine sends a heartbeat every third of [tp] timeout,
  * so the followers wait for as long as rank 0 lives.
  */

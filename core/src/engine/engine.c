@@ -12,22 +12,29 @@
  * snapshot, because recurrent (KDA) state cannot be cut.
  *
  * Speculation drafts with the MTP layer (pipeline.h), verifies the drafts
- * in one batch, and truncates to the accepted ones: the snapshot taken
- * before the verify makes that a replay of the accepted tokens only.
+ * in one batch, and keeps the accepted ones: back to the snapshot taken
+ * before the verify, then only the attention of the accepted rows again,
+ * from the inputs the verify computed (the verify's tape).
  *
  * Tensor parallel ([tp] size > 1): the engine opens the communicator
  * (its handshake comparing the ranks' fingerprints) before the layers;
  * rank 0 sends each state-changing call to the others (tpsync.h), which
- * replay them in tf_engine_follow.
+ * replay them in tf_engine_follow.  A speculative step's parts travel so
+ * too: its drafting (rank 0 tells the followers the drafts it picks when
+ * [mtp] p_min or sampled drafts make the pick rank 0's own), its verify
+ * (which tapes on every rank) and the undoing of rejected drafts (each
+ * rank from its own tape).
  */
 #include "tf/engine.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
 #include "diag.h"
+#include "mtp_policy.h"
 #include "pipeline.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -51,6 +58,8 @@ struct tf_seq {
 	int32_t *tok;                   /* [len] of [cap] */
 	int64_t cap;
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
+	tf_mtp_policy pol;              /* [mtp] adaptive: its depth */
+	int32_t pending;                /* the next token, chosen already, or -1 */
 
 	/* While a batch is checked and run. */
 	int64_t nb, row0, fill, last;
@@ -78,9 +87,13 @@ struct tf_engine {
 	int64_t hid_cap;
 
 	/* [mtp] enabled: the drafts' hidden [hidden] (backend memory), their
-	 * logits [vocab] and a verify's [max_depth + 1, vocab]. */
+	 * logits [vocab] and a verify's [max_depth + 1, vocab]; for [mtp]
+	 * accept = standard the verify's distribution pd [vocab] and the
+	 * drafts' qd [max_depth, vocab], dense. */
 	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
-	float *dhid, *dlog, *vlog;
+	double mtp_p_min;
+	bool mtp_adaptive, mtp_standard;
+	float *dhid, *dlog, *vlog, *pd, *qd;
 	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
 
 	/* [tp] size > 1: the communicator, this rank, the forward calls so
@@ -119,6 +132,8 @@ void tf_engine_close(tf_engine *e)
 		e->be->free(e->bctx, e->dhid);
 	free(e->dlog);
 	free(e->vlog);
+	free(e->pd);
+	free(e->qd);
 	free(e->vout);
 	tf_pipeline_free(e->p);
 	tf_runtime_close(e->rt);
@@ -136,21 +151,29 @@ void tf_engine_close(tf_engine *e)
 
 static int engine_open_mtp(tf_engine *e)
 {
+	const tf_conf *c = tf_runtime_conf(e->rt);
 	int64_t depth;
-	int rc;
+	int standard, rc;
 	if (!tf_pipeline_has_mtp(e->p))
 		return TF_OK;
-	if ((rc = tf_conf_get_int(tf_runtime_conf(e->rt), "mtp", "max_depth", 2, &depth)) != TF_OK)
+	if ((rc = tf_conf_get_int(c, "mtp", "max_depth", 2, &depth)) != TF_OK ||
+	    (rc = tf_conf_get_float(c, "mtp", "p_min", 0, &e->mtp_p_min)) != TF_OK ||
+	    (rc = tf_conf_get_bool(c, "mtp", "adaptive", true, &e->mtp_adaptive)) != TF_OK ||
+	    (rc = tf_conf_get_enum(c, "mtp", "accept", 0, &standard)) != TF_OK)
 		return rc;
 	e->mtp_depth = (int)depth;
+	e->mtp_standard = standard == 1;
+	size_t v = (size_t)e->vocab * sizeof(float);
 	e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float));
-	e->dlog = malloc((size_t)e->vocab * sizeof(float));
-	e->vlog = malloc((size_t)(e->mtp_depth + 1) * (size_t)e->vocab * sizeof(float));
+	e->dlog = malloc(v);
+	e->vlog = malloc((size_t)(e->mtp_depth + 1) * v);
+	e->pd = malloc(v);
+	e->qd = malloc((size_t)e->mtp_depth * v);
 	e->vout = malloc((size_t)e->mtp_depth + 1);
-	if (!e->dhid || !e->dlog || !e->vlog || !e->vout)
+	if (!e->dhid || !e->dlog || !e->vlog || !e->pd || !e->qd || !e->vout)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
 	memset(e->vout, 1, (size_t)e->mtp_depth + 1);
-	return TF_OK;
+	return tf_pipeline_tape_open(e->p, e->mtp_depth + 1);
 }
 
 /* [tp] size > 1: connect to the other ranks before loading the layers,
@@ -320,6 +343,8 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 	q->broken = false;
 	q->len = 0;
 	q->mark = -1;
+	q->pending = -1;
+	tf_mtp_policy_init(&q->pol, e->mtp_depth);
 	*out = seq_id(e, slot);
 	return TF_OK;
 }
@@ -390,6 +415,7 @@ int tf_seq_fork(tf_engine *e, tf_seq_id src, tf_seq_id *out)
 	if (q->len)
 		memcpy(d->tok, q->tok, (size_t)q->len * sizeof(*d->tok));
 	d->len = q->len;
+	d->pending = q->pending;
 	*out = id;
 	return TF_OK;
 }
@@ -426,6 +452,7 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 	}
 	q->len = q->mark;
 	q->broken = false;
+	q->pending = -1;
 	return TF_OK;
 }
 
@@ -457,6 +484,7 @@ static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	}
 	q->len = from;
 	q->broken = false;
+	q->pending = -1;
 	if (from == len)
 		return TF_OK;
 	/* The replayed tokens are rewritten in place; run a copy. */
@@ -514,7 +542,12 @@ static int seq_pick(struct tf_seq *q, tf_seq_id s, const float *logits, int64_t 
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token)
 {
 	struct tf_seq *q = seq_get(e, s);
-	return q ? seq_pick(q, s, logits, q->len, token) : TF_ERR_INVALID;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (q->pending < 0)
+		return seq_pick(q, s, logits, q->len, token);
+	*token = q->pending;            /* a rejected draft's replacement */
+	return TF_OK;
 }
 
 /* ---- batches ---- */
@@ -683,6 +716,7 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 			int64_t i = e->order[j];
 			struct tf_seq *q = seq_get(e, batch_seq(b, i));
 			q->tok[q->len + (j - q->row0)] = b->token[i];
+			q->pending = -1;
 		}
 		for (int k = 0; k < n_touched; k++) {
 			struct tf_seq *q = &e->seq[e->touched[k]];
@@ -704,14 +738,22 @@ out:
 	return rc;
 }
 
-int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden)
+/* tf_engine_forward; `tape`: a verify's, which keeps its tape (pipeline.h)
+ * on every rank. */
+static int engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
+			  bool tape)
 {
 	if (!b || b->n < 1 || !b->token)
 		return tf_diag_set(TF_ERR_INVALID, "engine: an empty batch");
 	tf_tpsync_beat_lock(e->beat);
-	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_FORWARD, .arg = logits != NULL }, b);
-	if (rc == TF_OK)
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_FORWARD,
+					     .arg = (logits ? TF_TPSYNC_LOGITS : 0) |
+						    (tape ? TF_TPSYNC_TAPE : 0) }, b);
+	if (rc == TF_OK) {
+		if (tape)
+			tf_pipeline_tape(e->p);
 		rc = engine_run(e, b, logits, hidden, false);
+	}
 	tf_tpsync_beat_unlock(e->beat);
 	e->steps++;
 	if (rc == TF_ERR_PEER)          /* the ranks are out of step for good */
@@ -721,15 +763,20 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	return rc;
 }
 
+int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hidden)
+{
+	return engine_forward(e, b, logits, hidden, false);
+}
+
 /* ---- following rank 0 ---- */
 
 int tf_engine_tp_rank(const tf_engine *e) { return e->rank; }
 
 /* A follower's forward: lm_head runs when rank 0's did (its all-gather
  * needs every rank), into logits of its own. */
-static int follow_forward(tf_engine *e, const tf_batch *b, bool logits)
+static int follow_forward(tf_engine *e, const tf_batch *b, int64_t flags)
 {
-	int64_t rows = logits ? tf_batch_outputs(b) : 0;
+	int64_t rows = flags & TF_TPSYNC_LOGITS ? tf_batch_outputs(b) : 0;
 	if (rows > e->flog_rows) {
 		float *f = realloc(e->flog, (size_t)rows * (size_t)e->vocab * sizeof(float));
 		if (!f)
@@ -738,19 +785,41 @@ static int follow_forward(tf_engine *e, const tf_batch *b, bool logits)
 		e->flog = f;
 		e->flog_rows = rows;
 	}
-	return tf_engine_forward(e, b, rows ? e->flog : NULL, NULL);
+	return engine_forward(e, b, rows ? e->flog : NULL, NULL, (flags & TF_TPSYNC_TAPE) != 0);
 }
 
-static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth)
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool told,
+		     int32_t *draft, float *logits, int *got);
+static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
+		    int64_t verified);
+
+/* SEQ_DRAFT, or SEQ_DRAFT_TOLD: the drafts rank 0 picks. */
+static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth, bool told)
 {
+	int got;
 	if (depth < 1 || depth > e->context)
 		return tf_diag_set(TF_ERR_PEER, "rank 0 asked for %" PRId64 " drafts", depth);
 	int32_t *draft = malloc((size_t)depth * sizeof(*draft));
 	if (!draft)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " drafts", depth);
-	int rc = tf_seq_draft(e, s, next, (int)depth, draft, NULL);
+	int rc = seq_draft(e, s, next, (int)depth, told, draft, NULL, &got);
 	free(draft);
 	return rc;
+}
+
+/* SEQ_UNDO: keep the first `kept` tokens of s, which its last call, a
+ * verify of `verified` rows, left longer. */
+static int follow_undo(tf_engine *e, tf_seq_id s, int64_t kept, int64_t verified)
+{
+	struct tf_seq *q = seq_get(e, s);
+	if (!q)
+		return TF_ERR_INVALID;
+	int64_t len = q->len - verified;
+	if (verified < 2 || len < 1 || kept <= len || kept >= q->len)
+		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 undid sequence %d of %" PRId64
+				   " tokens to %" PRId64 " after a verify of %" PRId64,
+				   e->rank, s, q->len, kept, verified);
+	return seq_undo(e, q, s, len, kept - len, verified);
 }
 
 int tf_engine_follow(tf_engine *e)
@@ -774,8 +843,13 @@ int tf_engine_follow(tf_engine *e)
 		case TF_TPSYNC_SEQ_SNAPSHOT: rc = tf_seq_snapshot(e, m.seq); break;
 		case TF_TPSYNC_SEQ_ROLLBACK: rc = tf_seq_rollback(e, m.seq); break;
 		case TF_TPSYNC_SEQ_TRUNCATE: rc = tf_seq_truncate(e, m.seq, m.arg); break;
-		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg != 0); break;
-		case TF_TPSYNC_SEQ_DRAFT: rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n); break;
+		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg); break;
+		case TF_TPSYNC_SEQ_DRAFT:
+		case TF_TPSYNC_SEQ_DRAFT_TOLD:
+			rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n,
+					  m.op == TF_TPSYNC_SEQ_DRAFT_TOLD);
+			break;
+		case TF_TPSYNC_SEQ_UNDO: rc = follow_undo(e, m.seq, m.arg, m.n); break;
 		case TF_TPSYNC_BEAT: break;
 		default:
 			return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent call %d, which this "
@@ -800,6 +874,16 @@ static int32_t argmax(const float *x, int n)
 	return best;
 }
 
+/* The largest probability of softmax(x[0..n)): what [mtp] p_min bounds. */
+static double top_prob(const float *x, int n)
+{
+	float m = x[argmax(x, n)];
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += exp((double)x[i] - (double)m);
+	return 1.0 / sum;
+}
+
 static int mtp_open(const tf_engine *e, tf_seq_id s)
 {
 	if (e->mtp_depth)
@@ -807,8 +891,118 @@ static int mtp_open(const tf_engine *e, tf_seq_id s)
 	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
 }
 
-static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
-		     float *logits)
+/*
+ * A sampled draft at position pos: the sequence's sampler's distribution
+ * over the MTP logits `row`, dense into qd [vocab] for the accept rule,
+ * drawn at a number of its own (stream 3; the verify's draws are streams
+ * 0-2).
+ */
+static int seq_draw(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int64_t pos,
+		    float *qd, int32_t *token)
+{
+	const tf_sampler_cand *c;
+	size_t m;
+	int rc = tf_sampler_dist(&q->smp, row, q->tok, (size_t)q->len, &c, &m);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d: a draft's distribution", s);
+	double u = tf_sampler_uniform(q->smp.par.seed, 3, (uint64_t)pos), acc = 0;
+	memset(qd, 0, (size_t)e->vocab * sizeof(*qd));
+	*token = c[m - 1].id;
+	for (size_t i = 0; i < m; i++)
+		qd[c[i].id] = c[i].p;
+	for (size_t i = 0; i < m; i++)
+		if ((acc += c[i].p) > u) {
+			*token = c[i].id;
+			break;
+		}
+	return TF_OK;
+}
+
+/*
+ * Tensor parallel, drafts `told`: rank 0 sends the draft it picked (-1:
+ * no more), the followers take it for theirs.  Their logits are rank 0's
+ * bit for bit, but their samplers are not set and p_min's exp() is the
+ * host's, so the pick is not left to them.
+ */
+static int draft_tell(tf_engine *e, int32_t *pick)
+{
+	int rc = tf_tp_broadcast(e->tp, pick, sizeof(*pick), 0);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "rank %d: a draft's pick", e->rank);
+	if (*pick < -1 || *pick >= e->vocab)
+		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 picked draft %d, outside the "
+				   "vocabulary [0, %d)", e->rank, *pick, e->vocab);
+	return TF_OK;
+}
+
+/* Draft i's pick from its MTP logits `row` (seq_drafts): -1 where p_min
+ * stops the drafts. */
+static int draft_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
+		      double p_min, bool sampled, int32_t *pick)
+{
+	*pick = -1;
+	if (p_min > 0 && top_prob(row, q->smp.n_vocab) < p_min)
+		return TF_OK;
+	if (!sampled) {
+		*pick = argmax(row, q->smp.n_vocab);
+		return TF_OK;
+	}
+	return seq_draw(e, q, s, row, q->len + 1 + i, e->qd + (size_t)i * (size_t)e->vocab, pick);
+}
+
+/*
+ * Up to depth drafts after s's last token and next (tf_seq_draft),
+ * stopping before one whose MTP head's top probability is below p_min;
+ * greedy, or with `sampled` drawn by seq_draw into e->qd.  `told`: under
+ * tensor parallelism rank 0 picks and tells (draft_tell); otherwise every
+ * rank picks greedily alike.  *got: drafts made.  s's MTP state is left
+ * as it was.
+ */
+static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
+		      double p_min, bool sampled, bool told, int32_t *draft, float *logits,
+		      int *got)
+{
+	int rc;
+	*got = 0;
+	if (!depth)
+		return TF_OK;
+	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	/* Draft i at position len + i; each MTP row feeds the next. */
+	const float *h = NULL;
+	told = told && e->tp;
+	for (int i = 0; i < depth; i++) {
+		int32_t pos = (int32_t)(q->len - 1 + i);
+		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
+		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
+					  e->dhid)) != TF_OK ||
+		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
+			break;
+		int32_t pick = -1;
+		if (!told || e->rank == 0)
+			rc = draft_pick(e, q, s, row, i, p_min, sampled, &pick);
+		if (told) {     /* a failed pick is told as the end, then fails */
+			int tr = draft_tell(e, &pick);
+			rc = rc == TF_OK ? tr : rc;
+		}
+		if (rc != TF_OK || pick < 0)
+			break;
+		draft[i] = pick;
+		(*got)++;
+		h = e->dhid;
+	}
+	int back = tf_seqstate_mtp_back(q->st);
+	if (back != TF_OK) {
+		q->broken = true;
+		rc = back;
+	}
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+}
+
+/* tf_seq_draft's checks, then greedy drafts; `told`: rank 0 tells the
+ * followers its picks (seq_drafts). */
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool told,
+		     int32_t *draft, float *logits, int *got)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
@@ -825,82 +1019,205 @@ static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t
 		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d drafts after %" PRId64
 				   " tokens: outside 1..%" PRId64 " ([runtime] context)",
 				   s, depth, q->len, e->context - q->len + 1);
-	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
-		return tf_diag_prefix(rc, "sequence %d", s);
-	/* Draft i at position len + i; each MTP row feeds the next. */
-	const float *h = NULL;
-	for (int i = 0; i < depth; i++) {
-		int32_t pos = (int32_t)(q->len - 1 + i);
-		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
-		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
-					  e->dhid)) != TF_OK ||
-		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
-			break;
-		draft[i] = argmax(row, q->smp.n_vocab);
-		h = e->dhid;
-	}
-	int back = tf_seqstate_mtp_back(q->st);
-	if (back != TF_OK) {
-		q->broken = true;
-		rc = back;
-	}
-	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+	return seq_drafts(e, q, s, next, depth, 0, false, told, draft, logits, got);
 }
 
+/*
+ * Keep the first n of the `verified` rows s just ran after its first len
+ * tokens: back to the snapshot taken before them, then the attention of
+ * those rows again from the verify's tape (pipeline.h), without the FFNs
+ * and the head.  A verify longer than one step kept no tape: truncating
+ * replays the rows through the whole model instead.
+ */
+static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
+		    int64_t verified)
+{
+	if (verified > e->rows)
+		return seq_truncate(e, s, len + n);
+	int rc = tf_seqstate_rollback(q->st);
+	if (rc == TF_OK)
+		rc = tf_pipeline_replay(e->p, q->st, (int32_t)len, n);
+	if (rc != TF_OK) {
+		q->broken = true;
+		return tf_diag_prefix(rc, "sequence %d: undoing drafts", s);
+	}
+	q->len = len + n;
+	return TF_OK;
+}
+
+/* Rank 0's seq_undo, sent: each follower undoes from its own tape, which
+ * its own run of the verify left (follow_undo). */
+static int spec_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
+		     int64_t verified)
+{
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_UNDO, .seq = s, .arg = len + n,
+					     .n = verified }, NULL);
+	if (rc == TF_OK)
+		rc = seq_undo(e, q, s, len, n, verified);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
+
+/*
+ * Rank 0's drafts for a step (seq_drafts), sent first: greedy ones the
+ * followers pick alike, p_min's and sampled ones rank 0 tells them.
+ */
+static int spec_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
+		       double p_min, bool sampled, int32_t *draft, int *got)
+{
+	bool told = p_min > 0 || sampled;
+	*got = 0;
+	if (!depth)
+		return TF_OK;
+	tf_tpsync_beat_lock(e->beat);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = told ? TF_TPSYNC_SEQ_DRAFT_TOLD :
+					     TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
+					     .n = depth }, NULL);
+	if (rc == TF_OK)
+		rc = seq_drafts(e, q, s, next, depth, p_min, sampled, told, draft, NULL, got);
+	tf_tpsync_beat_unlock(e->beat);
+	return rc;
+}
+
+/*
+ * [mtp] accept = standard on sampled drafts: draft i, at position pos,
+ * against the verify's row: the sampler's distribution there (dense into
+ * e->pd) and the draft's (e->qd) through the accept rule, at numbers of
+ * streams 1 and 2.  *token: the draft, or the residual's draw.
+ */
+static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
+		     int64_t pos, int32_t draft, bool *kept, int32_t *token)
+{
+	const tf_sampler_cand *c;
+	size_t m;
+	int rc = tf_sampler_dist(&q->smp, row, q->tok, (size_t)pos, &c, &m);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d", s);
+	memset(e->pd, 0, (size_t)e->vocab * sizeof(*e->pd));
+	for (size_t j = 0; j < m; j++)
+		e->pd[c[j].id] = c[j].p;
+	uint64_t seed = q->smp.par.seed;
+	*kept = tf_sampler_accept(e->pd, e->qd + (size_t)i * (size_t)e->vocab, q->smp.n_vocab,
+				  draft, tf_sampler_uniform(seed, 1, (uint64_t)pos),
+				  tf_sampler_uniform(seed, 2, (uint64_t)pos), token);
+	return TF_OK;
+}
+
+/*
+ * One step of s: the next token from logits, up to depth drafts after it
+ * (p_min, standard: seq_drafts, seq_judge), the verify and the undoing of
+ * what it rejects; no drafts is a plain step.  Exact: a draft is kept when
+ * the sampler picks it at its position.  Standard with sampling: a draft
+ * rejected is replaced by the residual's draw, the token to feed next
+ * (q->pending).
+ */
+static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, double p_min,
+		    bool standard, float *logits, int32_t *tokens, int *n, int *drafted)
+{
+	bool sampled = standard && q->smp.par.temperature > 0;
+	int64_t len = q->len;
+	int32_t fix = -1;
+	int got, a = 0, rc;
+	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
+	    (rc = spec_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1,
+			      &got)) != TF_OK)
+		return rc;
+	*drafted = got;
+	if (!got) {
+		const tf_batch b = { .n = 1, .token = tokens, .one_seq = s };
+		*n = 1;
+		return tf_engine_forward(e, &b, logits, NULL);
+	}
+	if ((rc = tf_seq_snapshot(e, s)) != TF_OK)
+		return rc;
+	const tf_batch b = { .n = got + 1, .token = tokens, .one_seq = s, .out = e->vout };
+	if ((rc = engine_forward(e, &b, e->vlog, NULL, true)) != TF_OK)
+		return rc;
+	for (int32_t pick; a < got; a++) {
+		const float *row = e->vlog + (size_t)a * (size_t)e->vocab;
+		bool kept = false;
+		if (sampled)
+			rc = seq_judge(e, q, s, row, a, len + 1 + a, tokens[a + 1], &kept, &fix);
+		else if ((rc = seq_pick(q, s, row, len + 1 + a, &pick)) == TF_OK)
+			kept = pick == tokens[a + 1];
+		if (rc != TF_OK)
+			return rc;
+		if (!kept)
+			break;
+	}
+	if (a < got && (rc = spec_undo(e, q, s, len, a + 1, got + 1)) != TF_OK)
+		return rc;
+	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
+	q->pending = a < got ? fix : -1;
+	*n = a + 1;
+	return TF_OK;
+}
+
+/* Room after s for a step of depth drafts, 1..max ([mtp] max_depth). */
+static int spec_check(const tf_engine *e, const struct tf_seq *q, tf_seq_id s, int depth,
+		      int min)
+{
+	int rc = seq_usable(q, s);
+	if (rc != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
+		return rc;
+	if (depth < min || depth > e->mtp_depth)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside %d..%d ([mtp] max_depth)",
+				   s, depth, min, e->mtp_depth);
+	if (q->len < 1)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d is empty: nothing to draft after", s);
+	if (q->len + 1 + depth > e->context)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d tokens after %" PRId64
+				   " exceed the context of %" PRId64 " tokens ([runtime] context)",
+				   s, depth + 1, q->len, e->context);
+	return TF_OK;
+}
+
+/* The MTP layer's rows and the drafts' logits are collectives: the
+ * followers draft too (the same drafts: every rank holds the same logits). */
 /* The MTP layer's rows and the drafts' logits are collectives: the
  * followers draft too (the same drafts: every rank holds the same logits). */
 int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
 		 float *logits)
 {
 	tf_tpsync_beat_lock(e->beat);
-	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
-					     .n = depth }, NULL);
+	int got, rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s,
+						   .arg = next, .n = depth }, NULL);
 	if (rc == TF_OK)
-		rc = seq_draft(e, s, next, depth, draft, logits);
+		rc = seq_draft(e, s, next, depth, false, draft, logits, &got);
 	tf_tpsync_beat_unlock(e->beat);
 	return rc;
 }
 
-/* Rank 0's sampling and checking of drafts around calls the followers
- * replay one by one (draft, snapshot, forward, truncate). */
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc, drafted;
+	if (!q)
+		return TF_ERR_INVALID;
+	if ((rc = spec_check(e, q, s, depth, 1)) != TF_OK)
+		return rc;
+	return seq_spec(e, q, s, depth, 0, false, logits, tokens, n, &drafted);
+}
+
+int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
+		int *n, int *drafted)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
 	if (!q)
 		return TF_ERR_INVALID;
-	if ((rc = mtp_open(e, s)) != TF_OK)
+	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	if (depth < 1 || depth > e->mtp_depth)
-		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside 1..%d ([mtp] max_depth)",
-				   s, depth, e->mtp_depth);
-	if (q->len + 1 + depth > e->context)
-		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d tokens after %" PRId64
-				   " exceed the context of %" PRId64 " tokens ([runtime] context)",
-				   s, depth + 1, q->len, e->context);
-	int64_t len = q->len;
-	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
-	    (rc = tf_seq_draft(e, s, tokens[0], depth, tokens + 1, NULL)) != TF_OK ||
-	    (rc = tf_seq_snapshot(e, s)) != TF_OK)
-		return rc;
-	const tf_batch b = { .n = depth + 1, .token = tokens, .one_seq = s, .out = e->vout };
-	if ((rc = tf_engine_forward(e, &b, e->vlog, NULL)) != TF_OK)
-		return rc;
-	/* Draft i stands where serial decoding would have sampled the same. */
-	int a = 0;
-	for (int32_t pick; a < depth; a++) {
-		if ((rc = seq_pick(q, s, e->vlog + (size_t)a * (size_t)e->vocab, len + 1 + a,
-				   &pick)) != TF_OK)
-			return rc;
-		if (pick != tokens[a + 1])
-			break;
-	}
-	if (a < depth && (rc = tf_seq_truncate(e, s, len + 1 + a)) != TF_OK)
-		return rc;
-	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
-	*n = a + 1;
-	return TF_OK;
+	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol) : e->mtp_depth;
+	if (k > max_depth)
+		k = max_depth;
+	double t = tf_pipeline_clock();
+	rc = seq_spec(e, q, s, k, e->mtp_p_min, e->mtp_standard, logits, tokens, n, drafted);
+	if (rc == TF_OK)
+		tf_mtp_policy_update(&q->pol, k, *n - 1, tf_pipeline_clock() - t);
+	return rc;
 }
 
 /* ---- stages ---- */

@@ -58,12 +58,20 @@ struct tf_pipeline {
 	const float **mhid;             /* [chunk]: each MTP row's hidden input */
 	int32_t *mtok, *mpos;           /* [chunk]: each MTP row's token and position */
 	tf_pipe_seg *mseg;              /* [chunk] */
+
+	/* A verify's tape (tf_pipeline_tape): each layer's attention input
+	 * rows, the MTP layer's last, then the final-normed rows; host
+	 * memory, [n_layers + 2][tape_cap, hidden]. */
+	float *tape;
+	int64_t tape_cap, tape_n;       /* tape_n: rows taped, 0: none */
+	int32_t *tpos;                  /* [tape_cap]: a replay's positions */
+	bool taping;                    /* armed for the next step */
 	int first_legacy;               /* a pre-1.5 attention layer, or -1 */
 	const void *legacy_owner;       /* the seqstate its instances hold */
 	double stage_s[TF_STAGE_COUNT];
 };
 
-static double now_s(void)
+double tf_pipeline_clock(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -348,6 +356,8 @@ void tf_pipeline_free(tf_pipeline *p)
 	free(p->mtok);
 	free(p->mpos);
 	free(p->mseg);
+	free(p->tape);
+	free(p->tpos);
 	p->be->free(p->bctx, p->final_norm);
 	free(p->gbuf);
 	p->be->free(p->bctx, p->hbuf);
@@ -363,7 +373,7 @@ void tf_pipeline_attach_tp(tf_pipeline *p, tf_tp *tp) { p->tp = tp; }
 /* Charge the time since *t to stage s. */
 static void lap(tf_pipeline *p, tf_stage s, double *t)
 {
-	double t2 = now_s();
+	double t2 = tf_pipeline_clock();
 	p->stage_s[s] += t2 - *t;
 	*t = t2;
 }
@@ -393,6 +403,17 @@ static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf
 	return l->attn->forward_batch(l->attn_inst, p->xbuf, &b, p->ybuf);
 }
 
+/* Slot k of an armed tape <- rows [0, n) of x (backend memory). */
+static int tape_keep(tf_pipeline *p, int k, const float *x, int64_t n)
+{
+	if (!p->taping)
+		return TF_OK;
+	size_t bytes = (size_t)n * (size_t)p->hidden * sizeof(float);
+	int rc = p->be->download(p->bctx, p->tape + (size_t)k * (size_t)p->tape_cap *
+				 (size_t)p->hidden, x, bytes);
+	return rc == TF_OK ? TF_OK : tf_diag_set(rc, "pipeline: tape download failed");
+}
+
 /*
  * The MTP layer over n rows set up in mtok, mpos and mhid, grouped by
  * sequence in seg: eh_proj([enorm(embed(token)); hnorm(hidden)]), then the
@@ -406,7 +427,7 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 	struct tf_layer *l = &p->layers[p->n_layers];
 	int64_t hd = p->hidden;
 	float eps = p->cfg->rms_norm_eps;
-	double t = now_s();
+	double t = tf_pipeline_clock();
 	int rc;
 
 	be->embed(p->bctx, p->ybuf, p->embed.data, p->embed.dtype, hd, p->mtok, n);
@@ -421,6 +442,8 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 	lap(p, TF_STAGE_OTHER, &t);
 	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, eps);
 	lap(p, TF_STAGE_NORM, &t);
+	if (!out && (rc = tape_keep(p, p->n_layers, p->xbuf, n)) != TF_OK)
+		return rc;
 	if ((rc = attend(p, p->n_layers, p->mpos, n, seg, n_seg)) != TF_OK)
 		return tf_diag_prefix(rc, "MTP layer %d (%s)", p->n_layers, l->attn->hdr.name);
 	lap(p, l->attn_stage, &t);
@@ -501,17 +524,15 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
 	return mtp_rows(p, 1, &seg, 1, out);
 }
 
-int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
-		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
+/* tf_pipeline_step's layers, its checks and tape aside. */
+static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
+		       const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
 {
 	const tf_backend *be = p->be;
 	int64_t hd = p->hidden;
-	double t = now_s();
+	double t = tf_pipeline_clock();
 	int rc;
 
-	if (n < 1 || n > p->chunk || n_seg < 1 || (p->first_legacy >= 0 && n_seg > 1))
-		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
-				   " rows in %d segments", n, n_seg);
 	be->embed(p->bctx, p->hbuf, p->embed.data, p->embed.dtype, hd, tokens, n);
 	lap(p, TF_STAGE_EMBED, &t);
 
@@ -519,6 +540,8 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 		struct tf_layer *l = &p->layers[i];
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, p->cfg->rms_norm_eps);
 		lap(p, TF_STAGE_NORM, &t);
+		if ((rc = tape_keep(p, i, p->xbuf, n)) != TF_OK)
+			return rc;
 		if ((rc = attend(p, i, pos, n, seg, n_seg)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
@@ -542,7 +565,76 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 	if (p->mtp)
 		be->rmsnorm(p->bctx, p->fbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
 	lap(p, TF_STAGE_NORM, &t);
+	if (p->mtp && (rc = tape_keep(p, p->n_layers + 1, p->fbuf, n)) != TF_OK)
+		return rc;
 	return p->mtp ? mtp_follow(p, tokens, pos, seg, n_seg) : TF_OK;
+}
+
+int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
+		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
+{
+	int rc;
+
+	if (n < 1 || n > p->chunk || n_seg < 1 || (p->first_legacy >= 0 && n_seg > 1))
+		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
+				   " rows in %d segments", n, n_seg);
+	/* An armed tape takes this step only, and only a verify's shape. */
+	p->tape_n = 0;
+	p->taping = p->taping && n_seg == 1 && n <= p->tape_cap && p->mtp && pos[0] > 0;
+	rc = step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
+	if (rc == TF_OK && p->taping)
+		p->tape_n = n;
+	p->taping = false;
+	return rc;
+}
+
+int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows)
+{
+	if (rows > p->chunk)
+		rows = p->chunk;
+	p->tape = malloc((size_t)(p->n_layers + 2) * (size_t)rows * (size_t)p->hidden *
+			 sizeof(float));
+	p->tpos = malloc((size_t)rows * sizeof(*p->tpos));
+	if (!p->tape || !p->tpos)
+		return tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for a verify's tape");
+	p->tape_cap = rows;
+	return TF_OK;
+}
+
+void tf_pipeline_tape(tf_pipeline *p)
+{
+	p->taping = p->tape_cap > 0;
+}
+
+int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
+{
+	size_t slot = (size_t)p->tape_cap * (size_t)p->hidden;
+	size_t bytes = (size_t)n * (size_t)p->hidden * sizeof(float);
+	const tf_pipe_seg seg = { .state = s, .row0 = 0, .n = n };
+	double t = tf_pipeline_clock();
+	int rc;
+
+	if (n < 1 || n > p->tape_n)
+		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: replay of %" PRId64
+				   " rows from a tape of %" PRId64, n, p->tape_n);
+	p->tape_n = 0;          /* once: the states move on */
+	/* The main layers at pos.., then the MTP layer one behind. */
+	for (int64_t r = 0; r < n; r++)
+		p->tpos[r] = pos + (int32_t)r;
+	for (int i = 0; i <= p->n_layers; i++) {
+		struct tf_layer *l = &p->layers[i];
+		if ((rc = p->be->upload(p->bctx, p->xbuf, p->tape + (size_t)i * slot, bytes)) != TF_OK)
+			return tf_diag_set(rc, "pipeline: tape upload failed");
+		if (i == p->n_layers)
+			for (int64_t r = 0; r < n; r++)
+				p->tpos[r]--;
+		if ((rc = attend(p, i, p->tpos, n, &seg, 1)) != TF_OK)
+			return tf_diag_prefix(rc, "layer %d (%s): replay", i, l->attn->hdr.name);
+		lap(p, l->attn_stage, &t);
+	}
+	memcpy(tf_seqstate_hidden(s), p->tape + (size_t)(p->n_layers + 1) * slot +
+	       (size_t)(n - 1) * (size_t)p->hidden, (size_t)p->hidden * sizeof(float));
+	return TF_OK;
 }
 
 /* logits [n, vocab] from every rank's [n, vpart] columns, in rank order. */
@@ -570,7 +662,7 @@ static int head_gather(tf_pipeline *p, int64_t n, float *logits)
 
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
 {
-	double t = now_s();
+	double t = tf_pipeline_clock();
 	int rc = tf_lin_forward(&p->head, hidden, n, logits);
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "lm_head");

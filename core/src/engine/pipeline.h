@@ -93,6 +93,25 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
 		    const float *hidden, float *out);
 
+/*
+ * A verify's tape, to undo rejected drafts cheaply.  tf_pipeline_tape_open
+ * makes room for up to `rows` rows (at most the step's); tf_pipeline_tape
+ * arms it for the next step alone, which then keeps every layer's
+ * attention input and its final-normed rows, if it is one sequence's rows
+ * at positions > 0 with [mtp] enabled.  tf_pipeline_replay takes that
+ * sequence, rolled back to before the step, forward by the step's first n
+ * rows (positions pos..) through each layer's attention alone: the FFNs,
+ * norms and head hold no state, and the rows' attention inputs are those
+ * the step computed, so every state (the MTP layer's and its kept hidden
+ * too) is what the step left after its row n - 1.  Once per tape.  No
+ * collectives: a tensor-parallel rank replays its own share from the tape
+ * its own run of the step kept.  The tape is host memory: a device backend copies each layer's rows out
+ * (hidden_size floats a row), which a device-side tape would spare.
+ */
+int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows);
+void tf_pipeline_tape(tf_pipeline *p);
+int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n);
+
 /* logits [n, vocab] (host memory) = lm_head(hidden [n, hidden_size]). */
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits);
 
@@ -102,6 +121,8 @@ int tf_pipeline_hidden_size(const tf_pipeline *p);
 const tf_host *tf_pipeline_host(const tf_pipeline *p);
 
 double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s);
+/* The stages' clock: monotonic seconds. */
+double tf_pipeline_clock(void);
 void tf_pipeline_stats_reset(tf_pipeline *p);
 const char *tf_stage_name(tf_stage s);
 

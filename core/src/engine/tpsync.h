@@ -37,10 +37,19 @@ typedef enum tf_tpsync_op {
 	TF_TPSYNC_SEQ_SNAPSHOT,         /* seq */
 	TF_TPSYNC_SEQ_ROLLBACK,         /* seq */
 	TF_TPSYNC_SEQ_TRUNCATE,         /* seq, arg: the length kept */
-	TF_TPSYNC_FORWARD,              /* the batch; arg: logits wanted (lm_head runs) */
+	TF_TPSYNC_FORWARD,              /* the batch; arg: TF_TPSYNC_LOGITS, _TAPE */
 	TF_TPSYNC_SEQ_DRAFT,            /* seq, arg: the next token, n: the depth */
 	TF_TPSYNC_BEAT,                 /* rank 0 is idle but alive */
+	TF_TPSYNC_SEQ_DRAFT_TOLD,       /* as SEQ_DRAFT, then rank 0 broadcasts each
+					 * draft it picks ([mtp] p_min, sampled
+					 * drafts), -1 where it stops */
+	TF_TPSYNC_SEQ_UNDO,             /* seq, arg: the length kept, n: the rows of
+					 * the verify just run, undone from its tape */
 } tf_tpsync_op;
+
+/* A FORWARD's arg: lm_head runs (its all-gather needs every rank); the
+ * step is a verify that keeps its tape (pipeline.h) for a SEQ_UNDO. */
+enum { TF_TPSYNC_LOGITS = 1, TF_TPSYNC_TAPE = 2 };
 
 /* One call as it travels. */
 typedef struct tf_tpsync_msg {

@@ -1,0 +1,127 @@
+/* mtp_policy.c - see mtp_policy.h. */
+#include "mtp_policy.h"
+
+#include <stdbool.h>
+
+/* Acceptance: an EMA over ~16 drafts, the text's pace; until 16 came, the
+ * mean of those there are and one prior sample of 1/2. */
+#define ACC_N 16
+/* A step's seconds: an EMA over ~8 steps, the mean cost of asking for the
+ * depth.  Not a low quantile: with p_min a depth's steps are cheap (drafts
+ * cut) or dear (drafted and verified), and a low quantile saw only the
+ * cheap ones (ling-bench drafted at 5x a plain step's cost). */
+#define SEC_W (1.0 / 8)
+/* A depth's seconds are the least of its first WARM steps, depths 1 and 0
+ * are measured that often first, alternating, and a depth measured fewer
+ * times is never skipped: one preempted first step (2-3x) made plain
+ * decoding look as dear as drafting for hundreds of steps. */
+#define WARM 3
+/* Steps between probes: from PROBE_MIN, doubling while probes lose. */
+#define PROBE_MIN 8
+#define PROBE_MAX 256
+/* A probed depth within 10% of the choice's rate is probed again soon:
+ * its acceptance, measured only while probed, may be what put it behind. */
+#define CLOSE 0.9
+
+void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth)
+{
+	*p = (tf_mtp_policy){ .max = max_depth, .best = max_depth ? 1 : 0, .probe = PROBE_MIN,
+			      .side = 1, .probing = -1 };
+	for (int i = 1; i <= max_depth; i++)
+		p->acc[i] = -1;         /* not measured: as the position before */
+}
+
+
+/* a_i as measured, or the nearest measured position before it (1: all
+ * kept, until a draft is judged). */
+static double acc_at(const tf_mtp_policy *p, int i)
+{
+	while (i > 0 && p->acc[i] < 0)
+		i--;
+	return i > 0 ? p->acc[i] : 1.0;
+}
+
+/* seconds(k) as measured, or else each draft past depth 1 costing what
+ * depth 1 costs over a plain step (a draft row and a verify row more);
+ * 0: not known. */
+static double sec_at(const tf_mtp_policy *p, int k)
+{
+	if (p->sec[k] > 0 || k < 2 || p->sec[0] <= 0 || p->sec[1] <= 0)
+		return p->sec[k];
+	return p->sec[1] + (k - 1) * (p->sec[1] - p->sec[0]);
+}
+
+/* Expected tokens per second of depth k; with `all`, as if every draft
+ * were kept (the most depth k can give). */
+static double rate(const tf_mtp_policy *p, int k, bool all)
+{
+	double tokens = 1.0, chain = 1.0, s = sec_at(p, k);
+	for (int i = 1; i <= k; i++) {
+		chain *= all ? 1.0 : acc_at(p, i);
+		tokens += chain;
+	}
+	return s > 0 ? tokens / s : 0;
+}
+
+int tf_mtp_policy_depth(tf_mtp_policy *p)
+{
+	/* Depth 1 first (drafts teach acceptance), then a plain step. */
+	for (int k = p->max < 1 ? p->max : 1; k >= 0; k--)
+		if (p->n_sec[k] < WARM && (k == 0 || p->n_sec[k] <= p->n_sec[0])) {
+			p->probing = k;
+			return k;
+		}
+	if (p->until > 0) {
+		p->until--;
+		return p->best;
+	}
+	int k = p->best + p->side;
+	if (k < 0 || k > p->max)
+		k = p->best - p->side;
+	p->side = -p->side;
+	p->until = p->probe;
+	/* A depth that cannot win even keeping every draft is not worth a
+	 * step, but for the longest interval's refresh of its seconds. */
+	if (k < 0 || k > p->max || (p->probe < PROBE_MAX && p->n_sec[k] >= WARM &&
+				    rate(p, k, true) < rate(p, p->best, false))) {
+		p->probe = p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX;
+		return p->best;
+	}
+	p->probing = k;
+	return k;
+}
+
+void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds)
+{
+	int was = p->best;
+	/* Drafts past the first one rejected, or cut by p_min, say nothing
+	 * of a_i. */
+	for (int i = 1; i <= k && i <= accepted + 1; i++) {
+		if (p->acc[i] < 0) {
+			p->acc[i] = 0.5;
+			p->n_acc[i] = 1;
+		}
+		if (p->n_acc[i] < ACC_N)
+			p->n_acc[i]++;
+		p->acc[i] += ((i <= accepted ? 1.0 : 0.0) - p->acc[i]) / p->n_acc[i];
+	}
+	if (seconds <= 0)
+		seconds = 1e-9;
+	if (p->n_sec[k]++ < WARM)
+		p->sec[k] = p->sec[k] > 0 && p->sec[k] < seconds ? p->sec[k] : seconds;
+	else
+		p->sec[k] += (seconds - p->sec[k]) * SEC_W;
+	p->best = 0;
+	for (int j = 1; j <= p->max; j++)
+		if (rate(p, j, false) > rate(p, p->best, false))
+			p->best = j;
+	/* A probe that lost by a margin waits twice as long for the next;
+	 * one that won, came close or was measured fewer than WARM times,
+	 * soon. */
+	if (p->probing == k) {
+		bool lost = p->best == was && p->n_sec[k] >= WARM &&
+			    rate(p, k, false) < CLOSE * rate(p, p->best, false);
+		p->probe = !lost ? PROBE_MIN : p->probe * 2 < PROBE_MAX ? p->probe * 2 : PROBE_MAX;
+		p->probing = -1;
+	}
+}

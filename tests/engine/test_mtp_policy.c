@@ -1,0 +1,129 @@
+/*
+ * [mtp] adaptive's policy (core/src/engine/mtp_policy.c) on simulated
+ * steps: a step at depth k takes cost(k) seconds, +-10% noise, and keeps
+ * draft i with probability acc[i] when draft i - 1 was kept.  Where
+ * drafting cannot pay the policy must decode plainly nearly always and
+ * lose under 3% to plain decoding; where a depth is best it must settle
+ * there and come within 3% of that depth held fixed.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+
+#include "engine/mtp_policy.h"
+
+enum { MAXD = 3, STEPS = 4000 };
+
+struct world {
+	double cost[MAXD + 1];          /* seconds of a step at depth k */
+	double acc[MAXD + 1];           /* [1..]: draft i kept, given i - 1 was */
+	double preempted;               /* chance a step takes 2-3x its cost */
+	double cut;                     /* chance p_min cuts a step's first draft */
+	uint64_t rng;
+};
+
+static double uniform(struct world *w)
+{
+	w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(w->rng >> 11) / 9007199254740992.0;
+}
+
+/* One step at depth k: its seconds and the drafts kept. */
+static double step(struct world *w, int k, int *kept)
+{
+	*kept = 0;
+	if (k && uniform(w) < w->cut)   /* a plain step and one MTP row */
+		k = 0;
+	while (*kept < k && uniform(w) < w->acc[*kept + 1])
+		(*kept)++;
+	double t = (k ? w->cost[k] : 1.1 * w->cost[0]) * (0.9 + 0.2 * uniform(w));
+	return uniform(w) < w->preempted ? t * (2 + uniform(w)) : t;
+}
+
+/* Tokens per second over STEPS steps, by the policy (fixed < 0) or at a
+ * fixed depth; *at counts the policy's steps by depth. */
+static double run(struct world w, int fixed, int at[MAXD + 1])
+{
+	tf_mtp_policy p;
+	double sec = 0, tokens = 0;
+	tf_mtp_policy_init(&p, MAXD);
+	for (int i = 0; i < STEPS; i++) {
+		int k = fixed >= 0 ? fixed : tf_mtp_policy_depth(&p), kept;
+		double t = step(&w, k, &kept);
+		if (fixed < 0) {
+			tf_mtp_policy_update(&p, k, kept, t);
+			at[k]++;
+		}
+		sec += t;
+		tokens += 1 + kept;
+	}
+	return tokens / sec;
+}
+
+/* In w the policy spends `share` of its steps at depth `best` and comes
+ * within 3% of best held fixed. */
+static void settles(struct world w, int best, double share)
+{
+	int at[MAXD + 1] = { 0 };
+	double fixed = run(w, best, NULL), adaptive = run(w, -1, at);
+	cr_expect_gt(at[best], STEPS * share, "depth %d: %d steps of %d", best, at[best], STEPS);
+	cr_expect_gt(adaptive, 0.97 * fixed, "adaptive %.3f vs depth %d %.3f tok/s", adaptive,
+		     best, fixed);
+}
+
+Test(mtp_policy, backs_off_where_drafting_cannot_pay)
+{
+	/* A CPU: a verify of k + 1 rows costs nearly k + 1 steps. */
+	settles((struct world){ .cost = { 1.0, 2.1, 3.1, 4.1 }, .acc = { 0, 0.75, 0.65, 0.6 },
+				.rng = 1 }, 0, 0.95);
+}
+
+Test(mtp_policy, preemption_does_not_fool_it)
+{
+	/* A loaded machine: one step in four descheduled for 1-2x its cost
+	 * more, at any depth; ling-nano's measured costs and acceptance, then
+	 * the GPU-like case, where probing the close depths 1 and 3 more
+	 * often costs share but not speed. */
+	settles((struct world){ .cost = { 1.0, 2.17, 2.93, 3.64 }, .acc = { 0, 0.46, 0.3, 0.5 },
+				.preempted = 0.25, .rng = 4 }, 0, 0.95);
+	settles((struct world){ .cost = { 1.0, 1.2, 1.4, 1.9 }, .acc = { 0, 0.8, 0.7, 0.2 },
+				.preempted = 0.25, .rng = 5 }, 2, 0.75);
+}
+
+Test(mtp_policy, drafts_p_min_cuts_are_costed_as_they_come)
+{
+	/* ling-bench: p_min cuts 80% of first drafts (cheap), the rest cost
+	 * 5x a plain step and are rejected; the mean cost of asking is 1.9x. */
+	settles((struct world){ .cost = { 1.0, 5.1, 6.6, 6.5 }, .acc = { 0, 0, 0, 0 },
+				.cut = 0.8, .preempted = 0.25, .rng = 6 }, 0, 0.95);
+}
+
+Test(mtp_policy, settles_on_the_best_depth)
+{
+	/* A GPU-like cost: drafts and wider verifies cheap.  Depth 2 is
+	 * best: rates 1, 1.50, 1.69, 1.30 tokens per unit. */
+	settles((struct world){ .cost = { 1.0, 1.2, 1.4, 1.9 }, .acc = { 0, 0.8, 0.7, 0.2 },
+				.rng = 2 }, 2, 0.9);
+}
+
+Test(mtp_policy, follows_a_change_of_text)
+{
+	/* Acceptance collapses half way (a new kind of text): the policy
+	 * must leave depth 3 for plain decoding. */
+	struct world w = { .cost = { 1.0, 1.2, 1.4, 1.6 }, .acc = { 0, 0.9, 0.9, 0.9 },
+			   .rng = 3 };
+	tf_mtp_policy p;
+	int early = 0, late0 = 0, kept;
+	tf_mtp_policy_init(&p, MAXD);
+	for (int i = 0; i < STEPS; i++) {
+		if (i == STEPS / 2)
+			w.acc[1] = w.acc[2] = w.acc[3] = 0.05;
+		int k = tf_mtp_policy_depth(&p);
+		early += i >= STEPS / 4 && i < STEPS / 2 && k == MAXD;
+		double t = step(&w, k, &kept);
+		tf_mtp_policy_update(&p, k, kept, t);
+		late0 += i >= STEPS * 3 / 4 && k == 0;
+	}
+	cr_expect_gt(early, STEPS / 4 * 0.9, "depth %d steps in the second quarter: %d", MAXD,
+		     early);
+	cr_expect_gt(late0, STEPS / 4 * 0.8, "plain steps in the last quarter: %d", late0);
+}
