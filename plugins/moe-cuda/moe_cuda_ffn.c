@@ -99,17 +99,6 @@ static void mcf_layer_fini(void *inst)
 	free(L);
 }
 
-/* The clamp of this layer from a per-layer list: 0 (none) when absent. */
-static int mcf_limit(const struct mcf_layer *L, const float *list, const char *key,
-		     float *limit)
-{
-	*limit = list && L->layer < L->h->model->n_layers_total ? list[L->layer] : 0.0f;
-	if (!(*limit >= 0) || isinf(*limit))
-		return L->h->error(L->h, TF_ERR_INVALID, "config.json: %s[%d] = %g is not a limit >= 0",
-				   key, L->layer, (double)*limit);
-	return TF_OK;
-}
-
 /* rows x cols floats of tensor `<prefix>.<leaf>` widened and uploaded to dst. */
 static int mcf_put(const struct mcf_layer *L, const char *prefix, const char *leaf,
 		   int64_t rows, int64_t cols, float *dst)
@@ -283,26 +272,18 @@ static int mcf_moe_init(const tf_host *h, int layer, const char *prefix, void **
 			      c->moe_intermediate_size);
 		goto fail;
 	}
-	if ((rc = mcf_limit(L, c->expert_swiglu_limit, "expert_swiglu_limit_list", &limit)))
+	if ((rc = tf_ffn_layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer,
+				      &limit)))
 		goto fail;
 	L->routed = (tf_moe_cuda_mlp_w){ .hidden = (int)L->hidden,
 					 .inter = c->moe_intermediate_size,
 					 .n_experts = g.n_experts, .limit = limit };
-	if (c->num_shared_experts > 0) {
-		if (c->moe_shared_expert_intermediate_size <= 0) {
-			rc = h->error(h, TF_ERR_INVALID,
-				      "config.json: moe_shared_expert_intermediate_size %d must be positive with num_shared_experts %d",
-				      c->moe_shared_expert_intermediate_size, c->num_shared_experts);
-			goto fail;
-		}
-		if ((rc = mcf_limit(L, c->shared_swiglu_limit, "share_expert_swiglu_limit_list",
-				    &limit)))
-			goto fail;
-		/* n shared experts are stored fused into one wider MLP. */
-		L->shared = (tf_moe_cuda_mlp_w){
-			.hidden = (int)L->hidden, .n_experts = 1, .limit = limit,
-			.inter = c->moe_shared_expert_intermediate_size * c->num_shared_experts };
-	}
+	int64_t shared;
+	if ((rc = tf_ffn_shared(h, layer, &shared, &limit)))
+		goto fail;
+	if (shared)
+		L->shared = (tf_moe_cuda_mlp_w){ .hidden = (int)L->hidden, .inter = (int)shared,
+						 .n_experts = 1, .limit = limit };
 	if ((rc = mcf_upload(L, g.bias)))
 		goto fail;
 	tf_gate_free(&g);

@@ -151,13 +151,19 @@ static void check_layer(struct pair *p, unsigned index, const char *type)
 	cpu->layer_fini(ic);
 }
 
+/* A MoE layer of c, its weights stored as dtype. */
+static void check_moe(const tf_model_config *c, tf_dtype dtype, uint64_t seed)
+{
+	struct pair p = pair_new(c, dtype, seed);
+	pair_add_moe(&p, c);
+	check_layer(&p, 0, "moe");
+	pair_free(&p);
+}
+
 Test(moe_cuda_plugin, moe_ling_nano_bf16)
 {
 	tf_model_config c = moe_config(64, 16, 2, 4, 2, 32, 48);
-	struct pair p = pair_new(&c, TF_DTYPE_BF16, 41);
-	pair_add_moe(&p, &c);
-	check_layer(&p, 0, "moe");
-	pair_free(&p);
+	check_moe(&c, TF_DTYPE_BF16, 41);
 }
 
 Test(moe_cuda_plugin, moe_clamped_ungrouped_no_bias)
@@ -167,19 +173,13 @@ Test(moe_cuda_plugin, moe_clamped_ungrouped_no_bias)
 	c.moe_router_enable_expert_bias = false;
 	c.expert_swiglu_limit = elim;
 	c.shared_swiglu_limit = slim;
-	struct pair p = pair_new(&c, TF_DTYPE_F32, 42);
-	pair_add_moe(&p, &c);
-	check_layer(&p, 0, "moe");
-	pair_free(&p);
+	check_moe(&c, TF_DTYPE_F32, 42);
 }
 
 Test(moe_cuda_plugin, moe_without_shared_expert)
 {
 	tf_model_config c = moe_config(48, 32, 8, 8, 4, 24, 0);
-	struct pair p = pair_new(&c, TF_DTYPE_F32, 43);
-	pair_add_moe(&p, &c);
-	check_layer(&p, 0, "moe");
-	pair_free(&p);
+	check_moe(&c, TF_DTYPE_F32, 43);
 }
 
 Test(moe_cuda_plugin, dense_mlp)
