@@ -329,6 +329,18 @@ static int mcf_check_io(const struct mcf_layer *L, const float *x, int64_t n, co
 	return tf_ffn_check_io(L->h, L->prefix, x, n, y);
 }
 
+/* The arena, locked, with `bytes` for n tokens; NULL (unlocked) after
+ * reporting the error. */
+static char *mcf_acquire(const struct mcf_layer *L, int64_t n, size_t bytes)
+{
+	char *mem = tf_dev_scratch_acquire(&mcf_scratch, bytes);
+	if (!mem)
+		L->h->error(L->h, TF_ERR_NOMEM,
+			    "layer %d (%s): out of device memory for %lld tokens of activations",
+			    L->layer, L->name, (long long)n);
+	return mem;
+}
+
 /* One MoE forward's buffers, as mcf_moe_forward carves them. */
 struct mcf_act {
 	float *logits, *w, *h, *o;
@@ -389,11 +401,9 @@ static int mcf_moe_forward(void *inst, const float *x, int64_t n, float *y)
 	int rc = mcf_check_io(L, x, n, y);
 	if (rc || n == 0)
 		return rc;
-	char *mem = tf_dev_scratch_acquire(&mcf_scratch, mcf_act_bytes(L, n));
+	char *mem = mcf_acquire(L, n, mcf_act_bytes(L, n));
 	if (!mem)
-		return L->h->error(L->h, TF_ERR_NOMEM,
-				   "layer %d (%s): out of device memory for %lld tokens of activations",
-				   L->layer, L->name, (long long)n);
+		return TF_ERR_NOMEM;
 	mcf_carve(L, n, mem, &a);
 	rc = mcf_moe_queue(L, &a, x, n, y);
 	tf_dev_scratch_release(&mcf_scratch);
@@ -406,12 +416,9 @@ static int mcf_dense_forward(void *inst, const float *x, int64_t n, float *y)
 	int rc = mcf_check_io(L, x, n, y), e;
 	if (rc || n == 0)
 		return rc;
-	float *hbuf = (float *)tf_dev_scratch_acquire(
-		&mcf_scratch, (size_t)(n * L->routed.inter) * sizeof(float));
+	float *hbuf = (float *)mcf_acquire(L, n, (size_t)(n * L->routed.inter) * sizeof(float));
 	if (!hbuf)
-		return L->h->error(L->h, TF_ERR_NOMEM,
-				   "layer %d (%s): out of device memory for %lld tokens of activations",
-				   L->layer, L->name, (long long)n);
+		return TF_ERR_NOMEM;
 	if ((e = tf_moe_cuda_mlp(L->stream, &L->routed, NULL, 1, x, n, hbuf, y)))
 		rc = mcf_fail(L, e, "MLP");
 	tf_dev_scratch_release(&mcf_scratch);
