@@ -19,9 +19,9 @@
  * allocation per layer, with device arrays of per-expert pointers.  That
  * is for correctness, not speed or memory: fp32 experts take twice the
  * bytes of bf16 ones, 3 x hidden x moe_intermediate_size x 4 B an expert
- * (ling-tiny: 256 experts; Ling-3.1 Flash's 512 experts would not fit one
- * device).  EXL3 experts are refused, naming the tensor: they need a
- * grouped EXL3 GEMV, not written yet.  The expert bias and the routing
+ * (Ling-3.1 Flash's 512 experts a layer would not fit one device so).
+ * EXL3 experts are refused, naming the tensor: they need a grouped EXL3
+ * GEMV, the performance path, not written yet.  The expert bias and the routing
  * keys are read and checked by router.so's own code (gate.c).
  *
  * The router runs here on the device, not through host->router_route (whose
@@ -118,6 +118,9 @@ static int mcf_put(const struct mcf_layer *L, const char *prefix, const char *le
 		return rc;
 	rc = L->be->upload(L->bctx, dst, v, (size_t)(rows * cols) * sizeof(float));
 	free(v);
+	/* The device copy is all the kernels read: the host may drop the pages. */
+	if (!rc && TF_HAS_SLOT(L->h, tf_host, weight_release) && L->h->weight_release)
+		L->h->weight_release(L->h, name);
 	return rc;
 }
 
