@@ -17,6 +17,7 @@
 #ifndef TF_MOE_LAYERS_H
 #define TF_MOE_LAYERS_H
 
+#include <math.h>
 #include <stdbool.h>
 
 #include "tf/ffn.h"
@@ -40,5 +41,33 @@ static inline int tf_ffn_check_io(const tf_host *h, const char *prefix,
 	return TF_OK;
 }
 
+/* The clamp for `layer` from a per-layer list: 0 (none) when absent. */
+static inline int tf_ffn_layer_limit(const tf_host *h, const float *list, const char *key,
+				     int layer, float *limit)
+{
+	*limit = list && layer < h->model->n_layers_total ? list[layer] : 0.0f;
+	if (!(*limit >= 0) || isinf(*limit))
+		return h->error(h, TF_ERR_INVALID, "config.json: %s[%d] = %g is not a limit >= 0",
+				key, layer, (double)*limit);
+	return TF_OK;
+}
+
+/* The shared expert's width and clamp: n shared experts are stored fused
+ * into one MLP of n times the width; *inter 0 when there is none. */
+static inline int tf_ffn_shared(const tf_host *h, int layer, int64_t *inter, float *limit)
+{
+	const tf_model_config *c = h->model;
+	*inter = 0;
+	*limit = 0.0f;
+	if (c->num_shared_experts <= 0)
+		return TF_OK;
+	if (c->moe_shared_expert_intermediate_size <= 0)
+		return h->error(h, TF_ERR_INVALID,
+				"config.json: moe_shared_expert_intermediate_size %d must be positive with num_shared_experts %d",
+				c->moe_shared_expert_intermediate_size, c->num_shared_experts);
+	*inter = (int64_t)c->moe_shared_expert_intermediate_size * c->num_shared_experts;
+	return tf_ffn_layer_limit(h, c->shared_swiglu_limit, "share_expert_swiglu_limit_list",
+				  layer, limit);
+}
 
 #endif /* TF_MOE_LAYERS_H */

@@ -29,17 +29,6 @@ struct moe_layer {
 	int64_t hidden;
 };
 
-/* The clamp for this layer from a per-layer list: 0 (none) when absent. */
-static int layer_limit(const tf_host *h, const float *list, const char *key,
-		       int layer, float *limit)
-{
-	*limit = list && layer < h->model->n_layers_total ? list[layer] : 0.0f;
-	if (!(*limit >= 0) || isinf(*limit))
-		return h->error(h, TF_ERR_INVALID, "config.json: %s[%d] = %g is not a limit >= 0",
-				key, layer, (double)*limit);
-	return TF_OK;
-}
-
 /* [tp] moe: each expert's intermediate features split over the ranks,
  * or whole experts on the rank the router places them (tf_router_place,
  * as the memory plan counts them). */
@@ -97,7 +86,8 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 	}
 	float limit;
 	int mode = MOE_TP_SPLIT;
-	rc = layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer, &limit);
+	rc = tf_ffn_layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer,
+				&limit);
 	if (!rc && h->tp_size > 1)
 		rc = h->conf_enum(h, "tp", "moe", MOE_TP_SPLIT, &mode);
 	if (!rc) {
@@ -118,21 +108,13 @@ int tf_moe_layer_init(const tf_host *h, int layer, const char *prefix, void **in
 			goto fail;
 	}
 
-	if (c->num_shared_experts > 0) {
-		if (c->moe_shared_expert_intermediate_size <= 0) {
-			rc = h->error(h, TF_ERR_INVALID,
-				      "config.json: moe_shared_expert_intermediate_size %d must be positive with num_shared_experts %d",
-				      c->moe_shared_expert_intermediate_size, c->num_shared_experts);
-			goto fail;
-		}
-		rc = layer_limit(h, c->shared_swiglu_limit, "share_expert_swiglu_limit_list",
-				 layer, &limit);
-		if (rc)
-			goto fail;
-		/* n shared experts are stored fused into one wider MLP. */
+	int64_t shared;
+	rc = tf_ffn_shared(h, layer, &shared, &limit);
+	if (rc)
+		goto fail;
+	if (shared) {
 		snprintf(name, sizeof(name), "%s.shared_experts", prefix);
-		rc = tf_mlp_init(&L->shared, h, name, c->hidden_size,
-				 (int64_t)c->moe_shared_expert_intermediate_size * c->num_shared_experts,
+		rc = tf_mlp_init(&L->shared, h, name, c->hidden_size, shared,
 				 "moe_shared_expert_intermediate_size x num_shared_experts", limit,
 				 true);
 		if (rc)

@@ -6,7 +6,12 @@
 
 const tf_plugin_ffn *ffn_plugin(unsigned index)
 {
-	void *so = dlopen(TF_PLUGIN_DIR "/moe.so", RTLD_NOW | RTLD_LOCAL);
+	return ffn_plugin_at(TF_PLUGIN_DIR "/moe.so", index);
+}
+
+const tf_plugin_ffn *ffn_plugin_at(const char *path, unsigned index)
+{
+	void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	cr_assert_not_null(so, "%s", dlerror());
 	const tf_plugin_ffn *(*entry)(unsigned) =
 		(const tf_plugin_ffn *(*)(unsigned))dlsym(so, "tf_plugin_ffn_v1");

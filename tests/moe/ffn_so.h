@@ -9,5 +9,8 @@
 #include "tf/ffn.h"
 
 const tf_plugin_ffn *ffn_plugin(unsigned index);
+/* The same from the module at `path` (a cuda-sim module, off the plugin
+ * dir); NULL past its last descriptor. */
+const tf_plugin_ffn *ffn_plugin_at(const char *path, unsigned index);
 
 #endif /* TF_TEST_FFN_SO_H */

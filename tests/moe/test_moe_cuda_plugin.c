@@ -1,0 +1,246 @@
+/*
+ * test_moe_cuda_plugin.c - the ffn plugins of moe-cuda ("moe-cuda" and
+ * "dense-cuda", built on the SIMT harness as moe-cuda-sim.so by
+ * tests/simt) against moe.so's "moe" and "dense" layers on backend-cpu:
+ * two test hosts holding the same random weights (F32 or BF16, which
+ * both sides widen alike), the device one on backend-cuda-sim with the
+ * device linears.  Rows 1, 3 and 17 (ragged against the kernels' tiles
+ * of 4 rows and 8 columns), device outputs NaN-poisoned before each
+ * forward; then the refusals: a host-memory backend, [tp] size 2, EXL3
+ * experts (no stored `.weight`), softmax scoring.  TF_MOE_CUDA,
+ * TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim modules.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ffn_so.h"
+#include "support/testhost.h"
+#include "tf/backend.h"
+#include "tf/ffn.h"
+
+#define PREFIX "model.layers.1.mlp"
+#define LAYER 1
+/* test_moe_cuda.c's block bound: every sum re-ordered against the CPU's. */
+#define PLUGIN_BOUND 2e-5
+
+static const int rows_cases[] = { 1, 3, 17 };
+
+/* The pair of hosts a case runs on, holding the same tensors. */
+struct pair {
+	tf_testhost *cpu, *dev;
+	tf_dtype dtype;
+	uint64_t seed;
+};
+
+static struct pair pair_new(const tf_model_config *c, tf_dtype dtype, uint64_t seed)
+{
+	struct pair p = { .cpu = tf_testhost_new_with(c, 1, NULL, NULL),
+			  .dev = tf_testhost_new_with(c, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT),
+			  .dtype = dtype, .seed = seed };
+	cr_assert(p.cpu && p.dev);
+	tf_testhost_set_conf(p.cpu, "plugins", "router", "ling-ref");
+	return p;
+}
+
+static void pair_free(struct pair *p)
+{
+	tf_testhost_free(p->dev);
+	tf_testhost_free(p->cpu);
+}
+
+/* A random rows x cols tensor `<prefix><leaf>` in both hosts. */
+static void pair_add(struct pair *p, const char *prefix, const char *leaf, int64_t rows,
+		     int64_t cols, float scale)
+{
+	char name[200];
+	float *v = malloc(sizeof(float) * rows * cols);
+	const int64_t shape[2] = { rows, cols };
+	cr_assert(v);
+	snprintf(name, sizeof(name), "%s%s", prefix, leaf);
+	tf_test_fill_uniform(v, (size_t)(rows * cols), scale, &p->seed);
+	tf_testhost_add_f32(p->cpu, name, p->dtype, rows == 1 ? 1 : 2,
+			    rows == 1 ? shape + 1 : shape, v);
+	tf_testhost_add_f32(p->dev, name, p->dtype, rows == 1 ? 1 : 2,
+			    rows == 1 ? shape + 1 : shape, v);
+	free(v);
+}
+
+static void pair_add_mlp(struct pair *p, const char *prefix, int hidden, int inter)
+{
+	pair_add(p, prefix, ".gate_proj.weight", inter, hidden, 0.2f);
+	pair_add(p, prefix, ".up_proj.weight", inter, hidden, 0.2f);
+	pair_add(p, prefix, ".down_proj.weight", hidden, inter, 0.15f);
+}
+
+/* The router, the experts and the shared expert of c. */
+static void pair_add_moe(struct pair *p, const tf_model_config *c)
+{
+	char name[160];
+	pair_add(p, PREFIX, ".gate.weight", c->num_experts, c->hidden_size, 0.3f);
+	if (c->moe_router_enable_expert_bias)
+		pair_add(p, PREFIX, ".gate.expert_bias", 1, c->num_experts, 0.1f);
+	for (int e = 0; e < c->num_experts; e++) {
+		snprintf(name, sizeof(name), PREFIX ".experts.%d", e);
+		pair_add_mlp(p, name, c->hidden_size, c->moe_intermediate_size);
+	}
+	if (c->num_shared_experts)
+		pair_add_mlp(p, PREFIX ".shared_experts", c->hidden_size,
+			     c->moe_shared_expert_intermediate_size * c->num_shared_experts);
+}
+
+static tf_model_config moe_config(int hidden, int E, int k, int G, int TG, int inter,
+				  int shared_inter)
+{
+	return (tf_model_config){
+		.hidden_size = hidden, .num_experts = E, .num_experts_per_tok = k,
+		.n_group = G, .topk_group = TG, .routed_scaling_factor = 2.5f,
+		.norm_topk_prob = true, .score_sigmoid = true,
+		.moe_router_enable_expert_bias = true, .n_layers_total = 4,
+		.num_shared_experts = shared_inter ? 1 : 0, .moe_intermediate_size = inter,
+		.moe_shared_expert_intermediate_size = shared_inter,
+	};
+}
+
+/* moe.so's layer `index` on the CPU host against moe-cuda's on the device
+ * host, each row count in turn, the device output poisoned first. */
+static void check_layer(struct pair *p, unsigned index, const char *type)
+{
+	const tf_plugin_ffn *cpu = ffn_plugin(index), *dev = ffn_plugin_at(TF_MOE_CUDA, index);
+	const tf_host *hc = tf_testhost_host(p->cpu), *hd = tf_testhost_host(p->dev);
+	const tf_backend *be = hd->backend;
+	const int H = hc->model->hidden_size;
+	void *ic = NULL, *id = NULL;
+	const char *why = NULL;
+
+	cr_assert_str_eq(dev->layer_type, type);
+	cr_assert_gt(dev->hdr.probe(hd, &why), 0, "probe: %s", why);
+	cr_assert_eq(cpu->layer_init(hc, LAYER, PREFIX, &ic), TF_OK, "%s",
+		     tf_testhost_last_error(p->cpu));
+	cr_assert_eq(dev->layer_init(hd, LAYER, PREFIX, &id), TF_OK, "%s",
+		     tf_testhost_last_error(p->dev));
+	for (size_t ci = 0; ci < sizeof(rows_cases) / sizeof(rows_cases[0]); ci++) {
+		const int n = rows_cases[ci];
+		const size_t bytes = sizeof(float) * n * H;
+		float *x = malloc(bytes), *y = malloc(bytes), *dy = malloc(bytes);
+		float *xd = be->alloc(hd->backend_ctx, bytes), *yd = be->alloc(hd->backend_ctx, bytes);
+		cr_assert(x && y && dy && xd && yd);
+		tf_test_fill_uniform(x, (size_t)n * H, 1.0f, &p->seed);
+		for (int i = 0; i < n * H; i++)
+			dy[i] = NAN;
+		cr_assert_eq(be->upload(hd->backend_ctx, xd, x, bytes), TF_OK);
+		cr_assert_eq(be->upload(hd->backend_ctx, yd, dy, bytes), TF_OK);
+		cr_assert_eq(cpu->forward(ic, x, n, y), TF_OK, "%s", tf_testhost_last_error(p->cpu));
+		cr_assert_eq(dev->forward(id, xd, n, yd), TF_OK, "%s",
+			     tf_testhost_last_error(p->dev));
+		cr_assert_eq(be->sync(hd->backend_ctx), TF_OK);
+		cr_assert_eq(be->download(hd->backend_ctx, dy, yd, bytes), TF_OK);
+		double err = tf_test_rel_err(dy, y, (size_t)n * H, 1e-3);
+		cr_log_info("%s n %d: rel err %.3g", dev->hdr.name, n, err);
+		cr_assert(err <= PLUGIN_BOUND, "%s n %d: rel err %g > %g", dev->hdr.name, n, err,
+			  PLUGIN_BOUND);
+		be->free(hd->backend_ctx, xd);
+		be->free(hd->backend_ctx, yd);
+		free(x);
+		free(y);
+		free(dy);
+	}
+	dev->layer_fini(id);
+	cpu->layer_fini(ic);
+}
+
+/* A MoE layer of c, its weights stored as dtype. */
+static void check_moe(const tf_model_config *c, tf_dtype dtype, uint64_t seed)
+{
+	struct pair p = pair_new(c, dtype, seed);
+	pair_add_moe(&p, c);
+	check_layer(&p, 0, "moe");
+	pair_free(&p);
+}
+
+Test(moe_cuda_plugin, moe_ling_nano_bf16)
+{
+	tf_model_config c = moe_config(64, 16, 2, 4, 2, 32, 48);
+	check_moe(&c, TF_DTYPE_BF16, 41);
+}
+
+Test(moe_cuda_plugin, moe_clamped_ungrouped_no_bias)
+{
+	float elim[4] = { 0, 0.3f, 0, 0 }, slim[4] = { 0, 0.4f, 0, 0 };
+	tf_model_config c = moe_config(40, 24, 4, 1, 1, 36, 20);
+	c.moe_router_enable_expert_bias = false;
+	c.expert_swiglu_limit = elim;
+	c.shared_swiglu_limit = slim;
+	check_moe(&c, TF_DTYPE_F32, 42);
+}
+
+Test(moe_cuda_plugin, moe_without_shared_expert)
+{
+	tf_model_config c = moe_config(48, 32, 8, 8, 4, 24, 0);
+	check_moe(&c, TF_DTYPE_F32, 43);
+}
+
+Test(moe_cuda_plugin, dense_mlp)
+{
+	tf_model_config c = moe_config(96, 16, 2, 1, 1, 32, 48);
+	c.intermediate_size = 200;
+	struct pair p = pair_new(&c, TF_DTYPE_BF16, 44);
+	pair_add_mlp(&p, PREFIX, 96, 200);
+	check_layer(&p, 1, "dense");
+	pair_free(&p);
+}
+
+/* layer_init of the device plugin `index` on th fails, its error naming
+ * `what`. */
+static void check_refused(tf_testhost *th, unsigned index, const char *what)
+{
+	const tf_plugin_ffn *dev = ffn_plugin_at(TF_MOE_CUDA, index);
+	void *inst = NULL;
+	cr_assert_neq(dev->layer_init(tf_testhost_host(th), LAYER, PREFIX, &inst), TF_OK);
+	cr_assert_null(inst);
+	cr_assert(strstr(tf_testhost_last_error(th), what), "error '%s' does not name '%s'",
+		  tf_testhost_last_error(th), what);
+}
+
+Test(moe_cuda_plugin, refusals_name_what_they_refuse)
+{
+	tf_model_config c = moe_config(32, 8, 2, 1, 1, 16, 16);
+	c.intermediate_size = 24;
+	struct pair p = pair_new(&c, TF_DTYPE_F32, 45);
+	const char *why = NULL;
+
+	/* A host-memory backend: declined by probe and at layer_init. */
+	pair_add_moe(&p, &c);
+	pair_add_mlp(&p, PREFIX, 32, 24);
+	for (unsigned i = 0; i < 2; i++) {
+		const tf_plugin_ffn *dev = ffn_plugin_at(TF_MOE_CUDA, i);
+		cr_assert_eq(dev->hdr.probe(tf_testhost_host(p.cpu), &why), 0);
+		cr_assert(why && strstr(why, "cuda-sim"), "%s", why ? why : "(no reason)");
+		check_refused(p.cpu, i, "backend cpu");
+	}
+	cr_assert_null(ffn_plugin_at(TF_MOE_CUDA, 2));
+
+	/* Tensor parallelism: only moe.so shards. */
+	tf_host *hd = (tf_host *)tf_testhost_host(p.dev);
+	hd->tp_size = 2;
+	check_refused(p.dev, 0, "[tp] size 2");
+	check_refused(p.dev, 1, "[tp] size 2");
+	hd->tp_size = 1;
+	pair_free(&p);
+
+	/* An expert without a stored `.weight` (EXL3's trellis instead). */
+	p = pair_new(&c, TF_DTYPE_F32, 46);
+	pair_add(&p, PREFIX, ".gate.weight", 8, 32, 0.3f);
+	pair_add(&p, PREFIX, ".gate.expert_bias", 1, 8, 0.1f);
+	check_refused(p.dev, 0, PREFIX ".experts.0.gate_proj.weight: missing");
+	pair_free(&p);
+
+	/* Softmax scoring: the route kernel is sigmoid only. */
+	c.score_sigmoid = false;
+	p = pair_new(&c, TF_DTYPE_F32, 47);
+	pair_add_moe(&p, &c);
+	check_refused(p.dev, 0, "softmax");
+	pair_free(&p);
+}
