@@ -242,6 +242,35 @@ static int head_open(tf_pipeline *p)
 }
 
 /* The pipeline, its weights paged in first when `prefault`. */
+/*
+ * The pipeline runs its own steps (embedding, norms, residual adds, the
+ * head's logits, routing) on host memory with the backend's ops, so it
+ * needs a host-memory backend with those ops.  A device backend (cuda,
+ * cuda-sim) serves device layer plugins but cannot run the pipeline yet:
+ * refused by name here rather than crashing in a missing op.
+ */
+static int check_backend(const tf_backend *be)
+{
+	static const struct { const char *name; size_t at; } ops[] = {
+		{ "parallel_for", offsetof(tf_backend, parallel_for) },
+		{ "rmsnorm", offsetof(tf_backend, rmsnorm) },
+		{ "add", offsetof(tf_backend, add) },
+		{ "embed", offsetof(tf_backend, embed) },
+		{ "convert", offsetof(tf_backend, convert) },
+	};
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		void *slot;
+		memcpy(&slot, (const char *)be + ops[k].at, sizeof(slot));
+		if (!slot)
+			return tf_diag_set(TF_ERR_UNSUPPORTED,
+					   "[plugins] backend %s has no %s: the engine's layer "
+					   "pipeline runs on host memory and needs a host backend "
+					   "such as cpu (device backends serve device layer plugins "
+					   "only, for now)", be->hdr.name, ops[k].name);
+	}
+	return TF_OK;
+}
+
 static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 {
 	tf_pipeline *p = calloc(1, sizeof(*p));
@@ -253,6 +282,8 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->cfg = tf_runtime_model(rt);
 	p->be = p->h->backend;
 	p->bctx = p->h->backend_ctx;
+	if ((rc = check_backend(p->be)) != TF_OK)
+		goto fail;
 	p->n_layers = p->cfg->num_hidden_layers;
 	p->hidden = p->cfg->hidden_size;
 	p->vocab = p->cfg->vocab_size;
