@@ -64,7 +64,8 @@ static void layout_add(layout *l, const char *name, tf_dtype dtype, int ndim,
 	snprintf(l->t[l->n].name, sizeof(l->t[l->n].name), "%s", name);
 	l->t[l->n].dtype = dtype;
 	l->t[l->n].ndim = ndim;
-	memcpy(l->t[l->n].shape, shape, (size_t)ndim * sizeof(*shape));
+	if (ndim > 0)   /* a scalar (ndim 0) may come with no shape array */
+		memcpy(l->t[l->n].shape, shape, (size_t)ndim * sizeof(*shape));
 	l->n++;
 }
 
