@@ -27,8 +27,13 @@ native() {
 	JOBS=$jobs "$root/scripts/build.sh" "$root/build" &&
 		ctest --test-dir "$root/build" -j "$jobs" --output-on-failure --timeout 600
 }
+# use_tls=0: LeakSanitizer's tracer crashed at exit in every tfrun that
+# loaded all the plugins on the path (any one fewer, and it did not): its
+# scan of thread-local storage walks glibc's per-module TLS table, which
+# many dlopen()ed modules outgrow.  A heap block held only from TLS would
+# now be reported as a leak: a false alarm, never a missed leak.
 asan_ctest() {
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=use_tls=0 \
 		ctest --test-dir "$root/build-asan" --output-on-failure --timeout 900 "$@"
 }
 asan() {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../transport-tcp/clock.h"
 #include "../transport-tcp/mesh.h"
@@ -42,6 +43,12 @@ static int nccl_probe(const tf_host *h, const char **reason)
 	int n = 0;
 	(void)h;
 	*reason = why;
+	/* No NVIDIA device node, no device: answered without loading the
+	 * driver, so a process that only probes plugins never starts it. */
+	if (access("/dev/nvidiactl", F_OK)) {
+		snprintf(why, sizeof(why), "no CUDA device (no /dev/nvidiactl)");
+		return 0;
+	}
 	if (tf_nccl_load(&a, NULL, NULL, why, sizeof(why)))
 		return 0;
 	if (a.cuInit(0) || a.cuDeviceGetCount(&n) || n < 1)
