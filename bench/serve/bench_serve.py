@@ -60,7 +60,7 @@ def streamed(srv, max_tokens, messages=None):
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     c = srv.conn()
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     c.request("POST", "/v1/chat/completions", body=json.dumps(body),
               headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
     r = c.getresponse()
@@ -81,7 +81,7 @@ def streamed(srv, max_tokens, messages=None):
             last = time.monotonic()
     c.close()
     return {"text": text, "usage": usage, "ttft": first - t0, "first": first, "last": last,
-            "wall": time.monotonic() - t0}
+            "wall": time.monotonic() - t0, "cpu": time.process_time() - cpu0}
 
 
 def second_turn(srv, max_tokens, i):
@@ -151,6 +151,7 @@ def main():
             rounds.append({"tfrun": alone["decode_tps"], "serve": served,
                            "ratio": served / alone["decode_tps"], "ttft": one["ttft"],
                            "outside": 1 - busy / one["wall"],
+                           "client": one["cpu"] / one["wall"],
                            "cold": second_turn(srv, a.tokens, i),
                            "kept": second_turn(kept, a.tokens, i)})
         kept.stop()
@@ -176,6 +177,7 @@ def main():
         "serve_vs_tfrun": med(r["ratio"] for r in rounds),
         "ratios": [round(r["ratio"], 3) for r in rounds],
         "outside_steps": med(r["outside"] for r in rounds),
+        "client_cpu": med(r["client"] for r in rounds),
         "turn2": {k: {"ttft_ms": 1e3 * med(r[k]["ttft"] for r in rounds),
                       "prompt_tokens": rounds[0][k]["prompt"],
                       "cached_tokens": rounds[0][k]["cached"]} for k in ("cold", "kept")},
@@ -190,10 +192,11 @@ def main():
         print(json.dumps(res))
         return
     print("decode at one request, %d tokens, %d rounds: tfrun %.1f tok/s, serve %.1f tok/s, "
-          "serve/tfrun %.3f (rounds: %s); outside steps %.2f%%" % (
+          "serve/tfrun %.3f (rounds: %s); outside steps %.2f%%; client CPU %.1f%% of the "
+          "wall" % (
               a.tokens, a.rounds, res["tfrun_decode_tok_s"], res["serve_decode_tok_s"],
               res["serve_vs_tfrun"], ", ".join("%.3f" % x for x in res["ratios"]),
-              100 * res["outside_steps"]))
+              100 * res["outside_steps"], 100 * res["client_cpu"]))
     t = res["turn2"]
     print("second turn to first token: %.1f ms without the prefix cache, %.1f ms with it "
           "(%d prompt tokens, %d of them cached)" % (
