@@ -13,7 +13,8 @@
  * segment append its rows to its sequence's cache and attend over that
  * cache (attend.c: absorbed form for a few rows, naive form for a
  * prefill); multiply each head by its sigmoid gate and project all rows
- * with `dense`.  Shapes all come from config.json; what mla-cuda shares
+ * with `dense`.  state_append() runs only what the cache keeps: the
+ * compressed kv, normed and roped.  Shapes all come from config.json; what mla-cuda shares
  * (weights, checks, snapshots, tensor parallelism) is in mla_layer.c.
  */
 #include <math.h>
@@ -370,6 +371,22 @@ static int mla_attend_seg(struct mla_layer *L, const tf_attn_seg *g)
 	return mla_use_absorbed(&L->w, g->n) ? mla_attend_absorbed(L, &j) : mla_attend_naive(L, &j);
 }
 
+/* The rows' compressed kv into L->ckv: the latent normed, k_pe (behind
+ * it) roped. */
+static int mla_latents(struct mla_layer *L, const float *x, const tf_attn_batch *b)
+{
+	const mla_dims *d = &L->w.d;
+	int rc = tf_lin_forward(&L->w.kv_a_proj, x, b->n, L->ckv);
+	if (rc)
+		return rc;
+	for (int64_t i = 0; i < b->n; i++)
+		L->be->rmsnorm(L->bctx, L->ckv + i * L->w.lat, L->ckv + i * L->w.lat, L->w.kv_a_norm,
+			       1, d->r, L->w.eps);
+	L->be->rope(L->bctx, L->ckv + d->r, b->n, 1, L->w.lat, 0, d->dr, b->pos, L->w.rope.inv_freq,
+		    L->w.rope.attn_factor, L->w.interleave);
+	return TF_OK;
+}
+
 /* The forward proper, while this layer holds the arena. */
 static int mla_forward_locked(struct mla_layer *L, const float *x, const tf_attn_batch *b,
 			      float *y)
@@ -386,18 +403,10 @@ static int mla_forward_locked(struct mla_layer *L, const float *x, const tf_attn
 	} else {
 		rc = tf_lin_forward(&L->w.q_proj, x, n, L->q);
 	}
-	if (rc || (rc = tf_lin_forward(&L->w.kv_a_proj, x, n, L->ckv)) ||
-	    (rc = tf_lin_forward(&L->w.g_proj, x, n, L->gate)))
+	if (rc || (rc = mla_latents(L, x, b)) || (rc = tf_lin_forward(&L->w.g_proj, x, n, L->gate)))
 		return rc;
-
-	/* The latent is normed in place; k_pe, behind it, is not. */
-	for (int64_t i = 0; i < n; i++)
-		L->be->rmsnorm(L->bctx, L->ckv + i * L->w.lat, L->ckv + i * L->w.lat, L->w.kv_a_norm,
-			       1, d->r, L->w.eps);
 	L->be->rope(L->bctx, L->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr, b->pos,
 		    L->w.rope.inv_freq, L->w.rope.attn_factor, L->w.interleave);
-	L->be->rope(L->bctx, L->ckv + d->r, n, 1, L->w.lat, 0, d->dr, b->pos, L->w.rope.inv_freq,
-		    L->w.rope.attn_factor, L->w.interleave);
 
 	for (int k = 0; k < b->n_seg; k++)
 		if (b->seg[k].n && (rc = mla_attend_seg(L, &b->seg[k])))
@@ -411,9 +420,28 @@ static int mla_forward_locked(struct mla_layer *L, const float *x, const tf_attn
 	return tf_lin_forward(&L->w.dense, L->o, n, y);
 }
 
-static int mla_forward_batch(void *inst, const float *x, const tf_attn_batch *b, float *y)
+/* Only the latents, written to each segment's cache. */
+static int mla_append_locked(struct mla_layer *L, const float *x, const tf_attn_batch *b,
+			     float *y)
 {
-	struct mla_layer *L = inst;
+	(void)y;
+	int rc = mla_latents(L, x, b);
+	for (int k = 0; !rc && k < b->n_seg; k++) {
+		const tf_attn_seg *g = &b->seg[k];
+		struct mla_state *S = g->state;
+		mla_cache c = { .page = S->page, .bf16 = L->w.bf16 };
+		mla_cache_write(&L->w.d, &c, S->hdr.len, g->n, L->ckv + g->row0 * L->w.lat);
+	}
+	return rc;
+}
+
+typedef int (*mla_body_fn)(struct mla_layer *L, const float *x, const tf_attn_batch *b,
+			   float *y);
+
+/* Check, take pages and the arena, run body, move the lengths on. */
+static int mla_batch(struct mla_layer *L, const float *x, const tf_attn_batch *b, float *y,
+		     mla_body_fn body)
+{
 	int rc = mla_check_batch(&L->w, b);
 	if (rc || b->n == 0)
 		return rc;
@@ -429,13 +457,23 @@ static int mla_forward_batch(void *inst, const float *x, const tf_attn_batch *b,
 				   "layer %d (mla): out of memory for %lld tokens of activations",
 				   L->w.layer, (long long)b->n);
 	mla_act_carve(L, b->n, mem);
-	rc = mla_forward_locked(L, x, b, y);
+	rc = body(L, x, b, y);
 	tf_scratch_release(&mla_scratch);
 	if (rc)
 		return rc;
 	for (int k = 0; k < b->n_seg; k++)
 		((struct mla_state *)b->seg[k].state)->hdr.len += b->seg[k].n;
 	return TF_OK;
+}
+
+static int mla_forward_batch(void *inst, const float *x, const tf_attn_batch *b, float *y)
+{
+	return mla_batch(inst, x, b, y, mla_forward_locked);
+}
+
+static int mla_state_append(void *inst, const float *x, const tf_attn_batch *b)
+{
+	return mla_batch(inst, x, b, NULL, mla_append_locked);
 }
 
 static const tf_plugin_attention mla_plugin = {
@@ -455,6 +493,7 @@ static const tf_plugin_attention mla_plugin = {
 	.state_snapshot = mla_state_snapshot,
 	.state_rollback = mla_state_rollback,
 	.forward_batch = mla_forward_batch,
+	.state_append = mla_state_append,
 };
 
 TF_EXPORT const tf_plugin_attention *tf_plugin_attention_v1(unsigned index)

@@ -17,6 +17,8 @@
  *   reset        a reset sequence gives its first tokens' bits again
  *   batched      (ABI 1.5) two sequences in one forward_batch equal each
  *                alone (1e-5)
+ *   append       (ABI 1.8, where filled) state_append of a prefill, then
+ *                decode steps: the same bits as after forward_batch
  *
  * A plugin with the ABI 1.5 state slots runs them on one state of its
  * own; one without, its pre-1.5 per-instance slots.  The contract cases
@@ -150,6 +152,34 @@ static void check_batched(struct layer *l, const char *name, int layer, cf_tally
 		l->a->state_free(l->inst, other);
 }
 
+/* N - M rows by state_append, then M steps: as after forward_batch. */
+static void check_append(struct layer *l, const char *name, int layer, cf_tally *t)
+{
+	const tf_plugin_attention *a = l->a;
+	if (a->hdr.struct_size < offsetof(tf_plugin_attention, state_append) +
+				 sizeof(a->state_append) || !a->state_append) {
+		t->skip++;
+		return;
+	}
+	const tf_attn_seg seg = { .state = l->st, .row0 = 0, .n = N - M };
+	const tf_attn_batch b = { .n = N - M, .pos = l->pos, .n_seg = 1, .seg = &seg };
+	reset(l);
+	int rc = fwd(l, 0, N - M, l->y);
+	for (int64_t i = N - M; !rc && i < N; i++)
+		rc = fwd(l, i, 1, l->y + i * l->hidden);
+	reset(l);
+	if (!rc)
+		rc = a->state_append(l->inst, l->x, &b);
+	bool len = !rc && seq_len(l) == N - M;
+	for (int64_t i = N - M; !rc && i < N; i++)
+		rc = fwd(l, i, 1, l->z + i * l->hidden);
+	if (cf_case(t, !rc && len, name, "layer %d: state_append: status %d, length %lld: %s",
+		    layer, rc, (long long)seq_len(l), tf_diag_msg()))
+		cf_case(t, diff(l, l->z + (N - M) * l->hidden, l->y + (N - M) * l->hidden,
+				(size_t)(M * l->hidden)) == 0, name,
+			"layer %d: steps after state_append differ from after forward_batch", layer);
+}
+
 static void check_layer(struct layer *l, const char *name, int layer, cf_tally *t)
 {
 	int64_t H = l->hidden;
@@ -198,10 +228,12 @@ static void check_layer(struct layer *l, const char *name, int layer, cf_tally *
 	cf_case(t, !rc && diff(l, l->z, l->y, (size_t)(3 * H)) == 0, name,
 		"layer %d: a reset sequence differs from the first", layer);
 
-	if (l->st)
+	if (l->st) {
 		check_batched(l, name, layer, t);
-	else
-		t->skip++;
+		check_append(l, name, layer, t);
+	} else {
+		t->skip += 2;
+	}
 }
 
 /*

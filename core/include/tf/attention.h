@@ -105,6 +105,13 @@ typedef struct tf_plugin_attention {
 	 * naming the layer when a segment would pass its state's max_ctx, and
 	 * then leaves every state as it was. */
 	int (*forward_batch)(void *inst, const float *x, const tf_attn_batch *b, float *y);
+
+	/* Since ABI 1.8, optional: leave in each segment's state what
+	 * forward_batch would, bit for bit, without computing the output:
+	 * for rows whose attention output nobody reads (the MTP layer
+	 * catching up, kept drafts replayed).  The host calls forward_batch
+	 * instead where it is NULL. */
+	int (*state_append)(void *inst, const float *x, const tf_attn_batch *b);
 } tf_plugin_attention;
 
 const tf_plugin_attention *tf_plugin_attention_v1(unsigned index);

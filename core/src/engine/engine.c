@@ -59,6 +59,8 @@ struct tf_seq {
 	int64_t cap;
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
 	tf_mtp_policy pol;              /* [mtp] adaptive: its depth */
+	int last_k;                     /* the depth of its last step */
+	double catch_s;                 /* the MTP layer's catching up in that step */
 	int32_t pending;                /* the next token, chosen already, or -1 */
 
 	/* While a batch is checked and run. */
@@ -344,6 +346,7 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 	q->len = 0;
 	q->mark = -1;
 	q->pending = -1;
+	q->last_k = 0;
 	tf_mtp_policy_init(&q->pol, e->mtp_depth);
 	*out = seq_id(e, slot);
 	return TF_OK;
@@ -966,6 +969,12 @@ static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next,
 	*got = 0;
 	if (!depth)
 		return TF_OK;
+	double t = tf_pipeline_clock();
+	if ((rc = tf_pipeline_mtp_catch_up(e->p, q->st)) != TF_OK) {
+		q->broken = true;
+		return tf_diag_prefix(rc, "sequence %d", s);
+	}
+	q->catch_s = tf_pipeline_clock() - t;
 	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d", s);
 	/* Draft i at position len + i; each MTP row feeds the next. */
@@ -1213,10 +1222,15 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol) : e->mtp_depth;
 	if (k > max_depth)
 		k = max_depth;
+	/* Catching up after plain steps is their cost, not the draft's: only
+	 * a step after drafts counts it (the rows that step kept). */
 	double t = tf_pipeline_clock();
+	q->catch_s = 0;
 	rc = seq_spec(e, q, s, k, e->mtp_p_min, e->mtp_standard, logits, tokens, n, drafted);
+	t = tf_pipeline_clock() - t - (q->last_k ? 0 : q->catch_s);
+	q->last_k = k;
 	if (rc == TF_OK)
-		tf_mtp_policy_update(&q->pol, k, *n - 1, tf_pipeline_clock() - t);
+		tf_mtp_policy_update(&q->pol, k, *n - 1, t);
 	return rc;
 }
 

@@ -21,6 +21,7 @@ struct tf_layer {
 	const tf_plugin_attention *attn;
 	void *attn_inst;
 	bool batched;                   /* state apart (ABI 1.5) */
+	bool appends;                   /* state_append (ABI 1.8) */
 	const tf_plugin_ffn *ffn;
 	void *ffn_inst;
 	tf_stage attn_stage, ffn_stage;
@@ -53,18 +54,17 @@ struct tf_pipeline {
 	float *enorm, *hnorm, *mtp_norm;        /* [hidden] */
 	tf_lin eh_proj;                         /* [embedding; hidden] -> hidden */
 	float *fbuf;                    /* [chunk, hidden]: a step's final-normed rows */
-	float *pbuf;                    /* [chunk, hidden]: hidden states sequences kept */
+	float *pbuf;                    /* [chunk, hidden]: kept rows, uploaded */
 	float *cbuf;                    /* [chunk, 2 hidden]: eh_proj's input */
 	const float **mhid;             /* [chunk]: each MTP row's hidden input */
 	int32_t *mtok, *mpos;           /* [chunk]: each MTP row's token and position */
-	tf_pipe_seg *mseg;              /* [chunk] */
 
 	/* A verify's tape (tf_pipeline_tape): each layer's attention input
-	 * rows, the MTP layer's last, then the final-normed rows; host
-	 * memory, [n_layers + 2][tape_cap, hidden]. */
+	 * rows, then the final-normed rows; host memory,
+	 * [n_layers + 1][tape_cap, hidden]; and the step's tokens. */
 	float *tape;
 	int64_t tape_cap, tape_n;       /* tape_n: rows taped, 0: none */
-	int32_t *tpos;                  /* [tape_cap]: a replay's positions */
+	int32_t *tpos, *ttok;           /* [tape_cap]: a replay's positions, the tokens */
 	bool taping;                    /* armed for the next step */
 	int first_legacy;               /* a pre-1.5 attention layer, or -1 */
 	const void *legacy_owner;       /* the seqstate its instances hold */
@@ -144,6 +144,10 @@ static int init_layer(tf_pipeline *p, int i)
 	l->batched = l->attn->hdr.struct_size >= offsetof(tf_plugin_attention, forward_batch) +
 						  sizeof(l->attn->forward_batch) &&
 		     l->attn->forward_batch;
+	l->appends = l->batched &&
+		     l->attn->hdr.struct_size >= offsetof(tf_plugin_attention, state_append) +
+						  sizeof(l->attn->state_append) &&
+		     l->attn->state_append;
 	if (!l->batched && p->first_legacy < 0)
 		p->first_legacy = i;
 	l->ffn_stage = stage_of(l->ffn->layer_type);
@@ -186,8 +190,7 @@ static int init_mtp(tf_pipeline *p)
 	p->mhid = malloc((size_t)p->chunk * sizeof(*p->mhid));
 	p->mtok = malloc((size_t)p->chunk * sizeof(*p->mtok));
 	p->mpos = malloc((size_t)p->chunk * sizeof(*p->mpos));
-	p->mseg = malloc((size_t)p->chunk * sizeof(*p->mseg));
-	if (!p->fbuf || !p->pbuf || !p->cbuf || !p->mhid || !p->mtok || !p->mpos || !p->mseg)
+	if (!p->fbuf || !p->pbuf || !p->cbuf || !p->mhid || !p->mtok || !p->mpos)
 		return tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for the MTP layer");
 	return TF_OK;
 }
@@ -386,9 +389,9 @@ void tf_pipeline_free(tf_pipeline *p)
 	free(p->mhid);
 	free(p->mtok);
 	free(p->mpos);
-	free(p->mseg);
 	free(p->tape);
 	free(p->tpos);
+	free(p->ttok);
 	p->be->free(p->bctx, p->final_norm);
 	free(p->gbuf);
 	p->be->free(p->bctx, p->hbuf);
@@ -421,8 +424,9 @@ static int tp_sum(tf_pipeline *p, int i, const char *block, int64_t n, double *t
 }
 
 /* Layer l's token mixer over the step's segments. */
+/* `state_only`: the output in ybuf is not read, only the states move. */
 static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf_pipe_seg *seg,
-		  int n_seg)
+		  int n_seg, bool state_only)
 {
 	struct tf_layer *l = &p->layers[i];
 	if (!l->batched)        /* one sequence, held by the instance */
@@ -431,6 +435,8 @@ static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf
 		p->segbuf[k] = (tf_attn_seg){ .state = tf_seqstate_layer(seg[k].state, i),
 					      .row0 = seg[k].row0, .n = seg[k].n };
 	const tf_attn_batch b = { .n = n, .pos = pos, .n_seg = n_seg, .seg = p->segbuf };
+	if (state_only && l->appends)
+		return l->attn->state_append(l->attn_inst, p->xbuf, &b);
 	return l->attn->forward_batch(l->attn_inst, p->xbuf, &b, p->ybuf);
 }
 
@@ -446,8 +452,8 @@ static int tape_keep(tf_pipeline *p, int k, const float *x, int64_t n)
 }
 
 /*
- * The MTP layer over n rows set up in mtok, mpos and mhid, grouped by
- * sequence in seg: eh_proj([enorm(embed(token)); hnorm(hidden)]), then the
+ * The MTP layer over n rows set up in mtok, mpos and mhid, of the
+ * sequence seg names: eh_proj([enorm(embed(token)); hnorm(hidden)]), then the
  * layer's attention, which appends to each sequence's MTP state.  With
  * `out` the FFN and final_layernorm follow, out [n, hidden] receiving
  * the rows; without, only the attention state was wanted.
@@ -473,9 +479,7 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 	lap(p, TF_STAGE_OTHER, &t);
 	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->in_norm, n, hd, eps);
 	lap(p, TF_STAGE_NORM, &t);
-	if (!out && (rc = tape_keep(p, p->n_layers, p->xbuf, n)) != TF_OK)
-		return rc;
-	if ((rc = attend(p, p->n_layers, p->mpos, n, seg, n_seg)) != TF_OK)
+	if ((rc = attend(p, p->n_layers, p->mpos, n, seg, n_seg, !out)) != TF_OK)
 		return tf_diag_prefix(rc, "MTP layer %d (%s)", p->n_layers, l->attn->hdr.name);
 	lap(p, l->attn_stage, &t);
 	if (!out)
@@ -497,43 +501,59 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 }
 
 /*
- * Keep each sequence's MTP state one position behind its main state.  The
- * MTP row at position t takes the final-normed hidden of t and the token
- * of t + 1, so a step's rows at positions P.. feed the rows P - 1 (with
- * the hidden the sequence kept from its last step) up to one before their
- * last, whose hidden the sequence keeps instead.
+ * Keep a step's final-normed rows (fbuf) with their sequences, for the MTP
+ * layer to be fed when it is wanted (tf_pipeline_mtp_catch_up).
  */
-static int mtp_follow(tf_pipeline *p, const int32_t *tokens, const int32_t *pos,
-		      const tf_pipe_seg *seg, int n_seg)
+static int mtp_keep(tf_pipeline *p, const int32_t *tokens, const int32_t *pos,
+		    const tf_pipe_seg *seg, int n_seg)
 {
-	const tf_backend *be = p->be;
-	int64_t hd = p->hidden, m = 0;
-	size_t bytes = (size_t)hd * sizeof(float);
-	int ms = 0, rc;
-
 	for (int k = 0; k < n_seg; k++) {
 		const tf_pipe_seg *g = &seg[k];
-		float *kept = tf_seqstate_hidden(g->state);
-		int64_t r0 = m;
-		if (pos[g->row0] > 0) {
-			if ((rc = be->upload(p->bctx, p->pbuf + k * hd, kept, bytes)) != TF_OK)
-				return tf_diag_set(rc, "MTP layer: upload failed");
-			p->mhid[m] = p->pbuf + k * hd;
-			p->mtok[m] = tokens[g->row0];
-			p->mpos[m++] = pos[g->row0] - 1;
-		}
-		for (int64_t j = g->row0; j < g->row0 + g->n - 1; j++) {
-			p->mhid[m] = p->fbuf + j * hd;
-			p->mtok[m] = tokens[j + 1];
-			p->mpos[m++] = pos[j];
-		}
-		rc = be->download(p->bctx, kept, p->fbuf + (g->row0 + g->n - 1) * hd, bytes);
+		float *rows;
+		int rc = tf_seqstate_pend_add(g->state, pos[g->row0], tokens + g->row0, g->n, &rows);
+		if (rc != TF_OK)
+			return rc;
+		rc = p->be->download(p->bctx, rows, p->fbuf + g->row0 * p->hidden,
+				     (size_t)(g->n * p->hidden) * sizeof(float));
 		if (rc != TF_OK)
 			return tf_diag_set(rc, "MTP layer: download failed");
-		if (m > r0)
-			p->mseg[ms++] = (tf_pipe_seg){ .state = g->state, .row0 = r0, .n = m - r0 };
 	}
-	return m ? mtp_rows(p, m, p->mseg, ms, NULL) : TF_OK;
+	return TF_OK;
+}
+
+/*
+ * The MTP row at position t takes the final-normed hidden of t and the
+ * token of t + 1: every kept row but the last has both.  They go through
+ * the layer's attention a step's rows at a time.
+ */
+int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s)
+{
+	float *hid;
+	int32_t *tok, pos0;
+	int64_t m = tf_seqstate_pending(s, &hid, &tok, &pos0) - 1, done = 0;
+	int rc = TF_OK;
+
+	while (done < m) {
+		int64_t n = m - done < p->chunk ? m - done : p->chunk;
+		rc = p->be->upload(p->bctx, p->pbuf, hid + done * p->hidden,
+				   (size_t)(n * p->hidden) * sizeof(float));
+		if (rc != TF_OK) {
+			rc = tf_diag_set(rc, "MTP layer: upload failed");
+			break;
+		}
+		for (int64_t r = 0; r < n; r++) {
+			p->mhid[r] = p->pbuf + r * p->hidden;
+			p->mtok[r] = tok[done + r + 1];
+			p->mpos[r] = pos0 + (int32_t)(done + r);
+		}
+		const tf_pipe_seg seg = { .state = s, .row0 = 0, .n = n };
+		if ((rc = mtp_rows(p, n, &seg, 1, NULL)) != TF_OK)
+			break;
+		done += n;
+	}
+	if (done)
+		tf_seqstate_pend_drop(s, done);
+	return rc;
 }
 
 int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
@@ -542,8 +562,12 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
 	if (!p->mtp)
 		return tf_diag_set(TF_ERR_INVALID, "[mtp] enabled is false: no MTP layer is open");
 	if (!hidden) {
-		int rc = p->be->upload(p->bctx, p->pbuf, tf_seqstate_hidden(s),
-				       (size_t)p->hidden * sizeof(float));
+		float *kept;
+		int32_t *tok, at;
+		if (tf_seqstate_pending(s, &kept, &tok, &at) != 1 || at != pos)
+			return tf_diag_set(TF_ERR_INTERNAL, "MTP layer: a draft at %d, not caught up",
+					   pos);
+		int rc = p->be->upload(p->bctx, p->pbuf, kept, (size_t)p->hidden * sizeof(float));
 		if (rc != TF_OK)
 			return tf_diag_set(rc, "MTP layer: upload failed");
 		hidden = p->pbuf;
@@ -573,7 +597,7 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 		lap(p, TF_STAGE_NORM, &t);
 		if ((rc = tape_keep(p, i, p->xbuf, n)) != TF_OK)
 			return rc;
-		if ((rc = attend(p, i, pos, n, seg, n_seg)) != TF_OK)
+		if ((rc = attend(p, i, pos, n, seg, n_seg, false)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
 		if ((rc = tp_sum(p, i, "attention", n, &t)) != TF_OK)
@@ -596,9 +620,9 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 	if (p->mtp)
 		be->rmsnorm(p->bctx, p->fbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
 	lap(p, TF_STAGE_NORM, &t);
-	if (p->mtp && (rc = tape_keep(p, p->n_layers + 1, p->fbuf, n)) != TF_OK)
+	if (p->mtp && (rc = tape_keep(p, p->n_layers, p->fbuf, n)) != TF_OK)
 		return rc;
-	return p->mtp ? mtp_follow(p, tokens, pos, seg, n_seg) : TF_OK;
+	return p->mtp ? mtp_keep(p, tokens, pos, seg, n_seg) : TF_OK;
 }
 
 int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
@@ -609,9 +633,20 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 	if (n < 1 || n > p->chunk || n_seg < 1 || (p->first_legacy >= 0 && n_seg > 1))
 		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
 				   " rows in %d segments", n, n_seg);
+	/* What a sequence keeps for the MTP layer stays within a step's rows
+	 * fed at once, and the one whose next token is not known. */
+	for (int k = 0; p->mtp && k < n_seg; k++) {
+		float *hid;
+		int32_t *tok, pos0;
+		if (tf_seqstate_pending(seg[k].state, &hid, &tok, &pos0) + seg[k].n > p->chunk + 1 &&
+		    (rc = tf_pipeline_mtp_catch_up(p, seg[k].state)) != TF_OK)
+			return rc;
+	}
 	/* An armed tape takes this step only, and only a verify's shape. */
 	p->tape_n = 0;
 	p->taping = p->taping && n_seg == 1 && n <= p->tape_cap && p->mtp && pos[0] > 0;
+	if (p->taping)
+		memcpy(p->ttok, tokens, (size_t)n * sizeof(*tokens));
 	rc = step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
 	if (rc == TF_OK && p->taping)
 		p->tape_n = n;
@@ -623,10 +658,11 @@ int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows)
 {
 	if (rows > p->chunk)
 		rows = p->chunk;
-	p->tape = malloc((size_t)(p->n_layers + 2) * (size_t)rows * (size_t)p->hidden *
+	p->tape = malloc((size_t)(p->n_layers + 1) * (size_t)rows * (size_t)p->hidden *
 			 sizeof(float));
 	p->tpos = malloc((size_t)rows * sizeof(*p->tpos));
-	if (!p->tape || !p->tpos)
+	p->ttok = malloc((size_t)rows * sizeof(*p->ttok));
+	if (!p->tape || !p->tpos || !p->ttok)
 		return tf_diag_set(TF_ERR_NOMEM, "pipeline: out of memory for a verify's tape");
 	p->tape_cap = rows;
 	return TF_OK;
@@ -649,22 +685,20 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
 		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: replay of %" PRId64
 				   " rows from a tape of %" PRId64, n, p->tape_n);
 	p->tape_n = 0;          /* once: the states move on */
-	/* The main layers at pos.., then the MTP layer one behind. */
 	for (int64_t r = 0; r < n; r++)
 		p->tpos[r] = pos + (int32_t)r;
-	for (int i = 0; i <= p->n_layers; i++) {
+	for (int i = 0; i < p->n_layers; i++) {
 		struct tf_layer *l = &p->layers[i];
 		if ((rc = p->be->upload(p->bctx, p->xbuf, p->tape + (size_t)i * slot, bytes)) != TF_OK)
 			return tf_diag_set(rc, "pipeline: tape upload failed");
-		if (i == p->n_layers)
-			for (int64_t r = 0; r < n; r++)
-				p->tpos[r]--;
-		if ((rc = attend(p, i, p->tpos, n, &seg, 1)) != TF_OK)
+		if ((rc = attend(p, i, p->tpos, n, &seg, 1, true)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s): replay", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
 	}
-	memcpy(tf_seqstate_hidden(s), p->tape + (size_t)(p->n_layers + 1) * slot +
-	       (size_t)(n - 1) * (size_t)p->hidden, (size_t)p->hidden * sizeof(float));
+	float *rows;
+	if ((rc = tf_seqstate_pend_add(s, pos, p->ttok, n, &rows)) != TF_OK)
+		return rc;
+	memcpy(rows, p->tape + (size_t)p->n_layers * slot, bytes);
 	return TF_OK;
 }
 

@@ -15,9 +15,11 @@
  *
  * With [mtp] enabled the MTP layer at index num_hidden_layers opens too,
  * through the plugins chosen for that index, and its state is one more
- * layer of every tf_seqstate.  Each step feeds it the rows whose next
- * token is known, so it stays one position behind the main stack, ready
- * to draft (tf_pipeline_mtp).
+ * layer of every tf_seqstate.  A step keeps its final-normed rows in their
+ * sequences (seqstate.h) instead of feeding them to the MTP layer: decoding
+ * without drafts spends nothing on it.  When a draft is wanted
+ * (tf_pipeline_mtp_catch_up), or when the rows kept would pass a step's,
+ * the layer takes them in one batched pass.
  *
  * Tensor parallel ([tp] size > 1): the layer plugins open this rank's
  * share of their weights (tf_host lin_open_part) and lm_head opens this
@@ -83,9 +85,15 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden);
 
 /*
+ * Feed s's MTP layer every row s kept whose next token is known: all but
+ * the last, whose hidden the first draft takes.
+ */
+int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s);
+
+/*
  * One row of the MTP layer for s at position pos (spec 1.10): token is the
  * one at pos + 1, hidden (backend memory) the final-normed hidden at pos,
- * or NULL for the one s kept from its last step.  out [hidden_size]
+ * or NULL for the one s kept from its last step (caught up first).  out [hidden_size]
  * (backend memory, may alias hidden) receives the layer's final-normed
  * output, the head's input and the next row's hidden.  The MTP layer's
  * state in s grows by the row.
@@ -97,13 +105,13 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
  * A verify's tape, to undo rejected drafts cheaply.  tf_pipeline_tape_open
  * makes room for up to `rows` rows (at most the step's); tf_pipeline_tape
  * arms it for the next step alone, which then keeps every layer's
- * attention input and its final-normed rows, if it is one sequence's rows
- * at positions > 0 with [mtp] enabled.  tf_pipeline_replay takes that
- * sequence, rolled back to before the step, forward by the step's first n
- * rows (positions pos..) through each layer's attention alone: the FFNs,
- * norms and head hold no state, and the rows' attention inputs are those
- * the step computed, so every state (the MTP layer's and its kept hidden
- * too) is what the step left after its row n - 1.  Once per tape.  No
+ * attention input, its final-normed rows and its tokens, if it is one
+ * sequence's rows at positions > 0 with [mtp] enabled.  tf_pipeline_replay
+ * takes that sequence, rolled back to before the step, forward by the
+ * step's first n rows (positions pos..) through each layer's attention
+ * alone: the FFNs, norms and head hold no state, and the rows' attention
+ * inputs are those the step computed, so every state (and the rows kept
+ * for the MTP layer) is what the step left after its row n - 1.  Once per tape.  No
  * collectives: a tensor-parallel rank replays its own share from the tape
  * its own run of the step kept.  The tape is host memory: a device backend copies each layer's rows out
  * (hidden_size floats a row), which a device-side tape would spare.

@@ -1,11 +1,21 @@
 /* seqstate.c - see seqstate.h. */
 #include "seqstate.h"
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diag.h"
+
+/* Final-normed hidden rows [n, hidden_size] and the tokens at positions
+ * pos0 .. pos0 + n - 1, host memory, room for cap rows. */
+struct ss_pend {
+	float *hidden;
+	int32_t *tok;
+	int64_t n, cap;
+	int32_t pos0;
+};
 
 struct tf_seqstate {
 	tf_pipeline *p;
@@ -15,11 +25,10 @@ struct tf_seqstate {
 	size_t *snap_cap;               /* [n]: their sizes */
 	bool has_snap;
 
-	/* With the MTP layer: the final-normed hidden of the last position,
-	 * its row not fed yet (pipeline.h), as now and at the snapshot; and
-	 * the MTP layer's own mark while drafting. */
-	float *hidden, *snap_hidden;    /* [hidden_size] host memory */
-	size_t bytes;
+	/* With the MTP layer: the rows it has not been fed, as now and at
+	 * the snapshot; and the MTP layer's own mark while drafting. */
+	struct ss_pend pend, snap_pend;
+	size_t bytes;                   /* a hidden row's */
 	void *mark;
 	size_t mark_cap;
 };
@@ -36,8 +45,10 @@ void tf_seqstate_free(tf_seqstate *s)
 		free(s->snap ? s->snap[i] : NULL);
 	}
 	tf_pipeline_legacy_release(s->p, s);
-	free(s->hidden);
-	free(s->snap_hidden);
+	free(s->pend.hidden);
+	free(s->pend.tok);
+	free(s->snap_pend.hidden);
+	free(s->snap_pend.tok);
 	free(s->mark);
 	free(s->state);
 	free(s->snap);
@@ -56,12 +67,9 @@ int tf_seqstate_new(tf_pipeline *p, int64_t max_ctx, tf_seqstate **out)
 	s->state = calloc((size_t)s->n, sizeof(*s->state));
 	s->snap = calloc((size_t)s->n, sizeof(*s->snap));
 	s->snap_cap = calloc((size_t)s->n, sizeof(*s->snap_cap));
-	if (tf_pipeline_has_mtp(p)) {
+	if (tf_pipeline_has_mtp(p))
 		s->bytes = (size_t)tf_pipeline_hidden_size(p) * sizeof(float);
-		s->hidden = calloc(1, s->bytes);
-		s->snap_hidden = calloc(1, s->bytes);
-	}
-	if (!s->state || !s->snap || !s->snap_cap || (s->bytes && (!s->hidden || !s->snap_hidden))) {
+	if (!s->state || !s->snap || !s->snap_cap) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "sequence state: out of memory");
 		goto fail;
 	}
@@ -87,6 +95,8 @@ fail:
 
 void tf_seqstate_reset(tf_seqstate *s)
 {
+	s->pend.n = 0;
+	s->pend.pos0 = 0;
 	for (int i = 0; i < s->n; i++) {
 		void *inst;
 		const tf_plugin_attention *a = tf_pipeline_attn(s->p, i, &inst);
@@ -95,6 +105,41 @@ void tf_seqstate_reset(tf_seqstate *s)
 		else
 			a->reset(inst);
 	}
+}
+
+/* Room for n rows in d. */
+static int pend_grow(struct ss_pend *d, int64_t n, size_t bytes)
+{
+	if (n <= d->cap)
+		return TF_OK;
+	int64_t cap = d->cap ? d->cap : 8;
+	while (cap < n)
+		cap *= 2;
+	float *h = realloc(d->hidden, (size_t)cap * bytes);
+	if (h)
+		d->hidden = h;
+	int32_t *t = realloc(d->tok, (size_t)cap * sizeof(*t));
+	if (t)
+		d->tok = t;
+	if (!h || !t)
+		return tf_diag_set(TF_ERR_NOMEM, "MTP layer: out of memory for %" PRId64
+				   " rows to feed it", n);
+	d->cap = cap;
+	return TF_OK;
+}
+
+static int pend_copy(struct ss_pend *d, const struct ss_pend *s, size_t bytes)
+{
+	int rc = pend_grow(d, s->n, bytes);
+	if (rc != TF_OK)
+		return rc;
+	if (s->n) {
+		memcpy(d->hidden, s->hidden, (size_t)s->n * bytes);
+		memcpy(d->tok, s->tok, (size_t)s->n * sizeof(*s->tok));
+	}
+	d->n = s->n;
+	d->pos0 = s->pos0;
+	return TF_OK;
 }
 
 int tf_seqstate_copy(tf_seqstate *dst, const tf_seqstate *src)
@@ -110,9 +155,7 @@ int tf_seqstate_copy(tf_seqstate *dst, const tf_seqstate *src)
 		if (rc != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s): copy", i, a->hdr.name);
 	}
-	if (src->bytes)
-		memcpy(dst->hidden, src->hidden, src->bytes);
-	return TF_OK;
+	return pend_copy(&dst->pend, &src->pend, src->bytes);
 }
 
 /* Layer i's snapshot size and the calls that take and restore it, old
@@ -158,13 +201,11 @@ int tf_seqstate_snapshot(tf_seqstate *s)
 		}
 	}
 	s->has_snap = false;            /* until every layer has taken it */
-	for (int i = 0; i < s->n; i++) {
-		int rc = ss_take(s, i, s->snap[i]);
-		if (rc != TF_OK)
-			return rc;
-	}
-	if (s->bytes)
-		memcpy(s->snap_hidden, s->hidden, s->bytes);
+	int rc = pend_copy(&s->snap_pend, &s->pend, s->bytes);
+	for (int i = 0; rc == TF_OK && i < s->n; i++)
+		rc = ss_take(s, i, s->snap[i]);
+	if (rc != TF_OK)
+		return rc;
 	s->has_snap = true;
 	return TF_OK;
 }
@@ -178,9 +219,7 @@ int tf_seqstate_rollback(tf_seqstate *s)
 		if (rc != TF_OK)
 			return rc;
 	}
-	if (s->bytes)
-		memcpy(s->hidden, s->snap_hidden, s->bytes);
-	return TF_OK;
+	return pend_copy(&s->pend, &s->snap_pend, s->bytes);
 }
 
 int tf_seqstate_mtp_mark(tf_seqstate *s)
@@ -201,9 +240,41 @@ int tf_seqstate_mtp_back(tf_seqstate *s)
 	return ss_back(s, s->n - 1, s->mark);
 }
 
-float *tf_seqstate_hidden(tf_seqstate *s)
+int64_t tf_seqstate_pending(const tf_seqstate *s, float **hidden, int32_t **tokens,
+			    int32_t *pos0)
 {
-	return s->hidden;
+	*hidden = s->pend.hidden;
+	*tokens = s->pend.tok;
+	*pos0 = s->pend.pos0;
+	return s->pend.n;
+}
+
+int tf_seqstate_pend_add(tf_seqstate *s, int32_t pos, const int32_t *tokens, int64_t n,
+			 float **rows)
+{
+	struct ss_pend *d = &s->pend;
+	if (!d->n)
+		d->pos0 = pos;
+	else if (pos != d->pos0 + d->n)
+		return tf_diag_set(TF_ERR_INTERNAL, "MTP layer: rows at %d after %" PRId64
+				   " kept from %d", pos, d->n, d->pos0);
+	int rc = pend_grow(d, d->n + n, s->bytes);
+	if (rc != TF_OK)
+		return rc;
+	memcpy(d->tok + d->n, tokens, (size_t)n * sizeof(*tokens));
+	*rows = d->hidden + (size_t)d->n * (s->bytes / sizeof(float));
+	d->n += n;
+	return TF_OK;
+}
+
+void tf_seqstate_pend_drop(tf_seqstate *s, int64_t n)
+{
+	struct ss_pend *d = &s->pend;
+	size_t row = s->bytes / sizeof(float);
+	memmove(d->hidden, d->hidden + (size_t)n * row, (size_t)(d->n - n) * s->bytes);
+	memmove(d->tok, d->tok + n, (size_t)(d->n - n) * sizeof(*d->tok));
+	d->n -= n;
+	d->pos0 += (int32_t)n;
 }
 
 void *tf_seqstate_layer(const tf_seqstate *s, int i)

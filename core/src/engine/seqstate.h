@@ -35,12 +35,25 @@ int tf_seqstate_rollback(tf_seqstate *s);
 /*
  * With the MTP layer (pipeline.h): mark its state alone, apart from the
  * snapshot, and go back to the mark, so drafts past the main state leave
- * no trace; and the final-normed hidden [hidden_size] (host memory) of the
- * last position, which the snapshot and the copy cover with the rest.
+ * no trace.
  */
 int tf_seqstate_mtp_mark(tf_seqstate *s);
 int tf_seqstate_mtp_back(tf_seqstate *s);
-float *tf_seqstate_hidden(tf_seqstate *s);
+
+/*
+ * The rows the MTP layer has not been fed yet (pipeline.h): the
+ * final-normed hidden states hidden [n, hidden_size] (host memory) and the
+ * tokens of positions *pos0 .. *pos0 + n - 1, n returned; the snapshot and
+ * the copy cover them with the rest.  tf_seqstate_pend_add makes room for
+ * n more, at positions pos.. (right after the kept ones), copies their
+ * tokens and points *rows where their hidden states go;
+ * tf_seqstate_pend_drop forgets the first n, fed now.
+ */
+int64_t tf_seqstate_pending(const tf_seqstate *s, float **hidden, int32_t **tokens,
+			    int32_t *pos0);
+int tf_seqstate_pend_add(tf_seqstate *s, int32_t pos, const int32_t *tokens, int64_t n,
+			 float **rows);
+void tf_seqstate_pend_drop(tf_seqstate *s, int64_t n);
 
 /* Layer i's state object (the instance itself for a pre-1.5 plugin). */
 void *tf_seqstate_layer(const tf_seqstate *s, int i);
