@@ -319,8 +319,9 @@ void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, flo
 	const tile_decode_fn decode = tile_decoders[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE;
 
-	if (rows == 1) {
-		mat_mul_row(m, xh, yh, j0, j1, path);
+	if (rows <= TF_EXL3_ROWS_ALONE) {
+		for (int64_t r = 0; r < rows; r++)
+			mat_mul_row(m, xh + r * m->k, yh + r * m->n, j0, j1, path);
 		return;
 	}
 	for (int64_t j = j0; j < j1; j++) {

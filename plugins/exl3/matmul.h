@@ -85,7 +85,12 @@ void tf_exl3_mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j,
 		      float out[TF_EXL3_TILE_N]);
 
 /* yh[r][16j .. 16j+15] = xh[r] · Ŵ[:, 16j .. 16j+15] for tile columns
- * j in [j0, j1) and rows r < rows; row strides are k (xh) and n (yh). */
+ * j in [j0, j1) and rows r < rows; row strides are k (xh) and n (yh).
+ * Up to TF_EXL3_ROWS_ALONE rows, each row is computed as one row alone,
+ * bit for bit (the one-row kernels, decode fused into the dot product), so
+ * a speculative verify's rows get serial decoding's logits; more rows
+ * decode each tile once for all of them. */
+#define TF_EXL3_ROWS_ALONE 8
 void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 			 float *yh, int64_t j0, int64_t j1);
 void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,

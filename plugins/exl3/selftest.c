@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hadamard.h"
 #include "matmul.h"
@@ -30,15 +31,25 @@ static uint64_t lcg(uint64_t *s)
 	return *s >> 16;
 }
 
+/* The product of rows [0, rr) of x on path p into y, the column range
+ * split raggedly so that kernels pairing tiles meet a lone one. */
+static void mul_on(const tf_exl3_mat *m, const float *x, int rr, float *y, int p)
+{
+	tf_exl3_mat_mul_on(m, x, rr, y, 0, 1, (tf_exl3_rowpath)p);
+	tf_exl3_mat_mul_on(m, x, rr, y, 1, m->n / 16, (tf_exl3_rowpath)p);
+}
+
 /* The layout returns the file's tiles; fused tile decode rounds to the
  * reference fp16 exactly; both products agree with a float64 sum of the
- * reference tiles.  n = 48: a column group of three tiles, the last one
- * alone in its pair. */
+ * reference tiles, one row, a few and more than TF_EXL3_ROWS_ALONE; up to
+ * that many, each row's bits are its own alone.  n = 48: a column group of
+ * three tiles, the last one alone in its pair. */
 static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 {
-	enum { k = 32, n = 48, rows = 3 };
+	enum { k = 32, n = 48, rows = TF_EXL3_ROWS_ALONE + 3 };
+	static const int counts[] = { 1, 3, rows };
 	uint16_t tr[(k / 16) * (n / 16) * 16 * 8], h[256];
-	float x[rows * k], y[rows * n], yr[rows * n], a[256], b[256];
+	float x[rows * k], y[rows * n], yr[rows * n], y1[n], a[256], b[256];
 	double ref[rows * n] = { 0 };
 	tf_exl3_mat m;
 	int ok = 1, same = 1;
@@ -72,7 +83,8 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 	check(same, "layout round trip", K, cb);
 	check(ok, "fused tile decode", K, cb);
 
-	for (int rr = 1; rr <= rows; rr += rows - 1) {          /* 1 row and 3 rows */
+	for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+		const int rr = counts[ci];
 		double err = 0, err_ref = 0, scale = 1e-3;
 		for (int i = 0; i < rr * n; i++)
 			y[i] = yr[i] = NAN;
@@ -81,20 +93,26 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 			scale = fmax(scale, fabs(ref[i]));
 			err_ref = fmax(err_ref, isnan(yr[i]) ? INFINITY : fabs(yr[i] - ref[i]));
 		}
-		/* Every one-row kernel this CPU runs, the column range split
-		 * raggedly so that kernels pairing tiles meet a lone one. */
+		/* Every one-row kernel this CPU runs. */
 		for (int p = TF_EXL3_ROWPATH_VEC; p < TF_EXL3_ROWPATH_COUNT; p++) {
 			if (!tf_exl3_rowpath_supported((tf_exl3_rowpath)p))
 				continue;
 			for (int i = 0; i < rr * n; i++)
 				y[i] = NAN;
-			tf_exl3_mat_mul_on(&m, x, rr, y, 0, 1, (tf_exl3_rowpath)p);
-			tf_exl3_mat_mul_on(&m, x, rr, y, 1, n / 16, (tf_exl3_rowpath)p);
+			mul_on(&m, x, rr, y, p);
 			err = 0;
 			for (int i = 0; i < rr * n; i++)
 				err = fmax(err, isnan(y[i]) ? INFINITY : fabs(y[i] - ref[i]));
 			check(err / scale < 1e-3, p == TF_EXL3_ROWPATH_VEC ? "fused product" :
 			      "fused product, avx512", K, cb);
+			int alone = 1;
+			for (int r = 0; rr > 1 && rr <= TF_EXL3_ROWS_ALONE && r < rr; r++) {
+				for (int i = 0; i < n; i++)
+					y1[i] = NAN;
+				mul_on(&m, x + r * k, 1, y1, p);
+				alone &= !memcmp(y1, y + r * n, sizeof(y1));
+			}
+			check(alone, "rows in a product as alone", K, cb);
 		}
 		check(err_ref / scale < 1e-5, "reference product", K, cb);
 	}

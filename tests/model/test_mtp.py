@@ -95,6 +95,31 @@ class MtpLogits(unittest.TestCase):
         self.assertIn("[mtp] enabled", p.stderr)
 
 
+class VerifyRows(unittest.TestCase):
+    """What `accept = exact` rests on: a verify's few rows get, bit for
+    bit, the logits each row would get alone.  Prefilled one row at a
+    time, then 2, 3 and 8 at a time, every position's logits alike, on
+    bf16 weights and on EXL3 through each CPU path."""
+
+    def test_rows_as_alone(self):
+        bf16, exl3 = tm.exl3_pair()
+        for tag, model, sets in (("bf16", bf16, ()), ("exl3", exl3, ()),
+                                 ("exl3-int", exl3, ("plugins.quant=exl3-int",)),
+                                 ("exl3-q8", exl3, ("plugins.quant=exl3-q8",))):
+            rt = tm.Runtime(model, sets)
+            try:
+                toks = tm.prompt(24, 41, rt.vocab)
+                alone = rt.logits(toks, chunk=1)
+                for chunk in (2, 3, 8):
+                    with self.subTest(tag=tag, chunk=chunk):
+                        got = rt.logits(toks, chunk=chunk)
+                        rows = [i for i in range(len(toks)) if (got[i] != alone[i]).any()]
+                        self.assertEqual(rows, [], f"{tag}: rows whose logits in steps of "
+                                         f"{chunk} differ from one at a time")
+            finally:
+                rt.close()
+
+
 class Speculative(unittest.TestCase):
     """Each prompt, sampling and depth: the ids with drafts are the ids
     without."""
