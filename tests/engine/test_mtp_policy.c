@@ -7,6 +7,7 @@
  * there and come within 3% of that depth held fixed.
  */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/mtp_policy.h"
@@ -30,12 +31,11 @@ static double uniform(struct world *w)
 /* One step at depth k: its seconds and the drafts kept. */
 static double step(struct world *w, int k, int *kept)
 {
+	bool cut = k && uniform(w) < w->cut;    /* a plain step and one MTP row */
 	*kept = 0;
-	if (k && uniform(w) < w->cut)   /* a plain step and one MTP row */
-		k = 0;
-	while (*kept < k && uniform(w) < w->acc[*kept + 1])
+	while (!cut && *kept < k && uniform(w) < w->acc[*kept + 1])
 		(*kept)++;
-	double t = (k ? w->cost[k] : 1.1 * w->cost[0]) * (0.9 + 0.2 * uniform(w));
+	double t = (cut ? 1.1 * w->cost[0] : w->cost[k]) * (0.9 + 0.2 * uniform(w));
 	return uniform(w) < w->preempted ? t * (2 + uniform(w)) : t;
 }
 
@@ -95,6 +95,16 @@ Test(mtp_policy, drafts_p_min_cuts_are_costed_as_they_come)
 	 * 5x a plain step and are rejected; the mean cost of asking is 1.9x. */
 	settles((struct world){ .cost = { 1.0, 5.1, 6.6, 6.5 }, .acc = { 0, 0, 0, 0 },
 				.cut = 0.8, .preempted = 0.25, .rng = 6 }, 0, 0.95);
+}
+
+Test(mtp_policy, a_head_p_min_always_cuts_is_left_alone)
+{
+	/* ling-bench's random head under p_min = 0.4: every draft cut, so
+	 * asking for depth 1 costs a plain step and one MTP row (1.1x),
+	 * close to plain; once its acceptance is known to be nil, probes
+	 * must back off like any that lose. */
+	settles((struct world){ .cost = { 1.0, 5.1, 6.6, 6.5 }, .acc = { 0, 0, 0, 0 },
+				.cut = 1.0, .rng = 7 }, 0, 0.98);
 }
 
 Test(mtp_policy, settles_on_the_best_depth)
