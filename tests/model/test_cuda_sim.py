@@ -9,11 +9,17 @@ step of a forward runs in the kernels a GPU would run.
              chunks of 17 and 13 (MLA's absorbed form; KDA chunked, then
              recurrent on the state it left), 6 rows one at a time
              (decode steps)
-    Greedy   greedy decoding gives the ids the CPU path gives
+    Mtp      test_mtp.py's MtpLogits: the MTP layer's logits
+             (--dump-mtp-logits) of 10 tokens against the float64 reference
+    Greedy   greedy decoding gives the ids the CPU path gives, serially and
+             with MTP drafts 2 deep (ling-tiny's random head has every draft
+             rejected: each verify step rolls the device states back)
 
 TF_TFRUN is tests/tfrun_sim (tfrun linked with ASan, which the cuda-sim
-modules need in the process); without `plugins.path` and the backend pin
-it is the CPU path.  TF_CUDA_SIM_PLUGINS is the folder of the modules.
+modules need in the process); without the backend pin it is the CPU path.
+TF_DEVICE_PLUGINS is the folder of the cuda-sim modules (added with
+`plugins.path`).  scripts/gpu-check.sh runs the same tests on a GPU with
+TF_DEVICE_BACKEND=cuda, the plain tfrun and no TF_DEVICE_PLUGINS.
 The harness runs each thread as a fiber under ASan, about a second of CPU
 per token here, so the prompts are short and each launch runs under one
 thread schedule (TF_SIMT_SCHEDULES=forward, set by ctest): every kernel's
@@ -24,6 +30,7 @@ import os
 import tempfile
 import unittest
 
+import test_mtp
 import tfmodel as tm
 from test_mtp import ids_only, run
 
@@ -33,20 +40,34 @@ tm.TIMEOUT_S = 600
 # (tokens, seed, prefill chunk)
 PROMPTS = [(56, 31, None), (30, 32, 17), (6, 33, 1)]
 
+BACKEND = os.environ.get("TF_DEVICE_BACKEND", "cuda-sim")
 
-def sim_sets():
-    return [f"plugins.path={tm.env('TF_CUDA_SIM_PLUGINS')}", "plugins.backend=cuda-sim"]
+
+def device_sets():
+    """The INI overrides that run the model on the device backend."""
+    path = os.environ.get("TF_DEVICE_PLUGINS")
+    return ([f"plugins.path={path}"] if path else []) + [f"plugins.backend={BACKEND}"]
+
+
+def device_args(*extra):
+    """tfrun's --set arguments of device_sets() and `extra`."""
+    return [a for kv in device_sets() + list(extra) for a in ("--set", kv)]
 
 
 class Logits(unittest.TestCase):
     def test_logits_match_reference(self):
         model = tm.model_dir("ling-tiny")
-        rt, ref = tm.Runtime(model, sets=sim_sets()), tm.Reference(model)
+        rt, ref = tm.Runtime(model, sets=device_sets()), tm.Reference(model)
         self.addCleanup(rt.close)
         for n, seed, chunk in PROMPTS:
             toks = tm.prompt(n, seed, rt.vocab)
-            tm.check(self, f"cuda-sim {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
+            tm.check(self, f"{BACKEND} {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
                      ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+
+
+class Mtp(test_mtp.MtpLogits):
+    SETS = tuple(device_sets())
+    TOKENS = 10
 
 
 class Greedy(unittest.TestCase):
@@ -56,10 +77,13 @@ class Greedy(unittest.TestCase):
         with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
             ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
             want, _ = run(ini, toks, "-n", "10")
-            got, _ = run(ini, toks, "-n", "10", *[a for kv in sim_sets() for a in ("--set", kv)])
-        print(f"  greedy ids: cpu {want}, cuda-sim {got}", flush=True)
+            got, _ = run(ini, toks, "-n", "10", *device_args())
+            drafted, _ = run(ini, toks, "-n", "10", *device_args(
+                "mtp.enabled=true", "mtp.adaptive=false", "mtp.max_depth=2"))
+        print(f"  greedy ids: cpu {want}, {BACKEND} {got}, with drafts {drafted}", flush=True)
         self.assertEqual(len(want), 10)
         self.assertEqual(got, want)
+        self.assertEqual(drafted, want)
 
 
 if __name__ == "__main__":
