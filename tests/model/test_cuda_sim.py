@@ -3,12 +3,12 @@
 the SIMT harness (tests/simt), `[plugins] backend = cuda-sim`, so every
 step of a forward runs in the kernels a GPU would run.
 
-    Logits   the logits of every prompt position against the float64
-             reference, with the CPU path's tolerances: one prefill of 56
-             rows (MLA's naive form, KDA's chunked kernel), 30 rows in
-             chunks of 17 and 13 (MLA's absorbed form; KDA chunked, then
-             recurrent on the state it left), 6 rows one at a time
-             (decode steps)
+    Logits   test_reference.py's Bf16: the logits of every prompt position
+             against the float64 reference, with the CPU path's
+             tolerances: one prefill of 56 rows (MLA's naive form, KDA's
+             chunked kernel), 30 rows in chunks of 17 and 13 (MLA's
+             absorbed form; KDA chunked, then recurrent on the state it
+             left), 6 rows one at a time (decode steps)
     Mtp      test_mtp.py's MtpLogits: the MTP layer's logits
              (--dump-mtp-logits) of 10 tokens against the float64 reference
     Greedy   greedy decoding gives the ids the CPU path gives, serially and
@@ -31,6 +31,7 @@ import tempfile
 import unittest
 
 import test_mtp
+import test_reference
 import tfmodel as tm
 from test_mtp import ids_only, run
 
@@ -54,15 +55,10 @@ def device_args(*extra):
     return [a for kv in device_sets() + list(extra) for a in ("--set", kv)]
 
 
-class Logits(unittest.TestCase):
-    def test_logits_match_reference(self):
-        model = tm.model_dir("ling-tiny")
-        rt, ref = tm.Runtime(model, sets=device_sets()), tm.Reference(model)
-        self.addCleanup(rt.close)
-        for n, seed, chunk in PROMPTS:
-            toks = tm.prompt(n, seed, rt.vocab)
-            tm.check(self, f"{BACKEND} {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
-                     ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
+class Logits(test_reference.Bf16):
+    PROMPTS = PROMPTS
+    SETS = tuple(device_sets())
+    TAG = BACKEND
 
 
 class Mtp(test_mtp.MtpLogits):
