@@ -1,7 +1,7 @@
 /*
  * backend.c - the CUDA backend: device memory, one stream, and the ops
- * kernels.cu implements (RMSNorm, add, SwiGLU, embedding); the other op
- * slots are NULL, which the ABI reads as "not implemented".
+ * kernels.cu implements (RMSNorm, add, SwiGLU, embedding, conversion);
+ * the other op slots are NULL, which the ABI reads as "not implemented".
  *
  * Every call queues work on the instance's stream and returns; sync()
  * waits for it.  The `stream` slot hands that stream to device plugins
@@ -9,13 +9,15 @@
  * kept, logged, and returned by the next sync().
  *
  * Pointers are device memory from alloc(), except: token ids are host
- * memory, and an embedding table may be either (the mapped checkpoint is
- * host memory; rows are then gathered here and widened on the device).
+ * memory, and an embedding table or a conversion's source may be either
+ * (the mapped checkpoint is host memory: rows are then gathered, or the
+ * source copied, to the device and widened there).
  *
  * The CUDA runtime is linked statically, so this .so loads on a machine
  * without libcudart; probe() then reports "no CUDA device".
  */
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +32,11 @@ typedef struct tf_cuda {
 	cudaStream_t stream;
 	int status;                     /* first op failure since the last sync */
 
-	/* Scratch for embed, grown on demand. */
+	/* Scratch for embed and convert, grown on demand. */
 	void *ids_dev;                  /* token ids copied to the device */
 	size_t ids_cap;
-	void *rows_dev;                 /* rows gathered from a host table */
+	void *rows_dev;                 /* rows gathered from a host table, or a
+					 * host source of convert */
 	size_t rows_cap;
 	void *staging;                  /* pinned host copy of those rows */
 	size_t staging_cap;
@@ -210,13 +213,14 @@ static void cuda_swiglu(void *ctx, float *y, const float *gate, const float *up,
 	cuda_check(c, tf_cuda_swiglu(c->stream, y, gate, up, n, limit), "swiglu");
 }
 
-/* Grow a scratch buffer (device, or pinned host) to `need` bytes.  Work
- * queued earlier may still use the old one, so wait for it first. */
-static int cuda_grow(tf_cuda *c, void **p, size_t *cap, size_t need, int pinned)
+/* Grow a scratch buffer (device, or pinned host) to `need` bytes for op.
+ * Work queued earlier may still use the old one, so wait for it first. */
+static int cuda_grow(tf_cuda *c, void **p, size_t *cap, size_t need, int pinned,
+		     const char *op)
 {
 	if (need <= *cap)
 		return 0;
-	if (cuda_check(c, cudaStreamSynchronize(c->stream), "embed"))
+	if (cuda_check(c, cudaStreamSynchronize(c->stream), op))
 		return 1;
 	if (pinned)
 		cudaFreeHost(*p);
@@ -224,27 +228,44 @@ static int cuda_grow(tf_cuda *c, void **p, size_t *cap, size_t need, int pinned)
 		cudaFree(*p);
 	*p = NULL;
 	*cap = 0;
-	if (cuda_check(c, pinned ? cudaMallocHost(p, need) : cudaMalloc(p, need), "embed"))
+	if (cuda_check(c, pinned ? cudaMallocHost(p, need) : cudaMalloc(p, need), op))
 		return 1;
 	*cap = need;
 	return 0;
+}
+
+/* The kernels' name for a float dtype; false for any other. */
+static bool cuda_elem(tf_dtype dtype, tf_cuda_elem *elem)
+{
+	switch (dtype) {
+	case TF_DTYPE_F32: *elem = TF_CUDA_F32; return true;
+	case TF_DTYPE_F16: *elem = TF_CUDA_F16; return true;
+	case TF_DTYPE_BF16: *elem = TF_CUDA_BF16; return true;
+	default: return false;
+	}
+}
+
+/* The device's address of p, or NULL when p is plain host memory. */
+static const void *cuda_device_view(const void *p)
+{
+	struct cudaPointerAttributes attr;
+	if (cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
+	    attr.type != cudaMemoryTypeUnregistered && attr.devicePointer)
+		return attr.devicePointer;
+	cudaGetLastError();             /* plain host memory is not an error */
+	return NULL;
 }
 
 static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 		       int64_t dim, const int32_t *ids, int64_t n)
 {
 	tf_cuda *c = ctx;
-	struct cudaPointerAttributes attr;
 	size_t row = (size_t)dim * tf_dtype_size(dtype);
+	tf_cuda_elem elem;
 
 	if (n <= 0 || dim <= 0)
 		return;
-	tf_cuda_elem elem;
-	switch (dtype) {
-	case TF_DTYPE_F32: elem = TF_CUDA_F32; break;
-	case TF_DTYPE_F16: elem = TF_CUDA_F16; break;
-	case TF_DTYPE_BF16: elem = TF_CUDA_BF16; break;
-	default:
+	if (!cuda_elem(dtype, &elem)) {
 		cuda_fail(c, TF_ERR_UNSUPPORTED, "embed", "table dtype is not F32, F16 or BF16");
 		return;
 	}
@@ -256,23 +277,22 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 			return;
 		}
 	cuda_enter(c);
-	if (cudaPointerGetAttributes(&attr, table) == cudaSuccess &&
-	    attr.type != cudaMemoryTypeUnregistered && attr.devicePointer) {
+	const void *dtable = cuda_device_view(table);
+	if (dtable) {
 		/* The device can read the table: gather there. */
-		if (cuda_grow(c, &c->ids_dev, &c->ids_cap, (size_t)n * sizeof(int32_t), 0) ||
+		if (cuda_grow(c, &c->ids_dev, &c->ids_cap, (size_t)n * sizeof(int32_t), 0,
+			      "embed") ||
 		    cuda_check(c, cudaMemcpyAsync(c->ids_dev, ids, (size_t)n * sizeof(int32_t),
 						  cudaMemcpyHostToDevice, c->stream), "embed"))
 			return;
-		cuda_check(c, tf_cuda_embed(c->stream, y, attr.devicePointer, elem, dim,
-					    c->ids_dev, n), "embed");
+		cuda_check(c, tf_cuda_embed(c->stream, y, dtable, elem, dim, c->ids_dev, n), "embed");
 		return;
 	}
-	cudaGetLastError();             /* plain host memory is not an error */
 
 	/* A host table: gather the rows into pinned memory (after the last
 	 * copy out of it finished), send them, widen on the device. */
-	if (cuda_grow(c, &c->staging, &c->staging_cap, (size_t)n * row, 1) ||
-	    cuda_grow(c, &c->rows_dev, &c->rows_cap, (size_t)n * row, 0) ||
+	if (cuda_grow(c, &c->staging, &c->staging_cap, (size_t)n * row, 1, "embed") ||
+	    cuda_grow(c, &c->rows_dev, &c->rows_cap, (size_t)n * row, 0, "embed") ||
 	    cuda_check(c, cudaStreamSynchronize(c->stream), "embed"))
 		return;
 	for (int64_t i = 0; i < n; i++)
@@ -284,10 +304,65 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 	cuda_check(c, tf_cuda_embed(c->stream, y, c->rows_dev, elem, dim, NULL, n), "embed");
 }
 
+/* dst is device memory; src device or host memory (the engine converts
+ * norm weights straight from the mapped checkpoint): a host source is
+ * copied to the device first, so it may be reused on return. */
+static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src,
+			tf_dtype src_type, int64_t n)
+{
+	tf_cuda *c = ctx;
+	const tf_host *h = c->host;
+	tf_cuda_elem de, se;
+	size_t sbytes = (size_t)(n > 0 ? n : 0) * tf_dtype_size(src_type);
+
+	if (!cuda_elem(dst_type, &de) || !cuda_elem(src_type, &se))
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"backend-cuda: convert %s -> %s: only F32, F16 and BF16",
+				tf_dtype_name(src_type), tf_dtype_name(dst_type));
+	if (n < 0)
+		return h->error(h, TF_ERR_INVALID,
+				"backend-cuda: convert %s -> %s: negative count %lld",
+				tf_dtype_name(src_type), tf_dtype_name(dst_type), (long long)n);
+	if (!n)
+		return TF_OK;
+	cuda_enter(c);
+	const void *dsrc = cuda_device_view(src);
+	cudaError_t e = cudaSuccess;
+	if (src_type == dst_type)
+		e = cudaMemcpyAsync(dst, src, sbytes, dsrc ? cudaMemcpyDeviceToDevice :
+			    cudaMemcpyHostToDevice, c->stream);
+	else {
+		/* One thread's element may overlap another's: refused, as on
+		 * backend-cpu. */
+		const char *d = dst, *s = dsrc;
+		if (s && d < s + sbytes && s < d + (size_t)n * tf_dtype_size(dst_type))
+			return h->error(h, TF_ERR_INVALID,
+					"backend-cuda: convert %s -> %s: source and destination overlap",
+					tf_dtype_name(src_type), tf_dtype_name(dst_type));
+		if (!dsrc) {
+			if (cuda_grow(c, &c->rows_dev, &c->rows_cap, sbytes, 0, "convert")) {
+				int rc = c->status;     /* returned here, not at sync */
+				c->status = TF_OK;
+				return rc;
+			}
+			e = cudaMemcpyAsync(c->rows_dev, src, sbytes, cudaMemcpyHostToDevice,
+					    c->stream);
+			dsrc = c->rows_dev;
+		}
+		if (e == cudaSuccess)
+			e = (cudaError_t)tf_cuda_convert(c->stream, dst, de, dsrc, se, n);
+	}
+	if (e != cudaSuccess)
+		return h->error(h, TF_ERR_DEVICE, "backend-cuda: convert %s -> %s of %lld: %s",
+				tf_dtype_name(src_type), tf_dtype_name(dst_type), (long long)n,
+				cudaGetErrorString(e));
+	return TF_OK;
+}
+
 static const tf_backend cuda_backend = {
 	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, TF_CUDA_PLUGIN_NAME("cuda"),
 				TF_VERSION_STRING,
-				"CUDA device memory, one stream, RMSNorm/add/SwiGLU/embedding kernels",
+				"CUDA device memory, one stream, RMSNorm/add/SwiGLU/embedding/convert kernels",
 				cuda_probe),
 	.init = cuda_init,
 	.quiesce = cuda_quiesce,
@@ -301,6 +376,7 @@ static const tf_backend cuda_backend = {
 	.add = cuda_add,
 	.swiglu = cuda_swiglu,
 	.embed = cuda_embed,
+	.convert = cuda_convert,
 	.stream = cuda_stream,
 };
 

@@ -71,21 +71,49 @@ __global__ static void swiglu_kernel(float *y, const float *gate,
 	}
 }
 
+/* Element `at` of an array of `elem`, widened to float (exact). */
+__device__ static float load_elem(const void *p, tf_cuda_elem elem, int64_t at)
+{
+	if (elem == TF_CUDA_F32)
+		return ((const float *)p)[at];
+	if (elem == TF_CUDA_F16)
+		return __half2float(__ushort_as_half(((const uint16_t *)p)[at]));
+	return __uint_as_float((uint32_t)((const uint16_t *)p)[at] << 16);
+}
+
+/* v stored as `elem`, rounded to nearest even as tf/dtype.h's
+ * tf_f32_to_f16 and tf_f32_to_bf16 do, NaN included (the quiet NaN
+ * they make), so the bits equal backend-cpu's. */
+__device__ static void store_elem(void *p, tf_cuda_elem elem, int64_t at, float v)
+{
+	uint32_t u = __float_as_uint(v);
+	bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+	if (elem == TF_CUDA_F32)
+		((float *)p)[at] = v;
+	else if (elem == TF_CUDA_F16)
+		((uint16_t *)p)[at] = nan ? (uint16_t)((u >> 16 & 0x8000u) | 0x7e00u)
+					  : __half_as_ushort(__float2half_rn(v));
+	else
+		((uint16_t *)p)[at] = nan ? (uint16_t)(u >> 16 | 0x40u)
+					  : (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
 /* One block per token row. */
 __global__ static void embed_kernel(float *y, const void *table, tf_cuda_elem elem,
 				    int64_t dim, const int32_t *ids)
 {
 	int64_t row = ids ? ids[blockIdx.x] : blockIdx.x;
 	float *yr = y + blockIdx.x * dim;
-	for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-		int64_t at = row * dim + i;
-		if (elem == TF_CUDA_F32)
-			yr[i] = ((const float *)table)[at];
-		else if (elem == TF_CUDA_F16)
-			yr[i] = __half2float(__ushort_as_half(((const uint16_t *)table)[at]));
-		else
-			yr[i] = __uint_as_float((uint32_t)((const uint16_t *)table)[at] << 16);
-	}
+	for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+		yr[i] = load_elem(table, elem, row * dim + i);
+}
+
+__global__ static void convert_kernel(void *dst, tf_cuda_elem dst_elem, const void *src,
+				      tf_cuda_elem src_elem, int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		store_elem(dst, dst_elem, i, load_elem(src, src_elem, i));
 }
 
 extern "C" int tf_cuda_rmsnorm(cudaStream_t stream, float *y, const float *x,
@@ -126,5 +154,15 @@ extern "C" int tf_cuda_embed(cudaStream_t stream, float *y, const void *table,
 	if (n > 0x7fffffff)
 		return cudaErrorInvalidValue;
 	TF_LAUNCH((unsigned)n, TF_CUDA_BLOCK, 0, stream, embed_kernel)(y, table, elem, dim, ids);
+	return cudaGetLastError();
+}
+
+extern "C" int tf_cuda_convert(cudaStream_t stream, void *dst, tf_cuda_elem dst_elem,
+			       const void *src, tf_cuda_elem src_elem, int64_t n)
+{
+	if (n <= 0)
+		return cudaSuccess;
+	TF_LAUNCH(grid_for(n), TF_CUDA_BLOCK, 0, stream, convert_kernel)(dst, dst_elem, src,
+									 src_elem, n);
 	return cudaGetLastError();
 }

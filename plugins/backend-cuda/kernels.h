@@ -17,8 +17,9 @@
 extern "C" {
 #endif
 
-/* Stored element types of an embedding table.  tf/dtype.h is C only (its
- * tables use array designators), so the .cu side gets its own names. */
+/* Stored element types of an embedding table or a conversion.  tf/dtype.h
+ * is C only (its tables use array designators), so the .cu side gets its
+ * own names. */
 typedef enum tf_cuda_elem { TF_CUDA_F32, TF_CUDA_F16, TF_CUDA_BF16 } tf_cuda_elem;
 
 int tf_cuda_rmsnorm(cudaStream_t stream, float *y, const float *x,
@@ -31,6 +32,11 @@ int tf_cuda_swiglu(cudaStream_t stream, float *y, const float *gate,
  * device-accessible. */
 int tf_cuda_embed(cudaStream_t stream, float *y, const void *table,
 		  tf_cuda_elem elem, int64_t dim, const int32_t *ids, int64_t n);
+/* dst[i] = src[i] for n elements, widened exactly or rounded to nearest
+ * even (NaN stays a quiet NaN, as tf/dtype.h's conversions); dst and src
+ * are device memory and must not overlap. */
+int tf_cuda_convert(cudaStream_t stream, void *dst, tf_cuda_elem dst_elem,
+		    const void *src, tf_cuda_elem src_elem, int64_t n);
 
 #ifdef __cplusplus
 }

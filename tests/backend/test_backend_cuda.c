@@ -2,7 +2,7 @@
  * test_backend_cuda.c - backend-cuda.so loads without libcudart or a GPU
  * and says why it cannot run; on a machine with a GPU, its kernels match
  * the CPU reference ("cpu-ref") on random data, host and device embedding
- * tables alike, and op failures surface at sync().
+ * tables and conversion sources alike, and op failures surface at sync().
  *
  * Built a second time against the SIMT harness (tests/simt/), where
  * TF_CUDA_BACKEND names the harness build of the plugin and the "GPU"
@@ -46,6 +46,8 @@ Test(backend_cuda, descriptor_and_probe)
 	cr_assert_null(be->n_threads);
 	cr_assert_not_null(be->rmsnorm);
 	cr_assert_not_null(be->embed);
+	/* The engine's ops, convert among them (pipeline.c check_backend). */
+	cr_assert_not_null(be->convert);
 	/* Device plugins queue on its stream (ABI 1.7). */
 	cr_assert_not_null(be->stream);
 
@@ -213,5 +215,119 @@ Test(backend_cuda_gpu, op_failures_surface_at_sync)
 	gpu->embed(gctx, dy, table, TF_DTYPE_F32, 4, neg, 2);
 	cr_assert_eq(gpu->sync(gctx), TF_ERR_INVALID);
 	cr_assert_eq(gpu->sync(gctx), TF_OK, "the failure is reported once");
+	gpu->free(gctx, dy);
+}
+
+/* Element i of an F32, F16 or BF16 array as float. */
+static float elem_f32(const void *p, tf_dtype t, int64_t i)
+{
+	if (t == TF_DTYPE_F32)
+		return ((const float *)p)[i];
+	uint16_t h = ((const uint16_t *)p)[i];
+	return t == TF_DTYPE_F16 ? tf_f16_to_f32(h) : tf_bf16_to_f32(h);
+}
+
+/* Random values with the edges planted among them: NaNs (a payload, both
+ * signs), infinities, signed zeros, F16 subnormals and the halfway points
+ * around them, F16's overflow edge, BF16 ties both ways, huge and tiny. */
+static float *convert_inputs(int64_t n, uint64_t seed)
+{
+	static const uint32_t edge[] = {
+		0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x00000000u,
+		0x80000000u, 0x33000000u, 0x33000001u, 0x337fffffu, 0x38800000u, 0x387fe000u,
+		0x387ff000u, 0x477fefffu, 0x477ff000u, 0x3f808000u, 0x3f818000u, 0xbf808000u,
+		0x7f7fffffu, 0x00000001u, 0x3fffffffu,
+	};
+	float *x = random_floats((size_t)n, 40000.0f, seed);
+	for (int64_t i = 0; i < n; i++) {
+		if (i % 5 == 1)
+			x[i] *= 1e-7f;          /* the F16 subnormal range */
+		if (i % 3 == 2) {
+			uint32_t u = edge[(size_t)(i / 3) % (sizeof(edge) / sizeof(edge[0]))];
+			memcpy(&x[i], &u, 4);
+		}
+	}
+	return x;
+}
+
+/* Every pair of F32, F16 and BF16 on ragged lengths, from device memory
+ * and from host memory (the engine converts norm weights straight from
+ * the mapped checkpoint), into poisoned device memory: the bits cpu-ref
+ * gives, except that a NaN need only stay a NaN (payloads may differ). */
+Test(backend_cuda_gpu, convert_matches_reference)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	static const tf_dtype types[] = { TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16 };
+	static const int64_t lens[] = { 1, 7, 255, 257, 4099 };
+	const tf_backend *ref = fx.be[CPU_REF];
+	void *rctx = fx.ctx[CPU_REF];
+	for (int li = 0; li < 5; li++) {
+		int64_t n = lens[li];
+		float *x = convert_inputs(n, 40 + li);
+		void *src = malloc((size_t)n * 4), *want = malloc((size_t)n * 4);
+		void *got = malloc((size_t)n * 4);
+		for (int s = 0; s < 3; s++)
+			for (int d = 0; d < 3; d++) {
+				size_t sb = (size_t)n * tf_dtype_size(types[s]);
+				size_t db = (size_t)n * tf_dtype_size(types[d]);
+				cr_assert_eq(ref->convert(rctx, src, types[s], x, TF_DTYPE_F32, n), TF_OK);
+				cr_assert_eq(ref->convert(rctx, want, types[d], src, types[s], n), TF_OK);
+				void *dsrc = to_device(src, sb);
+				for (int w = 0; w < 2; w++) {
+					float *dy = poisoned_device((size_t)n);
+					cr_assert_eq(gpu->convert(gctx, dy, types[d], w ? dsrc : src,
+								  types[s], n), TF_OK, "%s",
+						     tf_testhost_last_error(fx.th));
+					if (!w)         /* a host source is the caller's again */
+						memset(src, 0x5a, sb);
+					cr_assert_eq(gpu->sync(gctx), TF_OK);
+					cr_assert_eq(gpu->download(gctx, got, dy, db), TF_OK);
+					for (int64_t i = 0; i < n; i++) {
+						float g = elem_f32(got, types[d], i);
+						float e = elem_f32(want, types[d], i);
+						size_t z = tf_dtype_size(types[d]);
+						bool same = isnan(e) ? isnan(g) :
+							    !memcmp((char *)got + i * z, (char *)want + i * z, z);
+						cr_assert(same, "%s -> %s, %lld elements from %s memory: "
+							  "element %lld is %g, cpu-ref %g",
+							  tf_dtype_name(types[s]), tf_dtype_name(types[d]),
+							  (long long)n, w ? "device" : "host", (long long)i,
+							  (double)g, (double)e);
+					}
+					if (!w)
+						cr_assert_eq(ref->convert(rctx, src, types[s], x,
+									  TF_DTYPE_F32, n), TF_OK);
+					gpu->free(gctx, dy);
+				}
+				gpu->free(gctx, dsrc);
+			}
+		free(x);
+		free(src);
+		free(want);
+		free(got);
+	}
+}
+
+/* Refusals come back from the call, naming the types; nothing is queued. */
+Test(backend_cuda_gpu, convert_refuses_bad_input)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	float *dy = poisoned_device(64);
+	cr_assert_eq(gpu->convert(gctx, dy, TF_DTYPE_F32, dy + 8, TF_DTYPE_I32, 4),
+		     TF_ERR_UNSUPPORTED);
+	cr_assert(strstr(tf_testhost_last_error(fx.th), "I32"), "%s",
+		  tf_testhost_last_error(fx.th));
+	cr_assert_eq(gpu->convert(gctx, dy, TF_DTYPE_F16, dy + 8, TF_DTYPE_F32, -1),
+		     TF_ERR_INVALID);
+	/* F32 -> F16 over [0, 16) from [4, 20): one thread's element would be
+	 * another's source. */
+	cr_assert_eq(gpu->convert(gctx, dy, TF_DTYPE_F16, dy + 4, TF_DTYPE_F32, 16),
+		     TF_ERR_INVALID);
+	cr_assert(strstr(tf_testhost_last_error(fx.th), "overlap"), "%s",
+		  tf_testhost_last_error(fx.th));
+	cr_assert_eq(gpu->convert(gctx, dy, TF_DTYPE_F16, dy + 8, TF_DTYPE_F32, 0), TF_OK);
+	cr_assert_eq(gpu->sync(gctx), TF_OK, "a refused convert leaves no failure behind");
 	gpu->free(gctx, dy);
 }

@@ -72,14 +72,20 @@ def mtp_line(stderr):
 
 
 class MtpLogits(unittest.TestCase):
+    # INI overrides and prompt length: test_cuda_sim.py runs these cases
+    # on a device backend, with a shorter prompt.
+    SETS = ()
+    TOKENS = 48
+
     def test_ling_tiny(self):
         model = tm.model_dir("ling-tiny")
         ref = ling_ref.Model(model)
-        toks = tm.prompt(48, 5, ref.V)
+        toks = tm.prompt(self.TOKENS, 5, ref.V)
         with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
             ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
             out = os.path.join(d, "mtp.f32")
-            run(ini, toks, "-n", "1", "--set", "mtp.enabled=true", "--dump-mtp-logits", out)
+            run(ini, toks, "-n", "1", "--set", "mtp.enabled=true", "--dump-mtp-logits", out,
+                *[a for kv in self.SETS for a in ("--set", kv)])
             got = compare.load(out, ref.V).reshape(len(toks) - 1, ref.V)
         _, hidden = ref.forward(toks)
         want = ref.mtp(hidden[:-1], toks[1:])[0]

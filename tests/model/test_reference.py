@@ -31,13 +31,19 @@ PROMPTS = [(1, 11, None), (9, 12, None), (70, 13, None), (150, 14, 32)]
 
 
 class Bf16(unittest.TestCase):
+    # The prompts, INI overrides and the name printed: test_cuda_sim.py
+    # runs this case on a device backend with prompts of its own.
+    PROMPTS = PROMPTS
+    SETS = ()
+    TAG = "bf16"
+
     def test_bf16_matches_reference(self):
         model = tm.model_dir("ling-tiny")
-        rt, ref = tm.Runtime(model), tm.Reference(model)
+        rt, ref = tm.Runtime(model, sets=self.SETS), tm.Reference(model)
         self.addCleanup(rt.close)
-        for n, seed, chunk in PROMPTS:
+        for n, seed, chunk in self.PROMPTS:
             toks = tm.prompt(n, seed, rt.vocab)
-            tm.check(self, f"bf16 {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
+            tm.check(self, f"{self.TAG} {n} tokens, chunk {chunk or 64}", rt.logits(toks, chunk),
                      ref.logits(toks), tm.REF_MAX_REL, tm.REF_MAX_KL, tm.REF_MIN_TOP1)
 
 

@@ -735,7 +735,8 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	if (n_out && logits && (rc = tf_pipeline_head(e->p, e->hid, n_out, logits)) != TF_OK)
 		goto out;
 	if (n_out && hidden)
-		memcpy(hidden, e->hid, (size_t)n_out * (size_t)e->hidden * sizeof(float));
+		rc = e->be->download(e->bctx, hidden, e->hid,
+				     (size_t)n_out * (size_t)e->hidden * sizeof(float));
 out:
 	batch_clear(e, n_touched);
 	return rc;

@@ -43,6 +43,8 @@ struct tf_pipeline {
 	int64_t vpart;
 	float *gbuf;                    /* [ranks, rows, vpart]: gathered logits */
 	int64_t gbuf_rows;
+	float *lbuf;                    /* [lbuf_rows, vpart]: a device backend's logits */
+	int64_t lbuf_rows;
 	tf_tp *tp;                      /* [tp] size > 1: the ranks' communicator */
 
 	int64_t hidden, vocab, chunk;
@@ -246,16 +248,15 @@ static int head_open(tf_pipeline *p)
 
 /* The pipeline, its weights paged in first when `prefault`. */
 /*
- * The pipeline runs its own steps (embedding, norms, residual adds, the
- * head's logits, routing) on host memory with the backend's ops, so it
- * needs a host-memory backend with those ops.  A device backend (cuda,
- * cuda-sim) serves device layer plugins but cannot run the pipeline yet:
- * refused by name here rather than crashing in a missing op.
+ * The pipeline runs its own steps (embedding, norms, residual adds) with
+ * the backend's ops on backend memory, and copies out only through
+ * download (the head's logits, a verify's tape, the MTP hidden), so any
+ * backend with those ops runs it, a device one (cuda, cuda-sim) too.
+ * One without is refused by name here rather than crashing in a NULL slot.
  */
 static int check_backend(const tf_backend *be)
 {
 	static const struct { const char *name; size_t at; } ops[] = {
-		{ "parallel_for", offsetof(tf_backend, parallel_for) },
 		{ "rmsnorm", offsetof(tf_backend, rmsnorm) },
 		{ "add", offsetof(tf_backend, add) },
 		{ "embed", offsetof(tf_backend, embed) },
@@ -266,10 +267,8 @@ static int check_backend(const tf_backend *be)
 		memcpy(&slot, (const char *)be + ops[k].at, sizeof(slot));
 		if (!slot)
 			return tf_diag_set(TF_ERR_UNSUPPORTED,
-					   "[plugins] backend %s has no %s: the engine's layer "
-					   "pipeline runs on host memory and needs a host backend "
-					   "such as cpu (device backends serve device layer plugins "
-					   "only, for now)", be->hdr.name, ops[k].name);
+					   "[plugins] backend %s has no %s, which the engine's "
+					   "layer pipeline needs", be->hdr.name, ops[k].name);
 	}
 	return TF_OK;
 }
@@ -394,6 +393,7 @@ void tf_pipeline_free(tf_pipeline *p)
 	free(p->ttok);
 	p->be->free(p->bctx, p->final_norm);
 	free(p->gbuf);
+	p->be->free(p->bctx, p->lbuf);
 	p->be->free(p->bctx, p->hbuf);
 	p->be->free(p->bctx, p->xbuf);
 	p->be->free(p->bctx, p->ybuf);
@@ -725,10 +725,35 @@ static int head_gather(tf_pipeline *p, int64_t n, float *logits)
 	return TF_OK;
 }
 
+/* lm_head's rows into host logits [n, vpart].  A device backend (one
+ * with a stream) writes them to backend memory and downloads them; its
+ * sync then reports any op that failed during the step. */
+static int head_rows(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
+{
+	size_t bytes = (size_t)n * (size_t)p->vpart * sizeof(float);
+	int rc;
+
+	if (!tf_backend_stream(p->be, p->bctx))
+		return tf_lin_forward(&p->head, hidden, n, logits);
+	if (n > p->lbuf_rows) {
+		p->be->quiesce(p->bctx);
+		p->be->free(p->bctx, p->lbuf);
+		p->lbuf_rows = 0;
+		if (!(p->lbuf = p->be->alloc(p->bctx, bytes)))
+			return tf_diag_set(TF_ERR_NOMEM, "out of backend memory for %" PRId64
+					   " rows of logits", n);
+		p->lbuf_rows = n;
+	}
+	if ((rc = tf_lin_forward(&p->head, hidden, n, p->lbuf)) != TF_OK ||
+	    (rc = p->be->download(p->bctx, logits, p->lbuf, bytes)) != TF_OK)
+		return rc;
+	return p->be->sync(p->bctx);
+}
+
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
 {
 	double t = tf_pipeline_clock();
-	int rc = tf_lin_forward(&p->head, hidden, n, logits);
+	int rc = head_rows(p, hidden, n, logits);
 	if (rc != TF_OK)
 		return tf_diag_prefix(rc, "lm_head");
 	lap(p, TF_STAGE_HEAD, &t);

@@ -20,6 +20,7 @@ float f16_to_f32(unsigned short h);
 } /* namespace tf_simt */
 
 static inline __half __ushort_as_half(unsigned short u) { return __half{ u }; }
+static inline unsigned short __half_as_ushort(__half h) { return h.bits; }
 static inline float __half2float(__half h) { return ::tf_simt::f16_to_f32(h.bits); }
 static inline __half __float2half_rn(float f) { return __half{ ::tf_simt::f64_to_f16(f) }; }
 

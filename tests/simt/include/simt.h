@@ -217,6 +217,7 @@ template <class T> static inline T atomicCAS(T *p, T compare, T v)
 template <class T> static inline T __ldg(const T *p) { return *p; }
 
 static inline float __uint_as_float(uint32_t u) { return ::tf_simt::from_bits<float>(u); }
+static inline unsigned __float_as_uint(float f) { return (unsigned)::tf_simt::to_bits(f); }
 
 static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c)
 {

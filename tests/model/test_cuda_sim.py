@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""The whole model on cuda-sim: ling-tiny through the CUDA plugins built on
+the SIMT harness (tests/simt), `[plugins] backend = cuda-sim`, so every
+step of a forward runs in the kernels a GPU would run.
+
+    Logits   test_reference.py's Bf16: the logits of every prompt position
+             against the float64 reference, with the CPU path's
+             tolerances: one prefill of 56 rows (MLA's naive form, KDA's
+             chunked kernel), 30 rows in chunks of 17 and 13 (MLA's
+             absorbed form; KDA chunked, then recurrent on the state it
+             left), 6 rows one at a time (decode steps)
+    Mtp      test_mtp.py's MtpLogits: the MTP layer's logits
+             (--dump-mtp-logits) of 10 tokens against the float64 reference
+    Greedy   greedy decoding gives the ids the CPU path gives, serially and
+             with MTP drafts 2 deep (ling-tiny's random head has every draft
+             rejected: each verify step rolls the device states back)
+
+TF_TFRUN is tests/tfrun_sim (tfrun linked with ASan, which the cuda-sim
+modules need in the process); without the backend pin it is the CPU path.
+TF_DEVICE_PLUGINS is the folder of the cuda-sim modules (added with
+`plugins.path`).  scripts/gpu-check.sh runs the same tests on a GPU with
+TF_DEVICE_BACKEND=cuda, the plain tfrun and no TF_DEVICE_PLUGINS.
+The harness runs each thread as a fiber under ASan, about a second of CPU
+per token here, so the prompts are short and each launch runs under one
+thread schedule (TF_SIMT_SCHEDULES=forward, set by ctest): every kernel's
+race check is in its own tests, and three schedules from saved device
+memory per launch would take ten times as long.
+"""
+import os
+import tempfile
+import unittest
+
+import test_mtp
+import test_reference
+import tfmodel as tm
+from test_mtp import ids_only, run
+
+# A harness run takes minutes where the CPU path takes a second.
+tm.TIMEOUT_S = 600
+
+# (tokens, seed, prefill chunk)
+PROMPTS = [(56, 31, None), (30, 32, 17), (6, 33, 1)]
+
+BACKEND = os.environ.get("TF_DEVICE_BACKEND", "cuda-sim")
+
+
+def device_sets():
+    """The INI overrides that run the model on the device backend."""
+    path = os.environ.get("TF_DEVICE_PLUGINS")
+    return ([f"plugins.path={path}"] if path else []) + [f"plugins.backend={BACKEND}"]
+
+
+def device_args(*extra):
+    """tfrun's --set arguments of device_sets() and `extra`."""
+    return [a for kv in device_sets() + list(extra) for a in ("--set", kv)]
+
+
+class Logits(test_reference.Bf16):
+    PROMPTS = PROMPTS
+    SETS = tuple(device_sets())
+    TAG = BACKEND
+
+
+class Mtp(test_mtp.MtpLogits):
+    SETS = tuple(device_sets())
+    TOKENS = 10
+
+
+class Greedy(unittest.TestCase):
+    def test_greedy_ids_equal_cpu(self):
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(6, 34, tm.vocab_of(model))
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            want, _ = run(ini, toks, "-n", "10")
+            got, _ = run(ini, toks, "-n", "10", *device_args())
+            drafted, _ = run(ini, toks, "-n", "10", *device_args(
+                "mtp.enabled=true", "mtp.adaptive=false", "mtp.max_depth=2"))
+        print(f"  greedy ids: cpu {want}, {BACKEND} {got}, with drafts {drafted}", flush=True)
+        self.assertEqual(len(want), 10)
+        self.assertEqual(got, want)
+        self.assertEqual(drafted, want)
+
+
+if __name__ == "__main__":
+    tm.main()
