@@ -5,7 +5,11 @@
 # is named here: they are installed without their Recommends, so what a
 # Recommends would bring (the arm64 C library beside the cross compiler)
 # is listed too; llvm brings llvm-symbolizer, without which ASan, UBSan
-# and the fuzzers print stack traces as bare addresses.  The CUDA toolkit
+# and the fuzzers print stack traces as bare addresses, and libc6-dbg the
+# symbols of ld.so, without which LeakSanitizer's built-in suppression of
+# glibc's TLS blocks (*tls_get_addr*) matches nothing and, with the ASan
+# suite's use_tls=0 (scripts/test.sh), every tfrun that loads plugins
+# reports a 4-byte leak.  The CUDA toolkit
 # is not a Debian package here: CUDA plugins build when nvcc is found (on
 # PATH or in /usr/local/cuda/bin) and are skipped with a message otherwise.
 #
@@ -23,7 +27,7 @@ pkgs="build-essential cmake pkg-config git
       libmicrohttpd-dev
       libibverbs-dev librdmacm-dev iproute2
       python3 python3-numpy python3-jinja2 python3-venv
-      clang libclang-rt-14-dev llvm
+      clang libclang-rt-14-dev llvm libc6-dbg
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
 for opt in "$@"; do
 	case $opt in

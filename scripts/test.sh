@@ -33,7 +33,8 @@ native() {
 # many dlopen()ed modules outgrow.  A heap block held only from TLS would
 # now be reported as a leak: a false alarm, never a missed leak.
 # print_suppressions=0: the built-in suppression that then matches glibc's
-# own TLS block must not print into outputs the tests read.
+# own TLS block (by symbol: deps.sh installs libc6-dbg for ld.so's) must
+# not print into outputs the tests read.
 asan_ctest() {
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=use_tls=0:print_suppressions=0 \
 		ctest --test-dir "$root/build-asan" --output-on-failure --timeout 900 "$@"
