@@ -58,6 +58,8 @@ struct tf_pipeline {
 	float *fbuf;                    /* [chunk, hidden]: a step's final-normed rows */
 	float *pbuf;                    /* [chunk, hidden]: kept rows, uploaded */
 	float *cbuf;                    /* [chunk, 2 hidden]: eh_proj's input */
+	double caught_s;                /* tf_pipeline_mtp_catch_up's seconds, */
+	int64_t caught;                 /* and rows, since the pipeline began */
 	const float **mhid;             /* [chunk]: each MTP row's hidden input */
 	int32_t *mtok, *mpos;           /* [chunk]: each MTP row's token and position */
 
@@ -532,6 +534,7 @@ int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s)
 	int32_t *tok, pos0;
 	int64_t m = tf_seqstate_pending(s, &hid, &tok, &pos0) - 1, done = 0;
 	int rc = TF_OK;
+	double t = tf_pipeline_clock();
 
 	while (done < m) {
 		int64_t n = m - done < p->chunk ? m - done : p->chunk;
@@ -553,7 +556,15 @@ int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s)
 	}
 	if (done)
 		tf_seqstate_pend_drop(s, done);
+	p->caught_s += tf_pipeline_clock() - t;
+	p->caught += done;
 	return rc;
+}
+
+void tf_pipeline_mtp_caught(const tf_pipeline *p, double *seconds, int64_t *rows)
+{
+	*seconds = p->caught_s;
+	*rows = p->caught;
 }
 
 int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
