@@ -733,9 +733,10 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	}
 	if (n_out && logits && (rc = tf_pipeline_head(e->p, e->hid, n_out, logits)) != TF_OK)
 		goto out;
-	if (n_out && hidden)
-		rc = e->be->download(e->bctx, hidden, e->hid,
-				     (size_t)n_out * (size_t)e->hidden * sizeof(float));
+	if (n_out && hidden && (rc = e->be->download(e->bctx, hidden, e->hid, (size_t)n_out *
+						     (size_t)e->hidden * sizeof(float))) != TF_OK)
+		rc = tf_diag_set(rc, "backend %s: downloading %" PRId64 " hidden rows failed",
+				 e->be->hdr.name, n_out);
 out:
 	batch_clear(e, n_touched);
 	return rc;
