@@ -5,8 +5,11 @@
  * "plain" for every stored dtype, with and without bias, shapes that are
  * no multiple of the kernel's tile, 1 (decode) to 37 rows; "exl3-cuda"
  * against "exl3" on a random EXL3 layer, through its GEMV (3 rows) and
- * its fp16 GEMM (20 rows).  Also: plain-cuda declines a host-memory
- * backend, names a malformed tensor and refuses a part of a linear.
+ * its fp16 GEMM (20 rows); the parts of a linear tensor parallelism
+ * opens (output rows, input columns with and without the bias) against
+ * the CPU linears' parts.  Also: plain-cuda declines a host-memory
+ * backend and names a malformed tensor; exl3-cuda names a part that cuts
+ * a Hadamard block.
  *
  * Built on the SIMT harness as test_plain_cuda_sim (tests/simt):
  * TF_CUDA_BACKEND and TF_CUDA_QUANT name backend-cuda-sim.so and
@@ -15,6 +18,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,17 +51,25 @@ static void add_layer(tf_testhost *th, tf_dtype dt, const float *w, const float 
 		tf_testhost_add_f32(th, PREFIX ".bias", TF_DTYPE_F32, 1, (int64_t[]){ out }, b);
 }
 
-/* Open PREFIX on both hosts, each through the linear named. */
-static void open_both(tf_testhost *cpu, tf_testhost *dev, int64_t in, int64_t out, tf_lin *lc,
-		      tf_lin *ld, const char *cpu_lin, const char *dev_lin)
+/* Open PREFIX, or its `part` (NULL: the whole), on both hosts, each
+ * through the linear named; both parts' shapes and sizes agree. */
+static void open_both(tf_testhost *cpu, tf_testhost *dev, int64_t in, int64_t out,
+		      const tf_lin_part *part, tf_lin *lc, tf_lin *ld, const char *cpu_lin,
+		      const char *dev_lin)
 {
 	const tf_host *hc = tf_testhost_host(cpu), *hd = tf_testhost_host(dev);
-	cr_assert_eq(hc->lin_open(hc, PREFIX, in, out, lc), TF_OK, "%s",
+	cr_assert_eq(part ? hc->lin_open_part(hc, PREFIX, in, out, part, lc)
+			  : hc->lin_open(hc, PREFIX, in, out, lc), TF_OK, "%s",
 		     tf_testhost_last_error(cpu));
-	cr_assert_eq(hd->lin_open(hd, PREFIX, in, out, ld), TF_OK, "%s",
+	cr_assert_eq(part ? hd->lin_open_part(hd, PREFIX, in, out, part, ld)
+			  : hd->lin_open(hd, PREFIX, in, out, ld), TF_OK, "%s",
 		     tf_testhost_last_error(dev));
 	cr_assert_str_eq(lc->ops->hdr.name, cpu_lin);
 	cr_assert_str_eq(ld->ops->hdr.name, dev_lin);
+	cr_assert_eq(ld->info.in, lc->info.in);
+	cr_assert_eq(ld->info.out, lc->info.out);
+	cr_assert_eq(ld->info.bits, lc->info.bits);
+	cr_assert_eq(ld->info.bytes, lc->info.bytes);
 }
 
 /* rows of x through lc (host memory, backend-cpu) and ld (hd's device
@@ -89,8 +101,10 @@ static double run_both(const tf_lin *lc, const tf_host *hd, const tf_lin *ld, co
 	return e;
 }
 
-static void check(tf_dtype dt, int64_t in, int64_t out, int64_t rows, int with_bias,
-		  uint64_t seed)
+/* rows through plain-cuda's `part` (NULL: the whole layer) of a random
+ * in x out layer against plain's same part. */
+static void check(tf_dtype dt, int64_t in, int64_t out, const tf_lin_part *part, int64_t rows,
+		  int with_bias, uint64_t seed)
 {
 	tf_testhost *cpu = tf_testhost_new_with(NULL, 2, NULL, NULL);
 	tf_testhost *dev = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
@@ -107,17 +121,19 @@ static void check(tf_dtype dt, int64_t in, int64_t out, int64_t rows, int with_b
 	add_layer(cpu, dt, w, with_bias ? b : NULL, in, out);
 	add_layer(dev, dt, w, with_bias ? b : NULL, in, out);
 
-	open_both(cpu, dev, in, out, &lc, &ld, "plain", TF_CUDA_LIN);
-	cr_assert_eq(ld.info.bits, lc.info.bits);
-	cr_assert_eq(ld.info.bytes, lc.info.bytes);
+	open_both(cpu, dev, in, out, part, &lc, &ld, "plain", TF_CUDA_LIN);
 	cr_assert_eq(tf_testhost_released(dev, PREFIX ".weight"), 1,
 		     "the device copy is all it reads");
 
-	double e = run_both(&lc, hd, &ld, x, rows, in, out);
-	cr_log_info("%s %lld x %lld, %lld rows, bias %d: rel err %.3g", tf_dtype_name(dt),
-		    (long long)in, (long long)out, (long long)rows, with_bias, e);
-	cr_expect_lt(e, PLAIN_CUDA_TOL, "%s %lld x %lld, %lld rows, bias %d: rel err %.3g",
-		     tf_dtype_name(dt), (long long)in, (long long)out, (long long)rows, with_bias, e);
+	double e = run_both(&lc, hd, &ld, x, rows, ld.info.in, ld.info.out);
+	char what[96];
+	snprintf(what, sizeof(what), "%s %lld x %lld%s [%lld, %lld), %lld rows, bias %d",
+		 tf_dtype_name(dt), (long long)in, (long long)out,
+		 !part ? "" : part->axis == TF_LIN_PART_OUT ? " out" : " in",
+		 (long long)(part ? part->lo : 0), (long long)(part ? part->hi : out),
+		 (long long)rows, with_bias);
+	cr_log_info("%s: rel err %.3g", what, e);
+	cr_expect_lt(e, PLAIN_CUDA_TOL, "%s: rel err %.3g", what, e);
 
 	hc->lin_close(hc, &lc);
 	hd->lin_close(hd, &ld);
@@ -130,10 +146,29 @@ Test(plain_cuda, matches_cpu_plain)
 {
 	uint64_t seed = 91;
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
-		check(dtypes[d], 40, 24, 1, 1, seed++);       /* decode: one row */
-		check(dtypes[d], 33, 50, 37, 0, seed++);      /* ragged tiles both ways */
-		check(dtypes[d], 64, 16, 16, 1, seed++);      /* whole tiles */
+		check(dtypes[d], 40, 24, NULL, 1, 1, seed++);         /* decode: one row */
+		check(dtypes[d], 33, 50, NULL, 37, 0, seed++);        /* ragged tiles both ways */
+		check(dtypes[d], 64, 16, NULL, 16, 1, seed++);        /* whole tiles */
 	}
+}
+
+/* A rank's part, as tensor parallelism opens them: output rows (the
+ * bias's rows with them), input columns (the bias only where they start
+ * at column 0), ragged widths, 1 and 19 rows. */
+Test(plain_cuda, parts_match_cpu_plain)
+{
+	static const tf_lin_part parts[] = {
+		{ .axis = TF_LIN_PART_OUT, .lo = 10, .hi = 30 },
+		{ .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 7 },
+		{ .axis = TF_LIN_PART_IN, .lo = 0, .hi = 17 },
+		{ .axis = TF_LIN_PART_IN, .lo = 17, .hi = 50 },
+	};
+	uint64_t seed = 301;
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
+		for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++) {
+			check(dtypes[d], 50, 37, &parts[p], 1, 1, seed++);
+			check(dtypes[d], 50, 37, &parts[p], 19, 1, seed++);
+		}
 }
 
 /* The same random EXL3 layer on both hosts: exl3-cuda's GEMV (3 rows)
@@ -153,7 +188,7 @@ Test(exl3_cuda, matches_cpu_exl3)
 	tf_test_fill_uniform(x, 20 * IN, 1.0f, &sx);
 	tf_testhost_add_exl3(cpu, PREFIX, IN, OUT, &sc);
 	tf_testhost_add_exl3(dev, PREFIX, IN, OUT, &sd);
-	open_both(cpu, dev, IN, OUT, &lc, &ld, "exl3", TF_CUDA_EXL3);
+	open_both(cpu, dev, IN, OUT, NULL, &lc, &ld, "exl3", TF_CUDA_EXL3);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		double e = run_both(&lc, hd, &ld, x, rows[i], IN, OUT);
 		cr_log_info("exl3 %d x %d, %lld rows: rel err %.3g", IN, OUT, (long long)rows[i], e);
@@ -207,18 +242,52 @@ Test(plain_cuda, names_a_bad_tensor)
 	tf_testhost_free(d);
 }
 
-/* plain-cuda has no open_part: a rank's part of a linear ([tp] size > 1)
- * is refused, naming the plugin (test_plain holds plain's parts). */
-Test(plain_cuda, refuses_parts)
+/* exl3-cuda's parts on the 128-feature Hadamard blocks against exl3's:
+ * output columns of tiles, input rows of tiles (the second without the
+ * bias), through the GEMV and the GEMM; a cut inside a block is refused
+ * naming the trellis. */
+Test(exl3_cuda, parts_match_cpu_exl3)
 {
-	tf_testhost *d = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
-	const tf_host *h = tf_testhost_host(d);
-	const float w[6] = { 1, 2, 3, 4, 5, 6 };
-	const tf_lin_part part = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 1 };
+	enum { IN = 256, OUT = 384 };
+	static const tf_lin_part parts[] = {
+		{ .axis = TF_LIN_PART_OUT, .lo = 128, .hi = 384 },
+		{ .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 128 },
+		{ .axis = TF_LIN_PART_IN, .lo = 0, .hi = 128 },
+		{ .axis = TF_LIN_PART_IN, .lo = 128, .hi = 256 },
+	};
+	static const int64_t rows[] = { 3, 20 };
+	tf_testhost *cpu = tf_testhost_new_with(NULL, 2, NULL, NULL);
+	tf_testhost *dev = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
+	const tf_host *hc = tf_testhost_host(cpu), *hd = tf_testhost_host(dev);
+	uint64_t sc = 23, sd = 23, sx = 9;
+	float *x = malloc(sizeof(float) * 20 * IN);
+
+	cr_assert(x);
+	tf_test_fill_uniform(x, 20 * IN, 1.0f, &sx);
+	tf_testhost_add_exl3(cpu, PREFIX, IN, OUT, &sc);
+	tf_testhost_add_exl3(dev, PREFIX, IN, OUT, &sd);
+	for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++) {
+		tf_lin lc = { 0 }, ld = { 0 };
+		open_both(cpu, dev, IN, OUT, &parts[p], &lc, &ld, "exl3", TF_CUDA_EXL3);
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+			double e = run_both(&lc, hd, &ld, x, rows[i], ld.info.in, ld.info.out);
+			cr_log_info("exl3 %d x %d %s [%lld, %lld), %lld rows: rel err %.3g", IN, OUT,
+				    parts[p].axis == TF_LIN_PART_OUT ? "out" : "in",
+				    (long long)parts[p].lo, (long long)parts[p].hi,
+				    (long long)rows[i], e);
+			cr_expect_lt(e, EXL3_CUDA_TOL, "exl3 part %zu, %lld rows: rel err %.3g", p,
+				     (long long)rows[i], e);
+		}
+		hc->lin_close(hc, &lc);
+		hd->lin_close(hd, &ld);
+	}
+
+	const tf_lin_part cut = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = 192 };
 	tf_lin l = { 0 };
-	add_layer(d, TF_DTYPE_F32, w, NULL, 3, 2);
-	cr_assert_eq(h->lin_open_part(h, PREFIX, 3, 2, &part, &l), TF_ERR_UNSUPPORTED);
-	cr_assert(strstr(tf_testhost_last_error(d), "quant plugin '" TF_CUDA_LIN "' cannot open parts"),
-		  "%s", tf_testhost_last_error(d));
-	tf_testhost_free(d);
+	cr_assert_eq(hd->lin_open_part(hd, PREFIX, IN, OUT, &cut, &l), TF_ERR_UNSUPPORTED);
+	cr_assert(strstr(tf_testhost_last_error(dev), PREFIX ".trellis: the part [0, 192)"),
+		  "%s", tf_testhost_last_error(dev));
+	tf_testhost_free(cpu);
+	tf_testhost_free(dev);
+	free(x);
 }
