@@ -9,7 +9,7 @@
  * (counting sort by expert), the routed experts' MLPs over their rows, the
  * shared expert over all rows into y, and the combine adding each token's
  * weighted expert outputs to it in ascending expert id; a dense forward is
- * one MLP launch over all rows.  Both return without waiting; a download
+ * one MLP call over all rows.  Both return without waiting; a download
  * or the backend's sync waits.  Working buffers are carved from an arena
  * every layer shares (dev_scratch.h).
  *
@@ -19,9 +19,10 @@
  *
  *  - EXL3 (Ling-3.1 Flash's experts): kept as stored, each linear's trellis,
  *    suh and svh uploaded by moe_cuda_exl3.c after plugins/exl3's own
- *    checks; tf_moe_cuda_exl3_mlp runs every active expert's rows in one
- *    grouped launch per step, each linear at its own K and codebook (the
- *    shared expert at other bits than the routed ones);
+ *    checks; tf_moe_cuda_exl3_mlp runs every active expert's rows in five
+ *    launches (one per step of the MLP, not one per expert), each linear
+ *    at its own K and codebook (the shared expert at other bits than the
+ *    routed ones);
  *  - plain: the kernels read fp32, and the device linears have no
  *    dequant, so layer_init reads the tensors on the host, widens them and
  *    uploads them into one allocation per layer, with device arrays of

@@ -11,7 +11,10 @@
  * 128) against moe.so over exl3.so's CPU linear, and an EXL3 dense MLP;
  * then the refusals: a host-memory backend, [tp] size 2, an expert with
  * no weights, a set of experts part EXL3 and part BF16, softmax scoring.
- * TF_MOE_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim modules.
+ * Built on the SIMT harness as test_moe_cuda_plugin_sim (tests/simt):
+ * TF_MOE_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim
+ * modules, TF_CUDA_BACKEND_NAME the backend.  The same test on a GPU is
+ * test_moe_cuda_plugin_gpu (scripts/gpu-check.sh), on the build's plugins.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -23,6 +26,13 @@
 #include "support/testhost.h"
 #include "tf/backend.h"
 #include "tf/ffn.h"
+
+#ifndef TF_MOE_CUDA
+#define TF_MOE_CUDA TF_PLUGIN_DIR "/moe-cuda.so"
+#define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"
+#define TF_CUDA_QUANT TF_PLUGIN_DIR "/exl3-cuda.so"
+#define TF_CUDA_BACKEND_NAME "cuda"
+#endif
 
 #define PREFIX "model.layers.1.mlp"
 #define LAYER 1
@@ -312,7 +322,8 @@ Test(moe_cuda_plugin, refusals_name_what_they_refuse)
 	for (unsigned i = 0; i < 2; i++) {
 		const tf_plugin_ffn *dev = ffn_plugin_at(TF_MOE_CUDA, i);
 		cr_assert_eq(dev->hdr.probe(tf_testhost_host(p.cpu), &why), 0);
-		cr_assert(why && strstr(why, "cuda-sim"), "%s", why ? why : "(no reason)");
+		cr_assert(why && strstr(why, "backend " TF_CUDA_BACKEND_NAME " "), "%s",
+			  why ? why : "(no reason)");
 		check_refused(p.cpu, i, "backend cpu");
 	}
 	cr_assert_null(ffn_plugin_at(TF_MOE_CUDA, 2));
