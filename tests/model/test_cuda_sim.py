@@ -26,6 +26,7 @@ thread schedule (TF_SIMT_SCHEDULES=forward, set by ctest): every kernel's
 race check is in its own tests, and three schedules from saved device
 memory per launch would take ten times as long.
 """
+import json
 import os
 import tempfile
 import unittest
@@ -80,6 +81,44 @@ class Greedy(unittest.TestCase):
         self.assertEqual(len(want), 10)
         self.assertEqual(got, want)
         self.assertEqual(drafted, want)
+
+
+class Graph(unittest.TestCase):
+    """Every step of one row runs as a graph with cuda_graph on.  The first
+    step takes the sequence's first MLA cache page and zeroes its KDA
+    states: nodes the second step has not, so it builds a graph again (a
+    re-capture); the rest replay that one with their own token, position
+    and cache length.  Logits of each prompt row must be the bits of
+    cuda_graph off, and the generated text (tokenizer.json kept: --json
+    prints no ids) the same."""
+    PROMPT, N = 5, 3
+
+    def test_graphs_equal_launches(self):
+        model = tm.model_dir("ling-tiny")
+        vocab = tm.vocab_of(model)
+        toks = tm.prompt(self.PROMPT, 35, vocab)
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, model, chunk=1)
+            got = {}
+            for graph in ("true", "false"):
+                out = os.path.join(d, f"logits-{graph}.f32")
+                p = tm.tfrun(ini, toks, "-n", str(self.N), "--dump-logits", out,
+                             *device_args(f"runtime.cuda_graph={graph}"))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                stats = json.loads(p.stdout.strip().splitlines()[-1])
+                with open(out, "rb") as f:
+                    got[graph] = (f.read(), stats)
+        (on, son), (off, soff) = got["true"], got["false"]
+        steps = self.PROMPT + self.N - 1        # the last id is not fed back
+        print(f"  graphs on: {son['graph_steps']} steps, {son['graph_built']} built, "
+              f"text {son['text']!r}; off: text {soff['text']!r}", flush=True)
+        self.assertEqual(len(on), self.PROMPT * vocab * 4)
+        self.assertEqual(on, off, "logits with graphs differ from launches one by one")
+        self.assertTrue(son["text"])
+        self.assertEqual(son["text"], soff["text"])
+        self.assertEqual(son["generated_tokens"], self.N)
+        self.assertEqual((son["graph_steps"], son["graph_built"]), (steps, 2))
+        self.assertEqual((soff["graph_steps"], soff["graph_built"]), (0, 0))
 
 
 if __name__ == "__main__":

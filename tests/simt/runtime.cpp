@@ -11,7 +11,8 @@
  * cudaEventSynchronize on an event recorded inside the capture), a copy
  * between the device and pageable host memory on it, and in
  * cudaStreamCaptureModeGlobal the potentially unsafe calls (allocation,
- * freeing, synchronous copies and memsets).  A replay checks that every
+ * freeing, synchronous copies and memsets).  Stream-ordered allocations
+ * on it become memory nodes the graph owns.  A replay checks that every
  * copy and memset endpoint still lies in the allocation it lay in at
  * capture: an address freed (and perhaps handed out again) since then
  * no longer means what the graph was built on.
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "harness.h"
 
@@ -31,15 +33,16 @@ namespace {
 
 /* One node of a captured chain. */
 struct node {
-	enum { KERNEL, COPY, SET } kind;
+	enum { KERNEL, COPY, SET, ALLOC, FREE } kind;
 	const void *kernel;                     /* KERNEL: what an update must match */
 	std::function<cudaError_t()> run;       /* KERNEL: the launch, arguments by value */
-	void *dst;                              /* COPY, SET */
+	void *dst;                              /* COPY, SET; ALLOC, FREE: the memory */
 	const void *src;                        /* COPY */
 	size_t bytes;
 	cudaMemcpyKind dir;
 	int value;                              /* SET */
 	uint64_t dst_serial, src_serial;        /* their allocations at capture, 0: none */
+	std::shared_ptr<void> owned;            /* ALLOC: the memory, the graph's to keep */
 };
 
 struct capture {
@@ -190,6 +193,8 @@ cudaError_t pageable(capture *c, const void *host, size_t bytes, bool to_device)
  * lay at capture. */
 cudaError_t replay_check(const node &n, size_t k)
 {
+	if (n.kind == node::KERNEL || n.kind == node::FREE)
+		return cudaSuccess;
 	const char *side = nullptr;
 	const void *p = nullptr;
 	if (n.dst_serial && serial_of(n.dst, n.bytes) != n.dst_serial) {
@@ -343,23 +348,41 @@ cudaError_t cudaFreeHost(void *p)
 	return e ? e : tf_simt::release(p, true);
 }
 
-/* Memory nodes are not modelled: refused on a capturing stream. */
+/* On a capturing stream, a memory node: the memory is allocated at
+ * capture and kept by the graph (and its executable copies); each replay
+ * poisons it afresh, as a new allocation would be.  Its free in the same
+ * capture is a node that does nothing. */
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream)
 {
-	if (tf_simt::capturing(stream))
-		return tf_simt::capture_fault(tf_simt::capturing(stream),
-			"cudaMallocAsync on a capturing stream: graph memory nodes are not modelled "
-			"by the harness");
-	return tf_simt::allocate(p, bytes, false);
+	tf_simt::capture *c = tf_simt::capturing(stream);
+	cudaError_t e = tf_simt::allocate(p, bytes, false);
+	if (e || !c || !*p)
+		return e;
+	tf_simt::node n{};
+	n.kind = tf_simt::node::ALLOC;
+	n.dst = *p;
+	n.bytes = bytes;
+	n.dst_serial = tf_simt::serial_of(*p, bytes);
+	n.owned = std::shared_ptr<void>(*p, [](void *q) { tf_simt::release(q, false); });
+	c->nodes.push_back(n);
+	return cudaSuccess;
 }
 
 cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
 {
-	if (tf_simt::capturing(stream))
-		return tf_simt::capture_fault(tf_simt::capturing(stream),
-			"cudaFreeAsync on a capturing stream: graph memory nodes are not modelled "
-			"by the harness");
-	return tf_simt::release(p, false);
+	tf_simt::capture *c = tf_simt::capturing(stream);
+	if (!c)
+		return tf_simt::release(p, false);
+	for (const tf_simt::node &a : c->nodes)
+		if (a.kind == tf_simt::node::ALLOC && a.dst == p) {
+			tf_simt::node n{};
+			n.kind = tf_simt::node::FREE;
+			n.dst = p;
+			c->nodes.push_back(n);
+			return cudaSuccess;
+		}
+	return tf_simt::capture_fault(c, "cudaFreeAsync on a capturing stream of memory the "
+				      "capture did not allocate: not modelled by the harness");
 }
 
 namespace {
@@ -559,16 +582,17 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 			"the harness");
 	for (size_t k = 0; k < exec->nodes.size(); k++) {
 		const tf_simt::node &n = exec->nodes[k];
-		cudaError_t e = n.kind == tf_simt::node::KERNEL ? cudaSuccess
-							       : tf_simt::replay_check(n, k);
+		cudaError_t e = tf_simt::replay_check(n, k);
 		if (e)
 			return e;
 		if (n.kind == tf_simt::node::KERNEL)
 			e = n.run();
 		else if (n.kind == tf_simt::node::COPY)
 			memmove(n.dst, n.src, n.bytes);
-		else
+		else if (n.kind == tf_simt::node::SET)
 			memset(n.dst, n.value, n.bytes);
+		else if (n.kind == tf_simt::node::ALLOC)
+			memset(n.dst, 0xFF, n.bytes);
 		if (e)
 			return e;
 	}

@@ -425,6 +425,52 @@ static void test_graph_replay()
 	cudaStreamDestroy(c.s);
 }
 
+/* Stream-ordered scratch inside a capture: memory nodes the graph owns
+ * (LeakSanitizer checks that they go with it). */
+static void test_graph_memory()
+{
+	cudaStream_t s;
+	cudaGraph_t g = nullptr;
+	cudaGraphExec_t x = nullptr;
+	float *src, *y, *t = nullptr, *outside;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaMallocHost(&src, 64 * 4);
+	cudaMalloc(&y, 64 * 4);
+	cudaMalloc(&outside, 4);
+	for (int i = 0; i < 64; i++)
+		src[i] = rnd();
+	cudaGetLastError();
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	cudaMallocAsync((void **)&t, 64 * 4, s);
+	cudaMemcpyAsync(t, src, 64 * 4, cudaMemcpyHostToDevice, s);
+	TF_LAUNCH(1, 64, 0, s, axpb)(y, t, 2.0f, -1.0f, 64);
+	cudaFreeAsync(t, s);
+	bool ok = cudaStreamEndCapture(s, &g) == cudaSuccess && g &&
+		  cudaGraphInstantiate(&x, g, 0) == cudaSuccess;
+	cudaGraphDestroy(g);
+	for (int rep = 0; rep < 2; rep++) {
+		float h[64];
+		ok &= cudaGraphLaunch(x, s) == cudaSuccess &&
+		      cudaMemcpy(h, y, sizeof(h), cudaMemcpyDeviceToHost) == cudaSuccess;
+		for (int i = 0; i < 64; i++)
+			ok &= h[i] == 2.0f * src[i] - 1.0f;
+		src[0] += 1.0f;
+	}
+	check(ok && cudaGetLastError() == cudaSuccess,
+	      "cudaMallocAsync and cudaFreeAsync in a capture become memory nodes a replay reuses");
+	cudaGraphExecDestroy(x);
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	check(api_faults([&] { return cudaFreeAsync(outside, s); }, cudaErrorStreamCaptureUnsupported,
+			 "memory the capture did not allocate"),
+	      "cudaFreeAsync in a capture of memory from outside it is refused as not modelled");
+	cudaStreamEndCapture(s, &g);
+	cudaGetLastError();
+	cudaFree(outside);
+	cudaFree(y);
+	cudaFreeHost(src);
+	cudaStreamDestroy(s);
+}
+
 static void test_graph_faults()
 {
 	cudaStream_t s, other;
@@ -545,6 +591,7 @@ int main()
 	test_out_of_bounds();
 	test_bad_launch();
 	test_graph_replay();
+	test_graph_memory();
 	test_graph_faults();
 	test_fp16();
 	printf("%d passed, %d failed\n", passed, failed);
