@@ -5,7 +5,8 @@
  * a cache that crosses a page (a 270-row prefill in the naive form, then
  * absorbed and naive pieces), with and without q_lora, plain RoPE and
  * YaRN, head-wise and per-channel gates, f32 and bf16 caches; a fork
- * (state_copy) continuing as its source; the refusal of a host-memory
+ * (state_copy) continuing as its source; decode steps recorded as graphs
+ * across a page boundary giving the bits of launched ones; the refusal of a host-memory
  * backend, of dims the kernels do not take and of tensor parallelism.
  * TF_MLA_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim
  * modules.
@@ -188,6 +189,55 @@ Test(mla_cuda_plugin, fork_continues_as_source, .timeout = 600)
 
 	r.a->state_free(r.inst, src);
 	r.a->state_free(r.inst, fork);
+	dev_close(&r);
+	mla_case_free(&c);
+}
+
+/* Decode steps recorded as graphs (the backend's graph_begin/graph_end,
+ * as the engine brackets a step) across the second page give the bits of
+ * the same steps launched on a twin state; the step that takes the page
+ * and the one after it build a graph, the others replay the last one. */
+Test(mla_cuda_plugin, graph_steps_cross_a_page, .timeout = 600)
+{
+	enum { PRE = 254, K = 5, OFF = PRE + K, ROWS = 2 * OFF };
+	static const int want_reused[K] = { 0, 1, 0, 0, 1 };    /* rows 254 .. 258 */
+	struct mla_case c;
+	struct dev_run r;
+	void *eager = NULL, *graphed = NULL;
+	mla_case_init(&c, true, false, YARN_MSCALE, 76);
+	c.kv_cache = "bf16";
+	dev_open(&r, &c, ROWS, 77);
+	const tf_backend *be = r.h->backend;
+	void *bctx = r.h->backend_ctx;
+	cr_assert(tf_backend_has_graph(be));
+	/* The graphed state's rows OFF.. are the eager state's rows 0.. again. */
+	memcpy(r.x + OFF * r.H, r.x, (size_t)(OFF * r.H) * sizeof(float));
+	memcpy(r.pos + OFF, r.pos, OFF * sizeof(int32_t));
+	cr_assert_eq(be->upload(bctx, r.xd + OFF * r.H, r.x, (size_t)(OFF * r.H) * sizeof(float)),
+		     TF_OK);
+	cr_assert_eq(r.a->state_new(r.inst, ROWS, &eager), TF_OK);
+	cr_assert_eq(r.a->state_new(r.inst, ROWS, &graphed), TF_OK);
+	dev_forward(&r, eager, 0, PRE);
+	dev_forward(&r, graphed, OFF, PRE);
+	for (int t = 0; t < K; t++) {
+		int reused = -1;
+		dev_forward(&r, eager, PRE + t, 1);
+		cr_assert_eq(be->graph_begin(bctx), TF_OK, "%s", tf_testhost_last_error(r.th));
+		dev_forward(&r, graphed, OFF + PRE + t, 1);
+		cr_assert_eq(be->graph_end(bctx, 1, &reused), TF_OK, "%s",
+			     tf_testhost_last_error(r.th));
+		cr_expect_eq(reused, want_reused[t], "row %d: reused %d", PRE + t, reused);
+	}
+	cr_assert_eq(r.a->state_len(r.inst, graphed), OFF);
+
+	float a[K * 48], b[K * 48];
+	cr_assert_eq(r.H, 48);
+	dev_download(&r, PRE, K, a);
+	dev_download(&r, OFF + PRE, K, b);
+	cr_expect(!isnan(a[0]) && !memcmp(a, b, sizeof(a)),
+		  "graphed decode steps differ from launched ones");
+	r.a->state_free(r.inst, eager);
+	r.a->state_free(r.inst, graphed);
 	dev_close(&r);
 	mla_case_free(&c);
 }
