@@ -84,6 +84,17 @@ static void dev_forward(struct dev_run *r, void *st, int64_t from, int64_t m)
 		     TF_OK, "%s", tf_testhost_last_error(r->th));
 }
 
+/* Rows [from, from + m) of the inputs (host and device) and positions
+ * again at rows [to, to + m): a twin state's. */
+static void dev_repeat_rows(struct dev_run *r, int64_t to, int64_t from, int64_t m)
+{
+	const size_t bytes = (size_t)(m * r->H) * sizeof(float);
+	memcpy(r->x + to * r->H, r->x + from * r->H, bytes);
+	memcpy(r->pos + to, r->pos + from, (size_t)m * sizeof(int32_t));
+	cr_assert_eq(r->h->backend->upload(r->h->backend_ctx, r->xd + to * r->H, r->x + to * r->H,
+					   bytes), TF_OK);
+}
+
 /* Outputs of rows [from, from + m) into host memory y. */
 static void dev_download(struct dev_run *r, int64_t from, int64_t m, float *y)
 {
@@ -172,11 +183,7 @@ Test(mla_cuda_plugin, fork_continues_as_source, .timeout = 600)
 	cr_assert_eq(r.a->state_copy(r.inst, fork, src), TF_OK, "%s", tf_testhost_last_error(r.th));
 	cr_assert_eq(r.a->state_len(r.inst, fork), PRE);
 	/* rows PRE.. on the source, the same inputs (copied to PRE + MORE..) on the fork */
-	memcpy(r.x + (PRE + MORE) * r.H, r.x + PRE * r.H, (size_t)(MORE * r.H) * sizeof(float));
-	memcpy(r.pos + PRE + MORE, r.pos + PRE, MORE * sizeof(int32_t));
-	cr_assert_eq(r.h->backend->upload(r.h->backend_ctx, r.xd + (PRE + MORE) * r.H,
-					  r.x + (PRE + MORE) * r.H,
-					  (size_t)(MORE * r.H) * sizeof(float)), TF_OK);
+	dev_repeat_rows(&r, PRE + MORE, PRE, MORE);
 	dev_forward(&r, src, PRE, MORE);
 	dev_forward(&r, fork, PRE + MORE, MORE);
 	cr_assert_eq(r.a->state_len(r.inst, fork), PRE + MORE);
@@ -210,11 +217,7 @@ Test(mla_cuda_plugin, graph_steps_cross_a_page, .timeout = 600)
 	const tf_backend *be = r.h->backend;
 	void *bctx = r.h->backend_ctx;
 	cr_assert(tf_backend_has_graph(be));
-	/* The graphed state's rows OFF.. are the eager state's rows 0.. again. */
-	memcpy(r.x + OFF * r.H, r.x, (size_t)(OFF * r.H) * sizeof(float));
-	memcpy(r.pos + OFF, r.pos, OFF * sizeof(int32_t));
-	cr_assert_eq(be->upload(bctx, r.xd + OFF * r.H, r.x, (size_t)(OFF * r.H) * sizeof(float)),
-		     TF_OK);
+	dev_repeat_rows(&r, OFF, 0, OFF);       /* the graphed state's rows */
 	cr_assert_eq(r.a->state_new(r.inst, ROWS, &eager), TF_OK);
 	cr_assert_eq(r.a->state_new(r.inst, ROWS, &graphed), TF_OK);
 	dev_forward(&r, eager, 0, PRE);
