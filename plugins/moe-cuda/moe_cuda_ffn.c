@@ -28,7 +28,12 @@
  * answer is host memory): the INI's [plugins] router does not apply, and
  * routing is sigmoid scoring only (Ling's); softmax scoring is refused.
  * A backend without a device stream is refused (the moe plugin serves
- * host-memory backends), and so is [tp] size > 1: only moe.so shards.
+ * host-memory backends).  Tensor parallel ([tp] size > 1), a rank uploads
+ * its share as moe.so opens it (layers.h): every MLP's intermediate
+ * features [lo, hi) (gate and up rows, down columns, packed), or with
+ * [tp] moe = experts the routed experts the built-in routers place on it
+ * (tf_router_place_blocks; the others' pointers NULL, which the kernels
+ * skip) and the shared expert split; y is then its partial sum.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -38,6 +43,7 @@
 
 #include "tf/backend.h"
 #include "tf/ffn.h"
+#include "tf/router.h"
 
 #include "../common/dev_scratch.h"
 #include "../common/tensor_util.h"
@@ -64,6 +70,10 @@ struct mcf_layer {
 	tf_moe_cuda_router router;      /* gate NULL: a dense layer */
 	tf_moe_cuda_mlp_w routed;       /* the experts (the dense MLP) */
 	tf_moe_cuda_mlp_w shared;       /* inter 0: no shared expert */
+	/* Tensor parallel: each MLP's features [lo, lo + inter) of `all`
+	 * here, and the routed experts' ranks (NULL: all of them here). */
+	int64_t routed_lo, routed_all, shared_lo, shared_all;
+	int32_t *rank_of;
 	float *weights;                 /* every float above, one allocation */
 	const float **ptrs;             /* the pointer arrays, one allocation */
 	bool scratch_ref;
@@ -96,12 +106,14 @@ static void mcf_layer_fini(void *inst)
 		L->be->free(L->bctx, (void *)L->ptrs);
 	if (L->scratch_ref)
 		tf_dev_scratch_unref(&mcf_scratch);
+	free(L->rank_of);
 	free(L);
 }
 
-/* rows x cols floats of tensor `<prefix>.<leaf>` widened and uploaded to dst. */
+/* rows x cols floats of tensor `<prefix>.<leaf>` widened, and the whole
+ * or its `part` (rows or columns, packed) uploaded to dst. */
 static int mcf_put(const struct mcf_layer *L, const char *prefix, const char *leaf,
-		   int64_t rows, int64_t cols, float *dst)
+		   int64_t rows, int64_t cols, const tf_lin_part *part, float *dst)
 {
 	char name[TF_TU_NAME_MAX];
 	tf_tensor t;
@@ -116,7 +128,17 @@ static int mcf_put(const struct mcf_layer *L, const char *prefix, const char *le
 	rc = tf_tu_load_f32(L->h, name, 2, (int64_t[]){ rows, cols }, &v);
 	if (rc)
 		return rc;
-	rc = L->be->upload(L->bctx, dst, v, (size_t)(rows * cols) * sizeof(float));
+	const float *src = v;
+	if (part && part->axis == TF_LIN_PART_OUT) {
+		src += part->lo * cols;
+		rows = part->hi - part->lo;
+	} else if (part) {
+		for (int64_t r = 0; r < rows; r++)
+			memmove(v + r * (part->hi - part->lo), v + r * cols + part->lo,
+				(size_t)(part->hi - part->lo) * sizeof(float));
+		cols = part->hi - part->lo;
+	}
+	rc = L->be->upload(L->bctx, dst, src, (size_t)(rows * cols) * sizeof(float));
 	free(v);
 	/* The device copy is all the kernels read: the host may drop the pages. */
 	if (!rc && TF_HAS_SLOT(L->h, tf_host, weight_release) && L->h->weight_release)
@@ -125,22 +147,32 @@ static int mcf_put(const struct mcf_layer *L, const char *prefix, const char *le
 }
 
 /* The n MLPs `<prefix>.<i>` (n 1 and no index: `<prefix>` itself) of m's
- * shape into w, their pointers into host arrays p[proj][n]. */
+ * shape into w, their pointers into host arrays p[proj][n]: the features
+ * [lo, lo + m->inter) of `all`, and with rank_of only this rank's experts
+ * (the others' pointers NULL). */
 static int mcf_put_mlps(const struct mcf_layer *L, const char *prefix, bool indexed,
-			const tf_moe_cuda_mlp_w *m, float **w, const float **p[MCF_PROJ])
+			const tf_moe_cuda_mlp_w *m, int64_t lo, int64_t all,
+			const int32_t *rank_of, float **w, const float **p[MCF_PROJ])
 {
 	char name[TF_TU_NAME_MAX];
 	const int64_t H = m->hidden, I = m->inter;
+	const tf_lin_part rows = { .axis = TF_LIN_PART_OUT, .lo = lo, .hi = lo + I };
+	const tf_lin_part cols = { .axis = TF_LIN_PART_IN, .lo = lo, .hi = lo + I };
 	int rc;
 
 	for (int e = 0; e < m->n_experts; e++) {
+		if (rank_of && rank_of[e] != L->h->tp_rank) {
+			for (int k = 0; k < MCF_PROJ; k++)
+				p[k][e] = NULL;
+			continue;
+		}
 		if (indexed)
 			snprintf(name, sizeof(name), "%s.%d", prefix, e);
 		else
 			snprintf(name, sizeof(name), "%s", prefix);
 		for (int k = 0; k < MCF_PROJ; k++) {
-			rc = mcf_put(L, name, mcf_leaf[k], k == MCF_DOWN ? H : I,
-				     k == MCF_DOWN ? I : H, *w);
+			rc = mcf_put(L, name, mcf_leaf[k], k == MCF_DOWN ? H : all,
+				     k == MCF_DOWN ? all : H, k == MCF_DOWN ? &cols : &rows, *w);
 			if (rc)
 				return rc;
 			p[k][e] = *w;
@@ -161,7 +193,10 @@ static int mcf_upload(struct mcf_layer *L, const float *bias)
 	const int E = rt->n_experts, S = sh->inter ? 1 : 0;
 	const int64_t H = L->hidden;
 	const bool moe = L->router.n_experts > 0;
-	size_t floats = (size_t)(3 * (E * rt->inter + S * sh->inter) * H);
+	int here = 0;
+	for (int e = 0; e < E; e++)
+		here += !L->rank_of || L->rank_of[e] == L->h->tp_rank;
+	size_t floats = (size_t)(3 * (here * rt->inter + S * sh->inter) * H);
 	const float **host = NULL;
 	char name[TF_TU_NAME_MAX];
 	int rc;
@@ -179,7 +214,7 @@ static int mcf_upload(struct mcf_layer *L, const float *bias)
 	const float **q[MCF_PROJ] = { host + 3 * E, host + 3 * E + 1, host + 3 * E + 2 };
 	if (moe) {
 		L->router.gate = w;
-		if ((rc = mcf_put(L, L->prefix, "gate.weight", E, H, w)))
+		if ((rc = mcf_put(L, L->prefix, "gate.weight", E, H, NULL, w)))
 			goto out;
 		w += E * H;
 		if (bias) {
@@ -192,11 +227,11 @@ static int mcf_upload(struct mcf_layer *L, const float *bias)
 	} else {
 		snprintf(name, sizeof(name), "%s", L->prefix);
 	}
-	if ((rc = mcf_put_mlps(L, name, moe, rt, &w, p)))
+	if ((rc = mcf_put_mlps(L, name, moe, rt, L->routed_lo, L->routed_all, L->rank_of, &w, p)))
 		goto out;
 	if (S) {
 		snprintf(name, sizeof(name), "%s.shared_experts", L->prefix);
-		if ((rc = mcf_put_mlps(L, name, false, sh, &w, q)))
+		if ((rc = mcf_put_mlps(L, name, false, sh, L->shared_lo, L->shared_all, NULL, &w, q)))
 			goto out;
 	}
 	rc = L->be->upload(L->bctx, (void *)L->ptrs, host,
@@ -218,7 +253,7 @@ out:
 static int mcf_new(const tf_host *h, int layer, const char *prefix, const char *name,
 		   struct mcf_layer **out)
 {
-	int rc = tf_cuda_plugin_layer_check(h, layer, name, "moe");
+	int rc = tf_cuda_plugin_layer_check(h, layer, name);
 	if (rc)
 		return rc;
 	struct mcf_layer *L = calloc(1, sizeof(*L));
@@ -229,6 +264,37 @@ static int mcf_new(const tf_host *h, int layer, const char *prefix, const char *
 	L->stream = tf_backend_stream(L->be, L->bctx);
 	snprintf(L->prefix, sizeof(L->prefix), "%s", prefix);
 	*out = L;
+	return TF_OK;
+}
+
+/* m's features: this rank's share of `all` (all of them with one rank or
+ * without `split`), as moe.so's tf_mlp_init takes it; *lo its first. */
+static int mcf_share(const struct mcf_layer *L, const char *leaf, const char *key, int64_t all,
+		     bool split, tf_moe_cuda_mlp_w *m, int64_t *lo)
+{
+	char what[TF_TU_NAME_MAX];
+	int64_t hi = all;
+	int rc = TF_OK;
+	*lo = 0;
+	snprintf(what, sizeof(what), "%s%s", L->prefix, leaf);
+	if (split)
+		rc = tf_tu_shard(L->h, all, what, key, lo, &hi);
+	m->inter = (int)(hi - *lo);
+	return rc;
+}
+
+/* [tp] moe = experts: the rank of each routed expert, as the built-in
+ * routers place them (contiguous blocks, tf_router_place). */
+static int mcf_place(struct mcf_layer *L, int n_experts)
+{
+	const tf_host *h = L->h;
+	if (h->tp_size > n_experts)
+		return h->error(h, TF_ERR_INVALID,
+				"layer %d (%s): cannot place %d experts on %d ranks ([tp] moe = experts)",
+				L->layer, L->name, n_experts, h->tp_size);
+	if (!(L->rank_of = malloc((size_t)n_experts * sizeof(*L->rank_of))))
+		return h->error(h, TF_ERR_NOMEM, "%s: no memory", L->prefix);
+	tf_router_place_blocks(n_experts, h->tp_size, L->rank_of);
 	return TF_OK;
 }
 
@@ -278,15 +344,29 @@ static int mcf_moe_init(const tf_host *h, int layer, const char *prefix, void **
 	if ((rc = tf_ffn_layer_limit(h, c->expert_swiglu_limit, "expert_swiglu_limit_list", layer,
 				      &limit)))
 		goto fail;
-	L->routed = (tf_moe_cuda_mlp_w){ .hidden = (int)L->hidden,
-					 .inter = c->moe_intermediate_size,
-					 .n_experts = g.n_experts, .limit = limit };
+	int mode = 0;                   /* [tp] moe: split (0) or experts (1), as moe.so */
+	if (h->tp_size > 1 && (rc = h->conf_enum(h, "tp", "moe", 0, &mode)))
+		goto fail;
+	if (mode == 1 && (rc = mcf_place(L, g.n_experts)))
+		goto fail;
+	L->routed = (tf_moe_cuda_mlp_w){ .hidden = (int)L->hidden, .n_experts = g.n_experts,
+					 .limit = limit };
+	L->routed_all = c->moe_intermediate_size;
+	if ((rc = mcf_share(L, ".experts", "moe_intermediate_size", L->routed_all, mode == 0,
+			    &L->routed, &L->routed_lo)))
+		goto fail;
 	int64_t shared;
 	if ((rc = tf_ffn_shared(h, layer, &shared, &limit)))
 		goto fail;
-	if (shared)
-		L->shared = (tf_moe_cuda_mlp_w){ .hidden = (int)L->hidden, .inter = (int)shared,
-						 .n_experts = 1, .limit = limit };
+	if (shared) {
+		L->shared = (tf_moe_cuda_mlp_w){ .hidden = (int)L->hidden, .n_experts = 1,
+						 .limit = limit };
+		L->shared_all = shared;
+		if ((rc = mcf_share(L, ".shared_experts",
+				    "moe_shared_expert_intermediate_size x num_shared_experts",
+				    shared, true, &L->shared, &L->shared_lo)))
+			goto fail;
+	}
 	if ((rc = mcf_upload(L, g.bias)))
 		goto fail;
 	tf_gate_free(&g);
@@ -311,9 +391,11 @@ static int mcf_dense_init(const tf_host *h, int layer, const char *prefix, void 
 	if ((rc = mcf_new(h, layer, prefix, TF_CUDA_PLUGIN_NAME("dense-cuda"), &L)))
 		return rc;
 	/* No clamp: the limit lists apply to expert MLPs only (dense_layer.c). */
-	L->routed = (tf_moe_cuda_mlp_w){ .hidden = c->hidden_size, .inter = c->intermediate_size,
-					 .n_experts = 1 };
-	if ((rc = mcf_upload(L, NULL))) {
+	L->routed = (tf_moe_cuda_mlp_w){ .hidden = c->hidden_size, .n_experts = 1 };
+	L->routed_all = c->intermediate_size;
+	if ((rc = mcf_share(L, "", "intermediate_size", L->routed_all, true, &L->routed,
+			    &L->routed_lo)) ||
+	    (rc = mcf_upload(L, NULL))) {
 		mcf_layer_fini(L);
 		return rc;
 	}

@@ -14,6 +14,15 @@ step of a forward runs in the kernels a GPU would run.
     Greedy   greedy decoding gives the ids the CPU path gives, serially and
              with MTP drafts 2 deep (ling-tiny's random head has every draft
              rejected: each verify step rolls the device states back)
+    TensorParallel  two ranks (--tp-local 2: forked processes over loopback
+             tcp, each with its own device), every layer's heads, features
+             and lm_head rows split, the blocks' device outputs summed
+             through the host: the prompt's logits against the float64
+             reference, one rank on the device and the same two ranks on
+             the CPU; the greedy ids the CPU's two ranks give
+    Graph    one-row steps recorded and replayed as CUDA graphs
+             ([runtime] cuda_graph) give the bits of launching each kernel by
+             itself: a prompt fed a row at a time, then a decode
 
 TF_TFRUN is tests/tfrun_sim (tfrun linked with ASan, which the cuda-sim
 modules need in the process); without the backend pin it is the CPU path.
@@ -81,6 +90,37 @@ class Greedy(unittest.TestCase):
         self.assertEqual(len(want), 10)
         self.assertEqual(got, want)
         self.assertEqual(drafted, want)
+
+
+class TensorParallel(unittest.TestCase):
+    TOKENS = 8
+    LOGIT_TOL = 1e-4        # tests/tp: ranks' partial sums round apart, nothing more
+
+    def test_two_ranks(self):
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(self.TOKENS, 35, tm.vocab_of(model))
+        tp2 = ("--tp-local", "2")
+        runs = {"tp2 " + BACKEND: tm.Runtime(model, device_sets(), tp2),
+                "tp1 " + BACKEND: tm.Runtime(model, device_sets()),
+                "tp2 cpu": tm.Runtime(model, (), tp2)}
+        try:
+            got = {k: r.logits(toks) for k, r in runs.items()}
+        finally:
+            for r in runs.values():
+                r.close()
+        dev = got["tp2 " + BACKEND]
+        tm.check(self, f"tp2 {BACKEND} vs float64", dev, tm.Reference(model).logits(toks),
+                 max_rel=2e-5, min_top1=1.0)
+        for k in ("tp1 " + BACKEND, "tp2 cpu"):
+            tm.check(self, f"tp2 {BACKEND} vs {k}", dev, got[k], max_rel=self.LOGIT_TOL,
+                     min_top1=1.0)
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            want, _ = run(ini, toks[:4], "-n", "4", *tp2)
+            ids, _ = run(ini, toks[:4], "-n", "4", *tp2, *device_args())
+        print(f"  greedy ids over two ranks: cpu {want}, {BACKEND} {ids}", flush=True)
+        self.assertEqual(len(want), 4)
+        self.assertEqual(ids, want)
 
 
 class Graph(unittest.TestCase):

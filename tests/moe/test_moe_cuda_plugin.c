@@ -6,8 +6,10 @@
  * both sides widen alike), the device one on backend-cuda-sim with the
  * device linears.  Rows 1, 3 and 17 (ragged against the kernels' tiles
  * of 4 rows and 8 columns), device outputs NaN-poisoned before each
- * forward; then the refusals: a host-memory backend, [tp] size 2, EXL3
- * experts (no stored `.weight`), softmax scoring.  TF_MOE_CUDA,
+ * forward; tensor parallel ranks (each rank's output against moe.so's
+ * same rank, the ranks' sum against the whole layer); then the
+ * refusals: a host-memory backend, EXL3 experts (no stored `.weight`),
+ * softmax scoring.  TF_MOE_CUDA,
  * TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim modules.
  */
 #include <criterion/criterion.h>
@@ -151,6 +153,103 @@ static void check_layer(struct pair *p, unsigned index, const char *type)
 	cpu->layer_fini(ic);
 }
 
+/* y[n, H] = f's layer LAYER on th's backend over x[n, H] (host memory
+ * both), the output poisoned first. */
+static void run_layer(const tf_plugin_ffn *f, tf_testhost *th, const float *x, int n, float *y)
+{
+	const tf_host *h = tf_testhost_host(th);
+	const tf_backend *be = h->backend;
+	const size_t bytes = sizeof(float) * n * h->model->hidden_size;
+	float *xb = be->alloc(h->backend_ctx, bytes), *yb = be->alloc(h->backend_ctx, bytes);
+	void *inst = NULL;
+	cr_assert(xb && yb);
+	for (size_t i = 0; i < bytes / sizeof(float); i++)
+		y[i] = NAN;
+	cr_assert_eq(f->layer_init(h, LAYER, PREFIX, &inst), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	cr_assert_eq(be->upload(h->backend_ctx, xb, x, bytes), TF_OK);
+	cr_assert_eq(be->upload(h->backend_ctx, yb, y, bytes), TF_OK);
+	cr_assert_eq(f->forward(inst, xb, n, yb), TF_OK, "%s", tf_testhost_last_error(th));
+	cr_assert_eq(be->sync(h->backend_ctx), TF_OK);
+	cr_assert_eq(be->download(h->backend_ctx, y, yb, bytes), TF_OK);
+	f->layer_fini(inst);
+	be->free(h->backend_ctx, xb);
+	be->free(h->backend_ctx, yb);
+}
+
+/* Both hosts play rank r of `ranks` ([tp] moe = moe; r -1: one rank). */
+static void pair_rank(struct pair *p, int r, int ranks, const char *moe)
+{
+	tf_testhost *th[2] = { p->cpu, p->dev };
+	for (int i = 0; i < 2; i++) {
+		tf_host *h = (tf_host *)tf_testhost_host(th[i]);  /* the test owns it */
+		h->tp_rank = r < 0 ? 0 : r;
+		h->tp_size = r < 0 ? 1 : ranks;
+		tf_testhost_set_conf(th[i], "tp", "moe", moe);
+	}
+}
+
+/*
+ * Tensor parallel: the layer `index` as each of `ranks` ranks on both
+ * hosts, n rows: each rank's device output against moe.so's same rank
+ * (its partial sum), and the device ranks' outputs summed, as the
+ * runtime's all-reduce sums them, against moe.so's whole layer.
+ */
+static void check_ranks(struct pair *p, unsigned index, int ranks, const char *moe, int n)
+{
+	const tf_plugin_ffn *cpu = ffn_plugin(index), *dev = ffn_plugin_at(TF_MOE_CUDA, index);
+	const size_t m = (size_t)n * tf_testhost_host(p->cpu)->model->hidden_size;
+	float *x = malloc(sizeof(float) * m), *whole = malloc(sizeof(float) * m);
+	float *yc = malloc(sizeof(float) * m), *yd = malloc(sizeof(float) * m);
+	float *sum = calloc(m, sizeof(float));
+	cr_assert(x && whole && yc && yd && sum);
+	tf_test_fill_uniform(x, m, 1.0f, &p->seed);
+	pair_rank(p, -1, 1, moe);
+	run_layer(cpu, p->cpu, x, n, whole);
+	for (int r = 0; r < ranks; r++) {
+		pair_rank(p, r, ranks, moe);
+		run_layer(cpu, p->cpu, x, n, yc);
+		run_layer(dev, p->dev, x, n, yd);
+		for (size_t i = 0; i < m; i++)
+			sum[i] += yd[i];
+		double e = tf_test_rel_err(yd, yc, m, 1e-3);
+		cr_log_info("%s rank %d of %d (%s) n %d: rel err %.3g vs the CPU's rank", dev->hdr.name,
+			    r, ranks, moe, n, e);
+		cr_expect(e <= PLUGIN_BOUND, "%s rank %d of %d (%s) n %d: rel err %g vs the CPU's",
+			  dev->hdr.name, r, ranks, moe, n, e);
+	}
+	double e = tf_test_rel_err(sum, whole, m, 1e-3);
+	cr_log_info("%s %d ranks (%s) n %d: summed rel err %.3g vs the whole", dev->hdr.name, ranks,
+		    moe, n, e);
+	cr_expect(e <= PLUGIN_BOUND, "%s %d ranks (%s) n %d: summed rel err %g vs the whole layer",
+		  dev->hdr.name, ranks, moe, n, e);
+	pair_rank(p, -1, 1, "split");
+	free(x); free(whole); free(yc); free(yd); free(sum);
+}
+
+/* Features split (every expert's, the shared expert's) over 2 and 4
+ * ranks, clamped; whole experts placed in blocks over 2 and 3 ranks (the
+ * shared expert still split, 24 experts: 3 ranks of 8); a dense MLP over
+ * 2 ranks.  Rows 1 and 17. */
+Test(moe_cuda_plugin, tensor_parallel_ranks_match_cpu)
+{
+	float elim[4] = { 0, 0.3f, 0, 0 };
+	tf_model_config c = moe_config(40, 24, 4, 4, 2, 32, 48);
+	c.expert_swiglu_limit = elim;
+	c.intermediate_size = 200;
+	struct pair p = pair_new(&c, TF_DTYPE_BF16, 48);
+	pair_add_moe(&p, &c);
+	pair_add_mlp(&p, PREFIX, 40, 200);
+	for (int n = 1; n <= 17; n += 16) {
+		check_ranks(&p, 0, 2, "split", n);
+		check_ranks(&p, 0, 4, "split", n);
+		check_ranks(&p, 0, 2, "experts", n);
+		check_ranks(&p, 0, 3, "experts", n);
+		check_ranks(&p, 1, 2, "split", n);
+	}
+	pair_free(&p);
+}
+
 /* A MoE layer of c, its weights stored as dtype. */
 static void check_moe(const tf_model_config *c, tf_dtype dtype, uint64_t seed)
 {
@@ -222,12 +321,11 @@ Test(moe_cuda_plugin, refusals_name_what_they_refuse)
 	}
 	cr_assert_null(ffn_plugin_at(TF_MOE_CUDA, 2));
 
-	/* Tensor parallelism: only moe.so shards. */
-	tf_host *hd = (tf_host *)tf_testhost_host(p.dev);
-	hd->tp_size = 2;
-	check_refused(p.dev, 0, "[tp] size 2");
-	check_refused(p.dev, 1, "[tp] size 2");
-	hd->tp_size = 1;
+	/* Features that do not split over the ranks, named as moe.so names
+	 * them (16 over 3). */
+	pair_rank(&p, 0, 3, "split");
+	check_refused(p.dev, 0, "moe_intermediate_size = 16 does not split evenly over [tp] size 3");
+	pair_rank(&p, -1, 1, "split");
 	pair_free(&p);
 
 	/* An expert without a stored `.weight` (EXL3's trellis instead). */
