@@ -12,7 +12,9 @@
 # and mla-cuda against the float64 layers and the attention contract), and
 # the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
-# model_cuda_sim_* runs it on cuda-sim).
+# model_cuda_sim_* runs it on cuda-sim), and last its decode speed with CUDA
+# graphs on and off ([runtime] cuda_graph: medians of three runs each, the
+# ratio of the two).
 #
 #     scripts/gpu-check.sh [build dir]      (default: build-gpu)
 #
@@ -73,3 +75,22 @@ echo "== the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 
 	"$build/tests/model"
 TF_TFRUN="$build/bin/tfrun" TF_MODELS="$build/tests/model" TF_DEVICE_BACKEND=cuda \
 	/usr/bin/python3 "$root/tests/model/test_cuda_sim.py" -v
+
+echo "== decode with CUDA graphs on and off: ling-tiny, 3-token prompt, 128 tokens, median of 3 each"
+for graph in true false; do
+	for i in 1 2 3; do
+		"$build/bin/tfrun" "$root/conf/ling-tiny.ini" --set "model.path=$build/tests/model/ling-tiny" \
+			--set plugins.backend=cuda --set sampling.temperature=0 \
+			--set "runtime.cuda_graph=$graph" --tokens 5,16,27 -n 128 --json
+	done
+done | /usr/bin/python3 -c '
+import json, statistics, sys
+runs = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+on, off = runs[:3], runs[3:]
+med = lambda rs: statistics.median(r["decode_tps"] for r in rs)
+for tag, rs in (("graphs on", on), ("graphs off", off)):
+    tps = [r["decode_tps"] for r in rs]
+    print("%-10s: decode %8.1f tok/s (runs %s), graph steps %d, built %d" % (
+        tag, med(rs), tps, rs[0]["graph_steps"], rs[0]["graph_built"]))
+print(f"graphs on / off: {med(on) / med(off):.3f}")
+'

@@ -574,6 +574,8 @@ static void print_stats(const struct gen *g)
 		printf(", \"mtp\": ");
 		print_mtp(g, stdout);
 	}
+	const tf_graph_stats gs = tf_engine_graph_stats(g->e);
+	printf(", \"graph_steps\": %" PRIu64 ", \"graph_built\": %" PRIu64, gs.steps, gs.built);
 	printf(", \"stages_s\": {");
 	for (int s = 0; s < tf_engine_stage_count(); s++)
 		printf("%s\"%s\": %.6f", s ? ", " : "", tf_engine_stage_name(s),

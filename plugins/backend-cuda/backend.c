@@ -2,6 +2,8 @@
  * backend.c - the CUDA backend: device memory, one stream, and the ops
  * kernels.cu implements (RMSNorm, add, SwiGLU, embedding, conversion);
  * the other op slots are NULL, which the ABI reads as "not implemented".
+ * A step between graph_begin and graph_end is captured from the stream
+ * and run as one CUDA graph (graph.c).
  *
  * Every call queues work on the instance's stream and returns; sync()
  * waits for it.  The `stream` slot hands that stream to device plugins
@@ -21,28 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_backend.h"
 #include "kernels.h"
 #include "tf_cuda_plugin.h"
-#include "tf/backend.h"
 #include "tf/version.h"
 
-typedef struct tf_cuda {
-	const tf_host *host;
-	int device;
-	cudaStream_t stream;
-	int status;                     /* first op failure since the last sync */
-
-	/* Scratch for embed and convert, grown on demand. */
-	void *ids_dev;                  /* token ids copied to the device */
-	size_t ids_cap;
-	void *rows_dev;                 /* rows gathered from a host table, or a
-					 * host source of convert */
-	size_t rows_cap;
-	void *staging;                  /* pinned host copy of those rows */
-	size_t staging_cap;
-} tf_cuda;
-
-static void cuda_fail(tf_cuda *c, int status, const char *op, const char *why)
+void cuda_fail(tf_cuda *c, int status, const char *op, const char *why)
 {
 	const tf_host *h = c->host;
 	h->log(h, TF_LOG_ERROR, "backend-cuda", "%s: %s", op, why);
@@ -50,8 +36,7 @@ static void cuda_fail(tf_cuda *c, int status, const char *op, const char *why)
 		c->status = h->error(h, status, "backend-cuda: %s: %s", op, why);
 }
 
-/* Record a CUDA failure; returns nonzero when there was one. */
-static int cuda_check(tf_cuda *c, cudaError_t e, const char *op)
+int cuda_check(tf_cuda *c, cudaError_t e, const char *op)
 {
 	if (e == cudaSuccess)
 		return 0;
@@ -59,10 +44,20 @@ static int cuda_check(tf_cuda *c, cudaError_t e, const char *op)
 	return 1;
 }
 
-/* Calls may come from any host thread: point it at our device first. */
-static void cuda_enter(tf_cuda *c)
+void cuda_enter(tf_cuda *c)
 {
 	cudaSetDevice(c->device);
+}
+
+/* While a step is recorded, nothing queued has run and the host must not
+ * wait for the stream: `op` is refused. */
+static int cuda_recording(tf_cuda *c, const char *op)
+{
+	if (!c->graph.recording)
+		return TF_OK;
+	return c->host->error(c->host, TF_ERR_INTERNAL,
+			      "backend-cuda: %s while a step is recorded as a graph "
+			      "(between graph_begin and graph_end)", op);
 }
 
 static int cuda_probe(const tf_host *h, const char **reason)
@@ -107,11 +102,16 @@ static int cuda_init(const tf_host *h, void **ctx)
 	return TF_OK;
 }
 
+/* While recording, nothing is in flight that a free could race: the
+ * stream was drained at graph_begin and frees wait for the step. */
 static void cuda_quiesce(void *ctx)
 {
 	tf_cuda *c = ctx;
+	if (c->graph.recording)
+		return;
 	cuda_enter(c);
-	cudaStreamSynchronize(c->stream);
+	if (cudaStreamSynchronize(c->stream) == cudaSuccess)
+		cuda_graph_settle(c);
 }
 
 static void cuda_fini(void *ctx)
@@ -121,6 +121,7 @@ static void cuda_fini(void *ctx)
 		return;
 	cuda_enter(c);
 	cudaStreamSynchronize(c->stream);
+	cuda_graph_fini(c);
 	cudaFree(c->ids_dev);
 	cudaFree(c->rows_dev);
 	cudaFreeHost(c->staging);
@@ -145,14 +146,19 @@ static void cuda_free(void *ctx, void *p)
 {
 	tf_cuda *c = ctx;
 	cuda_enter(c);
-	cudaFree(p);
+	cuda_release(c, p, false);
 }
 
-/* Ordered on the stream; the source may be reused on return. */
+/* Ordered on the stream; the source may be reused on return (while
+ * recording, the graph copies from a pinned copy of it). */
 static int cuda_upload(void *ctx, void *dst, const void *src, size_t bytes)
 {
 	tf_cuda *c = ctx;
 	cuda_enter(c);
+	if (c->graph.recording && !(src = cuda_graph_stage(c, src, bytes)))
+		return c->host->error(c->host, TF_ERR_NOMEM,
+				      "backend-cuda: upload of %zu bytes: no pinned memory to record it",
+				      bytes);
 	cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
 	if (e != cudaSuccess)
 		return c->host->error(c->host, TF_ERR_DEVICE, "backend-cuda: upload of %zu bytes: %s",
@@ -164,6 +170,9 @@ static int cuda_upload(void *ctx, void *dst, const void *src, size_t bytes)
 static int cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 {
 	tf_cuda *c = ctx;
+	int rc = cuda_recording(c, "download");
+	if (rc)
+		return rc;
 	cuda_enter(c);
 	cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
 	if (e == cudaSuccess)
@@ -171,14 +180,19 @@ static int cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 	if (e != cudaSuccess)
 		return c->host->error(c->host, TF_ERR_DEVICE, "backend-cuda: download of %zu bytes: %s",
 				      bytes, cudaGetErrorString(e));
+	cuda_graph_settle(c);
 	return TF_OK;
 }
 
 static int cuda_sync(void *ctx)
 {
 	tf_cuda *c = ctx;
+	int rc = cuda_recording(c, "sync");
+	if (rc)
+		return rc;
 	cuda_enter(c);
-	cuda_check(c, cudaStreamSynchronize(c->stream), "sync");
+	if (!cuda_check(c, cudaStreamSynchronize(c->stream), "sync"))
+		cuda_graph_settle(c);
 	int status = c->status;
 	c->status = TF_OK;
 	return status;
@@ -214,18 +228,16 @@ static void cuda_swiglu(void *ctx, float *y, const float *gate, const float *up,
 }
 
 /* Grow a scratch buffer (device, or pinned host) to `need` bytes for op.
- * Work queued earlier may still use the old one, so wait for it first. */
+ * Work queued earlier may still use the old one, so wait for it first
+ * (while recording, the old one is released once the step has run). */
 static int cuda_grow(tf_cuda *c, void **p, size_t *cap, size_t need, int pinned,
 		     const char *op)
 {
 	if (need <= *cap)
 		return 0;
-	if (cuda_check(c, cudaStreamSynchronize(c->stream), op))
+	if (!c->graph.recording && cuda_check(c, cudaStreamSynchronize(c->stream), op))
 		return 1;
-	if (pinned)
-		cudaFreeHost(*p);
-	else
-		cudaFree(*p);
+	cuda_release(c, *p, pinned);
 	*p = NULL;
 	*cap = 0;
 	if (cuda_check(c, pinned ? cudaMallocHost(p, need) : cudaMalloc(p, need), op))
@@ -280,9 +292,15 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 	const void *dtable = cuda_device_view(table);
 	if (dtable) {
 		/* The device can read the table: gather there. */
+		const void *src = ids;
+		if (c->graph.recording &&
+		    !(src = cuda_graph_stage(c, ids, (size_t)n * sizeof(int32_t)))) {
+			cuda_fail(c, TF_ERR_NOMEM, "embed", "no pinned memory to record the ids");
+			return;
+		}
 		if (cuda_grow(c, &c->ids_dev, &c->ids_cap, (size_t)n * sizeof(int32_t), 0,
 			      "embed") ||
-		    cuda_check(c, cudaMemcpyAsync(c->ids_dev, ids, (size_t)n * sizeof(int32_t),
+		    cuda_check(c, cudaMemcpyAsync(c->ids_dev, src, (size_t)n * sizeof(int32_t),
 						  cudaMemcpyHostToDevice, c->stream), "embed"))
 			return;
 		cuda_check(c, tf_cuda_embed(c->stream, y, dtable, elem, dim, c->ids_dev, n), "embed");
@@ -290,15 +308,25 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 	}
 
 	/* A host table: gather the rows into pinned memory (after the last
-	 * copy out of it finished), send them, widen on the device. */
-	if (cuda_grow(c, &c->staging, &c->staging_cap, (size_t)n * row, 1, "embed") ||
-	    cuda_grow(c, &c->rows_dev, &c->rows_cap, (size_t)n * row, 0, "embed") ||
-	    cuda_check(c, cudaStreamSynchronize(c->stream), "embed"))
+	 * copy out of it finished; while recording, memory of the step's
+	 * own), send them, widen on the device. */
+	char *rows = NULL;
+	if (c->graph.recording) {
+		if (!(rows = cuda_graph_stage(c, NULL, (size_t)n * row))) {
+			cuda_fail(c, TF_ERR_NOMEM, "embed", "no pinned memory to record the rows");
+			return;
+		}
+	} else if (cuda_grow(c, &c->staging, &c->staging_cap, (size_t)n * row, 1, "embed") ||
+		   cuda_check(c, cudaStreamSynchronize(c->stream), "embed")) {
+		return;
+	} else {
+		rows = c->staging;
+	}
+	if (cuda_grow(c, &c->rows_dev, &c->rows_cap, (size_t)n * row, 0, "embed"))
 		return;
 	for (int64_t i = 0; i < n; i++)
-		memcpy((char *)c->staging + (size_t)i * row,
-		       (const char *)table + (size_t)ids[i] * row, row);
-	if (cuda_check(c, cudaMemcpyAsync(c->rows_dev, c->staging, (size_t)n * row,
+		memcpy(rows + (size_t)i * row, (const char *)table + (size_t)ids[i] * row, row);
+	if (cuda_check(c, cudaMemcpyAsync(c->rows_dev, rows, (size_t)n * row,
 					  cudaMemcpyHostToDevice, c->stream), "embed"))
 		return;
 	cuda_check(c, tf_cuda_embed(c->stream, y, c->rows_dev, elem, dim, NULL, n), "embed");
@@ -327,6 +355,10 @@ static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src
 		return TF_OK;
 	cuda_enter(c);
 	const void *dsrc = cuda_device_view(src);
+	if (!dsrc && c->graph.recording)        /* the engine converts at load only */
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"backend-cuda: convert %s -> %s from host memory while a step is "
+				"recorded as a graph", tf_dtype_name(src_type), tf_dtype_name(dst_type));
 	cudaError_t e = cudaSuccess;
 	if (src_type == dst_type)
 		e = cudaMemcpyAsync(dst, src, sbytes, dsrc ? cudaMemcpyDeviceToDevice :
@@ -378,6 +410,8 @@ static const tf_backend cuda_backend = {
 	.embed = cuda_embed,
 	.convert = cuda_convert,
 	.stream = cuda_stream,
+	.graph_begin = cuda_graph_begin,
+	.graph_end = cuda_graph_end,
 };
 
 TF_EXPORT const tf_backend *tf_plugin_backend_v1(unsigned index)

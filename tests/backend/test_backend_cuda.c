@@ -2,7 +2,11 @@
  * test_backend_cuda.c - backend-cuda.so loads without libcudart or a GPU
  * and says why it cannot run; on a machine with a GPU, its kernels match
  * the CPU reference ("cpu-ref") on random data, host and device embedding
- * tables and conversion sources alike, and op failures surface at sync().
+ * tables and conversion sources alike, and op failures surface at sync();
+ * steps recorded between graph_begin and graph_end give the bits of the
+ * same calls launched, build a graph again only when their nodes change,
+ * copy host sources aside, hold frees until the step has run and refuse
+ * waits in between.
  *
  * Built a second time against the SIMT harness (tests/simt/), where
  * TF_CUDA_BACKEND names the harness build of the plugin and the "GPU"
@@ -330,4 +334,93 @@ Test(backend_cuda_gpu, convert_refuses_bad_input)
 	cr_assert_eq(gpu->convert(gctx, dy, TF_DTYPE_F16, dy + 8, TF_DTYPE_F32, 0), TF_OK);
 	cr_assert_eq(gpu->sync(gctx), TF_OK, "a refused convert leaves no failure behind");
 	gpu->free(gctx, dy);
+}
+
+/* One step: x = embed(ids) (a host table), pos uploaded, y = rmsnorm(x) * w
+ * (+ x once more when `extra`). */
+static void graph_step(float *dx, float *dy, int32_t *dpos, const void *table, const float *dw,
+		       int64_t dim, int32_t *ids, int32_t *pos, int n, bool extra)
+{
+	gpu->embed(gctx, dx, table, TF_DTYPE_BF16, dim, ids, n);
+	cr_assert_eq(gpu->upload(gctx, dpos, pos, (size_t)n * sizeof(int32_t)), TF_OK);
+	/* The sources may be reused on return: a recorded step copied them. */
+	memset(ids, 0, (size_t)n * sizeof(int32_t));
+	memset(pos, 0, (size_t)n * sizeof(int32_t));
+	gpu->rmsnorm(gctx, dy, dx, dw, n, dim, 1e-6f);
+	if (extra)
+		gpu->add(gctx, dy, dy, dx, (int64_t)n * dim);
+}
+
+Test(backend_cuda_gpu, graph_steps_give_the_bits_of_launches)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	cr_assert(tf_backend_has_graph(gpu));
+	enum { N = 3 };
+	const int64_t vocab = 300, dim = 65;
+	float *src = random_floats((size_t)(vocab * dim), 2.0f, 21);
+	float *w = random_floats((size_t)dim, 1.0f, 22);
+	void *table = malloc((size_t)(vocab * dim) * 2);
+	cr_assert_eq(fx.be[CPU_REF]->convert(fx.ctx[CPU_REF], table, TF_DTYPE_BF16, src,
+					     TF_DTYPE_F32, vocab * dim), TF_OK);
+	float *dw = to_device(w, (size_t)dim * sizeof(float));
+	float *dx = poisoned_device((size_t)(N * dim)), *dy = poisoned_device((size_t)(N * dim));
+	int32_t *dpos = gpu->alloc(gctx, N * sizeof(int32_t));
+
+	for (int step = 0; step < 4; step++) {
+		const bool extra = step == 3;   /* other nodes: a new graph */
+		int32_t ids[N], pos[N], want_pos[N];
+		for (int i = 0; i < N; i++) {
+			ids[i] = (int32_t)((step * 97 + i * 31 + 7) % vocab);
+			want_pos[i] = pos[i] = step * N + i;
+		}
+		int32_t ids2[N], pos2[N];
+		memcpy(ids2, ids, sizeof(ids));
+		memcpy(pos2, pos, sizeof(pos));
+		graph_step(dx, dy, dpos, table, dw, dim, ids2, pos2, N, extra);
+		float *want = from_device(dy, (size_t)(N * dim));
+
+		int reused = -1;
+		float *gone = poisoned_device((size_t)(N * dim));
+		cr_assert_eq(gpu->graph_begin(gctx), TF_OK, "%s", tf_testhost_last_error(fx.th));
+		graph_step(dx, gone, dpos, table, dw, dim, ids, pos, N, extra);
+		gpu->rmsnorm(gctx, dy, dx, dw, N, dim, 1e-6f);
+		if (extra)
+			gpu->add(gctx, dy, dy, dx, N * dim);
+		gpu->free(gctx, gone);  /* the step writes it: held until the step has run */
+		gpu->quiesce(gctx);                     /* returns: nothing recorded has run */
+		float h;
+		cr_assert_eq(gpu->download(gctx, &h, dy, sizeof(h)), TF_ERR_INTERNAL);
+		cr_assert(strstr(tf_testhost_last_error(fx.th), "recorded as a graph"));
+		cr_assert_eq(gpu->sync(gctx), TF_ERR_INTERNAL);
+		cr_assert_eq(gpu->graph_end(gctx, 1, &reused), TF_OK, "%s",
+			     tf_testhost_last_error(fx.th));
+		cr_assert_eq(reused, step == 1 || step == 2, "step %d reused %d", step, reused);
+		float *got = from_device(dy, (size_t)(N * dim));
+		int32_t got_pos[N];
+		cr_assert_eq(gpu->download(gctx, got_pos, dpos, sizeof(got_pos)), TF_OK);
+		cr_assert(memcmp(got, want, (size_t)(N * dim) * sizeof(float)) == 0, "step %d", step);
+		cr_assert(memcmp(got_pos, want_pos, sizeof(got_pos)) == 0, "step %d", step);
+		free(want);
+		free(got);
+	}
+
+	/* A dropped recording runs nothing. */
+	float *dz = poisoned_device((size_t)dim);
+	int reused = -1;
+	cr_assert_eq(gpu->graph_begin(gctx), TF_OK);
+	gpu->rmsnorm(gctx, dz, dx, dw, 1, dim, 1e-6f);
+	cr_assert_eq(gpu->graph_end(gctx, 0, &reused), TF_OK);
+	float *z = from_device(dz, (size_t)dim);
+	for (int64_t i = 0; i < dim; i++)
+		cr_assert(isnan(z[i]), "a dropped step wrote element %lld", (long long)i);
+	free(z);
+	gpu->free(gctx, dz);
+	gpu->free(gctx, dx);
+	gpu->free(gctx, dy);
+	gpu->free(gctx, dw);
+	gpu->free(gctx, dpos);
+	free(src);
+	free(w);
+	free(table);
 }

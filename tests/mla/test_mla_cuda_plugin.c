@@ -5,9 +5,10 @@
  * a cache that crosses a page (a 270-row prefill in the naive form, then
  * absorbed and naive pieces), with and without q_lora, plain RoPE and
  * YaRN, head-wise and per-channel gates, f32 and bf16 caches; a fork
- * (state_copy) continuing as its source; the refusal of a host-memory
- * backend and of dims the kernels do not take; heads sharded over ranks
- * (tensor parallelism) summing to the whole layer.
+ * (state_copy) continuing as its source; decode steps recorded as graphs
+ * across a page boundary giving the bits of launched ones; the refusal of
+ * a host-memory backend and of dims the kernels do not take; heads
+ * sharded over ranks (tensor parallelism) summing to the whole layer.
  * TF_MLA_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim
  * modules.
  */
@@ -82,6 +83,17 @@ static void dev_forward(struct dev_run *r, void *st, int64_t from, int64_t m)
 	const tf_attn_batch b = { .n = m, .pos = r->pos + from, .n_seg = 1, .seg = &seg };
 	cr_assert_eq(r->a->forward_batch(r->inst, r->xd + from * r->H, &b, r->yd + from * r->H),
 		     TF_OK, "%s", tf_testhost_last_error(r->th));
+}
+
+/* Rows [from, from + m) of the inputs (host and device) and positions
+ * again at rows [to, to + m): a twin state's. */
+static void dev_repeat_rows(struct dev_run *r, int64_t to, int64_t from, int64_t m)
+{
+	const size_t bytes = (size_t)(m * r->H) * sizeof(float);
+	memcpy(r->x + to * r->H, r->x + from * r->H, bytes);
+	memcpy(r->pos + to, r->pos + from, (size_t)m * sizeof(int32_t));
+	cr_assert_eq(r->h->backend->upload(r->h->backend_ctx, r->xd + to * r->H, r->x + to * r->H,
+					   bytes), TF_OK);
 }
 
 /* Outputs of rows [from, from + m) into host memory y. */
@@ -172,11 +184,7 @@ Test(mla_cuda_plugin, fork_continues_as_source, .timeout = 600)
 	cr_assert_eq(r.a->state_copy(r.inst, fork, src), TF_OK, "%s", tf_testhost_last_error(r.th));
 	cr_assert_eq(r.a->state_len(r.inst, fork), PRE);
 	/* rows PRE.. on the source, the same inputs (copied to PRE + MORE..) on the fork */
-	memcpy(r.x + (PRE + MORE) * r.H, r.x + PRE * r.H, (size_t)(MORE * r.H) * sizeof(float));
-	memcpy(r.pos + PRE + MORE, r.pos + PRE, MORE * sizeof(int32_t));
-	cr_assert_eq(r.h->backend->upload(r.h->backend_ctx, r.xd + (PRE + MORE) * r.H,
-					  r.x + (PRE + MORE) * r.H,
-					  (size_t)(MORE * r.H) * sizeof(float)), TF_OK);
+	dev_repeat_rows(&r, PRE + MORE, PRE, MORE);
 	dev_forward(&r, src, PRE, MORE);
 	dev_forward(&r, fork, PRE + MORE, MORE);
 	cr_assert_eq(r.a->state_len(r.inst, fork), PRE + MORE);
@@ -189,6 +197,51 @@ Test(mla_cuda_plugin, fork_continues_as_source, .timeout = 600)
 
 	r.a->state_free(r.inst, src);
 	r.a->state_free(r.inst, fork);
+	dev_close(&r);
+	mla_case_free(&c);
+}
+
+/* Decode steps recorded as graphs (the backend's graph_begin/graph_end,
+ * as the engine brackets a step) across the second page give the bits of
+ * the same steps launched on a twin state; the step that takes the page
+ * and the one after it build a graph, the others replay the last one. */
+Test(mla_cuda_plugin, graph_steps_cross_a_page, .timeout = 600)
+{
+	enum { PRE = 254, K = 5, OFF = PRE + K, ROWS = 2 * OFF };
+	static const int want_reused[K] = { 0, 1, 0, 0, 1 };    /* rows 254 .. 258 */
+	struct mla_case c;
+	struct dev_run r;
+	void *eager = NULL, *graphed = NULL;
+	mla_case_init(&c, true, false, YARN_MSCALE, 76);
+	c.kv_cache = "bf16";
+	dev_open(&r, &c, ROWS, 77);
+	const tf_backend *be = r.h->backend;
+	void *bctx = r.h->backend_ctx;
+	cr_assert(tf_backend_has_graph(be));
+	dev_repeat_rows(&r, OFF, 0, OFF);       /* the graphed state's rows */
+	cr_assert_eq(r.a->state_new(r.inst, ROWS, &eager), TF_OK);
+	cr_assert_eq(r.a->state_new(r.inst, ROWS, &graphed), TF_OK);
+	dev_forward(&r, eager, 0, PRE);
+	dev_forward(&r, graphed, OFF, PRE);
+	for (int t = 0; t < K; t++) {
+		int reused = -1;
+		dev_forward(&r, eager, PRE + t, 1);
+		cr_assert_eq(be->graph_begin(bctx), TF_OK, "%s", tf_testhost_last_error(r.th));
+		dev_forward(&r, graphed, OFF + PRE + t, 1);
+		cr_assert_eq(be->graph_end(bctx, 1, &reused), TF_OK, "%s",
+			     tf_testhost_last_error(r.th));
+		cr_expect_eq(reused, want_reused[t], "row %d: reused %d", PRE + t, reused);
+	}
+	cr_assert_eq(r.a->state_len(r.inst, graphed), OFF);
+
+	float a[K * 48], b[K * 48];
+	cr_assert_eq(r.H, 48);
+	dev_download(&r, PRE, K, a);
+	dev_download(&r, OFF + PRE, K, b);
+	cr_expect(!isnan(a[0]) && !memcmp(a, b, sizeof(a)),
+		  "graphed decode steps differ from launched ones");
+	r.a->state_free(r.inst, eager);
+	r.a->state_free(r.inst, graphed);
 	dev_close(&r);
 	mla_case_free(&c);
 }

@@ -25,6 +25,9 @@ step of a forward runs in the kernels a GPU would run.
              and 3 decode steps against the CPU path on the same checkpoint
              and against the float64 reference's bit-exact decode (the
              decode steps within the bf16 model's tolerance)
+    Graph    one-row steps recorded and replayed as CUDA graphs
+             ([runtime] cuda_graph) give the bits of launching each kernel by
+             itself: a prompt fed a row at a time, then a decode
 
 TF_TFRUN is tests/tfrun_sim (tfrun linked with ASan, which the cuda-sim
 modules need in the process); without the backend pin it is the CPU path.
@@ -37,6 +40,7 @@ thread schedule (TF_SIMT_SCHEDULES=forward, set by ctest): every kernel's
 race check is in its own tests, and three schedules from saved device
 memory per launch would take ten times as long.
 """
+import json
 import os
 import tempfile
 import unittest
@@ -158,6 +162,44 @@ class TensorParallel(unittest.TestCase):
         print(f"  greedy ids over two ranks: cpu {want}, {BACKEND} {ids}", flush=True)
         self.assertEqual(len(want), 4)
         self.assertEqual(ids, want)
+
+
+class Graph(unittest.TestCase):
+    """Every step of one row runs as a graph with cuda_graph on.  The first
+    step takes the sequence's first MLA cache page and zeroes its KDA
+    states: nodes the second step has not, so it builds a graph again (a
+    re-capture); the rest replay that one with their own token, position
+    and cache length.  Logits of each prompt row must be the bits of
+    cuda_graph off, and the generated text (tokenizer.json kept: --json
+    prints no ids) the same."""
+    PROMPT, N = 5, 3
+
+    def test_graphs_equal_launches(self):
+        model = tm.model_dir("ling-tiny")
+        vocab = tm.vocab_of(model)
+        toks = tm.prompt(self.PROMPT, 35, vocab)
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, model, chunk=1)
+            got = {}
+            for graph in ("true", "false"):
+                out = os.path.join(d, f"logits-{graph}.f32")
+                p = tm.tfrun(ini, toks, "-n", str(self.N), "--dump-logits", out,
+                             *device_args(f"runtime.cuda_graph={graph}"))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                stats = json.loads(p.stdout.strip().splitlines()[-1])
+                with open(out, "rb") as f:
+                    got[graph] = (f.read(), stats)
+        (on, son), (off, soff) = got["true"], got["false"]
+        steps = self.PROMPT + self.N - 1        # the last id is not fed back
+        print(f"  graphs on: {son['graph_steps']} steps, {son['graph_built']} built, "
+              f"text {son['text']!r}; off: text {soff['text']!r}", flush=True)
+        self.assertEqual(len(on), self.PROMPT * vocab * 4)
+        self.assertEqual(on, off, "logits with graphs differ from launches one by one")
+        self.assertTrue(son["text"])
+        self.assertEqual(son["text"], soff["text"])
+        self.assertEqual(son["generated_tokens"], self.N)
+        self.assertEqual((son["graph_steps"], son["graph_built"]), (steps, 2))
+        self.assertEqual((soff["graph_steps"], soff["graph_built"]), (0, 0))
 
 
 if __name__ == "__main__":

@@ -376,15 +376,13 @@ uint64_t warp_lane(const uint64_t *all, unsigned mask, int src, const char *what
 	return all[src];
 }
 
-cudaError_t launch(const char *name, dim3 grid, dim3 block, size_t smem,
-		   const std::function<void()> &thread)
+namespace {
+
+/* The grid now, under every schedule. */
+cudaError_t run_launch(const char *name, dim3 grid, dim3 block, size_t smem,
+		       const std::function<void()> &thread)
 {
 	const uint64_t threads = (uint64_t)block.x * block.y * block.z;
-	if (!threads || threads > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z ||
-	    grid.y > 65535 || grid.z > 65535 || (uint64_t)grid.x * grid.y * grid.z > 0xFFFFFFFFu) {
-		set_error(cudaErrorInvalidConfiguration);
-		return cudaErrorInvalidConfiguration;
-	}
 	static thread_local uint64_t launches;
 	const uint64_t seed = launches++;
 	block_run r{};
@@ -450,6 +448,34 @@ cudaError_t launch(const char *name, dim3 grid, dim3 block, size_t smem,
 	munmap(stacks, threads * stack_bytes);
 	run = outer;
 	return r.faulted ? cudaErrorLaunchFailure : cudaSuccess;
+}
+
+} /* namespace */
+
+/* A configuration the GPU refuses fails at the launch, captured or not. */
+cudaError_t launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+		   const void *kernel, std::function<void()> thread)
+{
+	const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+	if (!threads || threads > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z ||
+	    grid.y > 65535 || grid.z > 65535 || (uint64_t)grid.x * grid.y * grid.z > 0xFFFFFFFFu) {
+		set_error(cudaErrorInvalidConfiguration);
+		return cudaErrorInvalidConfiguration;
+	}
+	if (capture_launch(stream, kernel, [=] { return run_launch(name, grid, block, smem, thread); }))
+		return cudaSuccess;
+	return run_launch(name, grid, block, smem, thread);
+}
+
+cudaError_t api_fault(cudaError_t e, const char *what)
+{
+	last_fault = std::string("simt: ") + what;
+	if (abort_on_fault) {
+		fprintf(stderr, "%s\n", last_fault.c_str());
+		abort();
+	}
+	set_error(e);
+	return e;
 }
 
 } /* namespace tf_simt */

@@ -326,6 +326,242 @@ static void test_bad_launch()
 	cudaFree(y);
 }
 
+/* ---- stream capture and graph replay ---- */
+
+__global__ static void axpb(float *y, const float *x, float a, float b, int n)
+{
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = a * x[i] + b;
+}
+
+/* The fault a runtime call made (its error, and the fault's text). */
+template <class F> static bool api_faults(F call, cudaError_t e, const char *expect)
+{
+	cudaGetLastError();
+	cudaError_t got = call();
+	return got == e && cudaGetLastError() == e && strstr(tf_simt_last_fault(), expect);
+}
+
+/* A capture of: copy pinned src -> x, y = a x + b, memset of z's first
+ * word, copy y -> pinned out.  Nothing may run before the launch. */
+struct chain {
+	cudaStream_t s;
+	float *x, *y, *z, *src, *out;
+	int n;
+};
+
+static cudaGraph_t chain_capture(const chain &c, float a, float b, bool with_memset)
+{
+	cudaGraph_t g = nullptr;
+	cudaStreamBeginCapture(c.s, cudaStreamCaptureModeGlobal);
+	cudaMemcpyAsync(c.x, c.src, (size_t)c.n * 4, cudaMemcpyHostToDevice, c.s);
+	TF_LAUNCH((c.n + 63) / 64, 64, 0, c.s, axpb)(c.y, c.x, a, b, c.n);
+	if (with_memset)
+		cudaMemsetAsync(c.z, 0, 4, c.s);
+	cudaMemcpyAsync(c.out, c.y, (size_t)c.n * 4, cudaMemcpyDeviceToHost, c.s);
+	cudaStreamEndCapture(c.s, &g);
+	return g;
+}
+
+static bool chain_gives(const chain &c, float a, float b)
+{
+	bool ok = true;
+	for (int i = 0; i < c.n; i++)
+		ok &= c.out[i] == a * c.src[i] + b;
+	return ok;
+}
+
+static void test_graph_replay()
+{
+	chain c{};
+	c.n = 100;
+	cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking);
+	cudaMalloc(&c.x, 400);
+	cudaMalloc(&c.y, 400);
+	cudaMalloc(&c.z, 4);
+	cudaMallocHost(&c.src, 400);
+	cudaMallocHost(&c.out, 400);
+	for (int i = 0; i < c.n; i++)
+		c.src[i] = rnd();
+	cudaGetLastError();
+	float a = 3.0f;
+	cudaGraph_t g = chain_capture(c, a, 0.5f, true);
+	a = 7.0f;               /* after the capture: the graph keeps 3 */
+	bool idle = std::isnan(c.out[0]);
+	cudaStreamCaptureStatus st;
+	cudaStreamIsCapturing(c.s, &st);
+	check(g && idle && st == cudaStreamCaptureStatusNone && cudaGetLastError() == cudaSuccess,
+	      "a capture records its launch, memset and copies and runs none of them");
+	cudaGraphExec_t x = nullptr;
+	bool ok = cudaGraphInstantiate(&x, g, 0) == cudaSuccess &&
+		  cudaGraphLaunch(x, c.s) == cudaSuccess && chain_gives(c, 3.0f, 0.5f);
+	for (int i = 0; i < c.n; i++)   /* a replay reads the pinned source as it is now */
+		c.src[i] = rnd();
+	ok &= cudaGraphLaunch(x, c.s) == cudaSuccess && chain_gives(c, 3.0f, 0.5f);
+	check(ok && a == 7.0f, "a replay runs with the arguments of the capture and the pinned "
+	      "source's bytes at the launch");
+	cudaGraphDestroy(g);
+
+	cudaGraphExecUpdateResultInfo info;
+	g = chain_capture(c, -2.0f, 1.0f, true);
+	ok = cudaGraphExecUpdate(x, g, &info) == cudaSuccess &&
+	     info.result == cudaGraphExecUpdateSuccess && cudaGraphLaunch(x, c.s) == cudaSuccess &&
+	     chain_gives(c, -2.0f, 1.0f);
+	cudaGraphDestroy(g);
+	g = chain_capture(c, 5.0f, 1.0f, false);
+	ok &= cudaGraphExecUpdate(x, g, &info) == cudaErrorGraphExecUpdateFailure &&
+	      cudaGetLastError() == cudaErrorGraphExecUpdateFailure &&
+	      info.result == cudaGraphExecUpdateErrorTopologyChanged &&
+	      cudaGraphLaunch(x, c.s) == cudaSuccess && chain_gives(c, -2.0f, 1.0f);
+	check(ok, "an update takes a same-shaped capture's parameters and refuses another shape");
+	cudaGraphDestroy(g);
+	cudaGraphExecDestroy(x);
+	cudaFree(c.x);
+	cudaFree(c.y);
+	cudaFree(c.z);
+	cudaFreeHost(c.src);
+	cudaFreeHost(c.out);
+	cudaStreamDestroy(c.s);
+}
+
+/* Stream-ordered scratch inside a capture: memory nodes the graph owns
+ * (LeakSanitizer checks that they go with it). */
+static void test_graph_memory()
+{
+	cudaStream_t s;
+	cudaGraph_t g = nullptr;
+	cudaGraphExec_t x = nullptr;
+	float *src, *y, *t = nullptr, *outside;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaMallocHost(&src, 64 * 4);
+	cudaMalloc(&y, 64 * 4);
+	cudaMalloc(&outside, 4);
+	for (int i = 0; i < 64; i++)
+		src[i] = rnd();
+	cudaGetLastError();
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	cudaMallocAsync((void **)&t, 64 * 4, s);
+	cudaMemcpyAsync(t, src, 64 * 4, cudaMemcpyHostToDevice, s);
+	TF_LAUNCH(1, 64, 0, s, axpb)(y, t, 2.0f, -1.0f, 64);
+	cudaFreeAsync(t, s);
+	bool ok = cudaStreamEndCapture(s, &g) == cudaSuccess && g &&
+		  cudaGraphInstantiate(&x, g, 0) == cudaSuccess;
+	cudaGraphDestroy(g);
+	for (int rep = 0; rep < 2; rep++) {
+		float h[64];
+		ok &= cudaGraphLaunch(x, s) == cudaSuccess &&
+		      cudaMemcpy(h, y, sizeof(h), cudaMemcpyDeviceToHost) == cudaSuccess;
+		for (int i = 0; i < 64; i++)
+			ok &= h[i] == 2.0f * src[i] - 1.0f;
+		src[0] += 1.0f;
+	}
+	check(ok && cudaGetLastError() == cudaSuccess,
+	      "cudaMallocAsync and cudaFreeAsync in a capture become memory nodes a replay reuses");
+	cudaGraphExecDestroy(x);
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	check(api_faults([&] { return cudaFreeAsync(outside, s); }, cudaErrorStreamCaptureUnsupported,
+			 "memory the capture did not allocate"),
+	      "cudaFreeAsync in a capture of memory from outside it is refused as not modelled");
+	cudaStreamEndCapture(s, &g);
+	cudaGetLastError();
+	cudaFree(outside);
+	cudaFree(y);
+	cudaFreeHost(src);
+	cudaStreamDestroy(s);
+}
+
+static void test_graph_faults()
+{
+	cudaStream_t s, other;
+	cudaEvent_t ev;
+	cudaGraph_t g = nullptr;
+	float *d, *pinned, pageable[16];
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+	cudaEventCreate(&ev);
+	cudaMalloc(&d, 64);
+	cudaMallocHost(&pinned, 64);
+	cudaGetLastError();
+
+	/* A host wait on the capturing stream; on another stream, none. */
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+	check(cudaStreamSynchronize(other) == cudaSuccess, "a sync of a stream not being captured "
+	      "during a capture runs clean");
+	check(api_faults([&] { return cudaStreamSynchronize(s); }, cudaErrorStreamCaptureUnsupported,
+			 "cudaStreamSynchronize on a stream being captured"),
+	      "cudaStreamSynchronize on the capturing stream is a fault");
+	check(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && !g,
+	      "the capture a host wait spoiled ends without a graph");
+	cudaGetLastError();
+
+	cudaEventRecord(ev, s);                 /* before the capture: may be waited for */
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+	check(cudaEventSynchronize(ev) == cudaSuccess,
+	      "waiting for an event recorded before the capture runs clean");
+	cudaEventRecord(ev, s);
+	check(api_faults([&] { return cudaEventSynchronize(ev); }, cudaErrorStreamCaptureUnsupported,
+			 "cudaEventSynchronize on an event recorded inside"),
+	      "waiting for an event recorded inside the capture is a fault");
+	cudaStreamEndCapture(s, &g);
+	cudaGetLastError();
+
+	/* Pageable host memory on either side of a captured copy. */
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	check(cudaMemcpyAsync(d, pinned, 64, cudaMemcpyHostToDevice, s) == cudaSuccess &&
+	      cudaMemcpyAsync(pinned, d, 64, cudaMemcpyDeviceToHost, s) == cudaSuccess,
+	      "captured copies to and from cudaMallocHost memory run clean");
+	check(api_faults([&] { return cudaMemcpyAsync(d, pageable, 64, cudaMemcpyHostToDevice, s); },
+			 cudaErrorStreamCaptureUnsupported, "from pageable host memory"),
+	      "a captured copy from pageable host memory is a fault naming the rule");
+	cudaStreamEndCapture(s, &g);
+	cudaGetLastError();
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	check(api_faults([&] { return cudaMemcpyAsync(pageable, d, 64, cudaMemcpyDeviceToHost, s); },
+			 cudaErrorStreamCaptureUnsupported, "into pageable host memory"),
+	      "a captured copy into pageable host memory is a fault");
+	cudaStreamEndCapture(s, &g);
+	cudaGetLastError();
+
+	/* Allocation: unsafe in global mode, allowed in relaxed. */
+	float *extra = nullptr;
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+	check(cudaMalloc(&extra, 64) == cudaSuccess && cudaFree(extra) == cudaSuccess,
+	      "cudaMalloc and cudaFree during a relaxed capture run clean");
+	check(cudaStreamEndCapture(s, &g) == cudaSuccess && g, "that capture ends with a graph");
+	cudaGraphDestroy(g);
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	check(api_faults([&] { return cudaMalloc(&extra, 64); }, cudaErrorStreamCaptureUnsupported,
+			 "cudaMalloc while a stream capture in cudaStreamCaptureModeGlobal"),
+	      "cudaMalloc during a global capture is a fault");
+	cudaStreamEndCapture(s, &g);
+	cudaGetLastError();
+
+	/* A replay whose host source was freed since the capture (the address
+	 * may be handed out again: the serial tells); beside it the same graph
+	 * with the source alive. */
+	cudaGraphExec_t x = nullptr;
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+	cudaMemcpyAsync(d, pinned, 64, cudaMemcpyHostToDevice, s);
+	cudaStreamEndCapture(s, &g);
+	cudaGraphInstantiate(&x, g, 0);
+	cudaGraphDestroy(g);
+	pinned[0] = 42.0f;
+	float back = 0;
+	check(cudaGraphLaunch(x, s) == cudaSuccess &&
+	      cudaMemcpy(&back, d, 4, cudaMemcpyDeviceToHost) == cudaSuccess && back == 42.0f,
+	      "a replay from a live pinned source runs clean");
+	cudaFreeHost(pinned);
+	check(api_faults([&] { return cudaGraphLaunch(x, s); }, cudaErrorInvalidValue,
+			 "in an allocation freed since the capture"),
+	      "a replay whose captured host source was freed since is a fault");
+	cudaGraphExecDestroy(x);
+	cudaFree(d);
+	cudaEventDestroy(ev);
+	cudaStreamDestroy(s);
+	cudaStreamDestroy(other);
+}
+
 /* ---- fp16 ---- */
 
 static void test_fp16()
@@ -354,6 +590,9 @@ int main()
 	test_shuffle_lanes();
 	test_out_of_bounds();
 	test_bad_launch();
+	test_graph_replay();
+	test_graph_memory();
+	test_graph_faults();
 	test_fp16();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;

@@ -85,6 +85,20 @@ typedef struct tf_backend {
 	 * step can be captured as one graph.  NULL on host-memory backends;
 	 * read it with tf_backend_stream. */
 	void *(*stream)(void *ctx);
+
+	/* Since ABI 1.10, optional (device backends): one step's work run as
+	 * a graph.  After graph_begin, what is queued on the stream (the ops
+	 * and copies above, the device plugins' launches) is recorded, not
+	 * run, so nothing may wait for it before graph_end: download and sync
+	 * fail, quiesce returns at once (nothing recorded has run), memory
+	 * freed is released once the step has run, and host sources of
+	 * uploads and embeds are copied aside for the graph to read.
+	 * graph_end(run = 1) runs the recording as one graph: the executable
+	 * graph of the last step takes its parameters when both have the same
+	 * nodes (*reused = 1), else one is built (*reused = 0); run = 0 drops
+	 * it (a step that failed part way).  Read with tf_backend_has_graph. */
+	int (*graph_begin)(void *ctx);
+	int (*graph_end)(void *ctx, int run, int *reused);
 } tf_backend;
 
 /* The backend's device stream, or NULL when it has none (a host-memory
@@ -93,6 +107,13 @@ static inline void *tf_backend_stream(const tf_backend *be, void *ctx)
 {
 	return be->hdr.struct_size >= offsetof(tf_backend, stream) + sizeof(be->stream) &&
 	       be->stream ? be->stream(ctx) : NULL;
+}
+
+/* Whether the backend records steps as graphs (ABI 1.10). */
+static inline int tf_backend_has_graph(const tf_backend *be)
+{
+	return be->hdr.struct_size >= offsetof(tf_backend, graph_end) + sizeof(be->graph_end) &&
+	       be->graph_begin && be->graph_end;
 }
 
 /* Entry symbol. */

@@ -261,7 +261,19 @@ typedef struct tf_moe_stats {
 } tf_moe_stats;
 tf_moe_stats tf_engine_moe_stats(const tf_engine *e);
 
-/* Zero the stage seconds and the MoE counts. */
+/*
+ * Decode steps run as device graphs ([runtime] cuda_graph on a backend
+ * with graph slots) since open or the last reset: `steps` ran as a graph,
+ * `built` of them built a new executable graph (the first, and each whose
+ * nodes differed from the step before: a cache page taken, a state's first
+ * use); the rest replayed the graph before with their own parameters.
+ */
+typedef struct tf_graph_stats {
+	uint64_t steps, built;
+} tf_graph_stats;
+tf_graph_stats tf_engine_graph_stats(const tf_engine *e);
+
+/* Zero the stage seconds, the MoE counts and the graph counts. */
 void tf_engine_stats_reset(tf_engine *e);
 
 #ifdef __cplusplus

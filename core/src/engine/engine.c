@@ -1255,6 +1255,13 @@ double tf_engine_stage_seconds(const tf_engine *e, int stage)
 
 tf_moe_stats tf_engine_moe_stats(const tf_engine *e) { return tf_runtime_moe_stats(e->rt); }
 
+tf_graph_stats tf_engine_graph_stats(const tf_engine *e)
+{
+	tf_graph_stats s;
+	tf_pipeline_graph_stats(e->p, &s.steps, &s.built);
+	return s;
+}
+
 void tf_engine_stats_reset(tf_engine *e)
 {
 	tf_pipeline_stats_reset(e->p);

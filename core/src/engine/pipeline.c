@@ -74,6 +74,11 @@ struct tf_pipeline {
 	int first_legacy;               /* a pre-1.5 attention layer, or -1 */
 	const void *legacy_owner;       /* the seqstate its instances hold */
 	double stage_s[TF_STAGE_COUNT];
+
+	/* [runtime] cuda_graph on a backend with graph slots: decode steps
+	 * run as graphs; how many did, and how many built a new one. */
+	bool graph;
+	uint64_t graph_steps, graph_built;
 };
 
 double tf_pipeline_clock(void)
@@ -294,8 +299,10 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->vocab = p->cfg->vocab_size;
 	p->chunk = tf_runtime_prefill_chunk(rt);
 	p->first_legacy = -1;
-	if ((rc = tf_conf_get_bool(tf_runtime_conf(rt), "mtp", "enabled", false, &p->mtp)))
+	if ((rc = tf_conf_get_bool(tf_runtime_conf(rt), "mtp", "enabled", false, &p->mtp)) ||
+	    (rc = tf_conf_get_bool(tf_runtime_conf(rt), "runtime", "cuda_graph", true, &p->graph)))
 		goto fail;
+	p->graph = p->graph && tf_backend_has_graph(p->be);
 	/* A rank of several reads only its share: paging the whole
 	 * checkpoint in would defeat that. */
 	if (prefault && p->h->tp_size <= 1)
@@ -656,6 +663,32 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 	return p->mtp ? mtp_keep(p, tokens, pos, seg, n_seg) : TF_OK;
 }
 
+/*
+ * step_layers, and on a backend with graph slots a decode step (one row of
+ * one sequence) recorded and run as one graph: the backend replays the
+ * last step's graph with this one's parameters when their nodes match.
+ * Steps that wait for the device part way (the MTP layer's downloads, a
+ * verify's tape) or span ranks run as they are.
+ */
+static int step_run(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
+		    const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
+{
+	if (!p->graph || n != 1 || n_seg != 1 || p->mtp || p->tp || p->taping)
+		return step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
+	int rc = p->be->graph_begin(p->bctx), reused = 0;
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "pipeline: a decode step's graph");
+	rc = step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
+	int end = p->be->graph_end(p->bctx, rc == TF_OK, &reused);
+	if (rc != TF_OK)
+		return rc;
+	if (end != TF_OK)
+		return tf_diag_prefix(end, "pipeline: a decode step's graph");
+	p->graph_steps++;
+	p->graph_built += !reused;
+	return TF_OK;
+}
+
 int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
 		     const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
 {
@@ -678,7 +711,7 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 	p->taping = p->taping && n_seg == 1 && n <= p->tape_cap && p->mtp && pos[0] > 0;
 	if (p->taping)
 		memcpy(p->ttok, tokens, (size_t)n * sizeof(*tokens));
-	rc = step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
+	rc = step_run(p, tokens, pos, n, seg, n_seg, out, hidden);
 	if (rc == TF_OK && p->taping)
 		p->tape_n = n;
 	p->taping = false;
@@ -831,6 +864,13 @@ void tf_pipeline_legacy_release(tf_pipeline *p, const void *owner)
 void tf_pipeline_stats_reset(tf_pipeline *p)
 {
 	memset(p->stage_s, 0, sizeof(p->stage_s));
+	p->graph_steps = p->graph_built = 0;
+}
+
+void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *built)
+{
+	*steps = p->graph_steps;
+	*built = p->graph_built;
 }
 
 double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s)

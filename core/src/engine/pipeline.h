@@ -135,6 +135,8 @@ double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s);
 double tf_pipeline_clock(void);
 void tf_pipeline_stats_reset(tf_pipeline *p);
 const char *tf_stage_name(tf_stage s);
+/* Steps run as graphs, and those of them that built a new one. */
+void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *built);
 
 /* For seqstate.c: the layers with state (the MTP layer last, when open),
  * layer i's attention plugin and instance, and whether the plugin keeps

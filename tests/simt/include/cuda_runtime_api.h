@@ -6,8 +6,10 @@
  * filled with 0xFF (NaN as float) so unwritten outputs show, and are kept
  * in a table the harness uses to compare kernel results between thread
  * schedules.  Streams and events are ordered queues run at once: every
- * call has finished when it returns.  Kernel faults the harness detects
- * are printed and abort the process, unless tf_simt_set_abort(0).
+ * call has finished when it returns, except on a stream being captured,
+ * whose launches, copies and memsets are recorded into a graph that
+ * cudaGraphLaunch replays.  Faults the harness detects are printed and
+ * abort the process, unless tf_simt_set_abort(0).
  */
 #ifndef TF_SIMT_CUDA_RUNTIME_API_H
 #define TF_SIMT_CUDA_RUNTIME_API_H
@@ -28,6 +30,9 @@ typedef enum cudaError {
 	cudaErrorInvalidConfiguration = 9,
 	cudaErrorInvalidDevice = 101,
 	cudaErrorLaunchFailure = 719,
+	cudaErrorStreamCaptureUnsupported = 900,
+	cudaErrorStreamCaptureInvalidated = 901,
+	cudaErrorGraphExecUpdateFailure = 910,
 } cudaError_t;
 
 enum cudaMemcpyKind {
@@ -65,6 +70,39 @@ typedef struct tf_simt_stream *cudaStream_t;
 typedef struct tf_simt_event *cudaEvent_t;
 #define cudaStreamNonBlocking 0x01
 
+/* Stream capture and graphs: one stream's work as a chain of nodes. */
+typedef struct tf_simt_graph *cudaGraph_t;
+typedef struct tf_simt_graph_exec *cudaGraphExec_t;
+typedef struct tf_simt_graph_node *cudaGraphNode_t;     /* never made: the update's result only */
+
+enum cudaStreamCaptureMode {
+	cudaStreamCaptureModeGlobal = 0,
+	cudaStreamCaptureModeThreadLocal = 1,
+	cudaStreamCaptureModeRelaxed = 2,
+};
+
+enum cudaStreamCaptureStatus {
+	cudaStreamCaptureStatusNone = 0,
+	cudaStreamCaptureStatusActive = 1,
+	cudaStreamCaptureStatusInvalidated = 2,
+};
+
+enum cudaGraphExecUpdateResult {
+	cudaGraphExecUpdateSuccess = 0,
+	cudaGraphExecUpdateError = 1,
+	cudaGraphExecUpdateErrorTopologyChanged = 2,
+	cudaGraphExecUpdateErrorNodeTypeChanged = 3,
+	cudaGraphExecUpdateErrorFunctionChanged = 4,
+	cudaGraphExecUpdateErrorParametersChanged = 5,
+	cudaGraphExecUpdateErrorNotSupported = 6,
+};
+
+typedef struct cudaGraphExecUpdateResultInfo {
+	enum cudaGraphExecUpdateResult result;
+	cudaGraphNode_t errorNode;
+	cudaGraphNode_t errorFromNode;
+} cudaGraphExecUpdateResultInfo;
+
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
@@ -91,6 +129,19 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+				 unsigned long long flags TF_SIMT_DEFAULT(0));
+/* Takes the graph's parameters when its nodes match the executable's one
+ * for one (kind, kernel, copy direction); else cudaErrorGraphExecUpdateFailure. */
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+				cudaGraphExecUpdateResultInfo *info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
 /* Events record the host clock: the harness measures nothing worth timing. */
 cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
@@ -108,6 +159,11 @@ const char *tf_simt_last_fault(void);   /* the last fault's message, "" if none 
 template <class T> static inline cudaError_t cudaMalloc(T **p, size_t bytes)
 {
 	return cudaMalloc((void **)p, bytes);
+}
+
+template <class T> static inline cudaError_t cudaMallocHost(T **p, size_t bytes)
+{
+	return cudaMallocHost((void **)p, bytes);
 }
 #endif
 #endif /* TF_SIMT_CUDA_RUNTIME_API_H */

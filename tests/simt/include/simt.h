@@ -100,27 +100,34 @@ template <class T> static inline T shuffle(unsigned mask, T v, int src, const ch
 	return from_bits<T>(warp_lane(all, mask, src, what));
 }
 
-cudaError_t launch(const char *name, dim3 grid, dim3 block, size_t smem,
-		   const std::function<void()> &thread);
+/* Runs `thread` as every thread of the grid now, or, on a capturing
+ * stream, records it (held by value) to run when the graph is launched. */
+cudaError_t launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+		   const void *kernel, std::function<void()> thread);
 
 template <class... P> struct launcher {
 	const char *name;
 	dim3 grid, block;
 	size_t smem;
+	cudaStream_t stream;
 	void (*kernel)(P...);
 
+	/* The arguments are copied, as CUDA copies them at the launch (and
+	 * at capture: a graph keeps the values the capture saw). */
 	template <class... A> void operator()(A &&...a) const
 	{
-		const std::tuple<P...> args(std::forward<A>(a)...);
-		launch(name, grid, block, smem, [&] { std::apply(kernel, args); });
+		std::tuple<P...> args(std::forward<A>(a)...);
+		void (*k)(P...) = kernel;
+		launch(name, grid, block, smem, stream, reinterpret_cast<const void *>(k),
+		       [k, args] { std::apply(k, args); });
 	}
 };
 
 template <class... P>
 static inline launcher<P...> make_launcher(const char *name, dim3 grid, dim3 block, size_t smem,
-					   cudaStream_t, void (*kernel)(P...))
+					   cudaStream_t stream, void (*kernel)(P...))
 {
-	return launcher<P...>{ name, grid, block, smem, kernel };
+	return launcher<P...>{ name, grid, block, smem, stream, kernel };
 }
 
 } /* namespace tf_simt */

@@ -1,0 +1,78 @@
+/*
+ * cuda_backend.h - what backend.c (memory, copies, ops) and graph.c (a
+ * step recorded and run as one CUDA graph) share: the instance and its
+ * error helpers.  Private to backend-cuda.
+ */
+#ifndef TF_CUDA_BACKEND_H
+#define TF_CUDA_BACKEND_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tf/backend.h"
+
+/* Memory freed while a step is recorded: released once the step has run. */
+typedef struct tf_cuda_held {
+	void *p;
+	bool pinned;
+} tf_cuda_held;
+
+/* graph_begin .. graph_end. */
+typedef struct tf_cuda_graph {
+	bool recording;
+	cudaGraphExec_t exec;           /* the last step's, updated while its nodes match */
+	char *pin;                      /* pinned copies of the recorded step's host sources */
+	size_t pin_cap, pin_used;
+	tf_cuda_held *held;
+	int n_held, held_cap;
+} tf_cuda_graph;
+
+typedef struct tf_cuda {
+	const tf_host *host;
+	int device;
+	cudaStream_t stream;
+	int status;                     /* first op failure since the last sync */
+
+	/* Scratch for embed and convert, grown on demand. */
+	void *ids_dev;                  /* token ids copied to the device */
+	size_t ids_cap;
+	void *rows_dev;                 /* rows gathered from a host table, or a
+					 * host source of convert */
+	size_t rows_cap;
+	void *staging;                  /* pinned host copy of those rows */
+	size_t staging_cap;
+
+	tf_cuda_graph graph;
+} tf_cuda;
+
+/* Keep (and log) the first failure of an op; it is returned by sync. */
+void cuda_fail(tf_cuda *c, int status, const char *op, const char *why);
+
+/* cuda_fail for a CUDA error; nonzero when there was one. */
+int cuda_check(tf_cuda *c, cudaError_t e, const char *op);
+
+/* Calls may come from any host thread: point it at our device first. */
+void cuda_enter(tf_cuda *c);
+
+/* graph.c: the backend's graph_begin and graph_end slots. */
+int cuda_graph_begin(void *ctx);
+int cuda_graph_end(void *ctx, int run, int *reused);
+
+/* Free device (or pinned host) memory now, or, while a step is recorded,
+ * once it has run. */
+void cuda_release(tf_cuda *c, void *p, bool pinned);
+
+/* While recording: `bytes` of pinned memory the step's graph may read,
+ * holding a copy of src (unless NULL), valid until the step has run; NULL
+ * when out of pinned memory. */
+void *cuda_graph_stage(tf_cuda *c, const void *src, size_t bytes);
+
+/* After the stream has drained (not while recording): release what the
+ * last step held. */
+void cuda_graph_settle(tf_cuda *c);
+
+/* At fini, the stream drained: the executable graph and the pinned memory. */
+void cuda_graph_fini(tf_cuda *c);
+
+#endif /* TF_CUDA_BACKEND_H */
