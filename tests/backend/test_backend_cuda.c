@@ -187,6 +187,7 @@ Test(backend_cuda_gpu, rope_matches_reference)
 	static const struct { int64_t rows, heads, head, rot, pad; } cases[] = {
 		{ 1, 1, 64, 64, 0 }, { 5, 3, 24, 16, 7 }, { 33, 4, 40, 40, 1 }, { 2, 11, 6, 2, 3 },
 	};
+	double worst = 0;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
 		for (int mode = 0; mode < 4; mode++) {
 			int interleaved = mode & 1, dev_par = mode >> 1;
@@ -208,6 +209,7 @@ Test(backend_cuda_gpu, rope_matches_reference)
 			gpu->rope(gctx, dx, cases[c].rows, cases[c].heads, rs, cases[c].head,
 				  cases[c].rot, dpos, dfreq, 0.7f, interleaved);
 			float *got = from_device(dx, n);
+			worst = fmax(worst, tf_test_rel_err(got, want, n, 1e-6));
 			cr_assert_lt(tf_test_rel_err(got, want, n, 1e-6), 1e-5,
 				     "rope case %zu, %s pairs, parameters in %s memory", c,
 				     interleaved ? "interleaved" : "split", dev_par ? "device" : "host");
@@ -226,6 +228,7 @@ Test(backend_cuda_gpu, rope_matches_reference)
 			free(freq);
 			free(pos);
 		}
+	cr_log_info("rope: largest error %g against cpu-ref", worst);
 }
 
 /* Rows of random values, row r of kind r % 6: plain, one NaN, all -inf,
