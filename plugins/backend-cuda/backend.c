@@ -1,6 +1,7 @@
 /*
  * backend.c - the CUDA backend: device memory, one stream, every op of
- * tf/backend.h (kernels.cu) and the token sampler (sample.cu).
+ * tf/backend.h (kernels.cu; RoPE: cuda-common's tf_cuda_rope.cu) and the
+ * token sampler (sample.cu).
  *
  * Every call queues work on the instance's stream and returns; sync()
  * waits for it.  The `stream` slot hands that stream to device plugins
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "tf_cuda_rope.h"
 #include "tf_cuda_plugin.h"
 #include "tf/backend.h"
 #include "tf/version.h"

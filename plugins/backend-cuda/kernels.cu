@@ -6,7 +6,6 @@
 
 #include "best.cuh"
 #include "kernels.h"
-#include "rope.cuh"
 #include "tf_launch.h"
 
 /* Threads per block: 8 warps, enough to cover a 4096-wide row in 16 steps. */
@@ -194,15 +193,6 @@ extern "C" int tf_cuda_swiglu(cudaStream_t stream, float *y, const float *gate,
 		return cudaSuccess;
 	TF_LAUNCH(grid_for(n), TF_CUDA_BLOCK, 0, stream, swiglu_kernel)(y, gate, up, n, limit);
 	return cudaGetLastError();
-}
-
-extern "C" int tf_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int64_t n_heads,
-			    int64_t row_stride, int64_t head_stride, int64_t rot_dim,
-			    const int32_t *pos, const float *inv_freq, float attn_factor,
-			    int interleaved)
-{
-	return tf_rope_launch(stream, x, rows, n_heads, row_stride, head_stride, rot_dim, pos,
-			      inv_freq, attn_factor, interleaved);
 }
 
 extern "C" int tf_cuda_softmax(cudaStream_t stream, float *x, int64_t rows, int64_t n)

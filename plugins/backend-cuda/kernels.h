@@ -28,11 +28,6 @@ int tf_cuda_add(cudaStream_t stream, float *y, const float *a, const float *b,
 		int64_t n);
 int tf_cuda_swiglu(cudaStream_t stream, float *y, const float *gate,
 		   const float *up, int64_t n, float limit);
-/* tf/backend.h's rope, with pos and inv_freq in device memory. */
-int tf_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int64_t n_heads,
-		 int64_t row_stride, int64_t head_stride, int64_t rot_dim,
-		 const int32_t *pos, const float *inv_freq, float attn_factor,
-		 int interleaved);
 /* In-place softmax of each of rows rows of n (a row holding NaN, or only
  * -inf, becomes NaN, as on the CPU). */
 int tf_cuda_softmax(cudaStream_t stream, float *x, int64_t rows, int64_t n);

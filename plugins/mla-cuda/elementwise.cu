@@ -1,23 +1,13 @@
 /*
  * elementwise.cu - the MLA kernels that touch each element once
- * (mla_cuda.h): RoPE (cuda-common's rope.cuh, backend-cuda's op too), the
- * strided RMSNorm, the cache append and the output gate.
+ * (mla_cuda.h): the strided RMSNorm, the cache append and the output gate
+ * (RoPE is cuda-common's tf_cuda_rope.cu, backend-cuda's op too).
  */
 #include <math.h>
 
 #include "cache.cuh"
-#include "rope.cuh"
 
 #define EW_THREADS 256
-
-extern "C" int tf_mla_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int n_heads,
-				int64_t row_stride, int64_t head_stride, int rot_dim,
-				const int32_t *pos, const float *inv_freq, float attn_factor,
-				int interleaved)
-{
-	return tf_rope_launch(stream, x, rows, n_heads, row_stride, head_stride, rot_dim, pos,
-			      inv_freq, attn_factor, interleaved);
-}
 
 /* One block per row: each thread's squares, a tree sum in shared memory
  * (NORM_THREADS a power of two), then the row scaled in place. */
