@@ -318,7 +318,9 @@ static void cuda_argmax(void *ctx, int32_t *out, const float *x, int64_t rows, i
 }
 
 /* What the kernels cannot reproduce is TF_ERR_UNSUPPORTED with nothing
- * queued and nothing recorded: the caller samples on the host instead. */
+ * queued and nothing recorded: the caller samples on the host instead.
+ * A top_k of the whole vocabulary is among it: core's sampler then sums
+ * the softmax in token order, the kernels in candidate order. */
 static int cuda_sample(void *ctx, const tf_sampler_params *par, const float *logits,
 		       int64_t rows, int64_t n_vocab, int64_t ld, const uint64_t *seq,
 		       const uint64_t *pos, int32_t *token)
@@ -331,7 +333,8 @@ static int cuda_sample(void *ctx, const tf_sampler_params *par, const float *log
 	bool draw = par->temperature > 0;
 
 	if (par->repeat_penalty != 1.0f || par->presence_penalty != 0.0f ||
-	    (draw && (par->top_k < 1 || par->top_k > TF_CUDA_SAMPLE_MAX_K)) ||
+	    (draw && (par->top_k < 1 || par->top_k > TF_CUDA_SAMPLE_MAX_K ||
+		      par->top_k >= n_vocab)) ||
 	    rows > 65535 || n_vocab > 0x7fffffff)
 		return TF_ERR_UNSUPPORTED;
 	if (rows <= 0)

@@ -412,6 +412,8 @@ Test(backend_cuda_gpu, sample_slot_declines_what_it_cannot_reproduce)
 	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
 	p.top_k = 65;
 	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
+	p.top_k = 40;                   /* the whole vocabulary: summed in token order */
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 40, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
 	cr_assert_eq(tok, 12345, "nothing written");
 	p.top_k = 4;                    /* rows closer than the vocabulary: a caller's bug */
 	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 50, &seq, &pos, &tok), TF_ERR_INVALID);
