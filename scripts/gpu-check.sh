@@ -6,13 +6,14 @@
 # then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
 # tests (test_moe_cuda_sim's) and time them, the sampler's
 # (test_sample_cuda_sim's), then the device plugins: plain-cuda against the
-# CPU plain linear, backend-cuda's ops and sample slot
+# CPU plain linear, moe-cuda's ffn plugins (fp32 and EXL3 experts) against
+# moe.so, backend-cuda's ops and sample slot
 # (test_backend_cuda_sim's tests, and the conformance suite's backend
 # cases), the conformance suite's attention cases on backend-cuda (kda-cuda
 # and mla-cuda against the float64 layers and the attention contract), and
-# the whole model (ling-tiny) on backend-cuda against the float64 reference
-# and the CPU path (tests/model/test_cuda_sim.py, as model_cuda_sim_* runs
-# it on cuda-sim).
+# the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
+# the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
+# model_cuda_sim_* runs it on cuda-sim).
 #
 #     scripts/gpu-check.sh [build dir]      (default: build-gpu)
 #
@@ -35,8 +36,8 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check \
 	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu test_moe_cuda_gpu moe_gpu_bench \
 	test_sample_cuda_gpu \
-	backend-cpu kda kda-cuda mla mla-cuda moe moe-cuda router tfsynth test_plain_cuda_gpu \
-	test_conformance test_backend_cuda tfrun
+	backend-cpu kda kda-cuda mla mla-cuda moe moe-cuda router tfsynth tfquant \
+	test_plain_cuda_gpu test_moe_cuda_plugin_gpu test_conformance test_backend_cuda tfrun
 
 echo "== exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
 "$build/bin/gpu_check"
@@ -58,6 +59,9 @@ echo "== the sampler's kernels (plugins/backend-cuda/sample.cu) vs core's sample
 echo "== device plugins: plain-cuda vs the CPU plain linear"
 "$build/tests/test_plain_cuda_gpu" --jobs=1 --verbose
 
+echo "== device plugins: moe-cuda and dense-cuda (fp32 and EXL3 experts) vs moe.so"
+"$build/tests/test_moe_cuda_plugin_gpu" --jobs=1 --verbose
+
 echo "== backend-cuda's ops (convert included) and sample slot vs cpu-ref and core's sampler"
 "$build/tests/test_backend_cuda" --jobs=1 --verbose
 
@@ -69,7 +73,8 @@ echo "== conformance, attention cases, on backend-cuda (kda-cuda, mla-cuda)"
 TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/exl3-cuda.so" \
 	"$build/tests/test_conformance" attention
 
-echo "== the whole model: ling-tiny on backend-cuda vs the float64 reference and the CPU path"
-"$build/bin/tfsynth" --preset ling-tiny --out "$build/tests/model/ling-tiny" >/dev/null
+echo "== the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 reference and the CPU path"
+/usr/bin/python3 "$root/tests/model/make_models.py" "$build/bin/tfsynth" "$build/bin/tfquant" \
+	"$build/tests/model"
 TF_TFRUN="$build/bin/tfrun" TF_MODELS="$build/tests/model" TF_DEVICE_BACKEND=cuda \
 	/usr/bin/python3 "$root/tests/model/test_cuda_sim.py" -v

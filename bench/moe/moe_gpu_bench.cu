@@ -7,14 +7,14 @@
  *     moe_gpu_bench [--quick]
  *
  * For 1, 8 and 64 tokens: the router, the dispatch, the routed experts'
- * MLPs and the whole block (route, dispatch, routed and shared MLPs,
- * combine).  The experts' floor is reading the weights of every expert the
- * tokens chose once, so that row gives those bytes in GB/s and as a share
- * of the copy bandwidth.  Weights are fp32 (what the kernels take today)
- * and zero: values do not change the time, and 512 experts of fp32 take
- * 30 GiB.  Then backend-cuda's sampler (sample.cu) over 1 and 32 rows,
- * greedy and top-50.  Each
- * figure is the median of 5 timings of `reps` calls.  --quick: a small
+ * MLPs over fp32 and over 3-bit EXL3 weights (the recipe's), and the whole
+ * block (route, dispatch, routed and shared MLPs over fp32, combine).  The
+ * experts' floor is reading the weights of every expert the tokens chose
+ * once, so those rows give those bytes in GB/s and as a share of the copy
+ * bandwidth.  Weights are zero (EXL3: zero trellises, suh and svh of ones):
+ * values do not change the time, and 512 experts of fp32 take 30 GiB.
+ * Then backend-cuda's sampler (sample.cu) over 1 and 32 rows, greedy and
+ * top-50.  Each figure is the median of 5 timings of `reps` calls.  --quick: a small
  * shape, one timing.  scripts/gpu-check.sh runs it.
  */
 #include <stdio.h>
@@ -69,13 +69,42 @@ static tf_moe_cuda_mlp_w mlp_zero(int n, int hidden, int inter, float **block)
 				    (const float *const *)arr[2], hidden, inter, n, 0.0f };
 }
 
+/* n experts' EXL3 linears at K bits (mul1), zero trellises, every one's
+ * suh and svh the same vector of ones; *block holds them all. */
+static tf_moe_cuda_exl3_w exl3_zero(int n, int hidden, int inter, int K, void **block)
+{
+	const int64_t kh = TF_MOE_CUDA_EXL3_PAD(hidden), ki = TF_MOE_CUDA_EXL3_PAD(inter);
+	const size_t tr = (size_t)(kh * ki * K / 8), ones_n = (size_t)(kh > ki ? kh : ki);
+	const size_t desc = 3 * (size_t)n * sizeof(tf_moe_cuda_exl3);
+	tf_moe_cuda_exl3 *d = (tf_moe_cuda_exl3 *)malloc(desc);
+	float *ones = (float *)malloc(ones_n * sizeof(float));
+	if (!d || !ones)
+		exit(2);
+	CHECK(cudaMalloc(block, desc + ones_n * sizeof(float) + 3 * n * tr));
+	char *base = (char *)*block;
+	const float *one = (const float *)(base + desc);
+	const uint16_t *t = (const uint16_t *)(one + ones_n);
+	for (size_t i = 0; i < ones_n; i++)
+		ones[i] = 1.0f;
+	CHECK(cudaMemset((void *)t, 0, 3 * n * tr));
+	for (int i = 0; i < 3 * n; i++)
+		d[i] = (tf_moe_cuda_exl3){ t + (size_t)i * (tr / 2), one, one, K, 2 };
+	CHECK(cudaMemcpy(base, d, desc, cudaMemcpyHostToDevice));
+	CHECK(cudaMemcpy(base + desc, ones, ones_n * sizeof(float), cudaMemcpyHostToDevice));
+	free(d);
+	free(ones);
+	const tf_moe_cuda_exl3 *dev = (const tf_moe_cuda_exl3 *)base;
+	return (tf_moe_cuda_exl3_w){ dev, dev + n, dev + 2 * n, hidden, inter, n, 0.0f };
+}
+
 /* What one timed call launches. */
-enum what { ROUTE, DISPATCH, EXPERTS, BLOCK, SAMPLE };
+enum what { ROUTE, DISPATCH, EXPERTS, EXPERTS_EXL3, BLOCK, SAMPLE };
 
 struct run {
 	const struct shape *sh;
 	tf_moe_cuda_router r;
 	tf_moe_cuda_mlp_w routed, shared;
+	tf_moe_cuda_exl3_w routed_q;
 	tf_moe_cuda_plan plan;
 	tf_cuda_sample_par par;
 	float *x, *gate_logits, *w, *h, *o, *y, *logits;
@@ -97,6 +126,10 @@ static void call(const struct run *u, enum what what)
 		break;
 	case EXPERTS:
 		CHECK(tf_moe_cuda_mlp(0, &u->routed, &u->plan, sh->top_k, u->x, u->n, u->h, u->o));
+		break;
+	case EXPERTS_EXL3:
+		CHECK(tf_moe_cuda_exl3_mlp(0, &u->routed_q, &u->plan, sh->top_k, u->x, u->n, u->h,
+					   u->o));
 		break;
 	case BLOCK:
 		call(u, ROUTE);
@@ -141,7 +174,9 @@ int main(int argc, char **argv)
 	cudaDeviceProp prop;
 	uint64_t s = 5;
 	int dev = 0;
+	const int exl3_bits = 3;
 	float *routed_w, *shared_w;
+	void *routed_q;
 	struct run u;
 
 	if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
@@ -163,31 +198,36 @@ int main(int argc, char **argv)
 				    sh->top_k, sh->groups, sh->topk_group, 1, 2.5f };
 	u.routed = mlp_zero(sh->experts, sh->hidden, sh->inter, &routed_w);
 	u.shared = mlp_zero(1, sh->hidden, sh->shared, &shared_w);
+	u.routed_q = exl3_zero(sh->experts, sh->hidden, sh->inter, exl3_bits, &routed_q);
 	u.x = dev_random((size_t)max_n * sh->hidden, 1.0f, &s);
 	const size_t nk = (size_t)max_n * sh->top_k;
 	CHECK(cudaMalloc((void **)&u.w, nk * sizeof(float)));
 	CHECK(cudaMalloc((void **)&u.gate_logits, (size_t)max_n * sh->experts * sizeof(float)));
 	CHECK(cudaMalloc((void **)&u.idx, nk * sizeof(int32_t)));
-	CHECK(cudaMalloc((void **)&u.h, nk * (sh->inter > sh->shared ? sh->inter : sh->shared) *
-					     sizeof(float)));
+	const size_t hf = nk * (sh->inter > sh->shared ? sh->inter : sh->shared);
+	const size_t hq = tf_moe_cuda_exl3_scratch(&u.routed_q, (int64_t)nk);
+	CHECK(cudaMalloc((void **)&u.h, (hf > hq ? hf : hq) * sizeof(float)));
 	CHECK(cudaMalloc((void **)&u.o, nk * sh->hidden * sizeof(float)));
 	CHECK(cudaMalloc((void **)&u.y, (size_t)max_n * sh->hidden * sizeof(float)));
 	void *plan_mem;
 	CHECK(cudaMalloc(&plan_mem, tf_moe_cuda_plan_bytes(sh->experts, sh->top_k, max_n)));
 
-	printf("\n| tokens | route us | dispatch us | experts us | active experts | expert GB/s | of copy bandwidth | block us |\n"
-	       "|---|---|---|---|---|---|---|---|\n");
+	printf("\n| tokens | route us | dispatch us | experts us | active experts | expert GB/s | of copy bandwidth | EXL3 %d-bit experts us | EXL3 GB/s | of copy bandwidth | block us |\n"
+	       "|---|---|---|---|---|---|---|---|---|---|---|\n", exl3_bits);
 	for (int i = 0; i < 3; i++) {
 		int32_t active;
 		u.n = tokens[i];
 		tf_moe_cuda_plan_init(&u.plan, plan_mem, sh->experts, sh->top_k, u.n);
 		double tr = time_call(&u, ROUTE, reps), td = time_call(&u, DISPATCH, reps);
-		double te = time_call(&u, EXPERTS, reps), tb = time_call(&u, BLOCK, reps);
+		double te = time_call(&u, EXPERTS, reps), tq = time_call(&u, EXPERTS_EXL3, reps);
+		double tb = time_call(&u, BLOCK, reps);
 		CHECK(cudaMemcpy(&active, u.plan.n_active, sizeof(active), cudaMemcpyDeviceToHost));
 		double bytes = 3.0 * active * sh->hidden * sh->inter * sizeof(float);
-		printf("| %d | %.1f | %.1f | %.1f | %d | %.0f | %.0f%% | %.1f |\n", tokens[i],
-		       tr * 1e6, td * 1e6, te * 1e6, active, bytes / te / 1e9,
-		       bytes / te / bw * 100, tb * 1e6);
+		double qbytes = bytes / sizeof(float) * exl3_bits / 8;
+		printf("| %d | %.1f | %.1f | %.1f | %d | %.0f | %.0f%% | %.1f | %.0f | %.0f%% | %.1f |\n",
+		       tokens[i], tr * 1e6, td * 1e6, te * 1e6, active, bytes / te / 1e9,
+		       bytes / te / bw * 100, tq * 1e6, qbytes / tq / 1e9, qbytes / tq / bw * 100,
+		       tb * 1e6);
 	}
 
 	u.logits = dev_random((size_t)32 * sh->vocab, 8.0f, &s);
@@ -209,7 +249,7 @@ int main(int argc, char **argv)
 
 	void *const mem[] = { (void *)u.r.gate, (void *)u.r.bias, (void *)u.routed.gate,
 			      (void *)u.routed.up, (void *)u.routed.down, (void *)u.shared.gate,
-			      (void *)u.shared.up, (void *)u.shared.down, routed_w, shared_w, u.x,
+			      (void *)u.shared.up, (void *)u.shared.down, routed_w, shared_w, routed_q, u.x,
 			      u.gate_logits, u.w, u.idx, u.h, u.o, u.y, plan_mem, u.logits, u.seq, u.tok,
 			      u.sample_scratch };
 	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++)

@@ -91,6 +91,7 @@ static const struct conf_key conf_schema[] = {
 	RANGE("mtp", "max_depth", T_INT, 1, 16),
 	RANGE("mtp", "p_min", T_FLOAT, 0, 1),
 	KEY("mtp", "adaptive", T_BOOL),
+	RANGE("mtp", "budget", T_FLOAT, 0, 1),
 	CHOICE("mtp", "accept", "exact|standard"),
 
 	KEY("server", "host", T_STR),

@@ -128,6 +128,11 @@ static void mp_state(const tf_model_config *c, const tf_memplan_opts *o, tf_memp
 		p->ranks[r].kda_conv = mp_mul(mp_mul(kda_layers, h * hd),
 					      3 * (uint64_t)(c->short_conv_kernel_size - 1));
 	}
+	uint64_t cap = 8;               /* seqstate.c's growth */
+	while (o->mtp && cap < (uint64_t)o->chunk + 1)
+		cap *= 2;
+	p->mtp_rows = o->mtp ? mp_mul(2 * cap, (uint64_t)c->hidden_size * sizeof(float) +
+					       sizeof(int32_t)) : 0;
 	uint64_t rows = mp_mul((uint64_t)o->chunk,
 			       3 * (uint64_t)c->hidden_size + mp_row_floats(c));
 	uint64_t scores = mp_mul(heads, (uint64_t)o->context);
@@ -262,7 +267,8 @@ static void mp_totals(const tf_model_config *c, tf_memplan *p)
 	uint64_t row = p->weights[TF_WCLASS_EMBED] / (uint64_t)c->vocab_size;
 	for (int r = 0; r < o->tp_size; r++) {
 		tf_memplan_rank *k = &p->ranks[r];
-		uint64_t state = mp_add(p->mla_cache, mp_add(k->kda_state, k->kda_conv));
+		uint64_t state = mp_add(mp_add(p->mla_cache, p->mtp_rows),
+					mp_add(k->kda_state, k->kda_conv));
 		k->total = mp_add(mp_add(k->weights_total, p->scratch),
 				  mp_mul(state, (uint64_t)o->sequences));
 		if (k->total > p->ranks[p->largest].total)
@@ -272,7 +278,8 @@ static void mp_totals(const tf_model_config *c, tf_memplan *p)
 	p->rank_weights = big->weights_total;
 	p->kda_state = big->kda_state;
 	p->kda_conv = big->kda_conv;
-	p->seq_state = mp_add(p->mla_cache, mp_add(p->kda_state, p->kda_conv));
+	p->seq_state = mp_add(mp_add(p->mla_cache, p->mtp_rows),
+			      mp_add(p->kda_state, p->kda_conv));
 	p->rank_total = big->total;
 	p->active = mp_active(c, p->weights, row);
 	p->rank_active = mp_active(c, big->weights, row);
@@ -383,6 +390,8 @@ void tf_memplan_print(const tf_memplan *p, FILE *f)
 	snprintf(note, sizeof(note), "%d layers", p->n_kda);
 	mp_line(f, "KDA state", p->kda_state, note);
 	mp_line(f, "KDA conv", p->kda_conv, "");
+	if (p->mtp_rows)
+		mp_line(f, "MTP rows", p->mtp_rows, "kept for the MTP layer");
 	if (p->n_other) {
 		snprintf(note, sizeof(note), "%d layer%s of plugin types", p->n_other,
 			 p->n_other > 1 ? "s" : "");

@@ -24,7 +24,13 @@
  *                     other type's figure beside it);
  *   KDA state         num_attention_heads x head_dim^2 float32 per KDA layer;
  *   KDA conv state    3 x (short_conv_kernel_size - 1) x heads*head_dim
- *                     float32 per KDA layer.
+ *                     float32 per KDA layer;
+ *   MTP rows          with [mtp] enabled, the final-normed rows a sequence
+ *                     keeps for the MTP layer (at most chunk + 1: the
+ *                     pipeline feeds it before a step would pass that)
+ *                     and their snapshot: twice the power of two >= chunk
+ *                     + 1 (at least 8) rows of hidden_size float32 and a
+ *                     token each.
  * A layer whose attention type a plugin adds is counted by that plugin's
  * state_bytes, once the runtime has chosen it (tf_memplan_add_state).
  * Activation scratch is an estimate for one prefill step of `chunk` rows:
@@ -83,6 +89,7 @@ typedef struct tf_memplan_opts {
 	int64_t chunk;                  /* rows per prefill step, >= 1 */
 	int cache_elem;                 /* bytes per MLA latent cache element: 2 or 4 */
 	int sequences;                  /* alive at once, >= 1 */
+	bool mtp;                       /* [mtp] enabled: sequences keep MTP rows */
 } tf_memplan_opts;
 
 /* One rank's share: weights, and its per-sequence KDA state (its heads). */
@@ -111,9 +118,10 @@ typedef struct tf_memplan {
 	/* Per sequence, on the largest rank. */
 	uint64_t mla_cache, kda_state, kda_conv;
 	uint64_t mla_cache_other;       /* the cache in the other element type */
+	uint64_t mtp_rows;              /* the rows kept for the MTP layer */
 	uint64_t other_state;           /* layers of types plugins add */
 	int n_other;                    /* how many such layers */
-	uint64_t seq_state;             /* mla_cache + kda_state + kda_conv + other_state */
+	uint64_t seq_state;             /* mla_cache + kda_state + kda_conv + mtp_rows + other_state */
 	uint64_t scratch;
 
 	uint64_t rank_total;            /* rank_weights + sequences x seq_state + scratch */

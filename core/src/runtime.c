@@ -369,13 +369,15 @@ static int rt_plan_check(tf_runtime *rt)
 static int rt_plan(tf_runtime *rt)
 {
 	int experts;
+	bool mtp;
 	int rc = tf_conf_get_enum(rt->conf, "tp", "moe", 0, &experts);
-	if (rc)
+	if (rc || (rc = tf_conf_get_bool(rt->conf, "mtp", "enabled", false, &mtp)))
 		return rc;
 	const tf_memplan_opts opts = {
 		.context = rt->context, .tp_size = rt->host.tp_size,
 		.moe_experts = experts == 1, .chunk = rt->prefill_chunk,
 		.cache_elem = rt->kv_cache_elem, .sequences = (int)rt->sequences,
+		.mtp = mtp && rt->model.num_nextn_predict_layers > 0,
 	};
 	rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
 	return rc ? rc : rt_plan_check(rt);

@@ -6,7 +6,7 @@
  * may sit on one plugin path, and its score drops to 1: the harness runs
  * only where the INI pins it ([plugins] backend = cuda-sim).
  * tf_cuda_plugin_probe keeps each build's plugins on its own backend;
- * tf_cuda_plugin_layer_check is a layer plugin's refusals at layer_init.
+ * tf_cuda_plugin_layer_check is a layer plugin's refusal at layer_init.
  */
 #ifndef TF_CUDA_PLUGIN_H
 #define TF_CUDA_PLUGIN_H
@@ -40,23 +40,18 @@ static inline int tf_cuda_plugin_probe(const tf_host *h, const char **reason)
 }
 
 /*
- * A device layer plugin's refusals at layer_init, before it opens
- * anything: a backend its probe declines, and tensor parallelism ([tp]
- * size > 1): the device linears have no open_part and the runtime's
- * all-reduce reads host memory, so one device runs the whole layer.
- * `name` is the plugin's, `cpu` the CPU plugin that shards the layer.
+ * A device layer plugin's refusal at layer_init, before it opens
+ * anything: a backend its probe declines.  `name` is the plugin's.
+ * Tensor parallelism ([tp] size > 1) is no refusal: the layers shard as
+ * the CPU plugins do, through the device linears' open_part, and the
+ * engine all-reduces their device outputs.
  */
-static inline int tf_cuda_plugin_layer_check(const tf_host *h, int layer, const char *name,
-					     const char *cpu)
+static inline int tf_cuda_plugin_layer_check(const tf_host *h, int layer, const char *name)
 {
 	const char *why;
 	if (!tf_cuda_plugin_probe(h, &why))
 		return h->error(h, TF_ERR_UNSUPPORTED, "layer %d (%s): backend %s: %s", layer, name,
 				h->backend ? h->backend->hdr.name : "(none)", why);
-	if (h->tp_size > 1)
-		return h->error(h, TF_ERR_UNSUPPORTED,
-				"layer %d (%s): [tp] size %d: %s runs the whole layer on one device; tensor parallelism needs the %s plugin",
-				layer, name, h->tp_size, name, cpu);
 	return TF_OK;
 }
 

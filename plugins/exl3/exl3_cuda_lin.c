@@ -7,6 +7,10 @@
  * device pointers from the CUDA backend: 1..8 rows go through the fused
  * decode GEMV; more rows decode Ŵ to fp16 once and use tensor cores.
  *
+ * open_part() cuts the loaded layer as the CPU descriptor does
+ * (tf_exl3_parts_cut: whole 128-feature Hadamard blocks) and uploads only
+ * the part.
+ *
  * forward() queues its kernels and its stream-ordered scratch on the
  * backend's stream (tf_backend_stream, ABI 1.7), behind the backend's ops
  * and the other device plugins' kernels, and returns without waiting.
@@ -55,18 +59,29 @@ static cudaError_t upload(void **dst, const void *src, size_t bytes)
 	return e == cudaSuccess ? cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) : e;
 }
 
-static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
-			  int64_t out, void **lin, tf_lin_info *info)
+/* The whole layer (part NULL) or one rank's part of it. */
+static int exl3_cuda_open_as(const tf_host *h, const char *prefix, int64_t in, int64_t out,
+			     const tf_lin_part *part, void **lin, tf_lin_info *info)
 {
 	tf_exl3_parts p;
 	tf_exl3_cuda_lin *l;
+	uint16_t *owned = NULL;
 	cudaError_t e;
 	int rc = tf_exl3_parts_load(h, prefix, in, out, &p);
 
-	if (rc)
+	if (!rc && part)
+		rc = tf_exl3_parts_cut(h, prefix, part, &p, &owned);
+	if (rc) {
+		tf_exl3_parts_free(&p);
 		return rc;
+	}
+	if (part && part->axis == TF_LIN_PART_IN)
+		in = part->hi - part->lo;
+	else if (part)
+		out = part->hi - part->lo;
 	l = calloc(1, sizeof(*l));
 	if (!l) {
+		free(owned);
 		tf_exl3_parts_free(&p);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
 	}
@@ -80,6 +95,7 @@ static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
 	if (e == cudaSuccess && p.bias)
 		e = upload((void **)&l->bias, p.bias, (size_t)l->n * sizeof(float));
 	*info = tf_exl3_parts_info(&p, in, out);
+	free(owned);
 	tf_exl3_parts_free(&p);
 	rc = cuda_status(h, e, prefix);
 	if (rc) {
@@ -90,6 +106,19 @@ static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
 	tf_lin_release(h, prefix, "trellis");
 	*lin = l;
 	return TF_OK;
+}
+
+static int exl3_cuda_open(const tf_host *h, const char *prefix, int64_t in,
+			  int64_t out, void **lin, tf_lin_info *info)
+{
+	return exl3_cuda_open_as(h, prefix, in, out, NULL, lin, info);
+}
+
+static int exl3_cuda_open_part(const tf_host *h, const char *prefix, int64_t in,
+			       int64_t out, const tf_lin_part *part, void **lin,
+			       tf_lin_info *info)
+{
+	return exl3_cuda_open_as(h, prefix, in, out, part, lin, info);
 }
 
 static int exl3_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
@@ -151,4 +180,5 @@ const tf_plugin_quant tf_exl3_cuda_lin_ops = {
 	.open = exl3_cuda_open,
 	.close = exl3_cuda_close,
 	.forward = exl3_cuda_forward,
+	.open_part = exl3_cuda_open_part,
 };

@@ -9,11 +9,14 @@
  * backend's stream (tf_backend_stream) behind whatever the backend and
  * the other device plugins queued, and returns without waiting.
  *
- * It has no open_part: with [tp] size > 1 the host refuses it, naming
- * it, where a layer asks for its rank's part of a linear.
+ * A part (tensor parallelism, tf_lin_part) uploads only its rank's
+ * weights, compact: an output range is a run of stored rows, an input
+ * range is packed row by row on the host first, so the kernel sees a
+ * whole [out, in] matrix either way.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lin.h"
 #include "plain_cuda.h"
@@ -44,40 +47,77 @@ static cudaError_t plain_cuda_upload(void **dst, const void *src, size_t bytes)
 	return e == cudaSuccess ? cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) : e;
 }
 
-static int plain_cuda_open(const tf_host *h, const char *prefix, int64_t in,
-			   int64_t out, void **lin, tf_lin_info *info)
+/* The part's weights [info->out, info->in] as stored: a view into the
+ * checkpoint for an output range (*packed NULL), else packed into
+ * *packed (free()). */
+static int plain_cuda_part_rows(const tf_host *h, const char *prefix, const tf_tensor *w,
+				int64_t in, const tf_lin_part *part, const tf_lin_info *info,
+				const void **src, void **packed)
+{
+	const size_t es = tf_dtype_size(w->dtype);
+	*packed = NULL;
+	if (part->axis == TF_LIN_PART_OUT) {
+		*src = (const char *)w->data + (size_t)(part->lo * in) * es;
+		return TF_OK;
+	}
+	char *p = malloc((size_t)(info->out * info->in) * es);
+	if (!p)
+		return h->error(h, TF_ERR_NOMEM, "%s: out of memory for a part", prefix);
+	for (int64_t o = 0; o < info->out; o++)
+		memcpy(p + (size_t)(o * info->in) * es,
+		       (const char *)w->data + (size_t)(o * in + part->lo) * es,
+		       (size_t)info->in * es);
+	*src = *packed = p;
+	return TF_OK;
+}
+
+static int plain_cuda_open_part(const tf_host *h, const char *prefix, int64_t in,
+				int64_t out, const tf_lin_part *part, void **lin,
+				tf_lin_info *info)
 {
 	tf_tensor w;
 	float *bias;
-	tf_plain_cuda_lin *l;
+	const void *src = NULL;
+	void *packed = NULL;
+	tf_plain_cuda_lin *l = NULL;
 	cudaError_t e;
-	int rc = tf_lin_plain_load(h, prefix, in, out, NULL, &w, &bias, info);
+	int rc = tf_lin_plain_load(h, prefix, in, out, part, &w, &bias, info);
 
-	if (rc)
-		return rc;
-	l = calloc(1, sizeof(*l));
-	if (!l) {
-		free(bias);
-		return h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+	if (rc || (rc = plain_cuda_part_rows(h, prefix, &w, in, part, info, &src, &packed)))
+		goto out;
+	if (!(l = calloc(1, sizeof(*l)))) {
+		rc = h->error(h, TF_ERR_NOMEM, "%s: out of memory", prefix);
+		goto out;
 	}
 	*l = (tf_plain_cuda_lin){
-		.h = h, .in = in, .out = out,
+		.h = h, .in = info->in, .out = info->out,
 		.elem = w.dtype == TF_DTYPE_F16 ? TF_PLAIN_CUDA_F16
 		      : w.dtype == TF_DTYPE_BF16 ? TF_PLAIN_CUDA_BF16 : TF_PLAIN_CUDA_F32,
 	};
-	e = plain_cuda_upload(&l->w, w.data, w.nbytes);
+	e = plain_cuda_upload(&l->w, src, (size_t)(l->out * l->in) * tf_dtype_size(w.dtype));
 	if (e == cudaSuccess && bias)
-		e = plain_cuda_upload((void **)&l->bias, bias, (size_t)out * sizeof(float));
-	free(bias);
+		e = plain_cuda_upload((void **)&l->bias, bias, (size_t)l->out * sizeof(float));
 	if (e != cudaSuccess) {
-		plain_cuda_close(l);
-		return h->error(h, TF_ERR_DEVICE, "plain-cuda: %s: %s", prefix,
-				cudaGetErrorString(e));
+		rc = h->error(h, TF_ERR_DEVICE, "plain-cuda: %s: %s", prefix, cudaGetErrorString(e));
+		goto out;
 	}
 	/* The device copy is all forward() reads. */
 	tf_lin_release(h, prefix, "weight");
 	*lin = l;
-	return TF_OK;
+	l = NULL;
+out:
+	plain_cuda_close(l);
+	free(packed);
+	free(bias);
+	return rc;
+}
+
+/* The whole layer is the part of all its output features. */
+static int plain_cuda_open(const tf_host *h, const char *prefix, int64_t in,
+			   int64_t out, void **lin, tf_lin_info *info)
+{
+	const tf_lin_part all = { .axis = TF_LIN_PART_OUT, .lo = 0, .hi = out };
+	return plain_cuda_open_part(h, prefix, in, out, &all, lin, info);
 }
 
 static int plain_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
@@ -110,4 +150,5 @@ const tf_plugin_quant tf_plain_cuda_lin_ops = {
 	.open = plain_cuda_open,
 	.close = plain_cuda_close,
 	.forward = plain_cuda_forward,
+	.open_part = plain_cuda_open_part,
 };

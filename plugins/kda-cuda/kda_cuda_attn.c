@@ -15,8 +15,9 @@
  *
  * Snapshots are host memory by the ABI, so snapshot and rollback copy
  * the whole state across.  A backend without a device stream is refused:
- * the kda plugin serves host-memory backends.  So is tensor parallelism
- * ([tp] size > 1), which the kda plugin alone shards (kda_layer.h).
+ * the kda plugin serves host-memory backends.  Tensor parallel ([tp] size
+ * > 1), a rank holds its heads as the kda plugin does (kda_layer.h: the
+ * device linears open their parts) and o_proj writes its partial sum.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -117,7 +118,7 @@ static int kdc_upload(struct kdc_layer *L)
 static int kdc_layer_init(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
 			  void **inst)
 {
-	int rc = tf_cuda_plugin_layer_check(h, layer, "kda-cuda", "kda");
+	int rc = tf_cuda_plugin_layer_check(h, layer, "kda-cuda");
 	if (rc)
 		return rc;
 	struct kdc_layer *L;

@@ -19,8 +19,10 @@
  * The cache is append-only, so snapshots, rollbacks and resets are its
  * length, as in mla.c (mla_layer.c); state_copy copies pages on the
  * device.  A backend without a device stream is refused (the mla plugin
- * serves host-memory backends), and so is tensor parallelism ([tp] size >
- * 1), which the mla plugin alone shards.
+ * serves host-memory backends).  Tensor parallel ([tp] size > 1), a rank
+ * holds its heads as the mla plugin does (mla_layer.h: the device linears
+ * open their parts, kv_b_proj's rows among them) and `dense` writes its
+ * partial sum.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -190,7 +192,7 @@ static int mlc_blocks(struct mlc_layer *L)
 static int mlc_layer_init(const tf_host *h, int layer, const char *prefix, int64_t max_ctx,
 			  void **inst)
 {
-	int rc = tf_cuda_plugin_layer_check(h, layer, "mla-cuda", "mla");
+	int rc = tf_cuda_plugin_layer_check(h, layer, "mla-cuda");
 	if (rc)
 		return rc;
 	struct mlc_layer *L = calloc(1, sizeof(*L));

@@ -9,7 +9,7 @@
  * and its snapshots: the cache is append-only, so a snapshot is its
  * length and a rollback sets the length back (no copy of the cache).
  *
- * Tensor parallel ([tp] size > 1, mla.so only): a rank holds the heads
+ * Tensor parallel ([tp] size > 1): a rank holds the heads
  * [head0, head0 + heads) of num_attention_heads: their rows of q (or
  * q_b_proj), kv_b_proj and g_proj, and dense's matching input columns, so
  * its output is a partial sum the runtime all-reduces.  The latent path

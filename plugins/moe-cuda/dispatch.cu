@@ -182,7 +182,7 @@ __global__ static void combine_kernel(tf_moe_cuda_plan p, const float *const *ga
 				row_s[i] = row_s[i - 1];
 			}
 			exp_s[i] = e;
-			row_s[i] = row >= 0 && gate[e] ? row : -1;
+			row_s[i] = row >= 0 && (!gate || gate[e]) ? row : -1;
 		}
 	}
 	__syncthreads();

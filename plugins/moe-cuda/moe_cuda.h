@@ -9,7 +9,8 @@
  *     tf_moe_cuda_mlp        the shared expert over all rows    -> y[n, hidden]
  *     tf_moe_cuda_combine    y[t] += w * o over t's experts, ascending expert id
  *
- * and a dense MLP layer is tf_moe_cuda_mlp alone.  Each computes what
+ * and a dense MLP layer is tf_moe_cuda_mlp alone; tf_moe_cuda_exl3_mlp
+ * is tf_moe_cuda_mlp over EXL3 weights.  Each computes what
  * plugins/router (gate.c, topk.c) and plugins/moe (moe_layer.c, mlp.c)
  * compute on the CPU, in the same order where the order decides the
  * result: the same experts (ties to the lower index), weights summed and
@@ -109,8 +110,47 @@ typedef struct tf_moe_cuda_mlp_w {
 int tf_moe_cuda_mlp(cudaStream_t stream, const tf_moe_cuda_mlp_w *m, const tf_moe_cuda_plan *plan,
 		    int top_k, const float *x, int64_t n, float *h, float *o);
 
+/*
+ * One EXL3 linear in device memory (plugins/exl3's format, spec exl3.md
+ * §2): the trellis [k/16, n/16, 16 K] as stored, suh [k], svh [n]; K bits
+ * per weight (1..8), cb its codebook (tf_exl3_cb: 0 3inst, 1 mcg, 2 mul1).
+ */
+typedef struct tf_moe_cuda_exl3 {
+	const uint16_t *trellis;
+	const float *suh, *svh;
+	int K, cb;
+} tf_moe_cuda_exl3;
+
+/* Features of an EXL3 linear padded to its Hadamard blocks: k and n. */
+#define TF_MOE_CUDA_EXL3_PAD(f) (((int64_t)(f) + 127) / 128 * 128)
+
+/*
+ * tf_moe_cuda_mlp_w's MLPs with EXL3 weights: device arrays of one
+ * tf_moe_cuda_exl3 per expert, gate and up hidden -> inter, down inter ->
+ * hidden, each padded to TF_MOE_CUDA_EXL3_PAD of its features; K and the
+ * codebook are each linear's own.  Every expert is served here (no
+ * rank's share: tensor parallelism is not done on EXL3 experts).
+ */
+typedef struct tf_moe_cuda_exl3_w {
+	const tf_moe_cuda_exl3 *gate, *up, *down;
+	int hidden, inter, n_experts;
+	float limit;
+} tf_moe_cuda_exl3_w;
+
+/* Floats of scratch tf_moe_cuda_exl3_mlp needs over `rows` rows (n * top_k
+ * with a plan, else n). */
+size_t tf_moe_cuda_exl3_scratch(const tf_moe_cuda_exl3_w *m, int64_t rows);
+
+/* tf_moe_cuda_mlp with EXL3 weights: per expert, each pass of up to 8 of
+ * its rows decodes each trellis once (exl3_cuda.cuh's GEMV); h is that
+ * many floats of scratch. */
+int tf_moe_cuda_exl3_mlp(cudaStream_t stream, const tf_moe_cuda_exl3_w *m,
+			 const tf_moe_cuda_plan *plan, int top_k, const float *x, int64_t n,
+			 float *h, float *o);
+
 /* y[t] += tok_w * o[row] for each of token t's rows, in ascending expert
- * id, skipping experts whose gate pointer is NULL (routed->gate). */
+ * id, skipping experts whose gate pointer is NULL (routed->gate; the array
+ * NULL: every expert's rows were computed, as tf_moe_cuda_exl3_mlp's). */
 int tf_moe_cuda_combine(cudaStream_t stream, const tf_moe_cuda_plan *p,
 			const tf_moe_cuda_mlp_w *routed, const int32_t *idx, int64_t n,
 			int top_k, const float *o, float *y);

@@ -163,27 +163,40 @@ void attn_fixture_expect_shards(const tf_plugin_attention *p, attn_fixture_host_
 {
 	enum { N = 24 };
 	static const int plan[] = { N - 4, 1 };
-	float *x = malloc((size_t)N * hidden * sizeof(float));
-	float *y = malloc((size_t)N * hidden * sizeof(float));
+	const size_t bytes = (size_t)N * hidden * sizeof(float);
+	float *x = malloc(bytes), *y = malloc(bytes), *whole = malloc(bytes);
 	float *sum = calloc((size_t)N * hidden, sizeof(float));
-	float *whole = malloc((size_t)N * hidden * sizeof(float));
+	cr_assert(x && y && whole && sum);
 	tf_test_fill_uniform(x, (size_t)N * hidden, 1.0f, &seed);
 
 	for (int r = -1; r < ranks; r++) {     /* -1: the whole layer */
 		tf_testhost *th = r < 0 ? make(arg) : rank_host(make, arg, r, ranks);
+		const tf_host *h = tf_testhost_host(th);
+		const tf_backend *be = h->backend;
 		void *inst = attn_fixture_open(p, th, prefix, 64);
 		void *st = attn_fixture_state(p, inst, 64);
 		float *out = r < 0 ? whole : y;
+		/* Backend memory: a device plugin's layer reads and writes there. */
+		float *xb = be->alloc(h->backend_ctx, bytes), *yb = be->alloc(h->backend_ctx, bytes);
+		cr_assert(xb && yb);
 		for (int64_t i = 0; i < (int64_t)N * hidden; i++)
 			out[i] = NAN;
-		attn_fixture_run(p, inst, st, x, N, hidden, plan, 2, out);
+		cr_assert_eq(be->upload(h->backend_ctx, xb, x, bytes), TF_OK);
+		cr_assert_eq(be->upload(h->backend_ctx, yb, out, bytes), TF_OK);
+		attn_fixture_run(p, inst, st, xb, N, hidden, plan, 2, yb);
+		cr_assert_eq(be->sync(h->backend_ctx), TF_OK);
+		cr_assert_eq(be->download(h->backend_ctx, out, yb, bytes), TF_OK);
 		for (int64_t i = 0; r >= 0 && i < (int64_t)N * hidden; i++)
 			sum[i] += y[i];
 		p->state_free(inst, st);
 		p->layer_fini(inst);
+		be->free(h->backend_ctx, xb);
+		be->free(h->backend_ctx, yb);
 		tf_testhost_free(th);
 	}
 	double e = tf_test_rel_err(sum, whole, (size_t)N * hidden, 1e-3);
+	cr_log_info("%s: %d ranks' outputs summed vs the whole layer: rel err %.3g", p->hdr.name,
+		    ranks, e);
 	cr_expect(e < tol, "%d ranks' outputs summed vs the whole layer: rel err %.3g", ranks, e);
 
 	tf_testhost *th = rank_host(make, arg, 0, uneven);

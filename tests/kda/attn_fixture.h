@@ -69,7 +69,8 @@ tf_testhost *attn_fixture_device_host(attn_fixture_host_fn make, const void *arg
  * its own with tp_rank and tp_size set) runs the same n tokens (a prefill,
  * then decode steps); the ranks' outputs summed, as the runtime's
  * all-reduce sums them, must match the whole layer's within tol.  With
- * `uneven` ranks the layer must refuse to open, naming `key`.
+ * `uneven` ranks the layer must refuse to open, naming `key`.  x and y
+ * are in each host's backend memory, so a device plugin runs it too.
  */
 void attn_fixture_expect_shards(const tf_plugin_attention *p, attn_fixture_host_fn make,
 				const void *arg, const char *prefix, int hidden, int ranks,

@@ -5,8 +5,9 @@
  * g_a/g_b through head_dim) with its softplus gate against the float64
  * layer, prefill pieces and decode steps in one state; the refusal of a
  * host-memory backend, naming it; the refusal of a head size the
- * kernels do not take, and of tensor parallelism.  TF_KDA_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT
- * name the cuda-sim modules.
+ * kernels do not take; heads sharded over ranks (tensor parallelism)
+ * summing to the whole layer.  TF_KDA_CUDA, TF_CUDA_BACKEND and
+ * TF_CUDA_QUANT name the cuda-sim modules.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -129,22 +130,26 @@ Test(kda_cuda_plugin, refuses_head_size_beyond_kernels)
 	kda_case_free(&c);
 }
 
-/* Only the kda plugin shards heads over ranks: [tp] size 2 is refused at
- * layer_init, naming the plugin and the key. */
-Test(kda_cuda_plugin, refuses_tensor_parallel)
+static tf_testhost *device_host_of(const void *c) { return device_host(c); }
+
+/* Tensor parallel as the kda plugin (test_kda.c): each rank's heads
+ * through the device linears' parts, its partial o_proj on the device;
+ * the ranks' outputs summed equal the whole layer's on the device, a
+ * prefill of 20 rows then decode steps.  Three heads over three ranks
+ * (full-rank and low-rank gates) and four heads of 32 over two; heads
+ * that do not split are refused naming the key. */
+Test(kda_cuda_plugin, heads_sharded_over_ranks_sum_to_whole)
 {
-	const tf_plugin_attention *a = kda_cuda();
+	for (int low_rank = 0; low_rank < 2; low_rank++) {
+		struct kda_case c;
+		kda_case_init_gates(&c, true, low_rank, 0.0f, 4, 21 + low_rank);
+		attn_fixture_expect_shards(kda_cuda(), device_host_of, &c, KDA_CASE_PREFIX,
+					   c.w.hidden, 3, 2, "num_attention_heads", KDA_CUDA_TOL, 5);
+		kda_case_free(&c);
+	}
 	struct kda_case c;
-	void *inst = NULL;
-	kda_case_init(&c, true, 0.0f, 65);
-	tf_testhost *th = device_host(&c);
-	tf_host *h = (tf_host *)tf_testhost_host(th);  /* the test owns it */
-	h->tp_size = 2;
-	cr_assert_eq(a->layer_init(h, 0, KDA_CASE_PREFIX, 16, &inst), TF_ERR_UNSUPPORTED);
-	cr_assert_null(inst);
-	cr_assert(strstr(tf_testhost_last_error(th), "layer 0 (kda-cuda): [tp] size 2"), "%s",
-		  tf_testhost_last_error(th));
-	h->tp_size = 1;
-	tf_testhost_free(th);
+	kda_case_init_shape(&c, true, false, 0.0f, 4, 4, 32, 66);
+	attn_fixture_expect_shards(kda_cuda(), device_host_of, &c, KDA_CASE_PREFIX, c.w.hidden,
+				   2, 3, "num_attention_heads", KDA_CUDA_TOL, 7);
 	kda_case_free(&c);
 }

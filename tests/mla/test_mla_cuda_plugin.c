@@ -6,7 +6,8 @@
  * absorbed and naive pieces), with and without q_lora, plain RoPE and
  * YaRN, head-wise and per-channel gates, f32 and bf16 caches; a fork
  * (state_copy) continuing as its source; the refusal of a host-memory
- * backend, of dims the kernels do not take and of tensor parallelism.
+ * backend and of dims the kernels do not take; heads sharded over ranks
+ * (tensor parallelism) summing to the whole layer.
  * TF_MLA_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim
  * modules.
  */
@@ -224,19 +225,22 @@ Test(mla_cuda_plugin, refuses_rank_beyond_kernels)
 	mla_case_free(&c);
 }
 
-/* Only the mla plugin shards heads over ranks: [tp] size 2 is refused at
- * layer_init, naming the plugin and the key. */
-Test(mla_cuda_plugin, refuses_tensor_parallel)
+static tf_testhost *device_host_of(const void *c) { return device_host(c); }
+
+/* Tensor parallel as the mla plugin (test_mla.c): each rank's heads
+ * (their rows of q or q_b_proj, kv_b_proj and g_proj, dense's columns,
+ * through the device linears' parts; the latent path whole on each), the
+ * ranks' outputs summed equal to the whole layer's on the device, a
+ * 20-row naive prefill then absorbed decode steps.  Three heads over
+ * three ranks, with and without q_lora; two ranks cannot share them. */
+Test(mla_cuda_plugin, heads_sharded_over_ranks_sum_to_whole)
 {
-	const tf_plugin_attention *a = mla_cuda();
-	struct mla_case c;
-	mla_case_init(&c, true, true, YARN_NONE, 78);
-	tf_testhost *th = device_host(&c);
-	tf_host *h = (tf_host *)tf_testhost_host(th);  /* the test owns it */
-	h->tp_size = 2;
-	attn_fixture_expect_init_error(a, th, MLA_CASE_PREFIX, TF_ERR_UNSUPPORTED,
-				       "layer 0 (mla-cuda): [tp] size 2");
-	h->tp_size = 1;
-	tf_testhost_free(th);
-	mla_case_free(&c);
+	for (int q_lora = 0; q_lora < 2; q_lora++) {
+		struct mla_case c;
+		mla_case_init(&c, q_lora, !q_lora, YARN_NONE, 41 + q_lora);
+		c.kv_cache = "f32";
+		attn_fixture_expect_shards(mla_cuda(), device_host_of, &c, MLA_CASE_PREFIX,
+					   c.w.hidden, 3, 2, "num_attention_heads", MLA_CUDA_TOL, 6);
+		mla_case_free(&c);
+	}
 }

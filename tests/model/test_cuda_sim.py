@@ -22,6 +22,17 @@ step of a forward runs in the kernels a GPU would run.
              the draws), which the device sampler does not reproduce, falls
              back to the host (no token picked on the device) and still
              gives the CPU path's ids
+    TensorParallel  two ranks (--tp-local 2: forked processes over loopback
+             tcp, each with its own device), every layer's heads, features
+             and lm_head rows split, the blocks' device outputs summed
+             through the host: the prompt's logits against the float64
+             reference, one rank on the device and the same two ranks on
+             the CPU; the greedy ids the CPU's two ranks give
+    Exl3     the fixture's EXL3 checkpoint (every linear a trellis, the
+             experts through moe-cuda's grouped EXL3 MLPs): a 12-row prefill
+             and 3 decode steps against the CPU path on the same checkpoint
+             and against the float64 reference's bit-exact decode (the
+             decode steps within the bf16 model's tolerance)
 
 TF_TFRUN is tests/tfrun_sim (tfrun linked with ASan, which the cuda-sim
 modules need in the process); without the backend pin it is the CPU path.
@@ -73,6 +84,42 @@ class Logits(test_reference.Bf16):
 class Mtp(test_mtp.MtpLogits):
     SETS = tuple(device_sets())
     TOKENS = 10
+
+
+class Exl3(unittest.TestCase):
+    """tests/model's EXL3 checkpoint (ling-tiny-q-exl3 at the recipe's bits:
+    routed experts 3, the shared expert 5, dense and KDA 4, MLA and the head
+    6) on the device: every linear through exl3-cuda, the routed and shared
+    experts and the dense MLP through moe-cuda's EXL3 kernels.  The device
+    decodes each weight to fp16 exactly, as the reference does; the CPU's
+    fused decode skips that rounding (test_reference.Exl3: 4-5e-4 at the
+    logits).  Decode rows run fp32 GEMVs only, so they are held to the
+    reference within the bf16 model's tolerance; a prefill's linears take
+    exl3-cuda's GEMM, fp16 activations above 8 rows (test_reference.Exl3's
+    bound)."""
+
+    # (tokens, seed, prefill chunk, max rel and KL against the reference)
+    PROMPTS = [(12, 35, None, test_reference.Exl3.EXACT_MAX_REL,
+                test_reference.Exl3.EXACT_MAX_KL),
+               (3, 36, 1, tm.REF_MAX_REL, tm.REF_MAX_KL)]
+    # Against the CPU path: the rounding the CPU skips, 4x over.
+    MAX_REL = 2e-3
+    MAX_KL = 1e-5
+
+    def test_exl3_matches_cpu(self):
+        _, model = tm.exl3_pair()
+        cpu, dev = tm.Runtime(model), tm.Runtime(model, sets=device_sets())
+        ref = tm.Reference(model)
+        self.addCleanup(cpu.close)
+        self.addCleanup(dev.close)
+        for n, seed, chunk, ref_rel, ref_kl in self.PROMPTS:
+            toks = tm.prompt(n, seed, cpu.vocab)
+            got = dev.logits(toks, chunk)
+            what = f"{BACKEND} exl3 {n} tokens, chunk {chunk or 64}"
+            tm.check(self, what + " vs cpu", got, cpu.logits(toks, chunk), self.MAX_REL,
+                     self.MAX_KL, tm.REF_MIN_TOP1)
+            tm.check(self, what + " vs reference", got, ref.logits(toks), ref_rel, ref_kl,
+                     tm.REF_MIN_TOP1)
 
 
 def device_samples(stderr):
@@ -136,6 +183,37 @@ class Sample(unittest.TestCase):
         self.assertNotEqual(want_pen, want, "the penalty must change the draws")
         self.assertEqual(got_pen, want_pen)
         self.assertEqual(device_samples(host), 0)
+
+
+class TensorParallel(unittest.TestCase):
+    TOKENS = 8
+    LOGIT_TOL = 1e-4        # tests/tp: ranks' partial sums round apart, nothing more
+
+    def test_two_ranks(self):
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(self.TOKENS, 35, tm.vocab_of(model))
+        tp2 = ("--tp-local", "2")
+        runs = {"tp2 " + BACKEND: tm.Runtime(model, device_sets(), tp2),
+                "tp1 " + BACKEND: tm.Runtime(model, device_sets()),
+                "tp2 cpu": tm.Runtime(model, (), tp2)}
+        try:
+            got = {k: r.logits(toks) for k, r in runs.items()}
+        finally:
+            for r in runs.values():
+                r.close()
+        dev = got["tp2 " + BACKEND]
+        tm.check(self, f"tp2 {BACKEND} vs float64", dev, tm.Reference(model).logits(toks),
+                 max_rel=2e-5, min_top1=1.0)
+        for k in ("tp1 " + BACKEND, "tp2 cpu"):
+            tm.check(self, f"tp2 {BACKEND} vs {k}", dev, got[k], max_rel=self.LOGIT_TOL,
+                     min_top1=1.0)
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            want, _ = run(ini, toks[:4], "-n", "4", *tp2)
+            ids, _ = run(ini, toks[:4], "-n", "4", *tp2, *device_args())
+        print(f"  greedy ids over two ranks: cpu {want}, {BACKEND} {ids}", flush=True)
+        self.assertEqual(len(want), 4)
+        self.assertEqual(ids, want)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
                  t and token t + 1, at position t
     Speculative  [mtp] enabled generates, token for token, what serial
                  decoding generates: greedy and seeded sampling, drafts 1..3
-                 deep at a fixed depth, and adaptive with p_min, several
+                 deep at a fixed depth, and adaptive with p_min (its budget
+                 1, so that it drafts in replies this short), several
                  prompts, and drafts running into the end of the context; on
                  ling-tiny (its random MTP head is always rejected) and the
                  trained ling-nano (often accepted); accept = standard at
@@ -30,7 +31,7 @@ NANO = os.path.join(ROOT, "models", "ling-nano")
 NANO_INI = os.path.join(ROOT, "conf", "ling-nano.ini")
 # --set overrides of each drafting configuration checked against serial.
 DRAFTING = [(f"depth {k}", ("mtp.adaptive=false", f"mtp.max_depth={k}")) for k in (1, 2, 3)] + [
-    ("adaptive", ("mtp.adaptive=true", "mtp.max_depth=3", "mtp.p_min=0.2"))]
+    ("adaptive", ("mtp.adaptive=true", "mtp.max_depth=3", "mtp.p_min=0.2", "mtp.budget=1"))]
 SEEDS = (1, 2, 3)
 
 
@@ -130,7 +131,10 @@ class Speculative(unittest.TestCase):
     """Each prompt, sampling and depth: the ids with drafts are the ids
     without."""
 
-    def same(self, tag, ini, prompts, n, sets=(), seeds=SEEDS, drafting=DRAFTING):
+    def same(self, tag, ini, prompts, n, sets=(), seeds=SEEDS, drafting=DRAFTING,
+             drafts=False):
+        """drafts: every configuration must have drafted (a head that
+        predicts; adaptive's budget is 1)."""
         base = [a for kv in sets for a in ("--set", kv)]
         for pi, toks in enumerate(prompts):
             for temp, seeds in (("0", (0,)), ("0.8", seeds)):
@@ -144,6 +148,8 @@ class Speculative(unittest.TestCase):
                             got, err = run(ini, toks, *samp, *extra)
                             self.assertEqual(got, want)
                             drafted, accepted, tpp = mtp_line(err)
+                            if drafts:
+                                self.assertGreater(drafted, 0, err)
                             print(f"  {tag} prompt {pi} temp {temp} seed {seed} "
                                   f"{how}: accepted {accepted}/{drafted}, "
                                   f"tokens per pass {tpp:.2f}", flush=True)
@@ -163,7 +169,8 @@ class Speculative(unittest.TestCase):
             sets = nano_sets(d)
             vocab = tm.vocab_of(NANO)
             self.same("ling-nano", NANO_INI, [tm.prompt(8, 21, vocab),
-                                              tm.prompt(24, 22, vocab)], 48, sets)
+                                              tm.prompt(24, 22, vocab)], 48, sets,
+                      drafts=True)
 
     def test_standard_greedy(self):
         """accept = standard at temperature 0: the drafts are greedy, the

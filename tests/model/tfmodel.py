@@ -109,11 +109,12 @@ def tfrun(ini, tokens, *extra):
 
 class Runtime:
     """tfrun over one checkpoint: logits of every prompt position.  `sets`
-    are INI overrides ("section.key=value") for every run."""
+    are INI overrides ("section.key=value") for every run, `args` more of
+    tfrun's arguments (["--tp-local", "2"])."""
 
-    def __init__(self, model, sets=()):
+    def __init__(self, model, sets=(), args=()):
         self.model = model
-        self.sets = [a for kv in sets for a in ("--set", kv)]
+        self.sets = [a for kv in sets for a in ("--set", kv)] + list(args)
         self.tmp = tempfile.TemporaryDirectory(prefix="tf-model-")
         self.ini = write_ini(self.tmp.name, model)
         self.vocab = vocab_of(model)

@@ -253,6 +253,15 @@ Test(moe_cuda, launchers_refuse_shapes_they_cannot_take)
 	cr_expect_eq(tf_moe_cuda_mlp(0, &m, NULL, 0, NULL, 1, NULL, NULL), cudaErrorInvalidValue);
 	cr_expect_eq(tf_moe_cuda_combine(0, &p, &m, NULL, 1, 0, NULL, NULL),
 		     cudaErrorInvalidValue);
+	tf_moe_cuda_exl3_w q = { .hidden = 8, .inter = 8, .n_experts = 4, .limit = -1 };
+	cr_expect_eq(tf_moe_cuda_exl3_mlp(0, &q, NULL, 0, NULL, 1, NULL, NULL),
+		     cudaErrorInvalidValue);
+	q.limit = 0;
+	cr_expect_eq(tf_moe_cuda_exl3_mlp(0, &q, &p, 0, NULL, 1, NULL, NULL),
+		     cudaErrorInvalidValue);
+	q.inter = 0;
+	cr_expect_eq(tf_moe_cuda_exl3_mlp(0, &q, NULL, 1, NULL, 1, NULL, NULL),
+		     cudaErrorInvalidValue);
 }
 
 /* ---- dispatch ---- */

@@ -6,9 +6,18 @@
  * both sides widen alike), the device one on backend-cuda-sim with the
  * device linears.  Rows 1, 3 and 17 (ragged against the kernels' tiles
  * of 4 rows and 8 columns), device outputs NaN-poisoned before each
- * forward; then the refusals: a host-memory backend, [tp] size 2, EXL3
- * experts (no stored `.weight`), softmax scoring.  TF_MOE_CUDA,
- * TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim modules.
+ * forward; the same with EXL3 experts (random trellises, each expert at its
+ * own bits and codebook, the shared expert at others, features padded to
+ * 128) against moe.so over exl3.so's CPU linear, and an EXL3 dense MLP;
+ * tensor parallel ranks (each rank's output against moe.so's same rank,
+ * the ranks' sum against the whole layer); then the refusals: a
+ * host-memory backend, features that do not split over the ranks, an
+ * expert with no weights, a set of experts part EXL3 and part BF16, EXL3
+ * experts under [tp] size 2, softmax scoring.
+ * Built on the SIMT harness as test_moe_cuda_plugin_sim (tests/simt):
+ * TF_MOE_CUDA, TF_CUDA_BACKEND and TF_CUDA_QUANT name the cuda-sim
+ * modules, TF_CUDA_BACKEND_NAME the backend.  The same test on a GPU is
+ * test_moe_cuda_plugin_gpu (scripts/gpu-check.sh), on the build's plugins.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -21,10 +30,21 @@
 #include "tf/backend.h"
 #include "tf/ffn.h"
 
+#ifndef TF_MOE_CUDA
+#define TF_MOE_CUDA TF_PLUGIN_DIR "/moe-cuda.so"
+#define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"
+#define TF_CUDA_QUANT TF_PLUGIN_DIR "/exl3-cuda.so"
+#define TF_CUDA_BACKEND_NAME "cuda"
+#endif
+
 #define PREFIX "model.layers.1.mlp"
 #define LAYER 1
 /* test_moe_cuda.c's block bound: every sum re-ordered against the CPU's. */
 #define PLUGIN_BOUND 2e-5
+/* EXL3 experts: the device decodes each weight to fp16 exactly, the CPU's
+ * fused decode skips that rounding (2.4e-4 a linear, test_plain_cuda.c's
+ * EXL3_CUDA_TOL of 2e-3 on one linear); three linears deep here. */
+#define EXL3_BOUND 2e-3
 
 static const int rows_cases[] = { 1, 3, 17 };
 
@@ -75,6 +95,29 @@ static void pair_add_mlp(struct pair *p, const char *prefix, int hidden, int int
 	pair_add(p, prefix, ".down_proj.weight", hidden, inter, 0.15f);
 }
 
+/* A random EXL3 linear `<prefix><leaf>` at K bits, codebook cb, in both
+ * hosts. */
+static void pair_add_exl3(struct pair *p, const char *prefix, const char *leaf, int64_t in,
+			  int64_t out, int K, int cb)
+{
+	char name[200];
+	uint64_t s = p->seed;
+	snprintf(name, sizeof(name), "%s%s", prefix, leaf);
+	tf_testhost_add_exl3_as(p->cpu, name, in, out, K, cb, &s);
+	tf_testhost_add_exl3_as(p->dev, name, in, out, K, cb, &p->seed);
+}
+
+/* An MLP with EXL3 linears: gate at K bits, up and down at K % 8 + 1 and
+ * (K + 1) % 8 + 1 (every K from 1 to 8 over a layer's experts), the
+ * codebooks rotating from cb. */
+static void pair_add_mlp_exl3(struct pair *p, const char *prefix, int hidden, int inter, int K,
+			      int cb)
+{
+	pair_add_exl3(p, prefix, ".gate_proj", hidden, inter, K, cb % 3);
+	pair_add_exl3(p, prefix, ".up_proj", hidden, inter, K % 8 + 1, (cb + 1) % 3);
+	pair_add_exl3(p, prefix, ".down_proj", inter, hidden, (K + 1) % 8 + 1, (cb + 2) % 3);
+}
+
 /* The router, the experts and the shared expert of c. */
 static void pair_add_moe(struct pair *p, const tf_model_config *c)
 {
@@ -104,9 +147,19 @@ static tf_model_config moe_config(int hidden, int E, int k, int G, int TG, int i
 	};
 }
 
+/* c with both clamps cutting (limits low for layer 1) and no expert bias. */
+static tf_model_config clamped(tf_model_config c)
+{
+	static const float elim[4] = { 0, 0.3f, 0, 0 }, slim[4] = { 0, 0.4f, 0, 0 };
+	c.moe_router_enable_expert_bias = false;
+	c.expert_swiglu_limit = elim;
+	c.shared_swiglu_limit = slim;
+	return c;
+}
+
 /* moe.so's layer `index` on the CPU host against moe-cuda's on the device
  * host, each row count in turn, the device output poisoned first. */
-static void check_layer(struct pair *p, unsigned index, const char *type)
+static void check_layer(struct pair *p, unsigned index, const char *type, double bound)
 {
 	const tf_plugin_ffn *cpu = ffn_plugin(index), *dev = ffn_plugin_at(TF_MOE_CUDA, index);
 	const tf_host *hc = tf_testhost_host(p->cpu), *hd = tf_testhost_host(p->dev);
@@ -139,8 +192,7 @@ static void check_layer(struct pair *p, unsigned index, const char *type)
 		cr_assert_eq(be->download(hd->backend_ctx, dy, yd, bytes), TF_OK);
 		double err = tf_test_rel_err(dy, y, (size_t)n * H, 1e-3);
 		cr_log_info("%s n %d: rel err %.3g", dev->hdr.name, n, err);
-		cr_assert(err <= PLUGIN_BOUND, "%s n %d: rel err %g > %g", dev->hdr.name, n, err,
-			  PLUGIN_BOUND);
+		cr_assert(err <= bound, "%s n %d: rel err %g > %g", dev->hdr.name, n, err, bound);
 		be->free(hd->backend_ctx, xd);
 		be->free(hd->backend_ctx, yd);
 		free(x);
@@ -151,12 +203,136 @@ static void check_layer(struct pair *p, unsigned index, const char *type)
 	cpu->layer_fini(ic);
 }
 
+/* y[n, H] = f's layer LAYER on th's backend over x[n, H] (host memory
+ * both), the output poisoned first. */
+static void run_layer(const tf_plugin_ffn *f, tf_testhost *th, const float *x, int n, float *y)
+{
+	const tf_host *h = tf_testhost_host(th);
+	const tf_backend *be = h->backend;
+	const size_t bytes = sizeof(float) * n * h->model->hidden_size;
+	float *xb = be->alloc(h->backend_ctx, bytes), *yb = be->alloc(h->backend_ctx, bytes);
+	void *inst = NULL;
+	cr_assert(xb && yb);
+	for (size_t i = 0; i < bytes / sizeof(float); i++)
+		y[i] = NAN;
+	cr_assert_eq(f->layer_init(h, LAYER, PREFIX, &inst), TF_OK, "%s",
+		     tf_testhost_last_error(th));
+	cr_assert_eq(be->upload(h->backend_ctx, xb, x, bytes), TF_OK);
+	cr_assert_eq(be->upload(h->backend_ctx, yb, y, bytes), TF_OK);
+	cr_assert_eq(f->forward(inst, xb, n, yb), TF_OK, "%s", tf_testhost_last_error(th));
+	cr_assert_eq(be->sync(h->backend_ctx), TF_OK);
+	cr_assert_eq(be->download(h->backend_ctx, y, yb, bytes), TF_OK);
+	f->layer_fini(inst);
+	be->free(h->backend_ctx, xb);
+	be->free(h->backend_ctx, yb);
+}
+
+/* Both hosts play rank r of `ranks` ([tp] moe = moe; r -1: one rank). */
+static void pair_rank(struct pair *p, int r, int ranks, const char *moe)
+{
+	tf_testhost *th[2] = { p->cpu, p->dev };
+	for (int i = 0; i < 2; i++) {
+		tf_host *h = (tf_host *)tf_testhost_host(th[i]);  /* the test owns it */
+		h->tp_rank = r < 0 ? 0 : r;
+		h->tp_size = r < 0 ? 1 : ranks;
+		tf_testhost_set_conf(th[i], "tp", "moe", moe);
+	}
+}
+
+/*
+ * Tensor parallel: the layer `index` as each of `ranks` ranks on both
+ * hosts, n rows: each rank's device output against moe.so's same rank
+ * (its partial sum), and the device ranks' outputs summed, as the
+ * runtime's all-reduce sums them, against moe.so's whole layer.
+ */
+static void check_ranks(struct pair *p, unsigned index, int ranks, const char *moe, int n)
+{
+	const tf_plugin_ffn *cpu = ffn_plugin(index), *dev = ffn_plugin_at(TF_MOE_CUDA, index);
+	const size_t m = (size_t)n * tf_testhost_host(p->cpu)->model->hidden_size;
+	float *x = malloc(sizeof(float) * m), *whole = malloc(sizeof(float) * m);
+	float *yc = malloc(sizeof(float) * m), *yd = malloc(sizeof(float) * m);
+	float *sum = calloc(m, sizeof(float));
+	cr_assert(x && whole && yc && yd && sum);
+	tf_test_fill_uniform(x, m, 1.0f, &p->seed);
+	pair_rank(p, -1, 1, moe);
+	run_layer(cpu, p->cpu, x, n, whole);
+	for (int r = 0; r < ranks; r++) {
+		pair_rank(p, r, ranks, moe);
+		run_layer(cpu, p->cpu, x, n, yc);
+		run_layer(dev, p->dev, x, n, yd);
+		for (size_t i = 0; i < m; i++)
+			sum[i] += yd[i];
+		double e = tf_test_rel_err(yd, yc, m, 1e-3);
+		cr_log_info("%s rank %d of %d (%s) n %d: rel err %.3g vs the CPU's rank", dev->hdr.name,
+			    r, ranks, moe, n, e);
+		cr_expect(e <= PLUGIN_BOUND, "%s rank %d of %d (%s) n %d: rel err %g vs the CPU's",
+			  dev->hdr.name, r, ranks, moe, n, e);
+	}
+	double e = tf_test_rel_err(sum, whole, m, 1e-3);
+	cr_log_info("%s %d ranks (%s) n %d: summed rel err %.3g vs the whole", dev->hdr.name, ranks,
+		    moe, n, e);
+	cr_expect(e <= PLUGIN_BOUND, "%s %d ranks (%s) n %d: summed rel err %g vs the whole layer",
+		  dev->hdr.name, ranks, moe, n, e);
+	pair_rank(p, -1, 1, "split");
+	free(x); free(whole); free(yc); free(yd); free(sum);
+}
+
+/* Features split (every expert's, the shared expert's) over 2 and 4
+ * ranks, clamped; whole experts placed in blocks over 2 and 3 ranks (the
+ * shared expert still split, 24 experts: 3 ranks of 8); a dense MLP over
+ * 2 ranks.  Rows 1 and 17. */
+Test(moe_cuda_plugin, tensor_parallel_ranks_match_cpu)
+{
+	float elim[4] = { 0, 0.3f, 0, 0 };
+	tf_model_config c = moe_config(40, 24, 4, 4, 2, 32, 48);
+	c.expert_swiglu_limit = elim;
+	c.intermediate_size = 200;
+	struct pair p = pair_new(&c, TF_DTYPE_BF16, 48);
+	pair_add_moe(&p, &c);
+	pair_add_mlp(&p, PREFIX, 40, 200);
+	for (int n = 1; n <= 17; n += 16) {
+		check_ranks(&p, 0, 2, "split", n);
+		check_ranks(&p, 0, 4, "split", n);
+		check_ranks(&p, 0, 2, "experts", n);
+		check_ranks(&p, 0, 3, "experts", n);
+		check_ranks(&p, 1, 2, "split", n);
+	}
+	pair_free(&p);
+}
+
+/* A MoE layer of c with EXL3 experts (expert e at 1 + e % 8 bits, codebook
+ * e % 3) unless routed_plain (BF16), and an EXL3 shared expert at 5 bits
+ * unless shared_plain. */
+static void check_moe_exl3(const tf_model_config *c, bool routed_plain, bool shared_plain,
+			   uint64_t seed)
+{
+	struct pair p = pair_new(c, TF_DTYPE_BF16, seed);
+	char name[160];
+	const int H = c->hidden_size, S = c->moe_shared_expert_intermediate_size;
+	pair_add(&p, PREFIX, ".gate.weight", c->num_experts, H, 0.3f);
+	if (c->moe_router_enable_expert_bias)
+		pair_add(&p, PREFIX, ".gate.expert_bias", 1, c->num_experts, 0.1f);
+	for (int e = 0; e < c->num_experts; e++) {
+		snprintf(name, sizeof(name), PREFIX ".experts.%d", e);
+		if (routed_plain)
+			pair_add_mlp(&p, name, H, c->moe_intermediate_size);
+		else
+			pair_add_mlp_exl3(&p, name, H, c->moe_intermediate_size, 1 + e % 8, e % 3);
+	}
+	if (S && shared_plain)
+		pair_add_mlp(&p, PREFIX ".shared_experts", H, S);
+	else if (S)
+		pair_add_mlp_exl3(&p, PREFIX ".shared_experts", H, S, 5, 2);
+	check_layer(&p, 0, "moe", EXL3_BOUND);
+	pair_free(&p);
+}
+
 /* A MoE layer of c, its weights stored as dtype. */
 static void check_moe(const tf_model_config *c, tf_dtype dtype, uint64_t seed)
 {
 	struct pair p = pair_new(c, dtype, seed);
 	pair_add_moe(&p, c);
-	check_layer(&p, 0, "moe");
+	check_layer(&p, 0, "moe", PLUGIN_BOUND);
 	pair_free(&p);
 }
 
@@ -168,11 +344,7 @@ Test(moe_cuda_plugin, moe_ling_nano_bf16)
 
 Test(moe_cuda_plugin, moe_clamped_ungrouped_no_bias)
 {
-	float elim[4] = { 0, 0.3f, 0, 0 }, slim[4] = { 0, 0.4f, 0, 0 };
-	tf_model_config c = moe_config(40, 24, 4, 1, 1, 36, 20);
-	c.moe_router_enable_expert_bias = false;
-	c.expert_swiglu_limit = elim;
-	c.shared_swiglu_limit = slim;
+	tf_model_config c = clamped(moe_config(40, 24, 4, 1, 1, 36, 20));
 	check_moe(&c, TF_DTYPE_F32, 42);
 }
 
@@ -188,7 +360,40 @@ Test(moe_cuda_plugin, dense_mlp)
 	c.intermediate_size = 200;
 	struct pair p = pair_new(&c, TF_DTYPE_BF16, 44);
 	pair_add_mlp(&p, PREFIX, 96, 200);
-	check_layer(&p, 1, "dense");
+	check_layer(&p, 1, "dense", PLUGIN_BOUND);
+	pair_free(&p);
+}
+
+/* EXL3 experts at every K and codebook, features padded (hidden 200 to
+ * 256, inter 96 to 128, the shared expert's 160 to 256), top-4 of 16 in
+ * 4/2 groups: 17 rows give experts more rows than a GEMV pass takes. */
+Test(moe_cuda_plugin, moe_exl3_mixed_bits)
+{
+	tf_model_config c = moe_config(200, 16, 4, 4, 2, 96, 160);
+	check_moe_exl3(&c, false, false, 48);
+}
+
+/* EXL3 experts, both clamps cutting, no bias, BF16 shared expert. */
+Test(moe_cuda_plugin, moe_exl3_clamped_plain_shared)
+{
+	tf_model_config c = clamped(moe_config(128, 8, 2, 1, 1, 128, 64));
+	check_moe_exl3(&c, false, true, 49);
+}
+
+/* BF16 experts beside an EXL3 shared expert. */
+Test(moe_cuda_plugin, moe_plain_experts_exl3_shared)
+{
+	tf_model_config c = moe_config(64, 8, 2, 4, 2, 32, 48);
+	check_moe_exl3(&c, true, false, 50);
+}
+
+Test(moe_cuda_plugin, dense_mlp_exl3)
+{
+	tf_model_config c = moe_config(96, 16, 2, 1, 1, 32, 48);
+	c.intermediate_size = 320;
+	struct pair p = pair_new(&c, TF_DTYPE_BF16, 51);
+	pair_add_mlp_exl3(&p, PREFIX, 96, 320, 3, 1);
+	check_layer(&p, 1, "dense", EXL3_BOUND);
 	pair_free(&p);
 }
 
@@ -217,17 +422,17 @@ Test(moe_cuda_plugin, refusals_name_what_they_refuse)
 	for (unsigned i = 0; i < 2; i++) {
 		const tf_plugin_ffn *dev = ffn_plugin_at(TF_MOE_CUDA, i);
 		cr_assert_eq(dev->hdr.probe(tf_testhost_host(p.cpu), &why), 0);
-		cr_assert(why && strstr(why, "cuda-sim"), "%s", why ? why : "(no reason)");
+		cr_assert(why && strstr(why, "backend " TF_CUDA_BACKEND_NAME " "), "%s",
+			  why ? why : "(no reason)");
 		check_refused(p.cpu, i, "backend cpu");
 	}
 	cr_assert_null(ffn_plugin_at(TF_MOE_CUDA, 2));
 
-	/* Tensor parallelism: only moe.so shards. */
-	tf_host *hd = (tf_host *)tf_testhost_host(p.dev);
-	hd->tp_size = 2;
-	check_refused(p.dev, 0, "[tp] size 2");
-	check_refused(p.dev, 1, "[tp] size 2");
-	hd->tp_size = 1;
+	/* Features that do not split over the ranks, named as moe.so names
+	 * them (16 over 3). */
+	pair_rank(&p, 0, 3, "split");
+	check_refused(p.dev, 0, "moe_intermediate_size = 16 does not split evenly over [tp] size 3");
+	pair_rank(&p, -1, 1, "split");
 	pair_free(&p);
 
 	/* An expert without a stored `.weight` (EXL3's trellis instead). */
@@ -235,6 +440,29 @@ Test(moe_cuda_plugin, refusals_name_what_they_refuse)
 	pair_add(&p, PREFIX, ".gate.weight", 8, 32, 0.3f);
 	pair_add(&p, PREFIX, ".gate.expert_bias", 1, 8, 0.1f);
 	check_refused(p.dev, 0, PREFIX ".experts.0.gate_proj.weight: missing");
+	pair_free(&p);
+
+	/* A set of experts part EXL3, part BF16: expert 1's trellis missing. */
+	p = pair_new(&c, TF_DTYPE_BF16, 52);
+	pair_add(&p, PREFIX, ".gate.weight", 8, 32, 0.3f);
+	pair_add(&p, PREFIX, ".gate.expert_bias", 1, 8, 0.1f);
+	pair_add_mlp_exl3(&p, PREFIX ".experts.0", 32, 16, 3, 0);
+	pair_add_mlp(&p, PREFIX ".experts.1", 32, 16);
+	check_refused(p.dev, 0, PREFIX ".experts.1.gate_proj.trellis: missing");
+	pair_free(&p);
+
+	/* EXL3 experts under [tp] size 2: the device does not shard them yet. */
+	p = pair_new(&c, TF_DTYPE_BF16, 53);
+	pair_add(&p, PREFIX, ".gate.weight", 8, 32, 0.3f);
+	pair_add(&p, PREFIX, ".gate.expert_bias", 1, 8, 0.1f);
+	for (int e = 0; e < 8; e++) {
+		char name[64];
+		snprintf(name, sizeof(name), PREFIX ".experts.%d", e);
+		pair_add_mlp_exl3(&p, name, 32, 16, 3, 0);
+	}
+	pair_rank(&p, 1, 2, "split");
+	check_refused(p.dev, 0, "EXL3 experts on a device do not shard yet ([tp] size 2)");
+	pair_rank(&p, -1, 1, "split");
 	pair_free(&p);
 
 	/* Softmax scoring: the route kernel is sigmoid only. */

@@ -494,14 +494,17 @@ void tf_testhost_set_conf(tf_testhost *th, const char *section, const char *key,
 						   xstrdup(value) };
 }
 
-void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
-			  uint64_t *seed)
+void tf_testhost_add_exl3_as(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
+			     int K, int cb, uint64_t *seed)
 {
-	enum { K = 4 };
-	int64_t ts[3] = { in / 16, out / 16, 16 * K }, nt = ts[0] * ts[1] * ts[2];
+	/* plugins/exl3/codebook.h's markers: only their presence is read. */
+	static const int32_t marker[3] = { 0, -877912083, -2082680531 };
+	static const char *const marker_name[3] = { NULL, "mcg", "mul1" };
+	const int64_t k = (in + 127) / 128 * 128, n = (out + 127) / 128 * 128;
+	int64_t ts[3] = { k / 16, n / 16, 16 * K }, nt = ts[0] * ts[1] * ts[2];
 	uint16_t *tr = malloc(sizeof(uint16_t) * nt);
-	float *r = malloc(sizeof(float) * nt), *su = malloc(sizeof(float) * in);
-	float *sv = malloc(sizeof(float) * out);
+	float *r = malloc(sizeof(float) * nt), *su = malloc(sizeof(float) * k);
+	float *sv = malloc(sizeof(float) * n);
 	char name[256];
 
 	/* Any 16-bit pattern is a valid trellis state. */
@@ -509,20 +512,30 @@ void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64
 	for (int64_t i = 0; i < nt; i++)
 		tr[i] = (uint16_t)((r[i] + 1.0f) * 32767.0f);
 	/* Sign flips with magnitudes that keep the activations near 1. */
-	tf_test_fill_uniform(su, (size_t)in, 1.0f, seed);
-	for (int64_t i = 0; i < in; i++)
+	tf_test_fill_uniform(su, (size_t)k, 1.0f, seed);
+	for (int64_t i = 0; i < k; i++)
 		su[i] = (su[i] < 0 ? -0.05f : 0.05f) * (1.0f + fabsf(su[i]));
-	tf_test_fill_uniform(sv, (size_t)out, 1.0f, seed);
+	tf_test_fill_uniform(sv, (size_t)n, 1.0f, seed);
 	snprintf(name, sizeof(name), "%s.trellis", prefix);
 	tf_testhost_add_tensor(th, name, TF_DTYPE_I16, 3, ts, tr);
 	snprintf(name, sizeof(name), "%s.suh", prefix);
-	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ in }, su);
+	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ k }, su);
 	snprintf(name, sizeof(name), "%s.svh", prefix);
-	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ out }, sv);
+	tf_testhost_add_f32(th, name, TF_DTYPE_F16, 1, (int64_t[]){ n }, sv);
+	if (cb > 0 && cb < 3) {
+		snprintf(name, sizeof(name), "%s.%s", prefix, marker_name[cb]);
+		tf_testhost_add_tensor(th, name, TF_DTYPE_I32, 0, NULL, &marker[cb]);
+	}
 	free(tr);
 	free(r);
 	free(su);
 	free(sv);
+}
+
+void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
+			  uint64_t *seed)
+{
+	tf_testhost_add_exl3_as(th, prefix, in, out, 4, 0, seed);
 }
 
 void tf_test_fill_uniform(float *x, size_t n, float scale, uint64_t *seed)

@@ -61,6 +61,11 @@ void tf_testhost_add_layer(tf_testhost *th, const char *prefix, const tf_test_te
  * trellis, suh and svh, `in` x `out`, both multiples of 128. */
 void tf_testhost_add_exl3(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
 			  uint64_t *seed);
+/* The same at K bits (1..8) and codebook cb (0 the original, 1 mcg, 2
+ * mul1: plugins/exl3/codebook.h's tf_exl3_cb, its marker tensor added),
+ * `in` x `out` padded to multiples of 128 as quantizers store them. */
+void tf_testhost_add_exl3_as(tf_testhost *th, const char *prefix, int64_t in, int64_t out,
+			     int K, int cb, uint64_t *seed);
 void tf_testhost_set_conf(tf_testhost *th, const char *section,
 			  const char *key, const char *value);
 

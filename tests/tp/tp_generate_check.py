@@ -284,7 +284,8 @@ def check_mtp_adaptive(run):
     and undoes drafts on every run, so there the counts are TP1's too."""
     plain = reference(run)[0]
     base = run.sets + ["mtp.enabled=true", "mtp.max_depth=3"]
-    for name, sets in (("adaptive, p_min 0.3", ["mtp.adaptive=true", "mtp.p_min=0.3"]),
+    for name, sets in (("adaptive, p_min 0.3", ["mtp.adaptive=true", "mtp.p_min=0.3",
+                                                "mtp.budget=1"]),
                        ("depth 3, p_min 0.2", ["mtp.adaptive=false", "mtp.p_min=0.2"])):
         run.sets = base + sets
         outs = mtp_runs(run)

@@ -325,6 +325,20 @@ Test(memplan, sequences_multiply_the_state)
 	cr_expect_eq(four.seq_state, one.seq_state);
 	cr_expect_eq(four.rank_total, one.rank_total + 3 * one.seq_state);
 	cr_expect_eq(one.mla_cache_other, 2 * one.mla_cache, "the f32 figure beside bf16");
+	cr_expect_eq(one.mtp_rows, 0, "[mtp] off keeps no rows");
+
+	/* [mtp] enabled: chunk 10 keeps up to 11 rows, in buffers of 16, and
+	 * their snapshot's: 2 x 16 x (hidden 8 floats + a token). */
+	tf_memplan mtp;
+	o.sequences = 4;
+	o.mtp = true;
+	cr_assert_eq(tf_memplan_compute_opts(&fx.cfg, fx.w, &o, &mtp), TF_OK, "%s", tf_diag_msg());
+	cr_expect_eq(mtp.mtp_rows, 2 * 16 * (8 * 4 + 4), "%llu", (unsigned long long)mtp.mtp_rows);
+	cr_expect_eq(mtp.seq_state, four.seq_state + mtp.mtp_rows);
+	cr_expect_eq(mtp.rank_total, four.rank_total + 4 * mtp.mtp_rows);
+	char *mtext = plan_text(&mtp);
+	cr_expect(strstr(mtext, "MTP rows"), "%s", mtext);
+	free(mtext);
 
 	tf_diag_clear();
 	cr_expect_eq(tf_memplan_check(&four, one.rank_total), TF_ERR_RANGE);

@@ -59,8 +59,6 @@ struct tf_seq {
 	int64_t cap;
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
 	tf_mtp_policy pol;              /* [mtp] adaptive: its depth */
-	int last_k;                     /* the depth of its last step */
-	double catch_s;                 /* the MTP layer's catching up in that step */
 	int32_t pending;                /* the next token, chosen already, or -1 */
 
 	/* While a batch is checked and run. */
@@ -94,6 +92,7 @@ struct tf_engine {
 	 * drafts' qd [max_depth, vocab], dense. */
 	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
 	double mtp_p_min;
+	double mtp_budget;              /* [mtp] budget, for the policy */
 	bool mtp_adaptive, mtp_standard;
 	float *dhid, *dlog, *vlog, *pd, *qd;
 	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
@@ -176,6 +175,7 @@ static int engine_open_mtp(tf_engine *e)
 	if ((rc = tf_conf_get_int(c, "mtp", "max_depth", 2, &depth)) != TF_OK ||
 	    (rc = tf_conf_get_float(c, "mtp", "p_min", 0, &e->mtp_p_min)) != TF_OK ||
 	    (rc = tf_conf_get_bool(c, "mtp", "adaptive", true, &e->mtp_adaptive)) != TF_OK ||
+	    (rc = tf_conf_get_float(c, "mtp", "budget", TF_MTP_BUDGET, &e->mtp_budget)) != TF_OK ||
 	    (rc = tf_conf_get_enum(c, "mtp", "accept", 0, &standard)) != TF_OK)
 		return rc;
 	e->mtp_depth = (int)depth;
@@ -369,8 +369,7 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 	q->len = 0;
 	q->mark = -1;
 	q->pending = -1;
-	q->last_k = 0;
-	tf_mtp_policy_init(&q->pol, e->mtp_depth);
+	tf_mtp_policy_init(&q->pol, e->mtp_depth, e->mtp_budget);
 	*out = seq_id(e, slot);
 	return TF_OK;
 }
@@ -835,9 +834,10 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	}
 	if (rc != TF_OK)
 		goto out;
-	if (n_out && hidden)
-		rc = e->be->download(e->bctx, hidden, e->hid,
-				     (size_t)n_out * (size_t)e->hidden * sizeof(float));
+	if (n_out && hidden && (rc = e->be->download(e->bctx, hidden, e->hid, (size_t)n_out *
+						     (size_t)e->hidden * sizeof(float))) != TF_OK)
+		rc = tf_diag_set(rc, "backend %s: downloading %" PRId64 " hidden rows failed",
+				 e->be->hdr.name, n_out);
 out:
 	batch_clear(e, n_touched);
 	return rc;
@@ -1071,12 +1071,10 @@ static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next,
 	*got = 0;
 	if (!depth)
 		return TF_OK;
-	double t = tf_pipeline_clock();
 	if ((rc = tf_pipeline_mtp_catch_up(e->p, q->st)) != TF_OK) {
 		q->broken = true;
 		return tf_diag_prefix(rc, "sequence %d", s);
 	}
-	q->catch_s = tf_pipeline_clock() - t;
 	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d", s);
 	/* Draft i at position len + i; each MTP row feeds the next. */
@@ -1312,8 +1310,6 @@ static int spec_check(const tf_engine *e, const struct tf_seq *q, tf_seq_id s, i
 
 /* The MTP layer's rows and the drafts' logits are collectives: the
  * followers draft too (the same drafts: every rank holds the same logits). */
-/* The MTP layer's rows and the drafts' logits are collectives: the
- * followers draft too (the same drafts: every rank holds the same logits). */
 int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
 		 float *logits)
 {
@@ -1347,18 +1343,30 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		return TF_ERR_INVALID;
 	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol) : e->mtp_depth;
+	float *hid;
+	int32_t *tok, pos0;
+	int64_t pending = tf_seqstate_pending(q->st, &hid, &tok, &pos0);
+	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol, pending) : e->mtp_depth;
 	if (k > max_depth)
 		k = max_depth;
-	/* Catching up after plain steps is their cost, not the draft's: only
-	 * a step after drafts counts it (the rows that step kept). */
-	double t = tf_pipeline_clock();
-	q->catch_s = 0;
+	/* While plain decoding is the choice, the MTP layer is not fed the
+	 * rows kept past a step's (feeding it cost ling-nano 1.6-3% of plain
+	 * decoding): a later draft catches up the recent half and its
+	 * attention skips the rest.  Drafts are proposals, the verify keeps
+	 * the output exact.  Tensor-parallel ranks feed every row, alike. */
+	int64_t chunk = tf_pipeline_rows(e->p), keep = chunk / 2 > 0 ? chunk / 2 : 1;
+	if (e->mtp_adaptive && !e->tp && k == 0 && q->pol.best == 0 && pending > chunk)
+		tf_seqstate_pend_drop(q->st, pending - keep);
+	/* The step's seconds, and of them the MTP layer's catching up (before
+	 * drafts, or a plain step's when the rows kept would pass a step's). */
+	double t = tf_pipeline_clock(), c0, c1;
+	int64_t r0, r1;
+	tf_pipeline_mtp_caught(e->p, &c0, &r0);
 	rc = seq_spec(e, q, s, k, e->mtp_p_min, e->mtp_standard, logits, tokens, n, drafted);
-	t = tf_pipeline_clock() - t - (q->last_k ? 0 : q->catch_s);
-	q->last_k = k;
+	t = tf_pipeline_clock() - t;
+	tf_pipeline_mtp_caught(e->p, &c1, &r1);
 	if (rc == TF_OK)
-		tf_mtp_policy_update(&q->pol, k, *n - 1, t);
+		tf_mtp_policy_update(&q->pol, k, *n - 1, t, c1 - c0, r1 - r0);
 	return rc;
 }
 

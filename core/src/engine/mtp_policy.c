@@ -11,9 +11,8 @@
  * cut) or dear (drafted and verified), and a low quantile saw only the
  * cheap ones (ling-bench drafted at 5x a plain step's cost). */
 #define SEC_W (1.0 / 8)
-/* A depth's seconds are the least of its first WARM steps, depths 1 and 0
- * are measured that often first, alternating, and a depth measured fewer
- * times is never skipped: one preempted first step (2-3x) made plain
+/* A depth's seconds are the least of its first WARM steps, and the first
+ * WARM steps are plain: one preempted first step (2-3x) made plain
  * decoding look as dear as drafting for hundreds of steps. */
 #define WARM 3
 /* Steps between probes: from PROBE_MIN, doubling while probes lose. */
@@ -27,11 +26,15 @@
  * within 10% of plain, and was probed every PROBE_MIN steps for good
  * (ling-bench: 0.95x of plain decoding). */
 #define CLOSE 0.9
+/* The first try of depth k is costed at k + 1 plain steps more than a
+ * plain one (a verify of k + 1 rows where rows cost alike: ling-bench
+ * measured 2.2 for depth 1). */
+#define FIRST_EXTRA(k) ((k) + 1)
 
-void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth)
+void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth, double budget)
 {
-	*p = (tf_mtp_policy){ .max = max_depth, .best = max_depth ? 1 : 0, .probe = PROBE_MIN,
-			      .side = 1, .probing = -1 };
+	*p = (tf_mtp_policy){ .max = max_depth, .budget = budget, .probe = PROBE_MIN, .side = 1,
+			      .probing = -1 };
 	for (int i = 1; i <= max_depth; i++)
 		p->acc[i] = -1;         /* not measured: as the position before */
 }
@@ -57,7 +60,8 @@ static double sec_at(const tf_mtp_policy *p, int k)
 }
 
 /* Expected tokens per second of depth k; with `all`, as if every draft
- * were kept (the most depth k can give). */
+ * were kept (the most depth k can give).  Drafting at depth k for good
+ * feeds the MTP layer every token it keeps. */
 static double rate(const tf_mtp_policy *p, int k, bool all)
 {
 	double tokens = 1.0, chain = 1.0, s = sec_at(p, k);
@@ -65,14 +69,23 @@ static double rate(const tf_mtp_policy *p, int k, bool all)
 		chain *= all ? 1.0 : acc_at(p, i);
 		tokens += chain;
 	}
-	return s > 0 ? tokens / s : 0;
+	return s > 0 ? tokens / (s + (k ? tokens * p->catch_row : 0)) : 0;
 }
 
-int tf_mtp_policy_depth(tf_mtp_policy *p)
+/* Whether the budget covers a step at depth k > 0 after `pending` rows. */
+static bool affordable(const tf_mtp_policy *p, int k, int64_t pending)
 {
-	/* Depth 1 first (drafts teach acceptance), then a plain step. */
-	for (int k = p->max < 1 ? p->max : 1; k >= 0; k--)
-		if (p->n_sec[k] < WARM && (k == 0 || p->n_sec[k] <= p->n_sec[0])) {
+	double extra = p->n_sec[1] ? sec_at(p, k) - p->sec[0] : FIRST_EXTRA(k) * p->sec[0];
+	extra += (double)pending * p->catch_row;
+	return p->spent + extra <= p->budget * (p->elapsed + p->sec[0]);
+}
+
+/* The depth the estimates ask for: plain until measured, depth 1 until
+ * measured, then the choice or every `probe` steps a depth next to it. */
+static int choose(tf_mtp_policy *p)
+{
+	for (int k = 0; k <= 1 && k <= p->max; k++)
+		if (p->n_sec[k] < WARM) {
 			p->probing = k;
 			return k;
 		}
@@ -100,9 +113,34 @@ int tf_mtp_policy_depth(tf_mtp_policy *p)
 	return k;
 }
 
-void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds)
+int tf_mtp_policy_depth(tf_mtp_policy *p, int64_t pending)
+{
+	int side = p->side, k = choose(p);
+	if (k == 0 || affordable(p, k, pending))
+		return k;
+	/* Not yet: a probe waits for the budget, not for the next interval. */
+	if (p->probing == k) {
+		p->probing = -1;
+		p->until = 0;
+		p->side = side;
+	}
+	return 0;
+}
+
+void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds,
+			  double catch_s, int64_t caught)
 {
 	int was = p->best;
+
+	/* Drafting's account: its seconds less the plain steps its tokens
+	 * would have taken (negative where it pays). */
+	p->elapsed += seconds;
+	if (k > 0)
+		p->spent += seconds - (accepted + 1) * p->sec[0];
+	if (caught > 0)
+		p->catch_row += (catch_s / (double)caught - p->catch_row) *
+				(p->catch_row > 0 ? SEC_W : 1.0);
+	seconds -= catch_s;
 	/* Drafts past the first one rejected, or cut by p_min, say nothing
 	 * of a_i. */
 	for (int i = 1; i <= k && i <= accepted + 1; i++) {

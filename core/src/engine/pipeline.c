@@ -46,6 +46,7 @@ struct tf_pipeline {
 	float *lbuf;                    /* [lbuf_rows, vpart]: a device backend's logits */
 	int64_t lbuf_rows;
 	tf_tp *tp;                      /* [tp] size > 1: the ranks' communicator */
+	float *rbuf;                    /* [chunk, hidden]: a device backend's sums, host */
 
 	int64_t hidden, vocab, chunk;
 	float *hbuf, *xbuf, *ybuf;      /* [chunk, hidden] each */
@@ -58,6 +59,8 @@ struct tf_pipeline {
 	float *fbuf;                    /* [chunk, hidden]: a step's final-normed rows */
 	float *pbuf;                    /* [chunk, hidden]: kept rows, uploaded */
 	float *cbuf;                    /* [chunk, 2 hidden]: eh_proj's input */
+	double caught_s;                /* tf_pipeline_mtp_catch_up's seconds, */
+	int64_t caught;                 /* and rows, since the pipeline began */
 	const float **mhid;             /* [chunk]: each MTP row's hidden input */
 	int32_t *mtok, *mpos;           /* [chunk]: each MTP row's token and position */
 
@@ -393,6 +396,7 @@ void tf_pipeline_free(tf_pipeline *p)
 	free(p->ttok);
 	p->be->free(p->bctx, p->final_norm);
 	free(p->gbuf);
+	free(p->rbuf);
 	p->be->free(p->bctx, p->lbuf);
 	p->be->free(p->bctx, p->hbuf);
 	p->be->free(p->bctx, p->xbuf);
@@ -413,12 +417,30 @@ static void lap(tf_pipeline *p, tf_stage s, double *t)
 }
 
 /* Sum the ranks' partial block outputs ybuf [n, hidden] (rank order, so
- * every rank holds the same bits); nothing with one rank. */
-static int tp_sum(tf_pipeline *p, int i, const char *block, int64_t n, double *t)
+ * every rank holds the same bits); nothing with one rank.  The transports
+ * take host buffers: a device backend's (one with a stream) rows are
+ * downloaded to rbuf, which waits for the block's kernels (their time
+ * counts under the block's `stage`), summed there and uploaded back. */
+static int tp_sum(tf_pipeline *p, int i, const char *block, tf_stage stage, int64_t n,
+		  double *t)
 {
 	if (!p->tp)
 		return TF_OK;
-	int rc = tf_tp_all_reduce(p->tp, p->ybuf, (size_t)(n * p->hidden), TF_DTYPE_F32);
+	const size_t count = (size_t)(n * p->hidden), bytes = count * sizeof(float);
+	float *buf = p->ybuf;
+	int rc = TF_OK;
+	if (tf_backend_stream(p->be, p->bctx)) {
+		if (!p->rbuf && !(p->rbuf = malloc((size_t)(p->chunk * p->hidden) * sizeof(float))))
+			return tf_diag_set(TF_ERR_NOMEM, "layer %d: %s all-reduce: out of memory",
+					   i, block);
+		buf = p->rbuf;
+		rc = p->be->download(p->bctx, buf, p->ybuf, bytes);
+	}
+	lap(p, stage, t);
+	if (rc == TF_OK)
+		rc = tf_tp_all_reduce(p->tp, buf, count, TF_DTYPE_F32);
+	if (rc == TF_OK && buf != p->ybuf)
+		rc = p->be->upload(p->bctx, p->ybuf, buf, bytes);
 	lap(p, TF_STAGE_TP, t);
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "layer %d: %s all-reduce", i, block);
 }
@@ -484,7 +506,7 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 	lap(p, l->attn_stage, &t);
 	if (!out)
 		return TF_OK;
-	if ((rc = tp_sum(p, p->n_layers, "attention", n, &t)) != TF_OK)
+	if ((rc = tp_sum(p, p->n_layers, "attention", l->attn_stage, n, &t)) != TF_OK)
 		return rc;
 	be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, eps);
@@ -492,7 +514,7 @@ static int mtp_rows(tf_pipeline *p, int64_t n, const tf_pipe_seg *seg, int n_seg
 	if ((rc = l->ffn->forward(l->ffn_inst, p->xbuf, n, p->ybuf)) != TF_OK)
 		return tf_diag_prefix(rc, "MTP layer %d (%s)", p->n_layers, l->ffn->hdr.name);
 	lap(p, l->ffn_stage, &t);
-	if ((rc = tp_sum(p, p->n_layers, "FFN", n, &t)) != TF_OK)
+	if ((rc = tp_sum(p, p->n_layers, "FFN", l->ffn_stage, n, &t)) != TF_OK)
 		return rc;
 	be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	be->rmsnorm(p->bctx, out, p->hbuf, p->mtp_norm, n, hd, eps);
@@ -532,6 +554,7 @@ int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s)
 	int32_t *tok, pos0;
 	int64_t m = tf_seqstate_pending(s, &hid, &tok, &pos0) - 1, done = 0;
 	int rc = TF_OK;
+	double t = tf_pipeline_clock();
 
 	while (done < m) {
 		int64_t n = m - done < p->chunk ? m - done : p->chunk;
@@ -553,7 +576,15 @@ int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s)
 	}
 	if (done)
 		tf_seqstate_pend_drop(s, done);
+	p->caught_s += tf_pipeline_clock() - t;
+	p->caught += done;
 	return rc;
+}
+
+void tf_pipeline_mtp_caught(const tf_pipeline *p, double *seconds, int64_t *rows)
+{
+	*seconds = p->caught_s;
+	*rows = p->caught;
 }
 
 int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
@@ -600,7 +631,7 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 		if ((rc = attend(p, i, pos, n, seg, n_seg, false)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
-		if ((rc = tp_sum(p, i, "attention", n, &t)) != TF_OK)
+		if ((rc = tp_sum(p, i, "attention", l->attn_stage, n, &t)) != TF_OK)
 			return rc;
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 		be->rmsnorm(p->bctx, p->xbuf, p->hbuf, l->post_norm, n, hd, p->cfg->rms_norm_eps);
@@ -609,7 +640,7 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 		if (rc != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s)", i, l->ffn->hdr.name);
 		lap(p, l->ffn_stage, &t);
-		if ((rc = tp_sum(p, i, "FFN", n, &t)) != TF_OK)
+		if ((rc = tp_sum(p, i, "FFN", l->ffn_stage, n, &t)) != TF_OK)
 			return rc;
 		be->add(p->bctx, p->hbuf, p->hbuf, p->ybuf, n * hd);
 	}

@@ -90,6 +90,8 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
  * the last, whose hidden the first draft takes.
  */
 int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s);
+/* The seconds and rows of every catching up so far, for [mtp] adaptive. */
+void tf_pipeline_mtp_caught(const tf_pipeline *p, double *seconds, int64_t *rows);
 
 /*
  * One row of the MTP layer for s at position pos (spec 1.10): token is the

@@ -1,0 +1,153 @@
+/*
+ * moe_cuda_exl3.c - EXL3 MLPs uploaded for tf_moe_cuda_exl3_mlp
+ * (moe_cuda_exl3.h).
+ *
+ * Layout of the one allocation: the descriptors (gate [n], up [n],
+ * down [n]), then each linear's trellis, suh and svh, each 256-byte
+ * aligned.  Every linear is loaded once (its suh and svh widened to
+ * float on the host) and kept until the upload is done: for Ling-3.1
+ * Flash's 512 experts that is 1536 linears' vectors, about 30 MiB of host
+ * memory a layer for the length of layer_init.
+ */
+#include "moe_cuda_exl3.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exl3_load.h"
+#include "lin.h"
+#include "tf/backend.h"
+
+enum { MCQ_GATE, MCQ_UP, MCQ_DOWN, MCQ_PROJ };
+
+static const char *const mcq_leaf[MCQ_PROJ] = { "gate_proj", "up_proj", "down_proj" };
+
+static size_t mcq_round(size_t b)
+{
+	return (b + 255) / 256 * 256;
+}
+
+/* The name of linear `proj` of MLP e. */
+static int mcq_name(const tf_host *h, char *buf, size_t len, const char *prefix, bool indexed,
+		    int e, int proj)
+{
+	int n = indexed ? snprintf(buf, len, "%s.%d.%s", prefix, e, mcq_leaf[proj])
+			: snprintf(buf, len, "%s.%s", prefix, mcq_leaf[proj]);
+	if (n < 0 || (size_t)n >= len)
+		return h->error(h, TF_ERR_RANGE, "%s: tensor name too long", prefix);
+	return TF_OK;
+}
+
+bool tf_moe_cuda_exl3_match(const tf_host *h, const char *prefix, bool indexed)
+{
+	char name[512];
+	return !mcq_name(h, name, sizeof(name), prefix, indexed, 0, MCQ_GATE) &&
+	       tf_exl3_match(h, name) > 0;
+}
+
+/* Linear `name` of in x out features into p, checked against the set's
+ * padding; adds its device bytes to *bytes. */
+static int mcq_part(const tf_host *h, const char *who, const char *name, int64_t in,
+		    int64_t out, tf_exl3_parts *p, size_t *bytes)
+{
+	const int64_t k = TF_MOE_CUDA_EXL3_PAD(in), n = TF_MOE_CUDA_EXL3_PAD(out);
+	int rc;
+
+	if (!tf_exl3_match(h, name))
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"%s.trellis: missing; %s takes a set of MLPs (the experts, the shared expert) all EXL3 or all F32/F16/BF16",
+				name, who);
+	if ((rc = tf_exl3_parts_load(h, name, in, out, p)))
+		return rc;
+	if (p->k != k || p->n != n)
+		return h->error(h, TF_ERR_UNSUPPORTED,
+				"%s.trellis: %lld x %lld features; %s takes a %lld x %lld linear padded to %lld x %lld",
+				name, (long long)p->k, (long long)p->n, who, (long long)in,
+				(long long)out, (long long)k, (long long)n);
+	if (p->bias)
+		return h->error(h, TF_ERR_UNSUPPORTED, "%s.bias: %s's EXL3 MLPs take no bias",
+				name, who);
+	*bytes += mcq_round(p->trellis_bytes) + mcq_round((size_t)(k + n) * sizeof(float));
+	return TF_OK;
+}
+
+/* Each linear's tensors after the descriptors, which d (host) gets. */
+static int mcq_upload(const tf_host *h, char *dev, const tf_exl3_parts *p, int count,
+		      tf_moe_cuda_exl3 *d)
+{
+	const tf_backend *be = h->backend;
+	char *at = dev + mcq_round((size_t)count * sizeof(*d));
+	int rc = TF_OK;
+
+	for (int i = 0; i < count && !rc; i++) {
+		d[i] = (tf_moe_cuda_exl3){ .trellis = (const uint16_t *)at, .K = p[i].K,
+					   .cb = (int)p[i].cb };
+		rc = be->upload(h->backend_ctx, at, p[i].trellis, p[i].trellis_bytes);
+		at += mcq_round(p[i].trellis_bytes);
+		d[i].suh = (const float *)at;
+		d[i].svh = d[i].suh + p[i].k;
+		if (!rc)
+			rc = be->upload(h->backend_ctx, at, p[i].suh, (size_t)p[i].k * sizeof(float));
+		if (!rc)
+			rc = be->upload(h->backend_ctx, (void *)d[i].svh, p[i].svh,
+					(size_t)p[i].n * sizeof(float));
+		at += mcq_round((size_t)(p[i].k + p[i].n) * sizeof(float));
+	}
+	if (!rc)
+		rc = be->upload(h->backend_ctx, dev, d, (size_t)count * sizeof(*d));
+	/* The uploads may read the host's buffers until the stream gets there. */
+	if (!rc)
+		rc = be->sync(h->backend_ctx);
+	return rc;
+}
+
+int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix, bool indexed,
+			  tf_moe_cuda_exl3_w *w, void **mem)
+{
+	const int n = w->n_experts, count = MCQ_PROJ * n;
+	tf_exl3_parts *p = calloc((size_t)count, sizeof(*p));
+	tf_moe_cuda_exl3 *d = malloc((size_t)count * sizeof(*d));
+	size_t bytes = mcq_round((size_t)count * sizeof(*d));
+	char name[512];
+	int rc = TF_OK;
+
+	*mem = NULL;
+	if (!p || !d) {
+		rc = h->error(h, TF_ERR_NOMEM, "%s: out of memory for %d EXL3 linears", prefix,
+			      count);
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		const int proj = i / n, e = i % n;
+		const int64_t in = proj == MCQ_DOWN ? w->inter : w->hidden;
+		const int64_t out = proj == MCQ_DOWN ? w->hidden : w->inter;
+		if ((rc = mcq_name(h, name, sizeof(name), prefix, indexed, e, proj)) ||
+		    (rc = mcq_part(h, who, name, in, out, &p[i], &bytes)))
+			goto out;
+	}
+	if (!(*mem = h->backend->alloc(h->backend_ctx, bytes))) {
+		rc = h->error(h, TF_ERR_NOMEM, "%s (%s): out of device memory for %zu bytes of EXL3 MLPs",
+			      prefix, who, bytes);
+		goto out;
+	}
+	if ((rc = mcq_upload(h, *mem, p, count, d)))
+		goto out;
+	w->gate = (const tf_moe_cuda_exl3 *)*mem;
+	w->up = w->gate + n;
+	w->down = w->gate + 2 * n;
+	/* The device copies are all the kernels read. */
+	for (int i = 0; i < count; i++)
+		if (!mcq_name(h, name, sizeof(name), prefix, indexed, i % n, i / n))
+			tf_lin_release(h, name, "trellis");
+out:
+	for (int i = 0; p && i < count; i++)
+		tf_exl3_parts_free(&p[i]);
+	free(p);
+	free(d);
+	if (rc && *mem) {
+		h->backend->free(h->backend_ctx, *mem);
+		*mem = NULL;
+	}
+	return rc;
+}

@@ -1,0 +1,30 @@
+/*
+ * moe_cuda_exl3.h - a set of EXL3 MLPs in device memory for moe-cuda's
+ * layers (moe_cuda_ffn.c): the routed experts, the shared expert or a
+ * dense MLP, as tf_moe_cuda_exl3_mlp reads them.
+ */
+#ifndef TF_MOE_CUDA_EXL3_H
+#define TF_MOE_CUDA_EXL3_H
+
+#include <stdbool.h>
+
+#include "moe_cuda.h"
+#include "tf/plugin.h"
+
+/* Whether the MLP `<prefix>` (or `<prefix>.0` when indexed) stores its
+ * gate_proj as EXL3 (a `.trellis`). */
+bool tf_moe_cuda_exl3_match(const tf_host *h, const char *prefix, bool indexed);
+
+/*
+ * The w->n_experts MLPs `<prefix>.<e>` (indexed) or `<prefix>` of w's
+ * shape: each linear's tensors read and validated by plugins/exl3's own
+ * code (exl3_load.c, as the exl3 and exl3-cuda linears), every one EXL3,
+ * padded as TF_MOE_CUDA_EXL3_PAD and without bias (else an error naming
+ * the tensor, `who` the layer); its trellis as stored, suh and svh, and
+ * the descriptors w points at, uploaded on the host's backend into one
+ * allocation *mem (be->free it); the trellis pages then released.
+ */
+int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix, bool indexed,
+			  tf_moe_cuda_exl3_w *w, void **mem);
+
+#endif /* TF_MOE_CUDA_EXL3_H */
