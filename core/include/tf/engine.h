@@ -131,9 +131,9 @@ int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token
  * writes the caller's buffer only when needed: tf_seq_sample on one of
  * its rows picks there whenever the backend reproduces the sequence's
  * sampler exactly (on backend-cuda: greedy, or top_k 1..64 and below the
- * vocabulary, with no repetition or presence penalty), and downloads the rows and picks on
- * the host otherwise; so does a verify's check of its drafts ([mtp]
- * accept = exact).  A later forward into another buffer, or a draft,
+ * vocabulary, with no repetition or presence penalty), and downloads the
+ * rows and picks on the host otherwise; so does a verify's check of its
+ * drafts ([mtp] accept = exact).  A later forward into another buffer, or a draft,
  * writes them first.  A caller that reads the logits itself calls
  * tf_engine_logits_wait before.  Off by default, and a no-op on a backend
  * that cannot sample.
