@@ -4,9 +4,10 @@
 # print the GEMV benchmark table, run the KDA kernels' tests (those
 # test_kda_cuda_sim runs on the SIMT harness) on the device and time them,
 # then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
-# and the sampler's tests (test_moe_cuda_sim's) and time them, then the
-# device plugins: plain-cuda against the CPU plain linear, moe-cuda's ffn
-# plugins (fp32 and EXL3 experts) against moe.so, backend-cuda's ops
+# tests (test_moe_cuda_sim's) and time them, the sampler's
+# (test_sample_cuda_sim's), then the device plugins: plain-cuda against the
+# CPU plain linear, moe-cuda's ffn plugins (fp32 and EXL3 experts) against
+# moe.so, backend-cuda's ops and sample slot
 # (test_backend_cuda_sim's tests, and the conformance suite's backend
 # cases), the conformance suite's attention cases on backend-cuda (kda-cuda
 # and mla-cuda against the float64 layers and the attention contract), and
@@ -36,6 +37,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
 cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check \
 	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu test_moe_cuda_gpu moe_gpu_bench \
+	test_sample_cuda_gpu \
 	backend-cpu kda kda-cuda mla mla-cuda moe moe-cuda router tfsynth tfquant \
 	test_plain_cuda_gpu test_moe_cuda_plugin_gpu test_conformance test_backend_cuda tfrun
 
@@ -49,9 +51,12 @@ echo "== KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"
 echo "== MLA kernels (plugins/mla-cuda) vs attend.c and the float64 layer"
 "$build/tests/test_mla_cuda_gpu" --jobs=1 --verbose
 
-echo "== MoE kernels and sampler (plugins/moe-cuda) vs router.so, moe.so and core's sampler"
+echo "== MoE kernels (plugins/moe-cuda) vs router.so and moe.so"
 "$build/tests/test_moe_cuda_gpu" --jobs=1 --verbose
 "$build/bin/moe_gpu_bench"
+
+echo "== the sampler's kernels (plugins/backend-cuda/sample.cu) vs core's sampler"
+"$build/tests/test_sample_cuda_gpu" --jobs=1 --verbose
 
 echo "== device plugins: plain-cuda vs the CPU plain linear"
 "$build/tests/test_plain_cuda_gpu" --jobs=1 --verbose
@@ -59,7 +64,7 @@ echo "== device plugins: plain-cuda vs the CPU plain linear"
 echo "== device plugins: moe-cuda and dense-cuda (fp32 and EXL3 experts) vs moe.so"
 "$build/tests/test_moe_cuda_plugin_gpu" --jobs=1 --verbose
 
-echo "== backend-cuda's ops (convert included) vs cpu-ref"
+echo "== backend-cuda's ops (convert included) and sample slot vs cpu-ref and core's sampler"
 "$build/tests/test_backend_cuda" --jobs=1 --verbose
 
 echo "== conformance, backend cases (every backend on the plugin path, cuda included)"

@@ -12,8 +12,9 @@
  * experts' floor is reading the weights of every expert the tokens chose
  * once, so those rows give those bytes in GB/s and as a share of the copy
  * bandwidth.  Weights are zero (EXL3: zero trellises, suh and svh of ones):
- * values do not change the time, and 512 experts of fp32 take 30 GiB.  Then the sampler over 1 and 32 rows, greedy and top-50.  Each
- * figure is the median of 5 timings of `reps` calls.  --quick: a small
+ * values do not change the time, and 512 experts of fp32 take 30 GiB.
+ * Then backend-cuda's sampler (sample.cu) over 1 and 32 rows, greedy and
+ * top-50.  Each figure is the median of 5 timings of `reps` calls.  --quick: a small
  * shape, one timing.  scripts/gpu-check.sh runs it.
  */
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "../cuda_bench.h"
+#include "kernels.h"           /* backend-cuda's: the sampler */
 #include "moe_cuda.h"
 
 struct shape {
@@ -104,7 +106,7 @@ struct run {
 	tf_moe_cuda_mlp_w routed, shared;
 	tf_moe_cuda_exl3_w routed_q;
 	tf_moe_cuda_plan plan;
-	tf_moe_cuda_sample_par par;
+	tf_cuda_sample_par par;
 	float *x, *gate_logits, *w, *h, *o, *y, *logits;
 	int32_t *idx, *tok;
 	uint64_t *seq;
@@ -138,8 +140,8 @@ static void call(const struct run *u, enum what what)
 					  u->y));
 		break;
 	case SAMPLE:
-		CHECK(tf_moe_cuda_sample(0, &u->par, u->logits, u->n, sh->vocab, u->seq, u->seq,
-					 u->sample_scratch, u->tok));
+		CHECK(tf_cuda_sample(0, &u->par, u->logits, u->n, sh->vocab, sh->vocab, u->seq,
+				     u->seq, u->sample_scratch, u->tok));
 		break;
 	}
 }
@@ -232,14 +234,14 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc((void **)&u.seq, 32 * sizeof(uint64_t)));
 	CHECK(cudaMemset(u.seq, 0, 32 * sizeof(uint64_t)));
 	CHECK(cudaMalloc((void **)&u.tok, 32 * sizeof(int32_t)));
-	CHECK(cudaMalloc(&u.sample_scratch, tf_moe_cuda_sample_scratch_bytes(32)));
+	CHECK(cudaMalloc(&u.sample_scratch, tf_cuda_sample_scratch_bytes(32)));
 	printf("\n| sampler, vocabulary %d | rows | us | logits GB/s (one pass) |\n|---|---|---|---|\n",
 	       sh->vocab);
 	for (int greedy = 1; greedy >= 0; greedy--)
 		for (int rows = 1; rows <= 32; rows *= 32) {
 			u.n = rows;
-			u.par = (tf_moe_cuda_sample_par){ greedy ? 0.0f : 0.8f, 0.95f, 0.0f,
-							  greedy ? 0 : 50, 1 };
+			u.par = (tf_cuda_sample_par){ greedy ? 0.0f : 0.8f, 0.95f, 0.0f,
+						      greedy ? 0 : 50, 1 };
 			double t = time_call(&u, SAMPLE, reps);
 			printf("| %s | %d | %.1f | %.0f |\n", greedy ? "greedy" : "top-50, top-p 0.95",
 			       rows, t * 1e6, (double)rows * sh->vocab * sizeof(float) / t / 1e9);

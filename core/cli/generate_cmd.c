@@ -551,6 +551,9 @@ static void print_stats(const struct gen *g)
 		fprintf(stderr, "\nprompt tokens: %" PRId64 ", prefill: %.2f tok/s, "
 			"generated tokens: %" PRId64 ", decode: %.2f tok/s, finish: %s\n",
 			g->n_prompt, pp, g->n_gen, tg, g->finish);
+		if (tf_engine_device_samples(g->e))
+			fprintf(stderr, "tokens sampled on the device: %" PRId64 "\n",
+				tf_engine_device_samples(g->e));
 		if (g->depth)
 			print_mtp(g, stderr);
 		return;
@@ -558,9 +561,9 @@ static void print_stats(const struct gen *g)
 	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
 	       "\"generated_tokens\": %" PRId64 ", \"finish_reason\": \"%s\", \"decode_tps\": %.2f, "
 	       "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"load_s\": %.6f, "
-	       "\"peak_rss_mib\": %.1f, \"text\": ",
+	       "\"peak_rss_mib\": %.1f, \"device_samples\": %" PRId64 ", \"text\": ",
 	       g->n_prompt, pp, g->n_gen, g->finish, tg, g->t_prefill, g->t_decode, g->t_load,
-	       peak_rss_mib());
+	       peak_rss_mib(), tf_engine_device_samples(g->e));
 	json_string(g->answer.p ? g->answer.p : "", g->answer.len);
 	printf(", \"thinking\": ");
 	json_string(g->thinking.p ? g->thinking.p : "", g->thinking.len);
@@ -782,6 +785,8 @@ int tf_cli_generate(const tf_options *o)
 		tf_cli_fail(o->ini);
 		goto out;
 	}
+	/* The logits stay where the backend samples them, unless dumped. */
+	tf_engine_defer_logits(g.e, !o->dump_logits && !o->dump_mtp);
 	g.logits = malloc((size_t)g.chunk * (size_t)g.vocab * sizeof(float));
 	g.every = malloc((size_t)g.chunk);
 	if (g.every)

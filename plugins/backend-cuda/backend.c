@@ -1,19 +1,21 @@
 /*
- * backend.c - the CUDA backend: device memory, one stream, and the ops
- * kernels.cu implements (RMSNorm, add, SwiGLU, embedding, conversion);
- * the other op slots are NULL, which the ABI reads as "not implemented".
- * A step between graph_begin and graph_end is captured from the stream
- * and run as one CUDA graph (graph.c).
+ * backend.c - the CUDA backend: device memory, one stream, every op of
+ * tf/backend.h (kernels.cu; RoPE: cuda-common's tf_cuda_rope.cu) and the
+ * token sampler (sample.cu).  A step between graph_begin and graph_end is
+ * captured from the stream and run as one CUDA graph (graph.c).
  *
  * Every call queues work on the instance's stream and returns; sync()
  * waits for it.  The `stream` slot hands that stream to device plugins
- * (kda-cuda, plain-cuda), which queue their kernels on it too.  Ops have no status to return, so the first failure is
- * kept, logged, and returned by the next sync().
+ * (kda-cuda, plain-cuda), which queue their kernels on it too.  Ops have
+ * no status to return, so the first failure is kept, logged, and returned
+ * by the next sync().  download() and sample() wait: the caller reads
+ * what they return.
  *
- * Pointers are device memory from alloc(), except: token ids are host
- * memory, and an embedding table or a conversion's source may be either
- * (the mapped checkpoint is host memory: rows are then gathered, or the
- * source copied, to the device and widened there).
+ * Pointers are device memory from alloc(), except: token ids and
+ * sample()'s (seq, pos) and tokens are host memory, and an embedding
+ * table, a conversion's source and rope's positions and frequencies may
+ * be either (the mapped checkpoint and mla.c's positions are host memory:
+ * they are then copied to the device first).
  *
  * The CUDA runtime is linked statically, so this .so loads on a machine
  * without libcudart; probe() then reports "no CUDA device".
@@ -25,6 +27,7 @@
 
 #include "cuda_backend.h"
 #include "kernels.h"
+#include "tf_cuda_rope.h"
 #include "tf_cuda_plugin.h"
 #include "tf/version.h"
 
@@ -125,6 +128,8 @@ static void cuda_fini(void *ctx)
 	cudaFree(c->ids_dev);
 	cudaFree(c->rows_dev);
 	cudaFreeHost(c->staging);
+	cudaFree(c->rope_dev);
+	cudaFree(c->draw_dev);
 	cudaStreamDestroy(c->stream);
 	free(c);
 }
@@ -268,6 +273,117 @@ static const void *cuda_device_view(const void *p)
 	return NULL;
 }
 
+/* p as the device reads it: p itself when it is device-accessible, else
+ * its bytes copied (on the stream) to *scratch + at, grown as needed;
+ * NULL on failure, recorded for op. */
+static const void *cuda_on_device(tf_cuda *c, const void *p, size_t bytes, void **scratch,
+				  size_t *cap, size_t at, size_t need, const char *op)
+{
+	const void *d = cuda_device_view(p);
+	if (d)
+		return d;
+	/* A recorded step's graph reads pinned copies only. */
+	if (c->graph.recording && !(p = cuda_graph_stage(c, p, bytes))) {
+		cuda_fail(c, TF_ERR_NOMEM, op, "no pinned memory to record a host source");
+		return NULL;
+	}
+	if (cuda_grow(c, scratch, cap, need, 0, op) ||
+	    cuda_check(c, cudaMemcpyAsync((char *)*scratch + at, p, bytes, cudaMemcpyHostToDevice,
+					  c->stream), op))
+		return NULL;
+	return (char *)*scratch + at;
+}
+
+/* The positions and frequencies are small: copied per call when they are
+ * host memory (backend-cpu's callers pass host arrays). */
+static void cuda_rope(void *ctx, float *x, int64_t rows, int64_t n_heads, int64_t row_stride,
+		      int64_t head_stride, int64_t rot_dim, const int32_t *pos,
+		      const float *inv_freq, float attn_factor, int interleaved)
+{
+	tf_cuda *c = ctx;
+	if (rows <= 0 || n_heads <= 0 || rot_dim < 2)
+		return;
+	size_t pb = ((size_t)rows * sizeof(int32_t) + 255) & ~(size_t)255;
+	size_t fb = (size_t)(rot_dim / 2) * sizeof(float);
+	cuda_enter(c);
+	const void *dpos = cuda_on_device(c, pos, (size_t)rows * sizeof(int32_t), &c->rope_dev,
+					  &c->rope_cap, 0, pb + fb, "rope");
+	const void *dfreq = dpos ? cuda_on_device(c, inv_freq, fb, &c->rope_dev, &c->rope_cap, pb,
+						  pb + fb, "rope") : NULL;
+	if (dfreq)
+		cuda_check(c, tf_cuda_rope(c->stream, x, rows, n_heads, row_stride, head_stride,
+					   rot_dim, dpos, dfreq, attn_factor, interleaved), "rope");
+}
+
+static void cuda_softmax(void *ctx, float *x, int64_t rows, int64_t n)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cuda_check(c, tf_cuda_softmax(c->stream, x, rows, n), "softmax");
+}
+
+static void cuda_argmax(void *ctx, int32_t *out, const float *x, int64_t rows, int64_t n)
+{
+	tf_cuda *c = ctx;
+	cuda_enter(c);
+	cuda_check(c, tf_cuda_argmax(c->stream, out, x, rows, n), "argmax");
+}
+
+/* What the kernels cannot reproduce is TF_ERR_UNSUPPORTED with nothing
+ * queued and nothing recorded: the caller samples on the host instead.
+ * A top_k of the whole vocabulary is among it: core's sampler then sums
+ * the softmax in token order, the kernels in candidate order. */
+static int cuda_sample(void *ctx, const tf_sampler_params *par, const float *logits,
+		       int64_t rows, int64_t n_vocab, int64_t ld, const uint64_t *seq,
+		       const uint64_t *pos, int32_t *token)
+{
+	tf_cuda *c = ctx;
+	const tf_host *h = c->host;
+	const tf_cuda_sample_par kp = { .temperature = par->temperature, .top_p = par->top_p,
+					.min_p = par->min_p, .top_k = par->top_k,
+					.seed = par->seed };
+	bool draw = par->temperature > 0;
+
+	if (par->repeat_penalty != 1.0f || par->presence_penalty != 0.0f ||
+	    (draw && (par->top_k < 1 || par->top_k > TF_CUDA_SAMPLE_MAX_K ||
+		      par->top_k >= n_vocab)) ||
+	    rows > 65535 || n_vocab > 0x7fffffff)
+		return TF_ERR_UNSUPPORTED;
+	if (rows <= 0)
+		return TF_OK;
+	size_t ids = (size_t)rows * sizeof(uint64_t);
+	size_t at_tok = 2 * ids, at_scr = (at_tok + (size_t)rows * sizeof(int32_t) + 255) &
+					  ~(size_t)255;
+	cuda_enter(c);
+	if (cuda_grow(c, &c->draw_dev, &c->draw_cap, at_scr + tf_cuda_sample_scratch_bytes(rows),
+		      0, "sample"))
+		goto fail;
+	char *d = c->draw_dev;
+	cudaError_t e = cudaMemcpyAsync(d, seq, ids, cudaMemcpyHostToDevice, c->stream);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(d + ids, pos, ids, cudaMemcpyHostToDevice, c->stream);
+	if (e == cudaSuccess)
+		e = (cudaError_t)tf_cuda_sample(c->stream, &kp, logits, rows, (int)n_vocab, ld,
+						(const uint64_t *)d, (const uint64_t *)(d + ids),
+						d + at_scr, (int32_t *)(d + at_tok));
+	if (e == cudaErrorInvalidValue)
+		return h->error(h, TF_ERR_INVALID,
+				"backend-cuda: sample: %lld rows of %lld (stride %lld), temperature %g, top_p %g, min_p %g",
+				(long long)rows, (long long)n_vocab, (long long)ld,
+				(double)par->temperature, (double)par->top_p, (double)par->min_p);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(token, d + at_tok, (size_t)rows * sizeof(int32_t),
+				    cudaMemcpyDeviceToHost, c->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(c->stream);
+	if (!cuda_check(c, e, "sample"))
+		return TF_OK;
+fail:;
+	int rc = c->status;     /* returned here, not at sync */
+	c->status = TF_OK;
+	return rc;
+}
+
 static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 		       int64_t dim, const int32_t *ids, int64_t n)
 {
@@ -394,7 +510,7 @@ static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src
 static const tf_backend cuda_backend = {
 	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, TF_CUDA_PLUGIN_NAME("cuda"),
 				TF_VERSION_STRING,
-				"CUDA device memory, one stream, RMSNorm/add/SwiGLU/embedding/convert kernels",
+				"CUDA device memory, one stream, every op and the token sampler as kernels",
 				cuda_probe),
 	.init = cuda_init,
 	.quiesce = cuda_quiesce,
@@ -407,9 +523,13 @@ static const tf_backend cuda_backend = {
 	.rmsnorm = cuda_rmsnorm,
 	.add = cuda_add,
 	.swiglu = cuda_swiglu,
+	.rope = cuda_rope,
+	.softmax = cuda_softmax,
 	.embed = cuda_embed,
 	.convert = cuda_convert,
+	.argmax = cuda_argmax,
 	.stream = cuda_stream,
+	.sample = cuda_sample,
 	.graph_begin = cuda_graph_begin,
 	.graph_end = cuda_graph_end,
 };

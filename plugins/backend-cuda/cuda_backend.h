@@ -42,6 +42,10 @@ typedef struct tf_cuda {
 	size_t rows_cap;
 	void *staging;                  /* pinned host copy of those rows */
 	size_t staging_cap;
+	void *rope_dev;                 /* rope's host positions and frequencies */
+	size_t rope_cap;
+	void *draw_dev;                 /* sample's (seq, pos), tokens and scratch */
+	size_t draw_cap;
 
 	tf_cuda_graph graph;
 } tf_cuda;

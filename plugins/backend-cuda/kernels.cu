@@ -2,7 +2,9 @@
  * kernels.cu - the CUDA backend's kernels; see kernels.h.
  */
 #include <cuda_fp16.h>
+#include <math.h>
 
+#include "best.cuh"
 #include "kernels.h"
 #include "tf_launch.h"
 
@@ -15,23 +17,34 @@ static unsigned grid_for(int64_t n)
 	return (unsigned)(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
-__device__ static float block_sum(float v)
+/* v combined over the block by op (associative and commutative, `none`
+ * its identity), in every thread.  Calls may follow one another: each
+ * reads `total` before the next call's first barrier lets thread 0 write
+ * it again. */
+template <class Op>
+__device__ static float block_reduce(float v, Op op, float none)
 {
 	__shared__ float partial[TF_CUDA_BLOCK / 32];
+	__shared__ float total;
 	for (int off = 16; off > 0; off >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, off);
+		v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
 	if ((threadIdx.x & 31) == 0)
 		partial[threadIdx.x >> 5] = v;
 	__syncthreads();
-	v = threadIdx.x < TF_CUDA_BLOCK / 32 ? partial[threadIdx.x] : 0.0f;
-	if (threadIdx.x < 32)
+	if (threadIdx.x < 32) {
+		v = threadIdx.x < TF_CUDA_BLOCK / 32 ? partial[threadIdx.x] : none;
 		for (int off = 16; off > 0; off >>= 1)
-			v += __shfl_xor_sync(0xffffffffu, v, off);
-	__shared__ float total;
+			v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+	}
 	if (threadIdx.x == 0)
 		total = v;
 	__syncthreads();
 	return total;
+}
+
+__device__ static float block_sum(float v)
+{
+	return block_reduce(v, [](float a, float b) { return a + b; }, 0.0f);
 }
 
 /* One block per row. */
@@ -69,6 +82,43 @@ __global__ static void swiglu_kernel(float *y, const float *gate,
 		}
 		y[i] = s * u;
 	}
+}
+
+/* One block per row: the max (fmaxf skips NaN, as the CPU's), exp(x -
+ * max) and its sum, then the scale by 1 / sum.  A NaN, or a row of -inf,
+ * makes the sum NaN and so every value, as on the CPU. */
+__global__ static void softmax_kernel(float *x, int64_t n)
+{
+	float *xr = x + blockIdx.x * n;
+	float mx = -INFINITY, sum = 0.0f;
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+		mx = fmaxf(mx, xr[i]);
+	mx = block_reduce(mx, [](float a, float b) { return fmaxf(a, b); }, -INFINITY);
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+		float e = expf(xr[i] - mx);
+		xr[i] = e;
+		sum += e;
+	}
+	float inv = 1.0f / block_sum(sum);
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+		xr[i] *= inv;
+}
+
+/* One block per row: each thread's best non-NaN (value, index), then the
+ * block's by best.cuh's order (lower index on ties). */
+__global__ static void argmax_kernel(int32_t *out, const float *x, int n)
+{
+	const float *xr = x + (int64_t)blockIdx.x * n;
+	float bv = -INFINITY;
+	int bi = -1;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		if (!isnan(xr[i]) && tf_best_beats(xr[i], i, bv, bi)) {
+			bv = xr[i];
+			bi = i;
+		}
+	tf_best_block(&bv, &bi);
+	if (threadIdx.x == 0)
+		out[blockIdx.x] = bi < 0 ? 0 : bi;
 }
 
 /* Element `at` of an array of `elem`, widened to float (exact). */
@@ -142,6 +192,27 @@ extern "C" int tf_cuda_swiglu(cudaStream_t stream, float *y, const float *gate,
 	if (n <= 0)
 		return cudaSuccess;
 	TF_LAUNCH(grid_for(n), TF_CUDA_BLOCK, 0, stream, swiglu_kernel)(y, gate, up, n, limit);
+	return cudaGetLastError();
+}
+
+extern "C" int tf_cuda_softmax(cudaStream_t stream, float *x, int64_t rows, int64_t n)
+{
+	if (rows <= 0 || n <= 0)
+		return cudaSuccess;
+	if (rows > 0x7fffffff)
+		return cudaErrorInvalidValue;
+	TF_LAUNCH((unsigned)rows, TF_CUDA_BLOCK, 0, stream, softmax_kernel)(x, n);
+	return cudaGetLastError();
+}
+
+extern "C" int tf_cuda_argmax(cudaStream_t stream, int32_t *out, const float *x,
+			      int64_t rows, int64_t n)
+{
+	if (rows <= 0 || n <= 0)
+		return cudaSuccess;
+	if (rows > 0x7fffffff || n > 0x7fffffff)
+		return cudaErrorInvalidValue;
+	TF_LAUNCH((unsigned)rows, TF_CUDA_BLOCK, 0, stream, argmax_kernel)(out, x, (int)n);
 	return cudaGetLastError();
 }
 

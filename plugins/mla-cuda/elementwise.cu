@@ -1,51 +1,13 @@
 /*
  * elementwise.cu - the MLA kernels that touch each element once
- * (mla_cuda.h): RoPE, the strided RMSNorm, the cache append and the
- * output gate.
+ * (mla_cuda.h): the strided RMSNorm, the cache append and the output gate
+ * (RoPE is cuda-common's tf_cuda_rope.cu, backend-cuda's op too).
  */
 #include <math.h>
 
 #include "cache.cuh"
 
 #define EW_THREADS 256
-
-/* One thread per (row, head, pair): cos and sin are recomputed per head,
- * which the CPU shares; the values are the same float products. */
-__global__ static void rope_kernel(float *x, int64_t rows, int n_heads, int64_t row_stride,
-				   int64_t head_stride, int pairs, const int32_t *pos,
-				   const float *inv_freq, float attn_factor, int interleaved)
-{
-	const int64_t total = rows * n_heads * pairs;
-	for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < total;
-	     k += (int64_t)gridDim.x * blockDim.x) {
-		const int j = (int)(k % pairs);
-		const int64_t rh = k / pairs, r = rh / n_heads;
-		float *head = x + r * row_stride + (rh % n_heads) * head_stride;
-		const float angle = (float)pos[r] * inv_freq[j];
-		const float cs = cosf(angle) * attn_factor, sn = sinf(angle) * attn_factor;
-		float *a = interleaved ? head + 2 * j : head + j;
-		float *b = interleaved ? a + 1 : a + pairs;
-		const float va = *a, vb = *b;
-		*a = va * cs - vb * sn;
-		*b = va * sn + vb * cs;
-	}
-}
-
-extern "C" int tf_mla_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int n_heads,
-				int64_t row_stride, int64_t head_stride, int rot_dim,
-				const int32_t *pos, const float *inv_freq, float attn_factor,
-				int interleaved)
-{
-	if (rows < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2)
-		return cudaErrorInvalidValue;
-	const int64_t total = rows * n_heads * (rot_dim / 2);
-	if (total == 0)
-		return cudaSuccess;
-	TF_LAUNCH(mla_grid(total, EW_THREADS), EW_THREADS, 0, stream, rope_kernel)(
-		x, rows, n_heads, row_stride, head_stride, rot_dim / 2, pos, inv_freq,
-		attn_factor, interleaved);
-	return cudaGetLastError();
-}
 
 /* One block per row: each thread's squares, a tree sum in shared memory
  * (NORM_THREADS a power of two), then the row scaled in place. */

@@ -3,10 +3,10 @@
  *
  * The same math as plugins/mla (attend.h, mla.c), kernel for kernel:
  *
- *   tf_mla_cuda_rope          the backend's rope op: rotate pairs of a
- *                             slice of each head (interleaved or half
- *                             split) by pos * inv_freq, cos and sin times
- *                             the YaRN attention factor
+ *   tf_cuda_rope              the backend's rope op (tf_cuda_rope.h):
+ *                             rotate pairs of a slice of each head
+ *                             (interleaved or half split) by pos * inv_freq,
+ *                             cos and sin times the YaRN attention factor
  *   tf_mla_cuda_cache_write   mla_cache_write: rows into the paged latent
  *                             cache, rounded once to bf16 or kept as float
  *   absorbed form (decode):   mla_absorb_query, then mla_absorbed_rows over
@@ -32,6 +32,8 @@
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+
+#include "tf_cuda_rope.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,14 +75,6 @@ static inline int tf_mla_cuda_check(const tf_mla_cuda_dims *d)
 		return cudaErrorInvalidValue;
 	return cudaSuccess;
 }
-
-/* Rows [0, rows) of x, heads at head_stride within a row: rotate the
- * rot_dim elements of each head, pair j by angle pos[row] * inv_freq[j]
- * (float product, as the CPU backend), interleaved pairs (x[2j], x[2j+1])
- * or split ones (x[j], x[j + rot_dim / 2]). */
-int tf_mla_cuda_rope(cudaStream_t stream, float *x, int64_t rows, int n_heads,
-		     int64_t row_stride, int64_t head_stride, int rot_dim, const int32_t *pos,
-		     const float *inv_freq, float attn_factor, int interleaved);
 
 /* Rows [0, rows) of x, `stride` floats apart: their first dim elements
  * x = x / sqrt(mean(x^2) + eps) * w, in place. */

@@ -403,9 +403,9 @@ static int mlc_project(const struct mlc_layer *L, const float *x, int64_t n,
 	/* The latent is normed in place; k_pe, behind it, is not. */
 	if ((e = tf_mla_cuda_rmsnorm(L->stream, a->ckv, n, d->r, w->lat, L->kv_norm, w->eps)))
 		return mlc_fail(L, e, "kv_a_layernorm");
-	if ((e = tf_mla_cuda_rope(L->stream, a->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr,
+	if ((e = tf_cuda_rope(L->stream, a->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr,
 				  a->pos, L->inv_freq, w->rope.attn_factor, w->interleave)) ||
-	    (e = tf_mla_cuda_rope(L->stream, a->ckv + d->r, n, 1, w->lat, 0, d->dr, a->pos,
+	    (e = tf_cuda_rope(L->stream, a->ckv + d->r, n, 1, w->lat, 0, d->dr, a->pos,
 				  L->inv_freq, w->rope.attn_factor, w->interleave)))
 		return mlc_fail(L, e, "rope");
 	return TF_OK;

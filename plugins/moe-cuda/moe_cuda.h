@@ -1,6 +1,5 @@
 /*
- * moe_cuda.h - a Ling MoE block and the token sampler on a CUDA device,
- * callable from C.
+ * moe_cuda.h - a Ling MoE block on a CUDA device, callable from C.
  *
  * A MoE block on the device is five calls on one stream:
  *
@@ -19,9 +18,6 @@
  * shared expert's in ascending expert id.  Nothing depends on how blocks
  * are scheduled, so a launch repeats to the bit.
  *
- * The sampler draws one token per row of logits with tf_sampler_sample's
- * rule (core/src/sampler.c): temperature, top-k, top-p, min-p and the
- * uniform number hashed from (seed, sequence, position).
  *
  * Each launcher queues its kernels on `stream` and returns a cudaError_t as
  * an int: cudaErrorInvalidValue for shapes the kernels do not take.  All
@@ -158,27 +154,6 @@ int tf_moe_cuda_exl3_mlp(cudaStream_t stream, const tf_moe_cuda_exl3_w *m,
 int tf_moe_cuda_combine(cudaStream_t stream, const tf_moe_cuda_plan *p,
 			const tf_moe_cuda_mlp_w *routed, const int32_t *idx, int64_t n,
 			int top_k, const float *o, float *y);
-
-/* Most candidates the sampler keeps (top_k); 0 < top_k <= this is needed
- * whenever temperature > 0. */
-#define TF_MOE_CUDA_SAMPLE_MAX_K 64
-
-/* tf_sampler_params' draw (penalties are the caller's, applied to the
- * logits before). */
-typedef struct tf_moe_cuda_sample_par {
-	float temperature, top_p, min_p;
-	int top_k;
-	uint64_t seed;
-} tf_moe_cuda_sample_par;
-
-/* token[r] for rows r of logits[rows, n_vocab] (NaN counts as -inf): the
- * argmax (lower id on ties) when temperature <= 0, else a draw by u =
- * hash(seed, seq[r], pos[r]); -1 when every logit is -inf.  At most 65535
- * rows; scratch holds tf_moe_cuda_sample_scratch_bytes(rows) bytes. */
-int tf_moe_cuda_sample(cudaStream_t stream, const tf_moe_cuda_sample_par *par,
-		       const float *logits, int64_t rows, int n_vocab, const uint64_t *seq,
-		       const uint64_t *pos, void *scratch, int32_t *token);
-size_t tf_moe_cuda_sample_scratch_bytes(int64_t rows);
 
 #ifdef __cplusplus
 }

@@ -2,11 +2,14 @@
  * test_backend_cuda.c - backend-cuda.so loads without libcudart or a GPU
  * and says why it cannot run; on a machine with a GPU, its kernels match
  * the CPU reference ("cpu-ref") on random data, host and device embedding
- * tables and conversion sources alike, and op failures surface at sync();
- * steps recorded between graph_begin and graph_end give the bits of the
- * same calls launched, build a graph again only when their nodes change,
- * copy host sources aside, hold frees until the step has run and refuse
- * waits in between.
+ * tables and conversion sources alike, rope's positions and frequencies
+ * from host and device memory, softmax and argmax on rows with NaN, -inf
+ * and ties; its sample slot picks core's sampler's tokens and declines
+ * what it cannot reproduce; op failures surface at sync(); and steps
+ * recorded between graph_begin and graph_end give the bits of the same
+ * calls launched, build a graph again only when their nodes change, copy
+ * host sources aside, hold frees until the step has run and refuse waits
+ * in between.
  *
  * Built a second time against the SIMT harness (tests/simt/), where
  * TF_CUDA_BACKEND names the harness build of the plugin and the "GPU"
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "cpu_fixture.h"
+#include "sampler.h"
 
 #ifndef TF_CUDA_BACKEND
 #define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"
@@ -54,6 +58,11 @@ Test(backend_cuda, descriptor_and_probe)
 	cr_assert_not_null(be->convert);
 	/* Device plugins queue on its stream (ABI 1.7). */
 	cr_assert_not_null(be->stream);
+	/* Every op, and sampling where the logits are (ABI 1.9). */
+	cr_assert_not_null(be->rope);
+	cr_assert_not_null(be->softmax);
+	cr_assert_not_null(be->argmax);
+	cr_assert(tf_backend_can_sample(be));
 
 	int score = be->hdr.probe(tf_testhost_host(th), &reason);
 	if (score == 0) {
@@ -168,6 +177,253 @@ Test(backend_cuda_gpu, rmsnorm_add_swiglu_match_reference)
 		free(u);
 		free(want);
 	}
+}
+
+/* RoPE over rows with padding past their heads, a rot_dim short of the
+ * head, YaRN's factor, positions to 2^20; positions and frequencies from
+ * host memory (as mla.c passes them) and device memory (as mla-cuda).
+ * Everything outside the rotated pairs keeps its bits. */
+Test(backend_cuda_gpu, rope_matches_reference)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	const tf_backend *ref = fx.be[CPU_REF];
+	static const struct { int64_t rows, heads, head, rot, pad; } cases[] = {
+		{ 1, 1, 64, 64, 0 }, { 5, 3, 24, 16, 7 }, { 33, 4, 40, 40, 1 }, { 2, 11, 6, 2, 3 },
+	};
+	double worst = 0;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		for (int mode = 0; mode < 4; mode++) {
+			int interleaved = mode & 1, dev_par = mode >> 1;
+			int64_t rs = cases[c].heads * cases[c].head + cases[c].pad;
+			size_t n = (size_t)(cases[c].rows * rs), pairs = (size_t)cases[c].rot / 2;
+			float *x = random_floats(n, 3.0f, 40 + c), *want = malloc(n * sizeof(float));
+			float *freq = malloc(pairs * sizeof(float));
+			int32_t *pos = malloc((size_t)cases[c].rows * sizeof(int32_t));
+			for (size_t j = 0; j < pairs; j++)
+				freq[j] = powf(10000.0f, -2.0f * (float)j / (float)cases[c].rot);
+			for (int64_t r = 0; r < cases[c].rows; r++)
+				pos[r] = (int32_t)((r * 7919 + c * 131071) % (1 << 20));
+			memcpy(want, x, n * sizeof(float));
+			ref->rope(fx.ctx[CPU_REF], want, cases[c].rows, cases[c].heads, rs,
+				  cases[c].head, cases[c].rot, pos, freq, 0.7f, interleaved);
+			float *dx = to_device(x, n * sizeof(float));
+			void *dpos = dev_par ? to_device(pos, (size_t)cases[c].rows * 4) : pos;
+			void *dfreq = dev_par ? to_device(freq, pairs * 4) : freq;
+			gpu->rope(gctx, dx, cases[c].rows, cases[c].heads, rs, cases[c].head,
+				  cases[c].rot, dpos, dfreq, 0.7f, interleaved);
+			float *got = from_device(dx, n);
+			worst = fmax(worst, tf_test_rel_err(got, want, n, 1e-6));
+			cr_assert_lt(tf_test_rel_err(got, want, n, 1e-6), 1e-5,
+				     "rope case %zu, %s pairs, parameters in %s memory", c,
+				     interleaved ? "interleaved" : "split", dev_par ? "device" : "host");
+			for (size_t i = 0; i < n; i++)
+				if (want[i] == x[i])    /* not rotated (or a fixed point) */
+					cr_assert_eq(got[i], x[i], "rope case %zu: element %zu moved",
+						     c, i);
+			if (dev_par) {
+				gpu->free(gctx, dpos);
+				gpu->free(gctx, dfreq);
+			}
+			gpu->free(gctx, dx);
+			free(got);
+			free(x);
+			free(want);
+			free(freq);
+			free(pos);
+		}
+	cr_log_info("rope: largest error %g against cpu-ref", worst);
+}
+
+/* Rows of random values, row r of kind r % 6: plain, one NaN, all -inf,
+ * some -inf, a huge spread, all equal. */
+static float *special_rows(int64_t rows, int64_t n, uint64_t seed)
+{
+	float *x = random_floats((size_t)(rows * n), 8.0f, seed);
+	for (int64_t r = 0; r < rows; r++) {
+		float *row = x + r * n;
+		for (int64_t i = 0; i < n; i++)
+			switch (r % 6) {
+			case 1: row[i] = i == n / 2 ? NAN : row[i]; break;
+			case 2: row[i] = -INFINITY; break;
+			case 3: row[i] = i % 3 ? row[i] : -INFINITY; break;
+			case 4: row[i] *= 1e4f; break;
+			case 5: row[i] = 1.5f; break;
+			}
+	}
+	return x;
+}
+
+/* softmax: NaN exactly where cpu-ref has NaN (a row with one, or of
+ * -inf); the rest against softmax in float64 within 1e-6 of the row's
+ * largest probability (cpu-ref's own sequential float sum drifts further
+ * on long rows: 6e-5 at 70001). */
+Test(backend_cuda_gpu, softmax_matches_reference)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	static const int64_t ns[] = { 1, 8, 255, 257, 4099, 70001 };
+	double worst_all = 0;
+	for (int ni = 0; ni < 6; ni++) {
+		int64_t n = ns[ni], rows = ni == 5 ? 6 : 13;
+		size_t total = (size_t)(rows * n);
+		float *x = special_rows(rows, n, 50 + ni), *want = malloc(total * sizeof(float));
+		memcpy(want, x, total * sizeof(float));
+		fx.be[CPU_REF]->softmax(fx.ctx[CPU_REF], want, rows, n);
+		float *dx = to_device(x, total * sizeof(float));
+		gpu->softmax(gctx, dx, rows, n);
+		float *got = from_device(dx, total);
+		for (int64_t r = 0; r < rows; r++) {
+			const float *g = got + r * n, *w = want + r * n, *xr = x + r * n;
+			double mx = -INFINITY, z = 0, worst = 0;
+			for (int64_t i = 0; i < n; i++)
+				mx = fmax(mx, xr[i]);
+			for (int64_t i = 0; i < n; i++)
+				z += exp((double)xr[i] - mx);
+			for (int64_t i = 0; i < n; i++) {
+				cr_assert_eq(isnan(g[i]), isnan(w[i]), "softmax n %lld row %lld [%lld]: "
+					     "%g, cpu-ref %g", (long long)n, (long long)r, (long long)i,
+					     (double)g[i], (double)w[i]);
+				if (!isnan(w[i]))
+					worst = fmax(worst, fabs(g[i] - exp((double)xr[i] - mx) / z));
+			}
+			worst = worst > 0 ? worst * z : 0;      /* over the top, 1 / z */
+			cr_assert_leq(worst, 1e-6, "softmax n %lld row %lld: error %g",
+				      (long long)n, (long long)r, worst);
+			worst_all = fmax(worst_all, worst);
+		}
+		gpu->free(gctx, dx);
+		free(got);
+		free(x);
+		free(want);
+	}
+	cr_log_info("softmax: largest error %g of the row's top probability", worst_all);
+}
+
+/* argmax against cpu-ref exactly: the same special rows, the row's largest
+ * value copied to a later and an earlier index (ties: the lower wins), a
+ * row of NaN (0), NaN before -inf; into a poisoned output. */
+Test(backend_cuda_gpu, argmax_matches_reference)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	static const int64_t ns[] = { 1, 7, 256, 4099, 70001 };
+	for (int ni = 0; ni < 5; ni++) {
+		int64_t n = ns[ni], rows = 14;
+		float *x = special_rows(rows, n, 60 + ni);
+		for (int64_t r = 0; r < rows; r++) {
+			float *row = x + r * n;
+			int64_t best = 0;
+			for (int64_t i = 1; i < n; i++)
+				best = row[i] > row[best] ? i : best;
+			if (r % 6 == 0 && n > 2) {      /* ties after and before */
+				row[(best + n / 2) % n] = row[best];
+				row[best / 2] = row[best];
+			}
+			if (r == 12)
+				for (int64_t i = 0; i < n; i++)
+					row[i] = NAN;
+			if (r == 13)
+				for (int64_t i = 0; i < n; i++)
+					row[i] = i < n / 2 ? NAN : -INFINITY;
+		}
+		int32_t want[14], *got = malloc(sizeof(want));
+		fx.be[CPU_REF]->argmax(fx.ctx[CPU_REF], want, x, rows, n);
+		float *dx = to_device(x, (size_t)(rows * n) * sizeof(float));
+		int32_t *dout = (int32_t *)poisoned_device((size_t)rows);
+		gpu->argmax(gctx, dout, dx, rows, n);
+		cr_assert_eq(gpu->sync(gctx), TF_OK);
+		cr_assert_eq(gpu->download(gctx, got, dout, sizeof(want)), TF_OK);
+		for (int64_t r = 0; r < rows; r++)
+			cr_assert_eq(got[r], want[r], "argmax n %lld row %lld: %d, cpu-ref %d",
+				     (long long)n, (long long)r, got[r], want[r]);
+		gpu->free(gctx, dx);
+		gpu->free(gctx, dout);
+		free(got);
+		free(x);
+	}
+}
+
+/* The sample slot against core's sampler (tf_sampler_sample, the engine's
+ * host path) on rows ld floats apart in device memory, the first V of
+ * each sampled, each at its own (seq, pos), into poisoned host tokens. */
+static void check_slot(const tf_sampler_params *sp, int rows, int V, int ld, uint64_t seed)
+{
+	float *l = special_rows(rows, ld, seed);
+	uint64_t seq[8], pos[8];
+	int32_t tok[8];
+	tf_sampler smp;
+	cr_assert_leq(rows, 8);
+	for (int r = 0; r < rows; r++) {
+		for (int i = V; i < ld; i++)    /* lanes past V: never picked */
+			l[(size_t)r * ld + i] = 1e30f;
+		seq[r] = (uint64_t)r % 2;
+		pos[r] = 7 + (uint64_t)r * 5;
+		tok[r] = 0x7f7f7f7f;
+	}
+	float *dl = to_device(l, (size_t)rows * ld * sizeof(float));
+	cr_assert_eq(gpu->sample(gctx, sp, dl, rows, V, ld, seq, pos, tok), TF_OK, "%s",
+		     tf_testhost_last_error(fx.th));
+	cr_assert_eq(tf_sampler_init(&smp, sp, V), TF_OK);
+	for (int r = 0; r < rows; r++) {
+		int32_t want = -1;
+		int rc = tf_sampler_sample(&smp, l + (size_t)r * ld, NULL, 0, seq[r], pos[r], &want);
+		/* A row of -inf: the sampler's error, the slot's -1. */
+		cr_assert_eq(tok[r], rc == TF_OK ? want : -1,
+			     "t %g top_k %d V %d ld %d row %d: token %d, sampler %d (%d)",
+			     (double)sp->temperature, sp->top_k, V, ld, r, tok[r], want, rc);
+	}
+	tf_sampler_free(&smp);
+	gpu->free(gctx, dl);
+	free(l);
+}
+
+Test(backend_cuda_gpu, sample_slot_picks_the_samplers_tokens)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	tf_sampler_params p;
+	tf_sampler_params_default(&p);
+	check_slot(&p, 6, 300, 300, 71);                /* greedy: row 2 all -inf */
+	check_slot(&p, 4, 1000, 1040, 72);
+	p.temperature = 0.8f;
+	p.top_k = 40;
+	p.top_p = 0.9f;
+	p.seed = 5;
+	check_slot(&p, 8, 3000, 3000, 73);
+	p.top_k = 64;
+	p.top_p = 1;
+	p.min_p = 0.05f;
+	check_slot(&p, 3, 5000, 5003, 74);
+}
+
+Test(backend_cuda_gpu, sample_slot_declines_what_it_cannot_reproduce)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	tf_sampler_params p;
+	uint64_t seq = 0, pos = 0;
+	int32_t tok = 12345;
+	float *dl = poisoned_device(100);
+	tf_sampler_params_default(&p);
+	p.repeat_penalty = 1.1f;        /* needs the history */
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
+	p.repeat_penalty = 1;
+	p.presence_penalty = 0.5f;
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
+	p.presence_penalty = 0;
+	p.temperature = 1;              /* top-k off: the whole vocabulary */
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
+	p.top_k = 65;
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
+	p.top_k = 40;                   /* the whole vocabulary: summed in token order */
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 40, 100, &seq, &pos, &tok), TF_ERR_UNSUPPORTED);
+	cr_assert_eq(tok, 12345, "nothing written");
+	p.top_k = 4;                    /* rows closer than the vocabulary: a caller's bug */
+	cr_assert_eq(gpu->sample(gctx, &p, dl, 1, 100, 50, &seq, &pos, &tok), TF_ERR_INVALID);
+	cr_assert(strstr(tf_testhost_last_error(fx.th), "sample"));
+	cr_assert_eq(gpu->sync(gctx), TF_OK, "declining records nothing");
+	gpu->free(gctx, dl);
 }
 
 Test(backend_cuda_gpu, embed_host_and_device_tables)

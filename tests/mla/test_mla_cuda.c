@@ -256,7 +256,7 @@ Test(mla_cuda, rope)
 				size_t total = (size_t)n * cases[c].row_stride;
 				float *x = rand_f(total, 2.0f, &seed);
 				float *dx = upload(x, total * sizeof(float));
-				ok(tf_mla_cuda_rope(0, dx + cases[c].off, n, cases[c].heads,
+				ok(tf_cuda_rope(0, dx + cases[c].off, n, cases[c].heads,
 						    cases[c].row_stride, cases[c].head_stride, sh->dr,
 						    dpos, dinv, 1.17f, il), "rope");
 				ref->rope(f.ctx[CPU_REF], x + cases[c].off, n, cases[c].heads,

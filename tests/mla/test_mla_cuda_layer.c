@@ -118,9 +118,9 @@ static void layer_forward(struct layer *L, const float *x, int64_t n, int naive,
 	put(dgate, gate, (size_t)n * L->gw * 4);
 	put(dpos, pos, (size_t)n * sizeof(int32_t));
 
-	ok(tf_mla_cuda_rope(0, dq_ + d->dn, n, d->heads, nq, L->dq, d->dr, dpos, L->inv_freq,
+	ok(tf_cuda_rope(0, dq_ + d->dn, n, d->heads, nq, L->dq, d->dr, dpos, L->inv_freq,
 			    L->rope.attn_factor, w->interleave), "rope q");
-	ok(tf_mla_cuda_rope(0, dckv + d->r, n, 1, L->lat, 0, d->dr, dpos, L->inv_freq,
+	ok(tf_cuda_rope(0, dckv + d->r, n, 1, L->lat, 0, d->dr, dpos, L->inv_freq,
 			    L->rope.attn_factor, w->interleave), "rope k");
 	ok(tf_mla_cuda_cache_write(0, d, &L->c, L->len, n, dckv), "cache_write");
 

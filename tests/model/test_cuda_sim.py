@@ -13,7 +13,15 @@ step of a forward runs in the kernels a GPU would run.
              (--dump-mtp-logits) of 10 tokens against the float64 reference
     Greedy   greedy decoding gives the ids the CPU path gives, serially and
              with MTP drafts 2 deep (ling-tiny's random head has every draft
-             rejected: each verify step rolls the device states back)
+             rejected: each verify step rolls the device states back), every
+             token picked by the backend's sampler (the stats line's count)
+    Sample   seeded sampling (temperature, top-k, top-p, min-p) gives the
+             CPU path's ids with the backend's sampler picking each token,
+             and with MTP drafts (accept = exact: each verify's rows picked
+             on the device too); a presence penalty (negative: it changes
+             the draws), which the device sampler does not reproduce, falls
+             back to the host (no token picked on the device) and still
+             gives the CPU path's ids
     TensorParallel  two ranks (--tp-local 2: forked processes over loopback
              tcp, each with its own device), every layer's heads, features
              and lm_head rows split, the blocks' device outputs summed
@@ -42,6 +50,7 @@ memory per launch would take ten times as long.
 """
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -117,20 +126,67 @@ class Exl3(unittest.TestCase):
                      tm.REF_MIN_TOP1)
 
 
+def device_samples(stderr):
+    """The stats line's count of tokens the backend's sampler picked."""
+    m = re.search(r"tokens sampled on the device: (\d+)", stderr)
+    return int(m.group(1)) if m else 0
+
+
+DRAFTS = ("mtp.enabled=true", "mtp.adaptive=false", "mtp.max_depth=2")
+
+
 class Greedy(unittest.TestCase):
     def test_greedy_ids_equal_cpu(self):
         model = tm.model_dir("ling-tiny")
         toks = tm.prompt(6, 34, tm.vocab_of(model))
         with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
             ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
-            want, _ = run(ini, toks, "-n", "10")
-            got, _ = run(ini, toks, "-n", "10", *device_args())
-            drafted, _ = run(ini, toks, "-n", "10", *device_args(
-                "mtp.enabled=true", "mtp.adaptive=false", "mtp.max_depth=2"))
+            want, cpu = run(ini, toks, "-n", "10")
+            got, dev = run(ini, toks, "-n", "10", *device_args())
+            drafted, dra = run(ini, toks, "-n", "10", *device_args(*DRAFTS))
         print(f"  greedy ids: cpu {want}, {BACKEND} {got}, with drafts {drafted}", flush=True)
         self.assertEqual(len(want), 10)
         self.assertEqual(got, want)
         self.assertEqual(drafted, want)
+        self.assertEqual(device_samples(cpu), 0)
+        self.assertEqual(device_samples(dev), 10)
+        # The last token is sampled, never fed: 9 forwards; each verify
+        # picks its draft rows too.
+        self.assertGreater(device_samples(dra), 10)
+
+
+class Sample(unittest.TestCase):
+    """Seeded sampling picked by the backend's sampler, on the ids the CPU
+    path's host sampler picks: the device sampler is bit-equal to core's
+    on the harness (on a GPU, a draw within expf's last-bit difference of a
+    boundary could differ: tests/simt/README.md)."""
+    ARGS = ("--temp", "1.5", "--top-k", "40", "--top-p", "0.95", "--min-p", "0.01",
+            "--seed", "11", "-n", "5")
+
+    def test_sampled_ids_equal_cpu(self):
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(4, 35, tm.vocab_of(model))
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            want, _ = run(ini, toks, *self.ARGS)
+            greedy, _ = run(ini, toks, "-n", "5")
+            got, dev = run(ini, toks, *self.ARGS, *device_args())
+            drafted, dra = run(ini, toks, *self.ARGS, *device_args(*DRAFTS))
+            pen = ("--set", "sampling.presence_penalty=-20")
+            want_pen, _ = run(ini, toks, *self.ARGS, *pen)
+            got_pen, host = run(ini, toks, *self.ARGS, *pen, *device_args())
+        print(f"  sampled ids: cpu {want}, {BACKEND} {got} ({device_samples(dev)} on the "
+              f"device), with drafts {drafted} ({device_samples(dra)}); presence penalty: "
+              f"cpu {want_pen}, {BACKEND} {got_pen} ({device_samples(host)})", flush=True)
+        self.assertEqual(len(want), 5)
+        self.assertNotEqual(want, greedy, "the draws must not be the greedy ids")
+        self.assertEqual(got, want)
+        self.assertEqual(device_samples(dev), 5)
+        self.assertEqual(drafted, want)
+        self.assertGreaterEqual(device_samples(dra), 5)
+        self.assertNotEqual(want_pen, want, "the penalty must change the draws")
+        self.assertEqual(got_pen, want_pen)
+        self.assertEqual(device_samples(host), 0)
 
 
 class TensorParallel(unittest.TestCase):

@@ -10,6 +10,7 @@ the prefix cache (run it with --set server.prefix_cache=2).
 SUITE tiny: reasoning_content (the ling3 template thinks), 429, SIGTERM.
 SUITE loading: the server listens while the engine opens, answering 503.
 """
+import concurrent.futures
 import http.client
 import json
 import os
@@ -439,10 +440,52 @@ def t_loading(tfrun, ini, sets):
                 srv.proc.kill()
 
 
+# --- device: srv runs on a device backend (--set plugins.backend=...) ---
+
+def t_device(srv):
+    """Seeded draws within the device sampler's reach (top_k 40), greedy
+    replies, two requests batched in one step and a reply with logprobs
+    (the logits written for the host) give the token ids of the CPU path's
+    server; the backend's sampler picked every token but the logprobs
+    reply's, which it picks too (only its logits are written)."""
+    cpu = Server(srv.tfrun, srv.ini, [o for o in srv.overrides if not o.startswith("plugins.")])
+    try:
+        def ids(server, body):
+            status, r = server.json("POST", "/v1/completions", body)
+            assert status == 200, r
+            return r["choices"][0]["text"], r["usage"]["completion_tokens"]
+        bodies = [{"prompt": "In the beginning", "max_tokens": 4, "temperature": 1.0,
+                   "top_k": 40, "seed": 3},
+                  {"prompt": "And God said", "max_tokens": 4, "temperature": 0}]
+        made = 0
+        for b in bodies:
+            want, _ = ids(cpu, b)
+            got, n = ids(srv, b)
+            assert got == want, (b, got, want)
+            made += n
+        assert metric(srv, "tf_device_sampled_tokens_total") >= made > 0
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(lambda b: ids(srv, b)[0], bodies))
+        assert got == [ids(cpu, b)[0] for b in bodies], got
+        lp = chat("In the beginning", max_tokens=3, temperature=0, logprobs=True,
+                  top_logprobs=2)
+        text, r = content_of(srv, lp)
+        want, w = content_of(cpu, lp)
+        assert text == want, (text, want)
+        top = [[t["token"] for t in e["top_logprobs"]] for e in r["choices"][0]["logprobs"]["content"]]
+        assert top == [[t["token"] for t in e["top_logprobs"]]
+                       for e in w["choices"][0]["logprobs"]["content"]], top
+        cpu.stop()
+    finally:
+        if cpu.proc.poll() is None:
+            cpu.proc.kill()
+
+
 SUITES = {
     "nano": [t_chat, t_stream, t_completions, t_models_health_metrics, t_seed, t_stop,
              t_concurrent, t_errors, t_vanish, t_prefix, t_prefix_bound],
     "tiny": [t_reasoning, t_queue_full, t_sigterm],
+    "device": [t_device],
 }
 
 

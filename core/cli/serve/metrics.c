@@ -30,6 +30,9 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_generation_tokens_total Tokens sampled.\n"
 		     "# TYPE tf_generation_tokens_total counter\n"
 		     "tf_generation_tokens_total %llu\n"
+		     "# HELP tf_device_sampled_tokens_total Tokens picked by the backend's sampler, where the logits are.\n"
+		     "# TYPE tf_device_sampled_tokens_total counter\n"
+		     "tf_device_sampled_tokens_total %llu\n"
 		     "# HELP tf_steps_total Batched forward steps; tokens over steps is the batch.\n"
 		     "# TYPE tf_steps_total counter\n"
 		     "tf_steps_total %llu\n"
@@ -54,7 +57,8 @@ char *serve_metrics_text(const serve *s)
 		     "tf_uptime_seconds %.3f\n",
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
 		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->cached_tokens,
-		     m->cached_seqs, (unsigned long long)m->gen_tokens, (unsigned long long)m->steps,
+		     m->cached_seqs, (unsigned long long)m->gen_tokens,
+		     (unsigned long long)m->device_samples, (unsigned long long)m->steps,
 		     m->step_seconds,
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)

@@ -192,8 +192,9 @@ static bool advance(serve *s, serve_req *r, const float *row)
 		r->n_gen--;             /* OpenAI does not count the end token */
 		return false;
 	}
-	/* Before its text: the chunk that carries the text carries the entry. */
-	if ((r->logprobs && serve_emit_logprob(s, r, t, row)) ||
+	/* Before its text: the chunk that carries the text carries the entry
+	 * (from logits the step may have left on the device). */
+	if ((r->logprobs && (tf_engine_logits_wait(s->e) || serve_emit_logprob(s, r, t, row))) ||
 	    tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
 		goto fail;
 	for (size_t i = 0; i < len; i++)        /* UTF-8: count all but continuations */
@@ -284,6 +285,7 @@ static bool step(struct sched *sc)
 	s->m.step_tokens += (uint64_t)decoding;
 	s->m.steps++;
 	s->m.gen_tokens += (uint64_t)rows;
+	s->m.device_samples = (uint64_t)tf_engine_device_samples(s->e);
 	pthread_mutex_unlock(&s->lock);
 	return true;
 }
@@ -370,6 +372,9 @@ int serve_sched_start(serve *s, pthread_t *thread)
 		free(sc);
 		return TF_ERR_NOMEM;
 	}
+	/* Each request's token is picked where its logits are, when the
+	 * backend can (tf_engine_defer_logits). */
+	tf_engine_defer_logits(s->e, true);
 	int64_t cap = (int64_t)slots * sc->chunk;
 	sc->active = calloc((size_t)slots, sizeof(*sc->active));
 	sc->tok = calloc((size_t)cap, sizeof(*sc->tok));

@@ -90,6 +90,7 @@ typedef struct serve_metrics {
 	double ttft_sum, step_seconds;
 	uint64_t step_tokens;           /* decoded in step_seconds */
 	uint64_t steps;
+	uint64_t device_samples;        /* tokens the backend's sampler picked */
 } serve_metrics;
 
 typedef struct serve serve;

@@ -14,6 +14,7 @@
 #define TF_BACKEND_H
 
 #include "tf/plugin.h"
+#include "tf/sampler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -86,6 +87,19 @@ typedef struct tf_backend {
 	 * read it with tf_backend_stream. */
 	void *(*stream)(void *ctx);
 
+	/* Since ABI 1.9, optional: sampling where the logits live.  token[r]
+	 * (host memory) for rows r of logits (backend memory, ld floats
+	 * apart, the first n_vocab of each), as core's sampler picks with par
+	 * at (seq[r], pos[r]) (host memory) and no history: NaN counts as
+	 * -inf, and a row of only -inf gets -1.  Waits until the tokens are
+	 * in token.  TF_ERR_UNSUPPORTED, with nothing queued or recorded, for
+	 * parameters whose pick it cannot reproduce exactly (penalties, which
+	 * need the history, always): the caller samples on the host then.
+	 * Check it with tf_backend_can_sample. */
+	int (*sample)(void *ctx, const tf_sampler_params *par, const float *logits,
+		      int64_t rows, int64_t n_vocab, int64_t ld, const uint64_t *seq,
+		      const uint64_t *pos, int32_t *token);
+
 	/* Since ABI 1.10, optional (device backends): one step's work run as
 	 * a graph.  After graph_begin, what is queued on the stream (the ops
 	 * and copies above, the device plugins' launches) is recorded, not
@@ -107,6 +121,13 @@ static inline void *tf_backend_stream(const tf_backend *be, void *ctx)
 {
 	return be->hdr.struct_size >= offsetof(tf_backend, stream) + sizeof(be->stream) &&
 	       be->stream ? be->stream(ctx) : NULL;
+}
+
+/* Whether the backend has the sample slot (ABI 1.9). */
+static inline bool tf_backend_can_sample(const tf_backend *be)
+{
+	return be->hdr.struct_size >= offsetof(tf_backend, sample) + sizeof(be->sample) &&
+	       be->sample;
 }
 
 /* Whether the backend records steps as graphs (ABI 1.10). */

@@ -125,6 +125,26 @@ int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, i
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token);
 
 /*
+ * Sampling where the logits are.  With deferral on, a forward (and
+ * tf_seq_speculate, tf_seq_step) on a backend that samples (tf/backend.h's
+ * sample slot; not under [tp]) leaves its logits in backend memory and
+ * writes the caller's buffer only when needed: tf_seq_sample on one of
+ * its rows picks there whenever the backend reproduces the sequence's
+ * sampler exactly (on backend-cuda: greedy, or top_k 1..64 and below the
+ * vocabulary, with no repetition or presence penalty), and downloads the
+ * rows and picks on the host otherwise; so does a verify's check of its
+ * drafts ([mtp] accept = exact).  A later forward into another buffer, or a draft,
+ * writes them first.  A caller that reads the logits itself calls
+ * tf_engine_logits_wait before.  Off by default, and a no-op on a backend
+ * that cannot sample.
+ */
+void tf_engine_defer_logits(tf_engine *e, bool on);
+/* Write the logits a forward still owes its caller's buffer. */
+int tf_engine_logits_wait(tf_engine *e);
+/* Tokens picked by the backend's sampler since tf_engine_open. */
+int64_t tf_engine_device_samples(const tf_engine *e);
+
+/*
  * --- speculation ([mtp] enabled) ---
  *
  * With [mtp] enabled the checkpoint's MTP layer is open, each sequence

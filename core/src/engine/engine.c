@@ -108,6 +108,18 @@ struct tf_engine {
 	tf_tpsync_beat *beat;           /* rank 0: the heartbeat while idle */
 	float *flog;
 	int64_t flog_rows;
+
+	/* tf_engine_defer_logits: the logits a forward owes its caller's
+	 * buffer `host` [n, vocab] are rows row0.. of the pipeline's kept
+	 * logits (n 0: none owed); samples: the tokens picked there. */
+	bool defer;
+	struct {
+		float *host;
+		int64_t row0, n;
+	} owed;
+	int64_t samples;
+	uint64_t *draw_seq, *draw_pos;  /* [mtp_depth + 1]: a device pick's (seq, pos) */
+	int32_t *draw_tok;              /* [mtp_depth + 1]: a verify's picks */
 };
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
@@ -136,6 +148,9 @@ void tf_engine_close(tf_engine *e)
 	free(e->pd);
 	free(e->qd);
 	free(e->vout);
+	free(e->draw_seq);
+	free(e->draw_pos);
+	free(e->draw_tok);
 	tf_pipeline_free(e->p);
 	tf_runtime_close(e->rt);
 	free(e->seq);
@@ -242,6 +257,14 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	}
 	if ((rc = engine_open_mtp(e)) != TF_OK)
 		goto fail;
+	/* A device pick takes one row, or a verify's rows. */
+	e->draw_seq = malloc((size_t)(e->mtp_depth + 1) * sizeof(*e->draw_seq));
+	e->draw_pos = malloc((size_t)(e->mtp_depth + 1) * sizeof(*e->draw_pos));
+	e->draw_tok = malloc((size_t)(e->mtp_depth + 1) * sizeof(*e->draw_tok));
+	if (!e->draw_seq || !e->draw_pos || !e->draw_tok) {
+		rc = tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
+		goto fail;
+	}
 	e->leading = e->tp && e->rank == 0;
 	if (e->leading && (rc = engine_start_beat(e)) != TF_OK)
 		goto fail;
@@ -532,12 +555,80 @@ int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, i
 	return TF_OK;
 }
 
-/* The sampler's choice after the first len tokens of q, from logits: a
- * verify checks its drafts with the choices serial decoding makes. */
-static int seq_pick(struct tf_seq *q, tf_seq_id s, const float *logits, int64_t len,
-		    int32_t *token)
+/* ---- logits left on the device ---- */
+
+void tf_engine_defer_logits(tf_engine *e, bool on)
 {
-	int rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)len, 0, (uint64_t)len, token);
+	e->defer = on && tf_pipeline_can_sample(e->p);
+}
+
+int64_t tf_engine_device_samples(const tf_engine *e) { return e->samples; }
+
+/* Write what is owed into its buffer; nothing is owed after. */
+static int owed_pay(tf_engine *e)
+{
+	int64_t n = e->owed.n;
+	e->owed.n = 0;
+	return n ? tf_pipeline_kept_logits(e->p, e->owed.row0, n, e->owed.host) : TF_OK;
+}
+
+int tf_engine_logits_wait(tf_engine *e) { return owed_pay(e); }
+
+/* A head is about to replace the kept logits, its rows going to dst:
+ * what is owed elsewhere is paid first; what is owed to dst, which the
+ * head overwrites anyway, is dropped. */
+static int owed_settle(tf_engine *e, const float *dst)
+{
+	if (e->owed.n && e->owed.host == dst)
+		e->owed.n = 0;
+	return owed_pay(e);
+}
+
+/* The kept row that host row `logits` is owed from, or -1. */
+static int64_t owed_row(const tf_engine *e, const float *logits)
+{
+	if (!e->owed.n || logits < e->owed.host ||
+	    logits >= e->owed.host + e->owed.n * (int64_t)e->vocab)
+		return -1;
+	ptrdiff_t at = logits - e->owed.host;
+	return at % e->vocab ? -1 : e->owed.row0 + at / e->vocab;
+}
+
+/* The sampler's choices after the first len, len + 1, ... len + n - 1
+ * tokens of q, from n rows of logits [n, vocab] still owed from the
+ * device, picked there: TF_ERR_UNSUPPORTED when they are not all owed or
+ * the backend does not reproduce q's sampler; -1 for a row it finds all
+ * -inf. */
+static int seq_pick_dev(tf_engine *e, struct tf_seq *q, const float *logits, int64_t len,
+			int64_t n, int32_t *token)
+{
+	int64_t row = owed_row(e, logits);
+	if (row < 0 || owed_row(e, logits + (n - 1) * (int64_t)e->vocab) != row + n - 1)
+		return TF_ERR_UNSUPPORTED;
+	for (int64_t i = 0; i < n; i++) {
+		e->draw_seq[i] = 0;
+		e->draw_pos[i] = (uint64_t)(len + i);
+	}
+	int rc = tf_pipeline_sample(e->p, &q->smp.par, row, n, q->smp.n_vocab, e->draw_seq,
+				    e->draw_pos, token);
+	for (int64_t i = 0; rc == TF_OK && i < n; i++)
+		e->samples += token[i] >= 0;
+	return rc;
+}
+
+/* The sampler's choice after the first len tokens of q, from logits: on
+ * the device where it can (seq_pick_dev), else on the host, downloading
+ * owed logits first (a row the device finds all -inf gets the sampler's
+ * error there). */
+static int seq_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *logits,
+		    int64_t len, int32_t *token)
+{
+	int rc = seq_pick_dev(e, q, logits, len, 1, token);
+	if (rc == TF_OK && *token >= 0)
+		return TF_OK;
+	if ((rc == TF_OK || rc == TF_ERR_UNSUPPORTED) && (rc = owed_pay(e)) == TF_OK)
+		rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)len, 0, (uint64_t)len,
+				       token);
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
 }
 
@@ -547,7 +638,7 @@ int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token
 	if (!q)
 		return TF_ERR_INVALID;
 	if (q->pending < 0)
-		return seq_pick(q, s, logits, q->len, token);
+		return seq_pick(e, q, s, logits, q->len, token);
 	*token = q->pending;            /* a rejected draft's replacement */
 	return TF_OK;
 }
@@ -731,7 +822,17 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 			}
 		}
 	}
-	if (n_out && logits && (rc = tf_pipeline_head(e->p, e->hid, n_out, logits)) != TF_OK)
+	if (n_out && logits && (rc = owed_settle(e, logits)) == TF_OK) {
+		if (e->defer) {
+			rc = tf_pipeline_head_keep(e->p, e->hid, n_out);
+			e->owed.host = logits;
+			e->owed.row0 = 0;
+			e->owed.n = rc == TF_OK ? n_out : 0;
+		} else {
+			rc = tf_pipeline_head(e->p, e->hid, n_out, logits);
+		}
+	}
+	if (rc != TF_OK)
 		goto out;
 	if (n_out && hidden && (rc = e->be->download(e->bctx, hidden, e->hid, (size_t)n_out *
 						     (size_t)e->hidden * sizeof(float))) != TF_OK)
@@ -984,6 +1085,7 @@ static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next,
 		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
 		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
 					  e->dhid)) != TF_OK ||
+		    (rc = owed_settle(e, row)) != TF_OK ||
 		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
 			break;
 		int32_t pick = -1;
@@ -1127,8 +1229,12 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	int64_t len = q->len;
 	int32_t fix = -1;
 	int got, a = 0, rc;
-	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK ||
-	    (rc = spec_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1,
+	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK)
+		return rc;
+	/* logits is written again below: nothing of it is owed any more. */
+	if (e->owed.host == logits)
+		e->owed.n = 0;
+	if ((rc = spec_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1,
 			      &got)) != TF_OK)
 		return rc;
 	*drafted = got;
@@ -1142,13 +1248,27 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	const tf_batch b = { .n = got + 1, .token = tokens, .one_seq = s, .out = e->vout };
 	if ((rc = engine_forward(e, &b, e->vlog, NULL, true)) != TF_OK)
 		return rc;
-	for (int32_t pick; a < got; a++) {
+	/* Exact: the sampler's picks at every draft's position at once, on
+	 * the device where it can; the rest, and standard's distributions,
+	 * on the host. */
+	bool dev = false;
+	if (!sampled) {
+		rc = seq_pick_dev(e, q, e->vlog, len + 1, got, e->draw_tok);
+		if (rc != TF_OK && rc != TF_ERR_UNSUPPORTED)
+			return tf_diag_prefix(rc, "sequence %d", s);
+		dev = rc == TF_OK;
+	}
+	if (!dev && (rc = owed_pay(e)) != TF_OK)
+		return rc;
+	for (; a < got; a++) {
 		const float *row = e->vlog + (size_t)a * (size_t)e->vocab;
+		int32_t *pick = &e->draw_tok[a];
 		bool kept = false;
 		if (sampled)
 			rc = seq_judge(e, q, s, row, a, len + 1 + a, tokens[a + 1], &kept, &fix);
-		else if ((rc = seq_pick(q, s, row, len + 1 + a, &pick)) == TF_OK)
-			kept = pick == tokens[a + 1];
+		else if ((dev && *pick >= 0) ||
+			 (rc = seq_pick(e, q, s, row, len + 1 + a, pick)) == TF_OK)
+			kept = *pick == tokens[a + 1];
 		if (rc != TF_OK)
 			return rc;
 		if (!kept)
@@ -1156,7 +1276,14 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	}
 	if (a < got && (rc = spec_undo(e, q, s, len, a + 1, got + 1)) != TF_OK)
 		return rc;
-	memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab, (size_t)e->vocab * sizeof(float));
+	if (e->owed.n) {                /* row a is owed to logits now */
+		e->owed.host = logits;
+		e->owed.row0 += a;
+		e->owed.n = 1;
+	} else {
+		memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab,
+		       (size_t)e->vocab * sizeof(float));
+	}
 	q->pending = a < got ? fix : -1;
 	*n = a + 1;
 	return TF_OK;

@@ -789,16 +789,14 @@ static int head_gather(tf_pipeline *p, int64_t n, float *logits)
 	return TF_OK;
 }
 
-/* lm_head's rows into host logits [n, vpart].  A device backend (one
- * with a stream) writes them to backend memory and downloads them; its
- * sync then reports any op that failed during the step. */
-static int head_rows(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
+/* lm_head's rows into the device backend's logits buffer (lbuf), grown
+ * to n rows first; then sync, which reports any op that failed during
+ * the step. */
+static int head_keep(tf_pipeline *p, const float *hidden, int64_t n)
 {
 	size_t bytes = (size_t)n * (size_t)p->vpart * sizeof(float);
 	int rc;
 
-	if (!tf_backend_stream(p->be, p->bctx))
-		return tf_lin_forward(&p->head, hidden, n, logits);
 	if (n > p->lbuf_rows) {
 		p->be->quiesce(p->bctx);
 		p->be->free(p->bctx, p->lbuf);
@@ -808,10 +806,23 @@ static int head_rows(tf_pipeline *p, const float *hidden, int64_t n, float *logi
 					   " rows of logits", n);
 		p->lbuf_rows = n;
 	}
-	if ((rc = tf_lin_forward(&p->head, hidden, n, p->lbuf)) != TF_OK ||
-	    (rc = p->be->download(p->bctx, logits, p->lbuf, bytes)) != TF_OK)
+	if ((rc = tf_lin_forward(&p->head, hidden, n, p->lbuf)) != TF_OK)
 		return rc;
 	return p->be->sync(p->bctx);
+}
+
+/* lm_head's rows into host logits [n, vpart].  A device backend (one
+ * with a stream) writes them to backend memory and downloads them. */
+static int head_rows(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
+{
+	int rc;
+
+	if (!tf_backend_stream(p->be, p->bctx))
+		return tf_lin_forward(&p->head, hidden, n, logits);
+	if ((rc = head_keep(p, hidden, n)) != TF_OK)
+		return rc;
+	return p->be->download(p->bctx, logits, p->lbuf,
+			       (size_t)n * (size_t)p->vpart * sizeof(float));
 }
 
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits)
@@ -825,6 +836,44 @@ int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logi
 		return rc;
 	if (p->tp)
 		lap(p, TF_STAGE_TP, &t);
+	return TF_OK;
+}
+
+bool tf_pipeline_can_sample(const tf_pipeline *p)
+{
+	return !p->tp && tf_backend_stream(p->be, p->bctx) && tf_backend_can_sample(p->be);
+}
+
+int tf_pipeline_head_keep(tf_pipeline *p, const float *hidden, int64_t n)
+{
+	double t = tf_pipeline_clock();
+	int rc = head_keep(p, hidden, n);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "lm_head");
+	lap(p, TF_STAGE_HEAD, &t);
+	return TF_OK;
+}
+
+int tf_pipeline_kept_logits(tf_pipeline *p, int64_t row0, int64_t n, float *logits)
+{
+	int rc = p->be->download(p->bctx, logits, p->lbuf + row0 * p->vpart,
+				 (size_t)n * (size_t)p->vpart * sizeof(float));
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "lm_head: logits download");
+}
+
+int tf_pipeline_sample(tf_pipeline *p, const tf_sampler_params *par, int64_t row0, int64_t n,
+		       int n_vocab, const uint64_t *seq, const uint64_t *pos, int32_t *token)
+{
+	double t = tf_pipeline_clock();
+	int rc = p->be->sample(p->bctx, par, p->lbuf + row0 * p->vpart, n, n_vocab, p->vpart,
+			       seq, pos, token);
+	if (rc == TF_ERR_UNSUPPORTED)
+		return rc;
+	if (rc == TF_OK)
+		rc = p->be->sync(p->bctx);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "%s: sampling on the device", p->be->hdr.name);
+	lap(p, TF_STAGE_HEAD, &t);
 	return TF_OK;
 }
 

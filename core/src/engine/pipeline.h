@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "runtime.h"
+#include "tf/sampler.h"
 
 struct tf_tp;
 
@@ -124,6 +125,22 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n);
 
 /* logits [n, vocab] (host memory) = lm_head(hidden [n, hidden_size]). */
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits);
+
+/*
+ * Logits kept on the device.  Where the backend has a stream and the
+ * sample slot (tf/backend.h) and no [tp] gather is needed
+ * (tf_pipeline_can_sample), tf_pipeline_head_keep leaves lm_head's n rows
+ * in backend memory, until the next head; tf_pipeline_kept_logits
+ * downloads rows [row0, row0 + n) of them, and tf_pipeline_sample picks
+ * a token per row there with par over the first n_vocab logits, row r at
+ * (seq[r], pos[r]) and no history (TF_ERR_UNSUPPORTED, no diagnostic:
+ * the backend cannot reproduce par's pick; -1 for a row of only -inf).
+ */
+bool tf_pipeline_can_sample(const tf_pipeline *p);
+int tf_pipeline_head_keep(tf_pipeline *p, const float *hidden, int64_t n);
+int tf_pipeline_kept_logits(tf_pipeline *p, int64_t row0, int64_t n, float *logits);
+int tf_pipeline_sample(tf_pipeline *p, const tf_sampler_params *par, int64_t row0, int64_t n,
+		       int n_vocab, const uint64_t *seq, const uint64_t *pos, int32_t *token);
 
 int64_t tf_pipeline_rows(const tf_pipeline *p);       /* rows per step */
 int tf_pipeline_vocab(const tf_pipeline *p);

@@ -4,8 +4,8 @@
  * sampler's argmax).  A total order on non-NaN values, so every schedule
  * and every reduction tree gives the same pair.
  */
-#ifndef TF_MOE_CUDA_BEST_CUH
-#define TF_MOE_CUDA_BEST_CUH
+#ifndef TF_CUDA_BEST_CUH
+#define TF_CUDA_BEST_CUH
 
 #include <math.h>
 
@@ -70,4 +70,4 @@ __device__ static inline void tf_best_next(int n, F value, float *v, int *i)
 	*i = bi;
 }
 
-#endif /* TF_MOE_CUDA_BEST_CUH */
+#endif /* TF_CUDA_BEST_CUH */

@@ -1,5 +1,5 @@
 /*
- * sample.cu - one token per row of logits on the device; see moe_cuda.h.
+ * sample.cu - one token per row of logits on the device; see kernels.h.
  *
  * Two launches.  Each row's vocabulary is cut into up to SAMPLE_SLICES
  * slices of at least top_k (and SAMPLE_SLICE_MIN) tokens, a block each, which find the slice's
@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "best.cuh"
-#include "moe_cuda.h"
+#include "kernels.h"
 #include "tf_launch.h"
 
 #define SAMPLE_THREADS 256
@@ -50,7 +50,7 @@ __device__ static void normalise(float *p, int m)
 }
 
 /* The draw from candidates id[0 .. m), values p: scaled logits, best first. */
-__device__ static int32_t draw(const tf_moe_cuda_sample_par &par, int *id, float *p, int m,
+__device__ static int32_t draw(const tf_cuda_sample_par &par, int *id, float *p, int m,
 			       double u)
 {
 	float mx = -INFINITY;
@@ -120,11 +120,12 @@ struct cand_of {
 /* Block (slice, row): the slice's k best (scaled logit, id), best first.  A
  * slice shorter than k (only the last can be) pads with -inf and id -1,
  * at the end of the row's candidates, where no real one comes after them. */
-__global__ static void slice_kernel(float t, const float *logits, int n_vocab, cand_of c)
+__global__ static void slice_kernel(float t, const float *logits, int n_vocab, int64_t ld,
+				    cand_of c)
 {
 	const int64_t lo = (int64_t)blockIdx.x * c.len;
 	const int n = n_vocab - lo < c.len ? (int)(n_vocab - lo) : c.len;
-	const float *l = logits + (int64_t)blockIdx.y * n_vocab + lo;
+	const float *l = logits + (int64_t)blockIdx.y * ld + lo;
 	const int64_t at = ((int64_t)blockIdx.y * c.slices + blockIdx.x) * c.k;
 	float pv = INFINITY;
 	int pi = -1;
@@ -142,11 +143,11 @@ __global__ static void slice_kernel(float t, const float *logits, int n_vocab, c
 /* One block per row: the k best of its candidates, then the draw.  Equal
  * values sit in candidate order as in id order (slices ascending, ids
  * ascending inside one), so the lower-index rule picks the lower id. */
-__global__ static void sample_kernel(tf_moe_cuda_sample_par par, cand_of c, const uint64_t *seq,
+__global__ static void sample_kernel(tf_cuda_sample_par par, cand_of c, const uint64_t *seq,
 				     const uint64_t *pos, int32_t *token)
 {
-	__shared__ int cid[TF_MOE_CUDA_SAMPLE_MAX_K];
-	__shared__ float cp[TF_MOE_CUDA_SAMPLE_MAX_K];
+	__shared__ int cid[TF_CUDA_SAMPLE_MAX_K];
+	__shared__ float cp[TF_CUDA_SAMPLE_MAX_K];
 	const int64_t at = (int64_t)blockIdx.x * c.slices * c.k;
 	float pv = INFINITY;
 	int pi = -1;
@@ -168,23 +169,23 @@ __global__ static void sample_kernel(tf_moe_cuda_sample_par par, cand_of c, cons
 	token[blockIdx.x] = draw(par, cid, cp, c.k, (double)(h >> 11) * 0x1.0p-53);
 }
 
-extern "C" size_t tf_moe_cuda_sample_scratch_bytes(int64_t rows)
+extern "C" size_t tf_cuda_sample_scratch_bytes(int64_t rows)
 {
-	return (size_t)rows * SAMPLE_SLICES * TF_MOE_CUDA_SAMPLE_MAX_K *
+	return (size_t)rows * SAMPLE_SLICES * TF_CUDA_SAMPLE_MAX_K *
 	       (sizeof(float) + sizeof(int32_t));
 }
 
-extern "C" int tf_moe_cuda_sample(cudaStream_t stream, const tf_moe_cuda_sample_par *par,
-				  const float *logits, int64_t rows, int n_vocab,
-				  const uint64_t *seq, const uint64_t *pos, void *scratch,
-				  int32_t *token)
+extern "C" int tf_cuda_sample(cudaStream_t stream, const tf_cuda_sample_par *par,
+			      const float *logits, int64_t rows, int n_vocab, int64_t ld,
+			      const uint64_t *seq, const uint64_t *pos, void *scratch,
+			      int32_t *token)
 {
 	bool greedy = !(par->temperature > 0);
 	cand_of c;
 
-	if (n_vocab < 1 || rows < 0 || rows > 65535 ||
+	if (n_vocab < 1 || ld < n_vocab || rows < 0 || rows > 65535 ||
 	    (!greedy && (!(par->temperature < 1e6f) || par->top_k < 1 ||
-			 par->top_k > TF_MOE_CUDA_SAMPLE_MAX_K || !(par->top_p > 0) ||
+			 par->top_k > TF_CUDA_SAMPLE_MAX_K || !(par->top_p > 0) ||
 			 !(par->top_p <= 1) || !(par->min_p >= 0) || !(par->min_p <= 1))))
 		return cudaErrorInvalidValue;
 	if (rows == 0)
@@ -198,7 +199,8 @@ extern "C" int tf_moe_cuda_sample(cudaStream_t stream, const tf_moe_cuda_sample_
 	c.v = (float *)scratch;
 	c.id = (int32_t *)(c.v + rows * c.slices * c.k);
 	TF_LAUNCH(dim3((unsigned)c.slices, (unsigned)rows), SAMPLE_THREADS, 0, stream,
-		  slice_kernel)(greedy ? 1.0f : par->temperature, logits, n_vocab, c);
+		  slice_kernel)(greedy ? 1.0f : par->temperature, logits, n_vocab, ld,
+				 c);
 	TF_LAUNCH((unsigned)rows, SAMPLE_THREADS, 0, stream, sample_kernel)(*par, c, seq, pos,
 									     token);
 	return cudaGetLastError();
