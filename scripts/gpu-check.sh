@@ -78,8 +78,8 @@ TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/e
 echo "== the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 reference and the CPU path"
 /usr/bin/python3 "$root/tests/model/make_models.py" "$build/bin/tfsynth" "$build/bin/tfquant" \
 	"$build/tests/model"
-TF_TFRUN="$build/bin/tfrun" TF_MODELS="$build/tests/model" TF_DEVICE_BACKEND=cuda \
-	/usr/bin/python3 "$root/tests/model/test_cuda_sim.py" -v
+TF_TFRUN="$build/bin/tfrun" TF_TFSYNTH="$build/bin/tfsynth" TF_MODELS="$build/tests/model" \
+	TF_DEVICE_BACKEND=cuda /usr/bin/python3 "$root/tests/model/test_cuda_sim.py" -v
 
 echo "== decode with CUDA graphs on and off: ling-tiny, 3-token prompt, 128 tokens, median of 3 each"
 for graph in true false; do

@@ -136,8 +136,8 @@ static void call(const struct run *u, enum what what)
 		call(u, DISPATCH);
 		call(u, EXPERTS);
 		CHECK(tf_moe_cuda_mlp(0, &u->shared, NULL, 0, u->x, u->n, u->h, u->y));
-		CHECK(tf_moe_cuda_combine(0, &u->plan, &u->routed, u->idx, u->n, sh->top_k, u->o,
-					  u->y));
+		CHECK(tf_moe_cuda_combine(0, &u->plan, &u->routed, NULL, u->idx, u->n, sh->top_k,
+					  u->o, u->y));
 		break;
 	case SAMPLE:
 		CHECK(tf_cuda_sample(0, &u->par, u->logits, u->n, sh->vocab, sh->vocab, u->seq,

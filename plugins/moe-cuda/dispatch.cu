@@ -167,8 +167,8 @@ extern "C" int tf_moe_cuda_dispatch(cudaStream_t stream, const tf_moe_cuda_plan 
 /* One block per token: its rows sorted by expert id by thread 0, then
  * every column summed in that order onto y, as moe_layer.c's scatter. */
 __global__ static void combine_kernel(tf_moe_cuda_plan p, const float *const *gate,
-				      const int32_t *idx, int k, int64_t H, const float *o,
-				      float *y)
+				      const tf_moe_cuda_exl3 *gate_q, const int32_t *idx, int k,
+				      int64_t H, const float *o, float *y)
 {
 	__shared__ int32_t exp_s[TF_MOE_CUDA_MAX_TOPK], row_s[TF_MOE_CUDA_MAX_TOPK];
 	int64_t t = blockIdx.x;
@@ -182,7 +182,8 @@ __global__ static void combine_kernel(tf_moe_cuda_plan p, const float *const *ga
 				row_s[i] = row_s[i - 1];
 			}
 			exp_s[i] = e;
-			row_s[i] = row >= 0 && (!gate || gate[e]) ? row : -1;
+			const bool here = gate_q ? gate_q[e].trellis != NULL : !gate || gate[e];
+			row_s[i] = row >= 0 && here ? row : -1;
 		}
 	}
 	__syncthreads();
@@ -196,16 +197,18 @@ __global__ static void combine_kernel(tf_moe_cuda_plan p, const float *const *ga
 }
 
 extern "C" int tf_moe_cuda_combine(cudaStream_t stream, const tf_moe_cuda_plan *p,
-				   const tf_moe_cuda_mlp_w *routed, const int32_t *idx,
+				   const tf_moe_cuda_mlp_w *routed,
+				   const tf_moe_cuda_exl3_w *routed_q, const int32_t *idx,
 				   int64_t n, int top_k, const float *o, float *y)
 {
+	const int hidden = routed_q ? routed_q->hidden : routed->hidden;
 	if (top_k < 1 || top_k > TF_MOE_CUDA_MAX_TOPK || n < 0 || n > 0x7fffffff / top_k ||
-	    routed->hidden < 1)
+	    hidden < 1)
 		return cudaErrorInvalidValue;
 	if (n == 0)
 		return cudaSuccess;
-	TF_LAUNCH((unsigned)n, COMBINE_THREADS, 0, stream, combine_kernel)(*p, routed->gate, idx,
-									    top_k, routed->hidden,
-									    o, y);
+	TF_LAUNCH((unsigned)n, COMBINE_THREADS, 0, stream, combine_kernel)(
+		*p, routed_q ? NULL : routed->gate, routed_q ? routed_q->gate : NULL, idx, top_k,
+		hidden, o, y);
 	return cudaGetLastError();
 }

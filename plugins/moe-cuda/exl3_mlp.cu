@@ -16,20 +16,30 @@
  * are one kernel.  A block serves one expert (blockIdx.y, a slot of the
  * plan's active list, mlp.cuh) and one Hadamard block or GEMV tile column
  * (blockIdx.x); blockIdx.z picks gate or up.  The GEMV takes its expert's
- * rows 8 at a time, decoding the tile column once per pass.
+ * rows 8 at a time, decoding the tile column once per pass.  Blocks of an
+ * expert another rank holds (its trellis NULL) return at once; a rank's
+ * share of the features is only narrower linears (moe_cuda.h).
  */
 #include "exl3_cuda.cuh"
 #include "mlp.cuh"
 
 #define ROWS TF_EXL3_CUDA_GEMV_ROWS
 
+/* The block's expert and rows; false when it has none or its linear
+ * `lin` is another rank's (trellis NULL). */
+__device__ static inline bool lin_rows(const tf_moe_rows &rs, const tf_moe_cuda_exl3 *lin, int *e,
+				       int64_t *r0, int64_t *r1)
+{
+	return tf_moe_block_rows(rs, e, r0, r1) && lin[*e].trellis;
+}
+
 /* A Hadamard kernel's block: its feature *c (blockIdx.x's block of 128),
- * its expert and rows; false when it has none. */
-__device__ static inline bool had_block(const tf_moe_rows &rs, int64_t *c, int *e, int64_t *r0,
-					int64_t *r1)
+ * its expert and rows; false as lin_rows. */
+__device__ static inline bool had_block(const tf_moe_rows &rs, const tf_moe_cuda_exl3 *lin,
+					int64_t *c, int *e, int64_t *r0, int64_t *r1)
 {
 	*c = (int64_t)blockIdx.x * TF_EXL3_HAD + threadIdx.x;
-	return tf_moe_block_rows(rs, e, r0, r1);
+	return lin_rows(rs, lin, e, r0, r1);
 }
 
 /* grid (kh/128, slots, 2), block 128: xg (z 0) or xu (z 1) of the block's
@@ -42,7 +52,7 @@ __global__ static void in_kernel(tf_moe_rows rs, const tf_moe_cuda_exl3 *gate,
 	int64_t i, r0, r1;
 	int e;
 
-	if (!had_block(rs, &i, &e, &r0, &r1))
+	if (!had_block(rs, gate, &i, &e, &r0, &r1))
 		return;
 	const float *suh = (blockIdx.z ? up : gate)[e].suh;
 	float *xh = blockIdx.z ? xu : xg;
@@ -100,7 +110,7 @@ gemv_kernel(tf_moe_rows rs, gemv_pass g)
 	int e;
 	int64_t r0, r1;
 
-	if (!tf_moe_block_rows(rs, &e, &r0, &r1))
+	if (!lin_rows(rs, g.lin[z], &e, &r0, &r1))
 		return;
 	const tf_moe_cuda_exl3 l = g.lin[z][e];
 	for (int64_t p0 = r0; p0 < r1; p0 += ROWS) {
@@ -119,7 +129,7 @@ __global__ static void mid_kernel(tf_moe_rows rs, tf_moe_cuda_exl3_w m, int64_t 
 	int64_t c, r0, r1;
 	int e;
 
-	if (!had_block(rs, &c, &e, &r0, &r1))
+	if (!had_block(rs, m.gate, &c, &e, &r0, &r1))
 		return;
 	const float sg = m.gate[e].svh[c], su = m.up[e].svh[c], sd = m.down[e].suh[c];
 	for (int64_t p = r0; p < r1; p++) {
@@ -143,7 +153,7 @@ __global__ static void out_kernel(tf_moe_rows rs, const tf_moe_cuda_exl3 *down, 
 	int64_t c, r0, r1;
 	int e;
 
-	if (!had_block(rs, &c, &e, &r0, &r1))
+	if (!had_block(rs, down, &c, &e, &r0, &r1))
 		return;
 	for (int64_t p = r0; p < r1; p++) {
 		sh[threadIdx.x] = yd[p * kh + c];

@@ -128,8 +128,12 @@ typedef struct tf_moe_cuda_exl3 {
  * tf_moe_cuda_mlp_w's MLPs with EXL3 weights: device arrays of one
  * tf_moe_cuda_exl3 per expert, gate and up hidden -> inter, down inter ->
  * hidden, each padded to TF_MOE_CUDA_EXL3_PAD of its features; K and the
- * codebook are each linear's own.  Every expert is served here (no
- * rank's share: tensor parallelism is not done on EXL3 experts).
+ * codebook are each linear's own.  An expert whose linears' trellis is
+ * NULL is another rank's ([tp] moe = experts): not served, its rows left
+ * alone.  A rank's share of each MLP's features ([tp] moe = split) is
+ * inter = hi - lo in whole Hadamard blocks, gate and up cut to their
+ * output blocks [lo, hi) and down to its input blocks (plugins/exl3's
+ * tf_exl3_parts_cut); the output is then this rank's partial sum.
  */
 typedef struct tf_moe_cuda_exl3_w {
 	const tf_moe_cuda_exl3 *gate, *up, *down;
@@ -149,11 +153,13 @@ int tf_moe_cuda_exl3_mlp(cudaStream_t stream, const tf_moe_cuda_exl3_w *m,
 			 float *h, float *o);
 
 /* y[t] += tok_w * o[row] for each of token t's rows, in ascending expert
- * id, skipping experts whose gate pointer is NULL (routed->gate; the array
- * NULL: every expert's rows were computed, as tf_moe_cuda_exl3_mlp's). */
+ * id, skipping the experts another rank serves: with routed_q (the routed
+ * experts are EXL3; routed is then unused) those whose gate trellis is
+ * NULL, else those whose routed->gate pointer is NULL (the array NULL:
+ * every expert's rows were computed). */
 int tf_moe_cuda_combine(cudaStream_t stream, const tf_moe_cuda_plan *p,
-			const tf_moe_cuda_mlp_w *routed, const int32_t *idx, int64_t n,
-			int top_k, const float *o, float *y);
+			const tf_moe_cuda_mlp_w *routed, const tf_moe_cuda_exl3_w *routed_q,
+			const int32_t *idx, int64_t n, int top_k, const float *o, float *y);
 
 #ifdef __cplusplus
 }

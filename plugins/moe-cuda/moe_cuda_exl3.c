@@ -8,6 +8,12 @@
  * float on the host) and kept until the upload is done: for Ling-3.1
  * Flash's 512 experts that is 1536 linears' vectors, about 30 MiB of host
  * memory a layer for the length of layer_init.
+ *
+ * Tensor parallel, a rank holds its share as moe.so's CPU linears open it
+ * (exl3_lin.c's open_part): only its experts (the others' descriptors
+ * zero, trellis NULL), or each linear's part, cut by tf_exl3_parts_cut as
+ * the upload reaches it.  A part of gate or up is a compact copy of its
+ * tile columns, freed once uploaded (one at a time, not the layer's).
  */
 #include "moe_cuda_exl3.h"
 
@@ -46,10 +52,23 @@ bool tf_moe_cuda_exl3_match(const tf_host *h, const char *prefix, bool indexed)
 	       tf_exl3_match(h, name) > 0;
 }
 
+/* The device bytes of p's part (its features [lo, hi) of the whole
+ * on the side `part` cuts; part NULL: the whole). */
+static size_t mcq_bytes(const tf_exl3_parts *p, const tf_lin_part *part)
+{
+	int64_t k = p->k, n = p->n;
+	if (part && part->axis == TF_LIN_PART_IN)
+		k = part->hi - part->lo;
+	else if (part)
+		n = part->hi - part->lo;
+	return mcq_round((size_t)(k / 16 * n / 16) * 32 * (size_t)p->K) +
+	       mcq_round((size_t)(k + n) * sizeof(float));
+}
+
 /* Linear `name` of in x out features into p, checked against the set's
- * padding; adds its device bytes to *bytes. */
+ * padding; adds the device bytes of its `part` to *bytes. */
 static int mcq_part(const tf_host *h, const char *who, const char *name, int64_t in,
-		    int64_t out, tf_exl3_parts *p, size_t *bytes)
+		    int64_t out, const tf_lin_part *part, tf_exl3_parts *p, size_t *bytes)
 {
 	const int64_t k = TF_MOE_CUDA_EXL3_PAD(in), n = TF_MOE_CUDA_EXL3_PAD(out);
 	int rc;
@@ -68,19 +87,56 @@ static int mcq_part(const tf_host *h, const char *who, const char *name, int64_t
 	if (p->bias)
 		return h->error(h, TF_ERR_UNSUPPORTED, "%s.bias: %s's EXL3 MLPs take no bias",
 				name, who);
-	*bytes += mcq_round(p->trellis_bytes) + mcq_round((size_t)(k + n) * sizeof(float));
+	*bytes += mcq_bytes(p, part);
 	return TF_OK;
 }
 
-/* Each linear's tensors after the descriptors, which d (host) gets. */
-static int mcq_upload(const tf_host *h, char *dev, const tf_exl3_parts *p, int count,
-		      tf_moe_cuda_exl3 *d)
+/* What one rank loads of a set: the features [lo, lo + w->inter) of
+ * `all` (parts when that is not all of them), and with rank_of only the
+ * experts placed on this rank. */
+struct mcq_set {
+	const tf_host *h;
+	const char *prefix;
+	bool indexed;
+	const tf_moe_cuda_exl3_w *w;
+	tf_lin_part rows, cols;         /* gate's and up's part, down's */
+	bool cut;
+	const int32_t *rank_of;
+};
+
+/* Linear i's part (proj i / n), NULL when it is loaded whole. */
+static const tf_lin_part *mcq_cut(const struct mcq_set *s, int i)
 {
+	return !s->cut ? NULL : i / s->w->n_experts == MCQ_DOWN ? &s->cols : &s->rows;
+}
+
+/* Whether expert e is this rank's. */
+static bool mcq_here(const struct mcq_set *s, int e)
+{
+	return !s->rank_of || s->rank_of[e] == s->h->tp_rank;
+}
+
+/* Each linear held here, cut to its part, after the descriptors, which d
+ * (host) gets; the others' descriptors zero. */
+static int mcq_upload(const struct mcq_set *s, char *dev, tf_exl3_parts *p, tf_moe_cuda_exl3 *d)
+{
+	const tf_host *h = s->h;
 	const tf_backend *be = h->backend;
+	const int n = s->w->n_experts, count = MCQ_PROJ * n;
 	char *at = dev + mcq_round((size_t)count * sizeof(*d));
+	char name[512];
 	int rc = TF_OK;
 
 	for (int i = 0; i < count && !rc; i++) {
+		const tf_lin_part *part = mcq_cut(s, i);
+		uint16_t *owned = NULL;
+		d[i] = (tf_moe_cuda_exl3){ 0 };
+		if (!mcq_here(s, i % n))
+			continue;
+		if (part && ((rc = mcq_name(h, name, sizeof(name), s->prefix, s->indexed, i % n,
+					    i / n)) ||
+			     (rc = tf_exl3_parts_cut(h, name, part, &p[i], &owned))))
+			break;
 		d[i] = (tf_moe_cuda_exl3){ .trellis = (const uint16_t *)at, .K = p[i].K,
 					   .cb = (int)p[i].cb };
 		rc = be->upload(h->backend_ctx, at, p[i].trellis, p[i].trellis_bytes);
@@ -93,6 +149,10 @@ static int mcq_upload(const tf_host *h, char *dev, const tf_exl3_parts *p, int c
 			rc = be->upload(h->backend_ctx, (void *)d[i].svh, p[i].svh,
 					(size_t)p[i].n * sizeof(float));
 		at += mcq_round((size_t)(p[i].k + p[i].n) * sizeof(float));
+		/* The upload may read the copy until the stream gets there. */
+		if (owned && !rc)
+			rc = be->sync(h->backend_ctx);
+		free(owned);
 	}
 	if (!rc)
 		rc = be->upload(h->backend_ctx, dev, d, (size_t)count * sizeof(*d));
@@ -103,9 +163,16 @@ static int mcq_upload(const tf_host *h, char *dev, const tf_exl3_parts *p, int c
 }
 
 int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix, bool indexed,
-			  tf_moe_cuda_exl3_w *w, void **mem)
+			  int64_t lo, int64_t all, const int32_t *rank_of, tf_moe_cuda_exl3_w *w,
+			  void **mem)
 {
 	const int n = w->n_experts, count = MCQ_PROJ * n;
+	const struct mcq_set s = {
+		.h = h, .prefix = prefix, .indexed = indexed, .w = w,
+		.rows = { .axis = TF_LIN_PART_OUT, .lo = lo, .hi = lo + w->inter },
+		.cols = { .axis = TF_LIN_PART_IN, .lo = lo, .hi = lo + w->inter },
+		.cut = w->inter != all, .rank_of = rank_of,
+	};
 	tf_exl3_parts *p = calloc((size_t)count, sizeof(*p));
 	tf_moe_cuda_exl3 *d = malloc((size_t)count * sizeof(*d));
 	size_t bytes = mcq_round((size_t)count * sizeof(*d));
@@ -120,10 +187,12 @@ int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix,
 	}
 	for (int i = 0; i < count; i++) {
 		const int proj = i / n, e = i % n;
-		const int64_t in = proj == MCQ_DOWN ? w->inter : w->hidden;
-		const int64_t out = proj == MCQ_DOWN ? w->hidden : w->inter;
+		const int64_t in = proj == MCQ_DOWN ? all : w->hidden;
+		const int64_t out = proj == MCQ_DOWN ? w->hidden : all;
+		if (!mcq_here(&s, e))
+			continue;
 		if ((rc = mcq_name(h, name, sizeof(name), prefix, indexed, e, proj)) ||
-		    (rc = mcq_part(h, who, name, in, out, &p[i], &bytes)))
+		    (rc = mcq_part(h, who, name, in, out, mcq_cut(&s, i), &p[i], &bytes)))
 			goto out;
 	}
 	if (!(*mem = h->backend->alloc(h->backend_ctx, bytes))) {
@@ -131,14 +200,15 @@ int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix,
 			      prefix, who, bytes);
 		goto out;
 	}
-	if ((rc = mcq_upload(h, *mem, p, count, d)))
+	if ((rc = mcq_upload(&s, *mem, p, d)))
 		goto out;
 	w->gate = (const tf_moe_cuda_exl3 *)*mem;
 	w->up = w->gate + n;
 	w->down = w->gate + 2 * n;
 	/* The device copies are all the kernels read. */
 	for (int i = 0; i < count; i++)
-		if (!mcq_name(h, name, sizeof(name), prefix, indexed, i % n, i / n))
+		if (mcq_here(&s, i % n) &&
+		    !mcq_name(h, name, sizeof(name), prefix, indexed, i % n, i / n))
 			tf_lin_release(h, name, "trellis");
 out:
 	for (int i = 0; p && i < count; i++)

@@ -7,6 +7,7 @@
 #define TF_MOE_CUDA_EXL3_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "moe_cuda.h"
 #include "tf/plugin.h"
@@ -19,12 +20,21 @@ bool tf_moe_cuda_exl3_match(const tf_host *h, const char *prefix, bool indexed);
  * The w->n_experts MLPs `<prefix>.<e>` (indexed) or `<prefix>` of w's
  * shape: each linear's tensors read and validated by plugins/exl3's own
  * code (exl3_load.c, as the exl3 and exl3-cuda linears), every one EXL3,
- * padded as TF_MOE_CUDA_EXL3_PAD and without bias (else an error naming
- * the tensor, `who` the layer); its trellis as stored, suh and svh, and
- * the descriptors w points at, uploaded on the host's backend into one
- * allocation *mem (be->free it); the trellis pages then released.
+ * padded as TF_MOE_CUDA_EXL3_PAD of the whole MLP's `all` features and
+ * without bias (else an error naming the tensor, `who` the layer); its
+ * trellis as stored, suh and svh, and the descriptors w points at,
+ * uploaded on the host's backend into one allocation *mem (be->free it);
+ * the trellis pages then released.
+ *
+ * Tensor parallel: w->inter is this rank's share [lo, lo + w->inter) of
+ * the `all` features; a share short of all cuts each linear as exl3's
+ * open_part does (tf_exl3_parts_cut: gate's and up's output blocks,
+ * down's input blocks; a cut inside a Hadamard block fails naming the
+ * trellis).  With rank_of (the routed experts' ranks) only the experts on
+ * h->tp_rank are loaded, the others' descriptors zero (trellis NULL).
  */
 int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix, bool indexed,
-			  tf_moe_cuda_exl3_w *w, void **mem);
+			  int64_t lo, int64_t all, const int32_t *rank_of, tf_moe_cuda_exl3_w *w,
+			  void **mem);
 
 #endif /* TF_MOE_CUDA_EXL3_H */

@@ -39,11 +39,13 @@
  * A backend without a device stream is refused (the moe plugin serves
  * host-memory backends).  Tensor parallel ([tp] size > 1), a rank uploads
  * its share as moe.so opens it (layers.h): every MLP's intermediate
- * features [lo, hi) (gate and up rows, down columns, packed), or with
- * [tp] moe = experts the routed experts the built-in routers place on it
- * (tf_router_place_blocks; the others' pointers NULL, which the kernels
- * skip) and the shared expert split; y is then its partial sum.  EXL3
- * sets do not shard yet: refused under [tp] size > 1, naming the tensor.
+ * features [lo, hi) (plain: gate and up rows, down columns, packed; EXL3:
+ * the parts exl3's open_part cuts, whole 128-feature Hadamard blocks, a
+ * share that cuts a block refused naming the trellis), or with [tp] moe =
+ * experts the routed experts the built-in routers place on it
+ * (tf_router_place_blocks; the others' pointers NULL, or EXL3 descriptors
+ * with a NULL trellis, which the expert kernels and the combine skip) and
+ * the shared expert split; y is then its partial sum.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -205,17 +207,15 @@ static int mcf_put_mlps(const struct mcf_layer *L, const char *prefix, bool inde
 	return TF_OK;
 }
 
-/* A set of EXL3 MLPs `<prefix>` (indexed: `<prefix>.<e>`) of m's shape. */
-static int mcf_put_exl3(const struct mcf_layer *L, const char *prefix, bool indexed,
-			struct mcf_mlps *m)
+/* A set of EXL3 MLPs `<prefix>` (indexed: `<prefix>.<e>`) of m's shape,
+ * as mcf_put_mlps shares them out. */
+static int mcf_put_exl3(const struct mcf_layer *L, const char *prefix, bool indexed, int64_t lo,
+			int64_t all, const int32_t *rank_of, struct mcf_mlps *m)
 {
-	if (L->h->tp_size > 1)
-		return L->h->error(L->h, TF_ERR_UNSUPPORTED,
-				   "layer %d (%s): %s: EXL3 experts on a device do not shard yet ([tp] size %d): use the moe plugin on backend-cpu",
-				   L->layer, L->name, prefix, L->h->tp_size);
 	m->q = (tf_moe_cuda_exl3_w){ .hidden = m->f.hidden, .inter = m->f.inter,
 				     .n_experts = m->f.n_experts, .limit = m->f.limit };
-	return tf_moe_cuda_exl3_load(L->h, L->name, prefix, indexed, &m->q, &m->mem);
+	return tf_moe_cuda_exl3_load(L->h, L->name, prefix, indexed, lo, all, rank_of, &m->q,
+				     &m->mem);
 }
 
 /*
@@ -240,10 +240,10 @@ static int mcf_upload(struct mcf_layer *L, const float *bias)
 	snprintf(rname, sizeof(rname), moe ? "%s.experts" : "%s", L->prefix);
 	snprintf(sname, sizeof(sname), "%s.shared_experts", L->prefix);
 	if ((rt->exl3 = tf_moe_cuda_exl3_match(L->h, rname, moe)) &&
-	    (rc = mcf_put_exl3(L, rname, moe, rt)))
+	    (rc = mcf_put_exl3(L, rname, moe, L->routed_lo, L->routed_all, L->rank_of, rt)))
 		return rc;
 	if ((sh->exl3 = S && tf_moe_cuda_exl3_match(L->h, sname, false)) &&
-	    (rc = mcf_put_exl3(L, sname, false, sh)))
+	    (rc = mcf_put_exl3(L, sname, false, L->shared_lo, L->shared_all, NULL, sh)))
 		return rc;
 	size_t floats = (size_t)(3 * ((rt->exl3 ? 0 : here * rt->f.inter) +
 				      (S && !sh->exl3 ? sh->f.inter : 0)) * H);
@@ -278,7 +278,7 @@ static int mcf_upload(struct mcf_layer *L, const float *bias)
 		goto out;
 	rc = L->be->upload(L->bctx, (void *)L->ptrs, host,
 			   (size_t)MCF_PROJ * (E + S) * sizeof(float *));
-	/* EXL3 sets keep NULL arrays: the combine then takes every expert. */
+	/* EXL3 sets keep NULL arrays: the combine reads their descriptors. */
 	if (!rt->exl3) {
 		rt->f.gate = L->ptrs;
 		rt->f.up = L->ptrs + E;
@@ -538,7 +538,8 @@ static int mcf_moe_queue(const struct mcf_layer *L, const struct mcf_act *a, con
 		e = cudaMemsetAsync(y, 0, (size_t)(n * L->hidden) * sizeof(float), L->stream);
 	if (e)
 		return mcf_fail(L, e, "shared expert");
-	if ((e = tf_moe_cuda_combine(L->stream, &a->plan, &L->routed.f, a->idx, n, k, a->o, y)))
+	if ((e = tf_moe_cuda_combine(L->stream, &a->plan, &L->routed.f,
+				       L->routed.exl3 ? &L->routed.q : NULL, a->idx, n, k, a->o, y)))
 		return mcf_fail(L, e, "combine");
 	return TF_OK;
 }

@@ -36,6 +36,10 @@ step of a forward runs in the kernels a GPU would run.
     Graph    one-row steps recorded and replayed as CUDA graphs
              ([runtime] cuda_graph) give the bits of launching each kernel by
              itself: a prompt fed a row at a time, then a decode
+    TensorParallelExl3  an EXL3 checkpoint over two ranks, the experts'
+             features split and, with [tp] moe = experts, the experts placed
+             whole: the prompt's logits against the float64 reference's
+             bit-exact decode and one rank on the device
 
 TF_TFRUN is tests/tfrun_sim (tfrun linked with ASan, which the cuda-sim
 modules need in the process); without the backend pin it is the CPU path.
@@ -51,6 +55,7 @@ memory per launch would take ten times as long.
 import json
 import os
 import re
+import subprocess
 import tempfile
 import unittest
 
@@ -256,6 +261,45 @@ class Graph(unittest.TestCase):
         self.assertEqual(son["generated_tokens"], self.N)
         self.assertEqual((son["graph_steps"], son["graph_built"]), (steps, 2))
         self.assertEqual((soff["graph_steps"], soff["graph_built"]), (0, 0))
+
+class TensorParallelExl3(unittest.TestCase):
+    """tfsynth's random trellises (--exl3, the recipe's bits) on a ling-tiny
+    variant whose every rank's share is whole Hadamard blocks of 128: the
+    experts' and the shared expert's 256 features, MLA heads of 64 + 64
+    query and 128 value features (the fixture's ling-tiny-q-exl3 has
+    128-feature experts and 96-feature heads, which the CPU's EXL3
+    linears refuse to split too).  8 rows: GEMVs only, which decode each
+    weight as the reference does, so the bf16 model's tolerance holds."""
+
+    SHAPE = ["hidden_size=128", "num_hidden_layers=4", "intermediate_size=256",
+             "num_experts=8", "num_experts_per_tok=2", "moe_intermediate_size=256",
+             "moe_shared_expert_intermediate_size=256", "qk_nope_head_dim=64",
+             "qk_rope_head_dim=64", "v_head_dim=128"]
+    TOKENS = 8
+    LOGIT_TOL = 1e-4        # tests/tp: ranks' partial sums round apart, nothing more
+
+    def test_two_ranks(self):
+        tfsynth = tm.env("TF_TFSYNTH")
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            model = os.path.join(d, "ling-tiny-tp-exl3")
+            p = subprocess.run([tfsynth, "--preset", "ling-tiny", "--exl3", "--out", model] +
+                               [a for kv in self.SHAPE for a in ("--set", kv)],
+                               capture_output=True, text=True, timeout=tm.TIMEOUT_S)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            toks = tm.prompt(self.TOKENS, 37, tm.vocab_of(model))
+            ref = tm.Reference(model).logits(toks)
+            one = tm.Runtime(model, device_sets())
+            self.addCleanup(one.close)
+            tp1 = one.logits(toks)
+            for moe in ("split", "experts"):
+                two = tm.Runtime(model, device_sets() + [f"tp.moe={moe}"], ("--tp-local", "2"))
+                self.addCleanup(two.close)
+                got = two.logits(toks)
+                what = f"tp2 {BACKEND} exl3 (moe {moe})"
+                tm.check(self, what + " vs float64", got, ref, tm.REF_MAX_REL, tm.REF_MAX_KL,
+                         tm.REF_MIN_TOP1)
+                tm.check(self, what + f" vs tp1 {BACKEND}", got, tp1, self.LOGIT_TOL,
+                         min_top1=1.0)
 
 
 if __name__ == "__main__":

@@ -251,7 +251,7 @@ Test(moe_cuda, launchers_refuse_shapes_they_cannot_take)
 	cr_expect_eq(tf_moe_cuda_dispatch(0, &p, NULL, NULL, 1, 0, 2), cudaErrorInvalidValue);
 	cr_expect_eq(tf_moe_cuda_dispatch(0, &p, NULL, NULL, 1, 4, 33), cudaErrorInvalidValue);
 	cr_expect_eq(tf_moe_cuda_mlp(0, &m, NULL, 0, NULL, 1, NULL, NULL), cudaErrorInvalidValue);
-	cr_expect_eq(tf_moe_cuda_combine(0, &p, &m, NULL, 1, 0, NULL, NULL),
+	cr_expect_eq(tf_moe_cuda_combine(0, &p, &m, NULL, NULL, 1, 0, NULL, NULL),
 		     cudaErrorInvalidValue);
 	tf_moe_cuda_exl3_w q = { .hidden = 8, .inter = 8, .n_experts = 4, .limit = -1 };
 	cr_expect_eq(tf_moe_cuda_exl3_mlp(0, &q, NULL, 0, NULL, 1, NULL, NULL),
@@ -520,7 +520,7 @@ static void check_block(tf_model_config c, int inter, int shared_inter, float li
 				     cudaSuccess);
 		else
 			cudaMemset(d_y, 0, sizeof(float) * n * H);
-		cr_assert_eq(tf_moe_cuda_combine(0, &p, &routed.w, d_idx, n, k, d_o, d_y),
+		cr_assert_eq(tf_moe_cuda_combine(0, &p, &routed.w, NULL, d_idx, n, k, d_o, d_y),
 			     cudaSuccess);
 		dev_get(dy, d_y, sizeof(float) * n * H);
 		double err = tf_test_rel_err(dy, y, (size_t)n * H, 1e-3);
