@@ -12,8 +12,10 @@
                  ling-tiny (its random MTP head is always rejected) and the
                  trained ling-nano (often accepted); accept = standard at
                  temperature 0 too
+    PlainStretch adaptive depth that decodes plainly does not feed the MTP
+                 layer past a step's rows, and gives [mtp] off's tokens
     BadInput     [mtp] enabled without an MTP layer, max_depth, p_min,
-                 adaptive or accept out of range
+                 adaptive, accept or budget out of range
 """
 import json
 import os
@@ -195,6 +197,34 @@ class Speculative(unittest.TestCase):
                       [tm.prompt(24, 23, tm.vocab_of(NANO))], 40, sets)
 
 
+class PlainStretch(unittest.TestCase):
+    """[mtp] adaptive while plain decoding is its choice (budget 0: it never
+    drafts) leaves the MTP layer unfed past a step's rows: no eh_proj at all
+    (the stage "other") over 40 tokens of 8-row steps, and the tokens of
+    [mtp] off; at a fixed depth every row is fed."""
+
+    def test_skips_the_mtp_layer(self):
+        sets = ("chat.template=raw", "runtime.prefill_chunk=8")
+        toks = tm.prompt(6, 25, tm.vocab_of(NANO))
+
+        def go(*extra):
+            p = tm.tfrun(NANO_INI, toks, "-n", "40",
+                         *[a for kv in sets + extra for a in ("--set", kv)])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout.strip().splitlines()[-1])
+
+        off = go()
+        plain = go("mtp.enabled=true", "mtp.budget=0")
+        fixed = go("mtp.enabled=true", "mtp.adaptive=false", "mtp.max_depth=1")
+        self.assertEqual(plain["generated_tokens"], 40)
+        self.assertTrue(off["text"])
+        self.assertEqual(plain["text"], off["text"])
+        self.assertEqual(fixed["text"], off["text"])
+        self.assertEqual(plain["mtp"]["drafted"], 0)
+        self.assertEqual(plain["stages_s"]["other"], 0.0)
+        self.assertGreater(fixed["stages_s"]["other"], 0.0)
+
+
 class BadInput(unittest.TestCase):
     def fails(self, ini, sets, want):
         p = tm.tfrun(ini, [1, 2, 3], *[a for kv in sets for a in ("--set", kv)])
@@ -229,6 +259,7 @@ class BadInput(unittest.TestCase):
             ini = tm.write_ini(d, model)
             for key, bad in (("p_min", "-0.1"), ("p_min", "1.5"), ("p_min", "high"),
                              ("adaptive", "sometimes"), ("accept", "greedy"),
+                             ("budget", "-0.01"), ("budget", "1.5"), ("budget", "all"),
                              ("accept", "")):
                 with self.subTest(key=key, value=bad):
                     self.fails(ini, ["mtp.enabled=true", f"mtp.{key}={bad}"], f"[mtp] {key}")

@@ -1351,12 +1351,10 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		k = max_depth;
 	/* While plain decoding is the choice, the MTP layer is not fed the
 	 * rows kept past a step's (feeding it cost ling-nano 1.6-3% of plain
-	 * decoding): a later draft catches up the recent half and its
+	 * decoding): a later draft catches up the recent ones and its
 	 * attention skips the rest.  Drafts are proposals, the verify keeps
 	 * the output exact.  Tensor-parallel ranks feed every row, alike. */
-	int64_t chunk = tf_pipeline_rows(e->p), keep = chunk / 2 > 0 ? chunk / 2 : 1;
-	if (e->mtp_adaptive && !e->tp && k == 0 && q->pol.best == 0 && pending > chunk)
-		tf_seqstate_pend_drop(q->st, pending - keep);
+	tf_seqstate_mtp_skip(q->st, e->mtp_adaptive && !e->tp && q->pol.best == 0);
 	/* The step's seconds, and of them the MTP layer's catching up (before
 	 * drafts, or a plain step's when the rows kept would pass a step's). */
 	double t = tf_pipeline_clock(), c0, c1;

@@ -698,13 +698,23 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: a step of %" PRId64
 				   " rows in %d segments", n, n_seg);
 	/* What a sequence keeps for the MTP layer stays within a step's rows
-	 * fed at once, and the one whose next token is not known. */
+	 * fed at once, and the one whose next token is not known: fed, or, while
+	 * the sequence skips, dropped down to the recent half a step's room
+	 * leaves (the MTP layer's attention goes without the rest). */
 	for (int k = 0; p->mtp && k < n_seg; k++) {
 		float *hid;
 		int32_t *tok, pos0;
-		if (tf_seqstate_pending(seg[k].state, &hid, &tok, &pos0) + seg[k].n > p->chunk + 1 &&
-		    (rc = tf_pipeline_mtp_catch_up(p, seg[k].state)) != TF_OK)
+		tf_seqstate *s = seg[k].state;
+		int64_t have = tf_seqstate_pending(s, &hid, &tok, &pos0), n_k = seg[k].n;
+		if (have + n_k <= p->chunk + 1)
+			continue;
+		if (tf_seqstate_mtp_skips(s)) {
+			int64_t keep = p->chunk + 1 - n_k < p->chunk / 2 ? p->chunk + 1 - n_k
+									 : p->chunk / 2;
+			tf_seqstate_pend_drop(s, have - keep);
+		} else if ((rc = tf_pipeline_mtp_catch_up(p, s)) != TF_OK) {
 			return rc;
+		}
 	}
 	/* An armed tape takes this step only, and only a verify's shape. */
 	p->tape_n = 0;

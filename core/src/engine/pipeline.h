@@ -19,7 +19,8 @@
  * sequences (seqstate.h) instead of feeding them to the MTP layer: decoding
  * without drafts spends nothing on it.  When a draft is wanted
  * (tf_pipeline_mtp_catch_up), or when the rows kept would pass a step's,
- * the layer takes them in one batched pass.
+ * the layer takes them in one batched pass; in the latter case a sequence
+ * that skips (tf_seqstate_mtp_skip) drops the older ones instead.
  *
  * Tensor parallel ([tp] size > 1): the layer plugins open this rank's
  * share of their weights (tf_host lin_open_part) and lm_head opens this

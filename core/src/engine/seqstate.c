@@ -28,6 +28,7 @@ struct tf_seqstate {
 	/* With the MTP layer: the rows it has not been fed, as now and at
 	 * the snapshot; and the MTP layer's own mark while drafting. */
 	struct ss_pend pend, snap_pend;
+	bool skip;                      /* tf_seqstate_mtp_skip */
 	size_t bytes;                   /* a hidden row's */
 	void *mark;
 	size_t mark_cap;
@@ -265,6 +266,16 @@ int tf_seqstate_pend_add(tf_seqstate *s, int32_t pos, const int32_t *tokens, int
 	*rows = d->hidden + (size_t)d->n * (s->bytes / sizeof(float));
 	d->n += n;
 	return TF_OK;
+}
+
+void tf_seqstate_mtp_skip(tf_seqstate *s, bool skip)
+{
+	s->skip = skip;
+}
+
+bool tf_seqstate_mtp_skips(const tf_seqstate *s)
+{
+	return s->skip;
 }
 
 void tf_seqstate_pend_drop(tf_seqstate *s, int64_t n)

@@ -13,6 +13,7 @@
 #ifndef TF_SEQSTATE_H
 #define TF_SEQSTATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pipeline.h"
@@ -54,6 +55,11 @@ int64_t tf_seqstate_pending(const tf_seqstate *s, float **hidden, int32_t **toke
 int tf_seqstate_pend_add(tf_seqstate *s, int32_t pos, const int32_t *tokens, int64_t n,
 			 float **rows);
 void tf_seqstate_pend_drop(tf_seqstate *s, int64_t n);
+
+/* While set ([mtp] adaptive decoding plainly), rows kept past a step's are
+ * dropped instead of fed to the MTP layer (pipeline.h). */
+void tf_seqstate_mtp_skip(tf_seqstate *s, bool skip);
+bool tf_seqstate_mtp_skips(const tf_seqstate *s);
 
 /* Layer i's state object (the instance itself for a pre-1.5 plugin). */
 void *tf_seqstate_layer(const tf_seqstate *s, int i);
