@@ -1,8 +1,9 @@
 #!/bin/sh
 # test.sh - install the dependencies, build everything with warnings as
 # errors (CUDA plugins too where nvcc exists), and run every suite: the
-# ctest suite, again under ASan and UBSan, the NEON self-tests under qemu,
-# and a short fuzz run.  Ends with a line naming each suite with its
+# ctest suite (but the tests labelled `long`: scripts/long-tests.sh), again
+# under ASan and UBSan, the NEON self-tests under qemu, and a short fuzz
+# run.  Ends with a line naming each suite with its
 # counts (and the tests that failed), then "summary: N passed, N failed";
 # a suite that did not configure, build or run fails the run, its first
 # error line quoted.
@@ -25,7 +26,7 @@ trap 'rm -rf "$logs"' EXIT
 # runs without set -e).
 native() {
 	JOBS=$jobs "$root/scripts/build.sh" "$root/build" &&
-		ctest --test-dir "$root/build" -j "$jobs" --output-on-failure --timeout 600
+		ctest --test-dir "$root/build" -j "$jobs" -LE long --output-on-failure --timeout 600
 }
 # use_tls=0: LeakSanitizer's tracer crashed at exit in every tfrun that
 # loaded all the plugins on the path (any one fewer, and it did not): its
