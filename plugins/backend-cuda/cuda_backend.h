@@ -1,6 +1,6 @@
 /*
  * cuda_backend.h - what backend.c (memory, copies, ops) and graph.c (a
- * step recorded and run as one CUDA graph) share: the instance and its
+ * step recorded and run as CUDA graphs) share: the instance and its
  * error helpers.  Private to backend-cuda.
  */
 #ifndef TF_CUDA_BACKEND_H
@@ -18,11 +18,22 @@ typedef struct tf_cuda_held {
 	bool pinned;
 } tf_cuda_held;
 
+/* The executable graphs kept for one place in a step (the ordinal of a
+ * part: graph_end's TF_GRAPH_PART), one per kind of step with a part
+ * there (a decode step, an MTP draft, a verify, a batch of another
+ * size), the most recently used first; NULL past the last. */
+#define CUDA_GRAPH_WAYS 4
+typedef struct tf_cuda_place {
+	cudaGraphExec_t exec[CUDA_GRAPH_WAYS];
+} tf_cuda_place;
+
 /* graph_begin .. graph_end. */
 typedef struct tf_cuda_graph {
 	bool recording;
-	cudaGraphExec_t exec;           /* the last step's, updated while its nodes match */
-	char *pin;                      /* pinned copies of the recorded step's host sources */
+	tf_cuda_place *place;           /* [n_place]: by a part's place in its step */
+	int n_place;
+	int part;                       /* the place of the part recorded next */
+	char *pin;                      /* pinned copies of the recorded part's host sources */
 	size_t pin_cap, pin_used;
 	tf_cuda_held *held;
 	int n_held, held_cap;
@@ -76,7 +87,7 @@ void *cuda_graph_stage(tf_cuda *c, const void *src, size_t bytes);
  * last step held. */
 void cuda_graph_settle(tf_cuda *c);
 
-/* At fini, the stream drained: the executable graph and the pinned memory. */
+/* At fini, the stream drained: the executable graphs and the pinned memory. */
 void cuda_graph_fini(tf_cuda *c);
 
 #endif /* TF_CUDA_BACKEND_H */

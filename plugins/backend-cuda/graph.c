@@ -1,6 +1,6 @@
 /*
- * graph.c - a step of backend-cuda's stream recorded and run as one CUDA
- * graph (the backend's graph_begin and graph_end slots, ABI 1.10).
+ * graph.c - a step of backend-cuda's stream recorded and run as CUDA
+ * graphs (the backend's graph_begin and graph_end slots, ABI 1.10).
  *
  * The engine brackets a decode step with them; the ops, the copies and
  * the device plugins' launches in between are captured from the stream
@@ -8,15 +8,23 @@
  * allocated part way) instead of run.  Every step is captured afresh, so
  * what varies from step to step (the token, the positions, the cache
  * length and pages, the absorbed split) reaches the graph as the
- * parameters the plugins' host code gives its launches, unchanged; the
- * executable graph is built once and, while later steps have the same
- * nodes, cudaGraphExecUpdate gives it their parameters and it is
- * launched again.  A step whose nodes differ (a cache page taken, a
- * state's first use, another shape) builds a new one.
+ * parameters the plugins' host code gives its launches, unchanged.
+ *
+ * A step that waits for the device part way (tensor parallelism's
+ * all-reduce through the host) comes in parts, each ended before the
+ * wait with TF_GRAPH_PART and the last with TF_GRAPH_RUN, so a part's
+ * ordinal in its step is its place.  Each place keeps a few executable
+ * graphs, one per kind of step that has a part there (a decode step's,
+ * an MTP draft's, a verify's: the same place holds different nodes);
+ * a part whose nodes match one of them gives it its parameters
+ * (cudaGraphExecUpdate) and launches it, else a new one is built in
+ * place of the least recently used.  A place is only where to look
+ * first: any graph whose nodes match is the recorded part.
  *
  * Host sources of copies must outlive the capture and be pinned: uploads
- * and embeds copy them into `pin`, which is rewritten only after the last
- * step's graph has run (graph_begin drains the stream first).  Nothing
+ * and embeds copy them into `pin`, which is rewritten only after the
+ * graphs that read it have run: graph_begin drains the stream first (a
+ * part follows a host wait, so the drain costs nothing then).  Nothing
  * recorded has run before graph_end, so a free in between is held until
  * the next drain, and download and sync are refused (backend.c).
  */
@@ -115,22 +123,43 @@ int cuda_graph_begin(void *ctx)
 	return TF_OK;
 }
 
-/* The recorded step into the executable graph: the last one updated when
- * the nodes match, else a new one. */
-static cudaError_t graph_take(tf_cuda_graph *g, cudaGraph_t graph, int *reused)
+/* The recorded part into an executable graph of its place: the first
+ * whose nodes match, updated and moved to the front, else a new one in
+ * front (the least recently used destroyed when the place is full; the
+ * stream was drained at graph_begin, so it is not running). */
+static cudaError_t graph_take(tf_cuda_graph *g, cudaGraph_t graph, cudaGraphExec_t *exec,
+			      int *reused)
 {
-	*reused = 0;
-	if (g->exec) {
-		cudaGraphExecUpdateResultInfo info;
-		if (cudaGraphExecUpdate(g->exec, graph, &info) == cudaSuccess) {
-			*reused = 1;
-			return cudaSuccess;
-		}
-		cudaGetLastError();     /* another shape: not an error */
-		cudaGraphExecDestroy(g->exec);
-		g->exec = NULL;
+	if (g->part >= g->n_place) {
+		int n = g->part + 8;
+		tf_cuda_place *pl = realloc(g->place, (size_t)n * sizeof(*pl));
+		if (!pl)
+			return cudaErrorMemoryAllocation;
+		memset(pl + g->n_place, 0, (size_t)(n - g->n_place) * sizeof(*pl));
+		g->place = pl;
+		g->n_place = n;
 	}
-	return cudaGraphInstantiate(&g->exec, graph, 0);
+	cudaGraphExec_t *way = g->place[g->part].exec;
+	int k = 0;
+	for (; k < CUDA_GRAPH_WAYS && way[k]; k++) {
+		cudaGraphExecUpdateResultInfo info;
+		if (cudaGraphExecUpdate(way[k], graph, &info) == cudaSuccess)
+			break;
+		cudaGetLastError();     /* other nodes, left as they were: not an error */
+	}
+	*reused = k < CUDA_GRAPH_WAYS && way[k];
+	if (*reused) {
+		*exec = way[k];
+	} else {
+		cudaError_t e = cudaGraphInstantiate(exec, graph, 0);
+		if (e != cudaSuccess)
+			return e;
+		if (k == CUDA_GRAPH_WAYS)
+			cudaGraphExecDestroy(way[--k]);
+	}
+	memmove(way + 1, way, (size_t)k * sizeof(*way));
+	way[0] = *exec;
+	return cudaSuccess;
 }
 
 int cuda_graph_end(void *ctx, int run, int *reused)
@@ -147,10 +176,13 @@ int cuda_graph_end(void *ctx, int run, int *reused)
 	cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
 	g->recording = false;
 	if (e == cudaSuccess && run && !c->status) {
-		e = graph_take(g, graph, reused);
+		cudaGraphExec_t exec;
+		e = graph_take(g, graph, &exec, reused);
 		if (e == cudaSuccess)
-			e = cudaGraphLaunch(g->exec, c->stream);
+			e = cudaGraphLaunch(exec, c->stream);
 	}
+	/* The next part's place: after this one while the step goes on. */
+	g->part = run == TF_GRAPH_PART && e == cudaSuccess && !c->status ? g->part + 1 : 0;
 	if (graph)
 		cudaGraphDestroy(graph);
 	if (e != cudaSuccess) {
@@ -167,8 +199,10 @@ int cuda_graph_end(void *ctx, int run, int *reused)
 void cuda_graph_fini(tf_cuda *c)
 {
 	tf_cuda_graph *g = &c->graph;
-	if (g->exec)
-		cudaGraphExecDestroy(g->exec);
+	for (int i = 0; i < g->n_place; i++)
+		for (int k = 0; k < CUDA_GRAPH_WAYS && g->place[i].exec[k]; k++)
+			cudaGraphExecDestroy(g->place[i].exec[k]);
+	free(g->place);
 	cuda_graph_settle(c);
 	cudaFreeHost(g->pin);
 	free(g->held);

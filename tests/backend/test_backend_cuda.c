@@ -9,7 +9,8 @@
  * recorded between graph_begin and graph_end give the bits of the same
  * calls launched, build a graph again only when their nodes change, copy
  * host sources aside, hold frees until the step has run and refuse waits
- * in between.
+ * in between; a step in parts around a host wait keeps a graph for each
+ * part's place, and two kinds of step share a place.
  *
  * Built a second time against the SIMT harness (tests/simt/), where
  * TF_CUDA_BACKEND names the harness build of the plugin and the "GPU"
@@ -676,6 +677,103 @@ Test(backend_cuda_gpu, graph_steps_give_the_bits_of_launches)
 	gpu->free(gctx, dy);
 	gpu->free(gctx, dw);
 	gpu->free(gctx, dpos);
+	free(src);
+	free(w);
+	free(table);
+}
+
+/* A step in two parts around a host wait, as tensor parallelism's
+ * all-reduce makes them: x = embed(ids), y = rmsnorm(x) * w; y downloaded
+ * and halved on the host; uploaded, y += x.  `other` is another kind of
+ * step (one op more in each part).  `record`: each part as a graph, its
+ * graph_end's reuse in reused[part]. */
+static void parts_step(float *dx, float *dy, const void *table, const float *dw, int64_t dim,
+		       const int32_t *ids, int n, bool other, bool record, int reused[2])
+{
+	int32_t *src = malloc((size_t)n * sizeof(int32_t));
+	float *h = malloc((size_t)(n * dim) * sizeof(float));
+	memcpy(src, ids, (size_t)n * sizeof(int32_t));
+	if (record)
+		cr_assert_eq(gpu->graph_begin(gctx), TF_OK, "%s", tf_testhost_last_error(fx.th));
+	gpu->embed(gctx, dx, table, TF_DTYPE_BF16, dim, src, n);
+	memset(src, 0, (size_t)n * sizeof(int32_t));    /* reusable on return */
+	gpu->rmsnorm(gctx, dy, dx, dw, n, dim, 1e-6f);
+	if (other)
+		gpu->add(gctx, dy, dy, dx, (int64_t)n * dim);
+	if (record)
+		cr_assert_eq(gpu->graph_end(gctx, TF_GRAPH_PART, &reused[0]), TF_OK, "%s",
+			     tf_testhost_last_error(fx.th));
+	cr_assert_eq(gpu->download(gctx, h, dy, (size_t)(n * dim) * sizeof(float)), TF_OK);
+	for (int64_t i = 0; i < n * dim; i++)
+		h[i] *= 0.5f;
+	if (record)
+		cr_assert_eq(gpu->graph_begin(gctx), TF_OK, "%s", tf_testhost_last_error(fx.th));
+	cr_assert_eq(gpu->upload(gctx, dy, h, (size_t)(n * dim) * sizeof(float)), TF_OK);
+	memset(h, 0xFF, (size_t)(n * dim) * sizeof(float));     /* reusable on return */
+	gpu->add(gctx, dy, dy, dx, (int64_t)n * dim);
+	if (other)
+		gpu->add(gctx, dy, dy, dx, (int64_t)n * dim);
+	if (record)
+		cr_assert_eq(gpu->graph_end(gctx, TF_GRAPH_RUN, &reused[1]), TF_OK, "%s",
+			     tf_testhost_last_error(fx.th));
+	free(h);
+	free(src);
+}
+
+Test(backend_cuda_gpu, graph_parts_keep_a_graph_per_place)
+{
+	if (!gctx)
+		cr_skip_test("no CUDA device");
+	enum { N = 2 };
+	const int64_t vocab = 200, dim = 37;
+	float *src = random_floats((size_t)(vocab * dim), 2.0f, 31);
+	float *w = random_floats((size_t)dim, 1.0f, 32);
+	void *table = malloc((size_t)(vocab * dim) * 2);
+	cr_assert_eq(fx.be[CPU_REF]->convert(fx.ctx[CPU_REF], table, TF_DTYPE_BF16, src,
+					     TF_DTYPE_F32, vocab * dim), TF_OK);
+	float *dw = to_device(w, (size_t)dim * sizeof(float));
+	float *dx = poisoned_device((size_t)(N * dim)), *dy = poisoned_device((size_t)(N * dim));
+
+	/* Kinds A A B A B, then A again after an A whose second part was
+	 * dropped (the next step starts at the first place again): each part
+	 * builds once per kind at its place and replays after. */
+	static const struct { bool other, drop; int reused[2]; } steps[] = {
+		{ false, false, { 0, 0 } }, { false, false, { 1, 1 } }, { true, false, { 0, 0 } },
+		{ false, false, { 1, 1 } }, { true, false, { 1, 1 } }, { false, true, { 0, 0 } },
+		{ false, false, { 1, 1 } },
+	};
+	for (int k = 0; k < (int)(sizeof(steps) / sizeof(steps[0])); k++) {
+		int32_t ids[N];
+		for (int i = 0; i < N; i++)
+			ids[i] = (int32_t)((k * 53 + i * 17 + 3) % vocab);
+		if (steps[k].drop) {
+			int reused[2] = { -1, 0 };
+			cr_assert_eq(gpu->graph_begin(gctx), TF_OK);
+			gpu->embed(gctx, dx, table, TF_DTYPE_BF16, dim, ids, N);
+			cr_assert_eq(gpu->graph_end(gctx, TF_GRAPH_PART, &reused[0]), TF_OK);
+			cr_assert_eq(reused[0], 0, "step %d: an embed alone is a new graph", k);
+			cr_assert_eq(gpu->graph_begin(gctx), TF_OK);
+			gpu->add(gctx, dy, dy, dx, N * dim);
+			cr_assert_eq(gpu->graph_end(gctx, TF_GRAPH_DROP, &reused[1]), TF_OK);
+			continue;
+		}
+		parts_step(dx, dy, table, dw, dim, ids, N, steps[k].other, false, NULL);
+		float *want = from_device(dy, (size_t)(N * dim));
+		int reused[2] = { -1, -1 };
+		float *nan = cpu_fixture_poisoned(&fx, (size_t)(N * dim));
+		cr_assert_eq(gpu->upload(gctx, dy, nan, (size_t)(N * dim) * sizeof(float)), TF_OK);
+		cpu_fixture_release(&fx, nan);
+		parts_step(dx, dy, table, dw, dim, ids, N, steps[k].other, true, reused);
+		float *got = from_device(dy, (size_t)(N * dim));
+		cr_assert(memcmp(got, want, (size_t)(N * dim) * sizeof(float)) == 0, "step %d", k);
+		cr_assert(reused[0] == steps[k].reused[0] && reused[1] == steps[k].reused[1],
+			  "step %d reused %d %d", k, reused[0], reused[1]);
+		free(want);
+		free(got);
+	}
+	gpu->free(gctx, dx);
+	gpu->free(gctx, dy);
+	gpu->free(gctx, dw);
 	free(src);
 	free(w);
 	free(table);

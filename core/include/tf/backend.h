@@ -101,19 +101,31 @@ typedef struct tf_backend {
 		      const uint64_t *pos, int32_t *token);
 
 	/* Since ABI 1.10, optional (device backends): one step's work run as
-	 * a graph.  After graph_begin, what is queued on the stream (the ops
+	 * graphs.  After graph_begin, what is queued on the stream (the ops
 	 * and copies above, the device plugins' launches) is recorded, not
 	 * run, so nothing may wait for it before graph_end: download and sync
 	 * fail, quiesce returns at once (nothing recorded has run), memory
 	 * freed is released once the step has run, and host sources of
 	 * uploads and embeds are copied aside for the graph to read.
-	 * graph_end(run = 1) runs the recording as one graph: the executable
-	 * graph of the last step takes its parameters when both have the same
-	 * nodes (*reused = 1), else one is built (*reused = 0); run = 0 drops
-	 * it (a step that failed part way).  Read with tf_backend_has_graph. */
+	 * graph_end runs the recording as one graph, or drops it with
+	 * run = TF_GRAPH_DROP (a step that failed part way).  A step that
+	 * must wait for the device part way (a download, an all-reduce
+	 * through the host) is recorded in parts: each part but the last
+	 * ends with run = TF_GRAPH_PART, the last with TF_GRAPH_RUN, so the
+	 * backend knows each part's place in its step.  An executable graph
+	 * kept for that place (or, from backends older than parts, the last
+	 * one) takes the part's parameters when both have the same nodes
+	 * (*reused = 1), else one is built (*reused = 0).  A backend that
+	 * predates parts treats TF_GRAPH_PART as TF_GRAPH_RUN (rebuilding
+	 * more often).  Read with tf_backend_has_graph. */
 	int (*graph_begin)(void *ctx);
 	int (*graph_end)(void *ctx, int run, int *reused);
 } tf_backend;
+
+/* graph_end's run: drop the recording, run it as the step's last (or
+ * only) part, or run it as a part that a host wait and more of the same
+ * step follow. */
+enum { TF_GRAPH_DROP = 0, TF_GRAPH_RUN = 1, TF_GRAPH_PART = 2 };
 
 /* The backend's device stream, or NULL when it has none (a host-memory
  * backend, or one built before ABI 1.7). */
