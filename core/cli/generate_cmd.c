@@ -554,6 +554,10 @@ static void print_stats(const struct gen *g)
 		if (tf_engine_device_samples(g->e))
 			fprintf(stderr, "tokens sampled on the device: %" PRId64 "\n",
 				tf_engine_device_samples(g->e));
+		const tf_graph_stats gs = tf_engine_graph_stats(g->e);
+		if (gs.steps)
+			fprintf(stderr, "device graphs: %" PRIu64 " steps, %" PRIu64 " graphs run, %"
+				PRIu64 " built\n", gs.steps, gs.runs, gs.built);
 		if (g->depth)
 			print_mtp(g, stderr);
 		return;
@@ -578,7 +582,8 @@ static void print_stats(const struct gen *g)
 		print_mtp(g, stdout);
 	}
 	const tf_graph_stats gs = tf_engine_graph_stats(g->e);
-	printf(", \"graph_steps\": %" PRIu64 ", \"graph_built\": %" PRIu64, gs.steps, gs.built);
+	printf(", \"graph_steps\": %" PRIu64 ", \"graph_runs\": %" PRIu64 ", \"graph_built\": %"
+	       PRIu64, gs.steps, gs.runs, gs.built);
 	printf(", \"stages_s\": {");
 	for (int s = 0; s < tf_engine_stage_count(); s++)
 		printf("%s\"%s\": %.6f", s ? ", " : "", tf_engine_stage_name(s),

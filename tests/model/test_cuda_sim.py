@@ -36,6 +36,13 @@ step of a forward runs in the kernels a GPU would run.
     Graph    one-row steps recorded and replayed as CUDA graphs
              ([runtime] cuda_graph) give the bits of launching each kernel by
              itself: a prompt fed a row at a time, then a decode
+    GraphDrafts, GraphRanks, GraphRecipe, GraphRecipeShort
+             the same with MTP drafts 2 deep (verifies of 3 rows, the MTP
+             layer's drafts and catch-ups as graphs), over two ranks (each
+             step in parts between its all-reduces) and both, the recipe's
+             settings: the prompt's logits and the MTP layer's, and the
+             generated ids, bit-equal with graphs off; every such step ran
+             as graphs, the parts counted, and graphs were replayed
     TensorParallelExl3  an EXL3 checkpoint over two ranks, the experts'
              features split and, with [tp] moe = experts, the experts placed
              whole: the prompt's logits against the float64 reference's
@@ -261,6 +268,118 @@ class Graph(unittest.TestCase):
         self.assertEqual(son["generated_tokens"], self.N)
         self.assertEqual((son["graph_steps"], son["graph_built"]), (steps, 2))
         self.assertEqual((soff["graph_steps"], soff["graph_built"]), (0, 0))
+
+def graph_line(stderr):
+    """The stats line's device graphs: (steps, graphs run, built), zeros
+    when there is none (graphs off)."""
+    m = re.search(r"device graphs: (\d+) steps, (\d+) graphs run, (\d+) built", stderr)
+    return tuple(int(g) for g in m.groups()) if m else (0, 0, 0)
+
+
+def mtp_counts(stderr):
+    """The stats line's drafts: (drafted, accepted, drafting steps, main-model
+    passes); zeros without [mtp]."""
+    m = re.search(r"mtp: drafted (\d+), accepted (\d+),.* in (\d+) drafting steps, "
+                  r"main-model passes (\d+)", stderr)
+    return tuple(int(g) for g in m.groups()) if m else (0, 0, 0, 0)
+
+
+class GraphParts(unittest.TestCase):
+    """Steps recorded as graphs beyond one row of one sequence: with [mtp]
+    the prompt goes a token a step, each followed by a teacher-forced draft
+    (--dump-mtp-logits), then greedy decoding drafts 2 deep, each verify
+    3 rows in one step (prefill_chunk 3) with its tape kept on the device;
+    with two ranks every step comes in parts, one before each all-reduce
+    and one after the last.  ling-tiny's random MTP head has every draft
+    rejected, so the counts below are fixed:
+      main steps  the prompt's rows and each main-model pass after it
+      drafts      the teacher-forced ones (all prompt rows but the last)
+                  and those drafted
+      catch-ups   the MTP layer fed its kept rows before a draft: all but
+                  the first two prompt rows' drafts, and each drafting step
+    each a step run as graphs; a main step is 2 L + 1 graphs over two ranks
+    (L layers), a draft 3 (the MTP layer's two all-reduces), a catch-up 1
+    (no all-reduce: its output is not wanted).  With graphs off the
+    logits, the MTP layer's logits and the ids must be the same bits."""
+    SETS, ARGS = (), ()
+    PROMPT, N = 4, 5
+
+    def run_graphs(self):
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(self.PROMPT, 36, tm.vocab_of(model))
+        mtp = "mtp.enabled=true" in self.SETS
+        with open(os.path.join(model, "config.json")) as f:
+            layers = json.load(f)["num_hidden_layers"]
+        got = {}
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")), chunk=3 if mtp else 1)
+            for graph in ("true", "false"):
+                dumps = [os.path.join(d, f"logits-{graph}.f32")]
+                if mtp:
+                    dumps.append(os.path.join(d, f"mtp-{graph}.f32"))
+                args = [a for k, f in zip(("--dump-logits", "--dump-mtp-logits"), dumps)
+                        for a in (k, f)]
+                ids, err = run(ini, toks, "-n", str(self.N), *args, *self.ARGS,
+                               *device_args(*self.SETS, f"runtime.cuda_graph={graph}"))
+                logits = []
+                for f in dumps:
+                    with open(f, "rb") as fh:
+                        logits.append(fh.read())
+                got[graph] = (ids, logits, graph_line(err), mtp_counts(err))
+        (ids, logits, g_on, m_on), (ids_off, logits_off, g_off, m_off) = got["true"], got["false"]
+        print(f"  graphs on: {g_on[0]} steps, {g_on[1]} graphs run, {g_on[2]} built; ids "
+              f"{ids}, off {ids_off}; mtp (drafted, accepted, steps, passes) {m_on}",
+              flush=True)
+        self.assertEqual(len(ids), self.N)
+        self.assertEqual(ids, ids_off)
+        vocab = tm.vocab_of(model)
+        self.assertEqual([len(x) for x in logits],
+                         [self.PROMPT * vocab * 4] + ([(self.PROMPT - 1) * vocab * 4] if mtp else []))
+        for k, (a, b) in enumerate(zip(logits, logits_off)):
+            self.assertEqual(a, b, ("logits", "MTP logits")[k] + " with graphs differ from launches")
+        self.assertEqual(m_on, m_off, "the drafts with graphs differ")
+        self.assertEqual(g_off, (0, 0, 0))
+        drafted, _, rounds, passes = m_on
+        main = self.PROMPT + (passes if mtp else self.N - 1)
+        drafts = self.PROMPT - 1 + drafted if mtp else 0
+        catchups = self.PROMPT - 2 + rounds if mtp else 0
+        parts = 2 * layers + 1 if "--tp-local" in self.ARGS else 1
+        draft_parts = 3 if parts > 1 else 1
+        self.assertEqual(g_on[0], main + drafts + catchups, "steps run as graphs")
+        self.assertEqual(g_on[1], main * parts + drafts * draft_parts + catchups,
+                         "graphs run: parts of those steps")
+        self.assertLess(g_on[2], g_on[1], "no graph was replayed")
+        if mtp and self.N > 1:
+            self.assertGreater(passes, 1, "no verify step")
+
+
+class GraphDrafts(GraphParts):
+    SETS = DRAFTS
+
+    def test_graphs_equal_launches(self):
+        self.run_graphs()
+
+
+class GraphRanks(GraphParts):
+    ARGS = ("--tp-local", "2")
+
+    def test_graphs_equal_launches(self):
+        self.run_graphs()
+
+
+class GraphRecipe(GraphParts):
+    SETS, ARGS = DRAFTS, ("--tp-local", "2")
+
+    def test_graphs_equal_launches(self):
+        self.run_graphs()
+
+
+class GraphRecipeShort(GraphRecipe):
+    """CI's: the prompt's 3 rows and 2 teacher-forced drafts, nothing
+    generated past the first token; the third row replays the second's
+    parts."""
+    PROMPT, N = 3, 1
+
 
 class TensorParallelExl3(unittest.TestCase):
     """tfsynth's random trellises (--exl3, the recipe's bits) on a ling-tiny

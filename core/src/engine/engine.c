@@ -1383,7 +1383,7 @@ tf_moe_stats tf_engine_moe_stats(const tf_engine *e) { return tf_runtime_moe_sta
 tf_graph_stats tf_engine_graph_stats(const tf_engine *e)
 {
 	tf_graph_stats s;
-	tf_pipeline_graph_stats(e->p, &s.steps, &s.built);
+	tf_pipeline_graph_stats(e->p, &s.steps, &s.runs, &s.built);
 	return s;
 }
 

@@ -65,7 +65,8 @@ struct tf_pipeline {
 	int32_t *mtok, *mpos;           /* [chunk]: each MTP row's token and position */
 
 	/* A verify's tape (tf_pipeline_tape): each layer's attention input
-	 * rows, then the final-normed rows; host memory,
+	 * rows, then the final-normed rows; backend memory, copied there
+	 * within the step (no host wait: a graphed verify stays whole),
 	 * [n_layers + 1][tape_cap, hidden]; and the step's tokens. */
 	float *tape;
 	int64_t tape_cap, tape_n;       /* tape_n: rows taped, 0: none */
@@ -76,9 +77,11 @@ struct tf_pipeline {
 	double stage_s[TF_STAGE_COUNT];
 
 	/* [runtime] cuda_graph on a backend with graph slots: decode steps
-	 * run as graphs; how many did, and how many built a new one. */
-	bool graph;
-	uint64_t graph_steps, graph_built;
+	 * and MTP drafts run as graphs, a part of the step between each two
+	 * host waits; `recording` while a part is.  How many steps ran so,
+	 * how many graphs (parts) ran, and how many of those were built. */
+	bool graph, recording;
+	uint64_t graph_steps, graph_runs, graph_built;
 };
 
 double tf_pipeline_clock(void)
@@ -398,7 +401,7 @@ void tf_pipeline_free(tf_pipeline *p)
 	free(p->mhid);
 	free(p->mtok);
 	free(p->mpos);
-	free(p->tape);
+	p->be->free(p->bctx, p->tape);
 	free(p->tpos);
 	free(p->ttok);
 	p->be->free(p->bctx, p->final_norm);
@@ -423,29 +426,80 @@ static void lap(tf_pipeline *p, tf_stage s, double *t)
 	*t = t2;
 }
 
+/* Record what is queued on the stream from here as a part of a step's
+ * graphs (backend.h: graph_begin). */
+static int graph_part_begin(tf_pipeline *p)
+{
+	int rc = p->be->graph_begin(p->bctx);
+	p->recording = rc == TF_OK;
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "pipeline: a step's graph");
+}
+
+/* Run the part recorded since graph_part_begin (TF_GRAPH_RUN: the step's
+ * last, TF_GRAPH_PART: a host wait and another part follow) or drop it. */
+static int graph_part_end(tf_pipeline *p, int run)
+{
+	int reused = 0;
+	p->recording = false;
+	int rc = p->be->graph_end(p->bctx, run, &reused);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "pipeline: a step's graph");
+	if (run != TF_GRAPH_DROP) {
+		p->graph_runs++;
+		p->graph_built += !reused;
+	}
+	return TF_OK;
+}
+
+/*
+ * On a backend with graph slots ([runtime] cuda_graph) the work between
+ * graph_part_begin and graph_close is recorded and run as graphs, one part
+ * between each two host waits (tp_sum ends one and begins the next):
+ * the backend replays the graph it keeps for each part's place in the
+ * step with this step's parameters when their nodes match.  graph_close
+ * ends the last part, or drops it when the step failed (rc).
+ */
+static int graph_close(tf_pipeline *p, int rc)
+{
+	if (!p->recording)      /* a part failed to begin: rc says why */
+		return rc;
+	int end = graph_part_end(p, rc == TF_OK ? TF_GRAPH_RUN : TF_GRAPH_DROP);
+	if (rc == TF_OK && end == TF_OK)
+		p->graph_steps++;
+	return rc != TF_OK ? rc : end;
+}
+
 /* Sum the ranks' partial block outputs ybuf [n, hidden] (rank order, so
  * every rank holds the same bits); nothing with one rank.  The transports
  * take host buffers: a device backend's (one with a stream) rows are
  * downloaded to rbuf, which waits for the block's kernels (their time
- * counts under the block's `stage`), summed there and uploaded back. */
+ * counts under the block's `stage`), summed there and uploaded back.  A
+ * step recorded as graphs runs its part so far before the download and
+ * records the next from the upload on, even when the sum failed (the
+ * step's end then drops it). */
 static int tp_sum(tf_pipeline *p, int i, const char *block, tf_stage stage, int64_t n,
 		  double *t)
 {
 	if (!p->tp)
 		return TF_OK;
 	const size_t count = (size_t)(n * p->hidden), bytes = count * sizeof(float);
+	const bool recording = p->recording;
 	float *buf = p->ybuf;
-	int rc = TF_OK;
-	if (tf_backend_stream(p->be, p->bctx)) {
+	int rc = recording ? graph_part_end(p, TF_GRAPH_PART) : TF_OK;
+	if (rc == TF_OK && tf_backend_stream(p->be, p->bctx)) {
 		if (!p->rbuf && !(p->rbuf = malloc((size_t)(p->chunk * p->hidden) * sizeof(float))))
-			return tf_diag_set(TF_ERR_NOMEM, "layer %d: %s all-reduce: out of memory",
-					   i, block);
+			rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		buf = p->rbuf;
-		rc = p->be->download(p->bctx, buf, p->ybuf, bytes);
+		if (rc == TF_OK)
+			rc = p->be->download(p->bctx, buf, p->ybuf, bytes);
 	}
 	lap(p, stage, t);
 	if (rc == TF_OK)
 		rc = tf_tp_all_reduce(p->tp, buf, count, TF_DTYPE_F32);
+	if (recording && !p->recording) {
+		int rb = graph_part_begin(p);
+		rc = rc == TF_OK ? rb : rc;
+	}
 	if (rc == TF_OK && buf != p->ybuf)
 		rc = p->be->upload(p->bctx, p->ybuf, buf, bytes);
 	lap(p, TF_STAGE_TP, t);
@@ -469,15 +523,15 @@ static int attend(tf_pipeline *p, int i, const int32_t *pos, int64_t n, const tf
 	return l->attn->forward_batch(l->attn_inst, p->xbuf, &b, p->ybuf);
 }
 
-/* Slot k of an armed tape <- rows [0, n) of x (backend memory). */
+/* Slot k of an armed tape <- rows [0, n) of x, both backend memory (a
+ * copy: convert between equal types). */
 static int tape_keep(tf_pipeline *p, int k, const float *x, int64_t n)
 {
 	if (!p->taping)
 		return TF_OK;
-	size_t bytes = (size_t)n * (size_t)p->hidden * sizeof(float);
-	int rc = p->be->download(p->bctx, p->tape + (size_t)k * (size_t)p->tape_cap *
-				 (size_t)p->hidden, x, bytes);
-	return rc == TF_OK ? TF_OK : tf_diag_set(rc, "pipeline: tape download failed");
+	int rc = p->be->convert(p->bctx, p->tape + (size_t)k * (size_t)p->tape_cap *
+				(size_t)p->hidden, TF_DTYPE_F32, x, TF_DTYPE_F32, n * p->hidden);
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "pipeline: a verify's tape");
 }
 
 /*
@@ -565,19 +619,22 @@ int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s)
 
 	while (done < m) {
 		int64_t n = m - done < p->chunk ? m - done : p->chunk;
+		/* The rows a verify kept run as a graph; more (a prompt's) not. */
+		if (p->graph && n <= p->tape_cap && (rc = graph_part_begin(p)) != TF_OK)
+			break;
 		rc = p->be->upload(p->bctx, p->pbuf, hid + done * p->hidden,
 				   (size_t)(n * p->hidden) * sizeof(float));
-		if (rc != TF_OK) {
+		if (rc != TF_OK)
 			rc = tf_diag_set(rc, "MTP layer: upload failed");
-			break;
-		}
 		for (int64_t r = 0; r < n; r++) {
 			p->mhid[r] = p->pbuf + r * p->hidden;
 			p->mtok[r] = tok[done + r + 1];
 			p->mpos[r] = pos0 + (int32_t)(done + r);
 		}
 		const tf_pipe_seg seg = { .state = s, .row0 = 0, .n = n };
-		if ((rc = mtp_rows(p, n, &seg, 1, NULL)) != TF_OK)
+		if (rc == TF_OK)
+			rc = mtp_rows(p, n, &seg, 1, NULL);
+		if ((rc = graph_close(p, rc)) != TF_OK)
 			break;
 		done += n;
 	}
@@ -599,25 +656,29 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
 {
 	if (!p->mtp)
 		return tf_diag_set(TF_ERR_INVALID, "[mtp] enabled is false: no MTP layer is open");
+	float *kept = NULL;
+	int32_t *tok, at;
+	if (!hidden && (tf_seqstate_pending(s, &kept, &tok, &at) != 1 || at != pos))
+		return tf_diag_set(TF_ERR_INTERNAL, "MTP layer: a draft at %d, not caught up", pos);
+	/* A draft is a decode step of the MTP layer: one row, as graphs. */
+	int rc = p->graph ? graph_part_begin(p) : TF_OK;
+	if (rc != TF_OK)
+		return rc;
 	if (!hidden) {
-		float *kept;
-		int32_t *tok, at;
-		if (tf_seqstate_pending(s, &kept, &tok, &at) != 1 || at != pos)
-			return tf_diag_set(TF_ERR_INTERNAL, "MTP layer: a draft at %d, not caught up",
-					   pos);
-		int rc = p->be->upload(p->bctx, p->pbuf, kept, (size_t)p->hidden * sizeof(float));
-		if (rc != TF_OK)
-			return tf_diag_set(rc, "MTP layer: upload failed");
+		if ((rc = p->be->upload(p->bctx, p->pbuf, kept, (size_t)p->hidden *
+					sizeof(float))) != TF_OK)
+			return graph_close(p, tf_diag_set(rc, "MTP layer: upload failed"));
 		hidden = p->pbuf;
 	}
 	p->mhid[0] = hidden;
 	p->mtok[0] = token;
 	p->mpos[0] = pos;
 	const tf_pipe_seg seg = { .state = s, .row0 = 0, .n = 1 };
-	return mtp_rows(p, 1, &seg, 1, out);
+	return graph_close(p, mtp_rows(p, 1, &seg, 1, out));
 }
 
-/* tf_pipeline_step's layers, its checks and tape aside. */
+/* tf_pipeline_step's work on the device: its checks and the rows kept
+ * for the MTP layer aside. */
 static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
 		       const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
 {
@@ -658,35 +719,38 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
 	if (p->mtp)
 		be->rmsnorm(p->bctx, p->fbuf, p->hbuf, p->final_norm, n, hd, p->cfg->rms_norm_eps);
 	lap(p, TF_STAGE_NORM, &t);
-	if (p->mtp && (rc = tape_keep(p, p->n_layers, p->fbuf, n)) != TF_OK)
-		return rc;
-	return p->mtp ? mtp_keep(p, tokens, pos, seg, n_seg) : TF_OK;
+	return p->mtp ? tape_keep(p, p->n_layers, p->fbuf, n) : TF_OK;
 }
 
 /*
- * step_layers, and on a backend with graph slots a decode step (one row of
- * one sequence) recorded and run as one graph: the backend replays the
- * last step's graph with this one's parameters when their nodes match.
- * Steps that wait for the device part way (the MTP layer's downloads, a
- * verify's tape) or span ranks run as they are.
+ * Decode-shaped steps run as graphs: a row a sequence (a decode step, a
+ * batch of them, a prompt fed a row at a time) or a verify's rows (a
+ * draft's depth + 1, taped), whose shapes repeat from step to step.  A
+ * prefill's rows change with every step and would only build graphs.
  */
+static bool step_graphed(const tf_pipeline *p, const tf_pipe_seg *seg, int n_seg)
+{
+	if (!p->graph || p->taping)
+		return p->graph;
+	for (int k = 0; k < n_seg; k++)
+		if (seg[k].n != 1)
+			return false;
+	return true;
+}
+
 static int step_run(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
 		    const tf_pipe_seg *seg, int n_seg, const tf_pipe_out *out, float *hidden)
 {
-	if (!p->graph || n != 1 || n_seg != 1 || p->mtp || p->tp || p->taping)
-		return step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
-	int rc = p->be->graph_begin(p->bctx), reused = 0;
-	if (rc != TF_OK)
-		return tf_diag_prefix(rc, "pipeline: a decode step's graph");
-	rc = step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
-	int end = p->be->graph_end(p->bctx, rc == TF_OK, &reused);
-	if (rc != TF_OK)
-		return rc;
-	if (end != TF_OK)
-		return tf_diag_prefix(end, "pipeline: a decode step's graph");
-	p->graph_steps++;
-	p->graph_built += !reused;
-	return TF_OK;
+	int rc = TF_OK;
+	if (step_graphed(p, seg, n_seg))
+		rc = graph_part_begin(p);
+	if (rc == TF_OK)
+		rc = step_layers(p, tokens, pos, n, seg, n_seg, out, hidden);
+	rc = graph_close(p, rc);
+	/* The MTP layer's rows to the host, after the step's graphs. */
+	if (rc == TF_OK && p->mtp)
+		rc = mtp_keep(p, tokens, pos, seg, n_seg);
+	return rc;
 }
 
 int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, int64_t n,
@@ -732,8 +796,8 @@ int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows)
 {
 	if (rows > p->chunk)
 		rows = p->chunk;
-	p->tape = malloc((size_t)(p->n_layers + 1) * (size_t)rows * (size_t)p->hidden *
-			 sizeof(float));
+	p->tape = p->be->alloc(p->bctx, (size_t)(p->n_layers + 1) * (size_t)rows *
+			       (size_t)p->hidden * sizeof(float));
 	p->tpos = malloc((size_t)rows * sizeof(*p->tpos));
 	p->ttok = malloc((size_t)rows * sizeof(*p->ttok));
 	if (!p->tape || !p->tpos || !p->ttok)
@@ -763,8 +827,9 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
 		p->tpos[r] = pos + (int32_t)r;
 	for (int i = 0; i < p->n_layers; i++) {
 		struct tf_layer *l = &p->layers[i];
-		if ((rc = p->be->upload(p->bctx, p->xbuf, p->tape + (size_t)i * slot, bytes)) != TF_OK)
-			return tf_diag_set(rc, "pipeline: tape upload failed");
+		if ((rc = p->be->convert(p->bctx, p->xbuf, TF_DTYPE_F32, p->tape + (size_t)i * slot,
+					 TF_DTYPE_F32, n * p->hidden)) != TF_OK)
+			return tf_diag_prefix(rc, "pipeline: a verify's tape");
 		if ((rc = attend(p, i, p->tpos, n, &seg, 1, true)) != TF_OK)
 			return tf_diag_prefix(rc, "layer %d (%s): replay", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
@@ -772,8 +837,8 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
 	float *rows;
 	if ((rc = tf_seqstate_pend_add(s, pos, p->ttok, n, &rows)) != TF_OK)
 		return rc;
-	memcpy(rows, p->tape + (size_t)p->n_layers * slot, bytes);
-	return TF_OK;
+	rc = p->be->download(p->bctx, rows, p->tape + (size_t)p->n_layers * slot, bytes);
+	return rc == TF_OK ? TF_OK : tf_diag_set(rc, "pipeline: tape download failed");
 }
 
 /* logits [n, vocab] from every rank's [n, vpart] columns, in rank order. */
@@ -923,12 +988,14 @@ void tf_pipeline_legacy_release(tf_pipeline *p, const void *owner)
 void tf_pipeline_stats_reset(tf_pipeline *p)
 {
 	memset(p->stage_s, 0, sizeof(p->stage_s));
-	p->graph_steps = p->graph_built = 0;
+	p->graph_steps = p->graph_runs = p->graph_built = 0;
 }
 
-void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *built)
+void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *runs,
+			     uint64_t *built)
 {
 	*steps = p->graph_steps;
+	*runs = p->graph_runs;
 	*built = p->graph_built;
 }
 

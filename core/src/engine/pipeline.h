@@ -117,8 +117,9 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
  * inputs are those the step computed, so every state (and the rows kept
  * for the MTP layer) is what the step left after its row n - 1.  Once per tape.  No
  * collectives: a tensor-parallel rank replays its own share from the tape
- * its own run of the step kept.  The tape is host memory: a device backend copies each layer's rows out
- * (hidden_size floats a row), which a device-side tape would spare.
+ * its own run of the step kept.  The tape is backend memory, copied there
+ * within the step (no download: a verify still runs as graphs); the
+ * replay downloads only the final-normed rows.
  */
 int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows);
 void tf_pipeline_tape(tf_pipeline *p);
@@ -153,8 +154,10 @@ double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s);
 double tf_pipeline_clock(void);
 void tf_pipeline_stats_reset(tf_pipeline *p);
 const char *tf_stage_name(tf_stage s);
-/* Steps run as graphs, and those of them that built a new one. */
-void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *built);
+/* Steps (and MTP drafts) run as graphs, the graphs they ran (a part
+ * between each two host waits), and those of them that built a new one. */
+void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *runs,
+			     uint64_t *built);
 
 /* For seqstate.c: the layers with state (the MTP layer last, when open),
  * layer i's attention plugin and instance, and whether the plugin keeps
