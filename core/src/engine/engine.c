@@ -1343,9 +1343,7 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		return TF_ERR_INVALID;
 	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	float *hid;
-	int32_t *tok, pos0;
-	int64_t pending = tf_seqstate_pending(q->st, &hid, &tok, &pos0);
+	int64_t pending = tf_seqstate_pending_n(q->st);
 	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol, pending) : e->mtp_depth;
 	if (k > max_depth)
 		k = max_depth;

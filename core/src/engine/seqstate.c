@@ -250,6 +250,11 @@ int64_t tf_seqstate_pending(const tf_seqstate *s, float **hidden, int32_t **toke
 	return s->pend.n;
 }
 
+int64_t tf_seqstate_pending_n(const tf_seqstate *s)
+{
+	return s->pend.n;
+}
+
 int tf_seqstate_pend_add(tf_seqstate *s, int32_t pos, const int32_t *tokens, int64_t n,
 			 float **rows)
 {
