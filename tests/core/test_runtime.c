@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag.h"
 #include "runtime.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
 #include "tf/quant.h"
 #include "tf/transport.h"
 

@@ -49,6 +49,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tf/conf.h"
 #include "tf/error.h"
 #include "tf/model.h"
 #include "tf/sampler.h"
@@ -80,7 +81,13 @@ const tf_model_config *tf_engine_model(const tf_engine *e);
 int tf_engine_vocab(const tf_engine *e);
 int tf_engine_hidden_size(const tf_engine *e);
 int64_t tf_engine_context(const tf_engine *e);  /* tokens per sequence */
+/* Tokens a forward runs per step ([runtime] prefill_chunk): a face that
+ * prefills in pieces of this size to show progress loses nothing. */
+int64_t tf_engine_prefill_chunk(const tf_engine *e);
 int tf_engine_max_seqs(const tf_engine *e);     /* alive at once */
+/* The description it opened, overrides applied (tf/conf.h): a face reads
+ * its own keys there ([sampling], [chat], [server]).  Valid until close. */
+const tf_conf *tf_engine_conf(const tf_engine *e);
 
 /* --- sequences --- */
 

@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag.h"
-#include "progress.h"
 #include "seqstate.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
+#include "tf/progress.h"
 #include "tf/quant.h"
 #include "tf/tp.h"
 

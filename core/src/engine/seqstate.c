@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 /* Final-normed hidden rows [n, hidden_size] and the tokens at positions
  * pos0 .. pos0 + n - 1, host memory, room for cap rows. */
