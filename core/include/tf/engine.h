@@ -41,6 +41,11 @@
  * thread.  A refused call (a bad id, position, token, a full context or
  * sequence table) leaves every sequence as it was.  An engine is not
  * thread-safe: one thread steps it at a time.
+ *
+ * What else a face needs sits beside this header: the INI's own keys
+ * (tf/conf.h), tokens and text (tf/tokenizer.h, tf/detok.h, tf/text.h),
+ * chat (tf/chat.h, tf/reply.h, tf/stopstr.h), checks without running
+ * (tf/check.h) and failure messages (tf/diag.h).
  */
 #ifndef TF_ENGINE_H
 #define TF_ENGINE_H
