@@ -15,7 +15,8 @@
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
 # model_cuda_sim_* runs it on cuda-sim), its decode speed with CUDA
 # graphs on and off ([runtime] cuda_graph: medians of three runs each, the
-# ratio of the two), and last ling-bench in EXL3 at the recipe's bits:
+# ratio of the two; alone, with MTP drafts, over two ranks and both), and
+# last ling-bench in EXL3 at the recipe's bits:
 # prefill and decode tok/s on backend-cuda against the decode roofline
 # (the device's bandwidth / weight bytes read per token), as
 # bench/model/run.sh measures it on the CPU.
@@ -107,23 +108,36 @@ section "the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 
 TF_TFRUN="$build/bin/tfrun" TF_TFSYNTH="$build/bin/tfsynth" TF_MODELS="$build/tests/model" \
 	TF_DEVICE_BACKEND=cuda /usr/bin/python3 "$root/tests/model/test_cuda_sim.py" -v
 
-section "decode with CUDA graphs on and off: ling-tiny, 3-token prompt, 128 tokens, median of 3 each"
-for graph in true false; do
-	for i in 1 2 3; do
-		"$build/bin/tfrun" "$root/conf/ling-tiny.ini" --set "model.path=$build/tests/model/ling-tiny" \
-			--set plugins.backend=cuda --set sampling.temperature=0 \
-			--set "runtime.cuda_graph=$graph" --tokens 5,16,27 -n 128 --json
+section "decode with CUDA graphs on and off: ling-tiny, 3-token prompt, 128 tokens, median of 3 each; alone, with MTP drafts 2 deep, over two ranks (--tp-local 2 on this GPU) and both (the recipe's settings)"
+for how in plain mtp tp2 tp2+mtp; do
+	case $how in
+	plain) extra= ;;
+	mtp) extra="--set mtp.enabled=true --set mtp.adaptive=false --set mtp.max_depth=2" ;;
+	tp2) extra="--tp-local 2" ;;
+	tp2+mtp) extra="--tp-local 2 --set mtp.enabled=true --set mtp.adaptive=false --set mtp.max_depth=2" ;;
+	esac
+	for graph in true false; do
+		for _ in 1 2 3; do
+			# shellcheck disable=SC2086 # $extra is a list of arguments
+			"$build/bin/tfrun" "$root/conf/ling-tiny.ini" \
+				--set "model.path=$build/tests/model/ling-tiny" \
+				--set plugins.backend=cuda --set sampling.temperature=0 \
+				--set "runtime.cuda_graph=$graph" --tokens 5,16,27 -n 128 --json $extra |
+				sed "s/^{/{\"how\": \"$how\", /"
+		done
 	done
 done | /usr/bin/python3 -c '
 import json, statistics, sys
 runs = [json.loads(l) for l in sys.stdin if l.startswith("{")]
-on, off = runs[:3], runs[3:]
 med = lambda rs: statistics.median(r["decode_tps"] for r in rs)
-for tag, rs in (("graphs on", on), ("graphs off", off)):
-    tps = [r["decode_tps"] for r in rs]
-    print("%-10s: decode %8.1f tok/s (runs %s), graph steps %d, built %d" % (
-        tag, med(rs), tps, rs[0]["graph_steps"], rs[0]["graph_built"]))
-print(f"graphs on / off: {med(on) / med(off):.3f}")
+for how in ("plain", "mtp", "tp2", "tp2+mtp"):
+    rs = [r for r in runs if r["how"] == how]
+    on, off = rs[:3], rs[3:]
+    for tag, g in (("graphs on", on), ("graphs off", off)):
+        print("%-8s %-10s: decode %8.1f tok/s (runs %s), graph steps %d, runs %d, built %d" % (
+            how, tag, med(g), [r["decode_tps"] for r in g], g[0]["graph_steps"],
+            g[0]["graph_runs"], g[0]["graph_built"]))
+    print(f"{how:8s} graphs on / off: {med(on) / med(off):.3f}")
 '
 
 section "the whole model: ling-bench EXL3 (recipe bits, random trellises) on backend-cuda vs the roofline"

@@ -107,7 +107,8 @@ int cuda_graph_begin(void *ctx)
 	if (g->recording)
 		return h->error(h, TF_ERR_INTERNAL, "backend-cuda: graph_begin while recording");
 	cuda_enter(c);
-	/* The last step's graph has read its pinned sources once this returns. */
+	/* The graphs launched before have read their pinned sources once
+	 * this returns (after a part's host wait it has nothing to wait for). */
 	cudaError_t e = cudaStreamSynchronize(c->stream);
 	if (e == cudaSuccess) {
 		cuda_graph_settle(c);

@@ -593,6 +593,38 @@ Test(backend_cuda_gpu, convert_refuses_bad_input)
 	gpu->free(gctx, dy);
 }
 
+/* What the graph tests' steps read and write: a random BF16 embedding
+ * table [vocab, dim] on the host, random norm weights w, and x and y
+ * [rows, dim] on the device, NaN until written. */
+typedef struct graph_io {
+	void *table;
+	float *dw, *dx, *dy;
+} graph_io;
+
+static graph_io graph_io_open(int64_t vocab, int64_t dim, int64_t rows, uint64_t seed)
+{
+	graph_io g;
+	float *src = random_floats((size_t)(vocab * dim), 2.0f, seed);
+	float *w = random_floats((size_t)dim, 1.0f, seed + 1);
+	g.table = malloc((size_t)(vocab * dim) * 2);
+	cr_assert_eq(fx.be[CPU_REF]->convert(fx.ctx[CPU_REF], g.table, TF_DTYPE_BF16, src,
+					     TF_DTYPE_F32, vocab * dim), TF_OK);
+	g.dw = to_device(w, (size_t)dim * sizeof(float));
+	g.dx = poisoned_device((size_t)(rows * dim));
+	g.dy = poisoned_device((size_t)(rows * dim));
+	free(src);
+	free(w);
+	return g;
+}
+
+static void graph_io_close(graph_io *g)
+{
+	gpu->free(gctx, g->dx);
+	gpu->free(gctx, g->dy);
+	gpu->free(gctx, g->dw);
+	free(g->table);
+}
+
 /* One step: x = embed(ids) (a host table), pos uploaded, y = rmsnorm(x) * w
  * (+ x once more when `extra`). */
 static void graph_step(float *dx, float *dy, int32_t *dpos, const void *table, const float *dw,
@@ -615,13 +647,9 @@ Test(backend_cuda_gpu, graph_steps_give_the_bits_of_launches)
 	cr_assert(tf_backend_has_graph(gpu));
 	enum { N = 3 };
 	const int64_t vocab = 300, dim = 65;
-	float *src = random_floats((size_t)(vocab * dim), 2.0f, 21);
-	float *w = random_floats((size_t)dim, 1.0f, 22);
-	void *table = malloc((size_t)(vocab * dim) * 2);
-	cr_assert_eq(fx.be[CPU_REF]->convert(fx.ctx[CPU_REF], table, TF_DTYPE_BF16, src,
-					     TF_DTYPE_F32, vocab * dim), TF_OK);
-	float *dw = to_device(w, (size_t)dim * sizeof(float));
-	float *dx = poisoned_device((size_t)(N * dim)), *dy = poisoned_device((size_t)(N * dim));
+	graph_io io = graph_io_open(vocab, dim, N, 21);
+	const void *table = io.table;
+	float *dw = io.dw, *dx = io.dx, *dy = io.dy;
 	int32_t *dpos = gpu->alloc(gctx, N * sizeof(int32_t));
 
 	for (int step = 0; step < 4; step++) {
@@ -673,13 +701,8 @@ Test(backend_cuda_gpu, graph_steps_give_the_bits_of_launches)
 		cr_assert(isnan(z[i]), "a dropped step wrote element %lld", (long long)i);
 	free(z);
 	gpu->free(gctx, dz);
-	gpu->free(gctx, dx);
-	gpu->free(gctx, dy);
-	gpu->free(gctx, dw);
 	gpu->free(gctx, dpos);
-	free(src);
-	free(w);
-	free(table);
+	graph_io_close(&io);
 }
 
 /* A step in two parts around a host wait, as tensor parallelism's
@@ -687,17 +710,18 @@ Test(backend_cuda_gpu, graph_steps_give_the_bits_of_launches)
  * and halved on the host; uploaded, y += x.  `other` is another kind of
  * step (one op more in each part).  `record`: each part as a graph, its
  * graph_end's reuse in reused[part]. */
-static void parts_step(float *dx, float *dy, const void *table, const float *dw, int64_t dim,
-		       const int32_t *ids, int n, bool other, bool record, int reused[2])
+static void parts_step(const graph_io *io, int64_t dim, const int32_t *ids, int n, bool other,
+		       bool record, int reused[2])
 {
+	float *dx = io->dx, *dy = io->dy;
 	int32_t *src = malloc((size_t)n * sizeof(int32_t));
 	float *h = malloc((size_t)(n * dim) * sizeof(float));
 	memcpy(src, ids, (size_t)n * sizeof(int32_t));
 	if (record)
 		cr_assert_eq(gpu->graph_begin(gctx), TF_OK, "%s", tf_testhost_last_error(fx.th));
-	gpu->embed(gctx, dx, table, TF_DTYPE_BF16, dim, src, n);
+	gpu->embed(gctx, dx, io->table, TF_DTYPE_BF16, dim, src, n);
 	memset(src, 0, (size_t)n * sizeof(int32_t));    /* reusable on return */
-	gpu->rmsnorm(gctx, dy, dx, dw, n, dim, 1e-6f);
+	gpu->rmsnorm(gctx, dy, dx, io->dw, n, dim, 1e-6f);
 	if (other)
 		gpu->add(gctx, dy, dy, dx, (int64_t)n * dim);
 	if (record)
@@ -726,13 +750,7 @@ Test(backend_cuda_gpu, graph_parts_keep_a_graph_per_place)
 		cr_skip_test("no CUDA device");
 	enum { N = 2 };
 	const int64_t vocab = 200, dim = 37;
-	float *src = random_floats((size_t)(vocab * dim), 2.0f, 31);
-	float *w = random_floats((size_t)dim, 1.0f, 32);
-	void *table = malloc((size_t)(vocab * dim) * 2);
-	cr_assert_eq(fx.be[CPU_REF]->convert(fx.ctx[CPU_REF], table, TF_DTYPE_BF16, src,
-					     TF_DTYPE_F32, vocab * dim), TF_OK);
-	float *dw = to_device(w, (size_t)dim * sizeof(float));
-	float *dx = poisoned_device((size_t)(N * dim)), *dy = poisoned_device((size_t)(N * dim));
+	graph_io io = graph_io_open(vocab, dim, N, 31);
 
 	/* Kinds A A B A B, then A again after an A whose second part was
 	 * dropped (the next step starts at the first place again): each part
@@ -749,32 +767,27 @@ Test(backend_cuda_gpu, graph_parts_keep_a_graph_per_place)
 		if (steps[k].drop) {
 			int reused[2] = { -1, 0 };
 			cr_assert_eq(gpu->graph_begin(gctx), TF_OK);
-			gpu->embed(gctx, dx, table, TF_DTYPE_BF16, dim, ids, N);
+			gpu->embed(gctx, io.dx, io.table, TF_DTYPE_BF16, dim, ids, N);
 			cr_assert_eq(gpu->graph_end(gctx, TF_GRAPH_PART, &reused[0]), TF_OK);
 			cr_assert_eq(reused[0], 0, "step %d: an embed alone is a new graph", k);
 			cr_assert_eq(gpu->graph_begin(gctx), TF_OK);
-			gpu->add(gctx, dy, dy, dx, N * dim);
+			gpu->add(gctx, io.dy, io.dy, io.dx, N * dim);
 			cr_assert_eq(gpu->graph_end(gctx, TF_GRAPH_DROP, &reused[1]), TF_OK);
 			continue;
 		}
-		parts_step(dx, dy, table, dw, dim, ids, N, steps[k].other, false, NULL);
-		float *want = from_device(dy, (size_t)(N * dim));
+		parts_step(&io, dim, ids, N, steps[k].other, false, NULL);
+		float *want = from_device(io.dy, (size_t)(N * dim));
 		int reused[2] = { -1, -1 };
 		float *nan = cpu_fixture_poisoned(&fx, (size_t)(N * dim));
-		cr_assert_eq(gpu->upload(gctx, dy, nan, (size_t)(N * dim) * sizeof(float)), TF_OK);
+		cr_assert_eq(gpu->upload(gctx, io.dy, nan, (size_t)(N * dim) * sizeof(float)), TF_OK);
 		cpu_fixture_release(&fx, nan);
-		parts_step(dx, dy, table, dw, dim, ids, N, steps[k].other, true, reused);
-		float *got = from_device(dy, (size_t)(N * dim));
+		parts_step(&io, dim, ids, N, steps[k].other, true, reused);
+		float *got = from_device(io.dy, (size_t)(N * dim));
 		cr_assert(memcmp(got, want, (size_t)(N * dim) * sizeof(float)) == 0, "step %d", k);
 		cr_assert(reused[0] == steps[k].reused[0] && reused[1] == steps[k].reused[1],
 			  "step %d reused %d %d", k, reused[0], reused[1]);
 		free(want);
 		free(got);
 	}
-	gpu->free(gctx, dx);
-	gpu->free(gctx, dy);
-	gpu->free(gctx, dw);
-	free(src);
-	free(w);
-	free(table);
+	graph_io_close(&io);
 }

@@ -296,12 +296,12 @@ tf_moe_stats tf_engine_moe_stats(const tf_engine *e);
 /*
  * Decode steps run as device graphs ([runtime] cuda_graph on a backend
  * with graph slots) since open or the last reset: `steps` (decode steps,
- * verifies and MTP drafts) ran as graphs, `runs` graphs ran for them (one
- * a step, or a part between each two host waits: tensor parallelism's
- * all-reduces), `built` of those built a new executable graph (a part's
- * first time, and each time its nodes differ from the graphs kept for its
- * place in the step: a cache page taken, a state's first use); the rest
- * replayed a kept graph with their own parameters.
+ * verifies, MTP drafts and their catch-ups) ran as graphs, `runs` graphs
+ * ran for them (one a step, or a part between each two host waits: tensor
+ * parallelism's all-reduces), `built` of those built a new executable
+ * graph (a part's first time, and each time its nodes differ from the
+ * graphs kept for its place in the step: a cache page taken, a state's
+ * first use); the rest replayed a kept graph with their own parameters.
  */
 typedef struct tf_graph_stats {
 	uint64_t steps, runs, built;

@@ -154,8 +154,9 @@ double tf_pipeline_stage_seconds(const tf_pipeline *p, tf_stage s);
 double tf_pipeline_clock(void);
 void tf_pipeline_stats_reset(tf_pipeline *p);
 const char *tf_stage_name(tf_stage s);
-/* Steps (and MTP drafts) run as graphs, the graphs they ran (a part
- * between each two host waits), and those of them that built a new one. */
+/* Steps (MTP drafts and catch-ups too) run as graphs, the graphs they ran
+ * (a part between each two host waits), and those of them that built a
+ * new one. */
 void tf_pipeline_graph_stats(const tf_pipeline *p, uint64_t *steps, uint64_t *runs,
 			     uint64_t *built);
 
