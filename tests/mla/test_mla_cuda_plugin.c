@@ -203,12 +203,13 @@ Test(mla_cuda_plugin, fork_continues_as_source, .timeout = 600)
 
 /* Decode steps recorded as graphs (the backend's graph_begin/graph_end,
  * as the engine brackets a step) across the second page give the bits of
- * the same steps launched on a twin state; the step that takes the page
- * and the one after it build a graph, the others replay the last one. */
+ * the same steps launched on a twin state; the first step and the one that
+ * takes the page build a graph, the others replay one: the steps after the
+ * page replay the graph of those before it, kept beside the page's. */
 Test(mla_cuda_plugin, graph_steps_cross_a_page, .timeout = 600)
 {
 	enum { PRE = 254, K = 5, OFF = PRE + K, ROWS = 2 * OFF };
-	static const int want_reused[K] = { 0, 1, 0, 0, 1 };    /* rows 254 .. 258 */
+	static const int want_reused[K] = { 0, 1, 0, 1, 1 };    /* rows 254 .. 258 */
 	struct mla_case c;
 	struct dev_run r;
 	void *eager = NULL, *graphed = NULL;

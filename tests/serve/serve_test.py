@@ -447,7 +447,8 @@ def t_device(srv):
     replies, two requests batched in one step and a reply with logprobs
     (the logits written for the host) give the token ids of the CPU path's
     server; the backend's sampler picked every token but the logprobs
-    reply's, which it picks too (only its logits are written)."""
+    reply's, which it picks too (only its logits are written); decode
+    steps ran as device graphs, some replayed."""
     cpu = Server(srv.tfrun, srv.ini, [o for o in srv.overrides if not o.startswith("plugins.")])
     try:
         def ids(server, body):
@@ -464,9 +465,13 @@ def t_device(srv):
             assert got == want, (b, got, want)
             made += n
         assert metric(srv, "tf_device_sampled_tokens_total") >= made > 0
+        graphs = metric(srv, "tf_device_graphs_total")
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             got = list(pool.map(lambda b: ids(srv, b)[0], bodies))
         assert got == [ids(cpu, b)[0] for b in bodies], got
+        # Decode steps (a batch of the two among them) run as graphs, and replay.
+        runs, built = metric(srv, "tf_device_graphs_total"), metric(srv, "tf_device_graphs_built_total")
+        assert runs > graphs and runs > built > 0, (graphs, runs, built)
         lp = chat("In the beginning", max_tokens=3, temperature=0, logprobs=True,
                   top_logprobs=2)
         text, r = content_of(srv, lp)

@@ -33,6 +33,15 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_device_sampled_tokens_total Tokens picked by the backend's sampler, where the logits are.\n"
 		     "# TYPE tf_device_sampled_tokens_total counter\n"
 		     "tf_device_sampled_tokens_total %llu\n"
+		     "# HELP tf_device_graph_steps_total Steps run as device graphs ([runtime] cuda_graph).\n"
+		     "# TYPE tf_device_graph_steps_total counter\n"
+		     "tf_device_graph_steps_total %llu\n"
+		     "# HELP tf_device_graphs_total Device graphs those steps ran: one a step, or one between each two host waits.\n"
+		     "# TYPE tf_device_graphs_total counter\n"
+		     "tf_device_graphs_total %llu\n"
+		     "# HELP tf_device_graphs_built_total Device graphs built anew; the rest replayed a kept one.\n"
+		     "# TYPE tf_device_graphs_built_total counter\n"
+		     "tf_device_graphs_built_total %llu\n"
 		     "# HELP tf_steps_total Batched forward steps; tokens over steps is the batch.\n"
 		     "# TYPE tf_steps_total counter\n"
 		     "tf_steps_total %llu\n"
@@ -58,7 +67,9 @@ char *serve_metrics_text(const serve *s)
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
 		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->cached_tokens,
 		     m->cached_seqs, (unsigned long long)m->gen_tokens,
-		     (unsigned long long)m->device_samples, (unsigned long long)m->steps,
+		     (unsigned long long)m->device_samples, (unsigned long long)m->graphs.steps,
+		     (unsigned long long)m->graphs.runs, (unsigned long long)m->graphs.built,
+		     (unsigned long long)m->steps,
 		     m->step_seconds,
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)

@@ -285,6 +285,7 @@ static bool step(struct sched *sc)
 	s->m.steps++;
 	s->m.gen_tokens += (uint64_t)rows;
 	s->m.device_samples = (uint64_t)tf_engine_device_samples(s->e);
+	s->m.graphs = tf_engine_graph_stats(s->e);
 	pthread_mutex_unlock(&s->lock);
 	return true;
 }

@@ -90,6 +90,7 @@ typedef struct serve_metrics {
 	uint64_t step_tokens;           /* decoded in step_seconds */
 	uint64_t steps;
 	uint64_t device_samples;        /* tokens the backend's sampler picked */
+	tf_graph_stats graphs;          /* steps run as device graphs */
 } serve_metrics;
 
 typedef struct serve serve;
