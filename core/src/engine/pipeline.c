@@ -730,8 +730,10 @@ static int step_layers(tf_pipeline *p, const int32_t *tokens, const int32_t *pos
  */
 static bool step_graphed(const tf_pipeline *p, const tf_pipe_seg *seg, int n_seg)
 {
-	if (!p->graph || p->taping)
-		return p->graph;
+	if (!p->graph)
+		return false;
+	if (p->taping)
+		return true;
 	for (int k = 0; k < n_seg; k++)
 		if (seg[k].n != 1)
 			return false;
