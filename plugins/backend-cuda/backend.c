@@ -2,7 +2,9 @@
  * backend.c - the CUDA backend: device memory, one stream, every op of
  * tf/backend.h (kernels.cu; RoPE: cuda-common's tf_cuda_rope.cu) and the
  * token sampler (sample.cu).  A step between graph_begin and graph_end is
- * captured from the stream and run as one CUDA graph (graph.c).
+ * captured from the stream and run as one CUDA graph (graph.c).  On a
+ * device sharing the CPU's memory, map lets device plugins read weights
+ * in host memory (unified.c).
  *
  * Every call queues work on the instance's stream and returns; sync()
  * waits for it.  The `stream` slot hands that stream to device plugins
@@ -101,6 +103,12 @@ static int cuda_init(const tf_host *h, void **ctx)
 				h->tp_rank % count, cudaGetErrorString(e));
 	}
 	h->log(h, TF_LOG_INFO, "backend-cuda", "device %d of %d", c->device, count);
+	int rc = cuda_unified_init(c);
+	if (rc) {
+		cudaStreamDestroy(c->stream);
+		free(c);
+		return rc;
+	}
 	*ctx = c;
 	return TF_OK;
 }
@@ -125,6 +133,7 @@ static void cuda_fini(void *ctx)
 	cuda_enter(c);
 	cudaStreamSynchronize(c->stream);
 	cuda_graph_fini(c);
+	cuda_unified_fini(c);
 	cudaFree(c->ids_dev);
 	cudaFree(c->rows_dev);
 	cudaFreeHost(c->staging);
@@ -510,7 +519,8 @@ static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src
 static const tf_backend cuda_backend = {
 	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, TF_CUDA_PLUGIN_NAME("cuda"),
 				TF_VERSION_STRING,
-				"CUDA device memory, one stream, every op and the token sampler as kernels",
+				"CUDA device memory, one stream, every op and the token sampler as "
+				"kernels, weights read in place on unified memory",
 				cuda_probe),
 	.init = cuda_init,
 	.quiesce = cuda_quiesce,
@@ -532,6 +542,8 @@ static const tf_backend cuda_backend = {
 	.sample = cuda_sample,
 	.graph_begin = cuda_graph_begin,
 	.graph_end = cuda_graph_end,
+	.map = cuda_unified_map,
+	.unmap = cuda_unified_unmap,
 };
 
 TF_EXPORT const tf_backend *tf_plugin_backend_v1(unsigned index)
