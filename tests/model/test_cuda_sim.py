@@ -309,14 +309,16 @@ class TensorParallelExl3(unittest.TestCase):
 class UnifiedMemory(unittest.TestCase):
     """[runtime] unified_memory on a simulated integrated device
     (TF_SIMT_INTEGRATED=1): the device plugins read the checkpoint's
-    weights in place (plain-cuda's weights, exl3-cuda's trellises), so the
+    weights in place (plain-cuda's weights, exl3-cuda's and moe-cuda's
+    trellises; moe-cuda widens bf16 MLPs to fp32, which stay copies), so the
     logits are the bits of copying them (the kernels read the same bytes),
     and the harness's peak of device memory (TF_SIMT_STATS) drops by at
     least the most bytes the backend reports mapped at once; the bytes it
     mapped in all must cover every weight those linears read (MLA's
     kv_b_proj is opened, read into its absorbed form and closed: mapped,
     but not all at once).  `on` on a device that is not integrated,
-    and a value not of the key's choices, fail naming the key."""
+    and a value not of the key's choices, fail naming the key; auto maps
+    on an integrated device only, and `tfrun --check` says so."""
     TOKENS = 5
 
     @staticmethod
@@ -360,13 +362,13 @@ class UnifiedMemory(unittest.TestCase):
 
     def test_bf16_in_place(self):
         model = tm.model_dir("ling-tiny")
-        self._check(model, linear_bytes(model, ".weight"))
+        self._check(model, linear_bytes(model, ".weight", False))
 
     def test_exl3_in_place(self):
         _, model = tm.exl3_pair()
-        self._check(model, linear_bytes(model, ".trellis"))
+        self._check(model, linear_bytes(model, ".trellis", True))
 
-    def test_bad_settings_name_the_key(self):
+    def test_settings(self):
         model = tm.model_dir("ling-tiny")
         toks = tm.prompt(2, 39, tm.vocab_of(model))
         with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
@@ -382,13 +384,23 @@ class UnifiedMemory(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("unified memory (auto): weights copied", p.stderr)
             self.assertEqual(mapped, (0, 0))
+            # --check says which, auto deciding by the device.
+            for integrated, said in (("1", True), ("0", False)):
+                env = dict(os.environ, TF_SIMT_INTEGRATED=integrated)
+                p = subprocess.run([tm.env("TF_TFRUN"), ini, "--check"] + device_args(),
+                                   capture_output=True, text=True, timeout=tm.TIMEOUT_S,
+                                   env=env)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual("(unified memory: weights read in place)" in p.stdout, said,
+                                 p.stdout)
 
 
-def linear_bytes(model, suffix):
+def linear_bytes(model, suffix, mlps):
     """The bytes of the checkpoint's tensors named *<suffix> of two
-    dimensions or more that the device linears (plain-cuda, exl3-cuda)
-    open: outside the MLPs (moe-cuda's), the embeddings and the MTP layer
-    (off in write_ini's INI)."""
+    dimensions or more, outside the embeddings and the MTP layer (off in
+    write_ini's INI), and outside the MLPs unless `mlps`: the weights the
+    device linears (plain-cuda, exl3-cuda) and, with `mlps`, moe-cuda's
+    EXL3 MLPs read."""
     with open(os.path.join(model, "config.json")) as f:
         layers = json.load(f)["num_hidden_layers"]
     total = 0
@@ -400,7 +412,7 @@ def linear_bytes(model, suffix):
             head = json.loads(f.read(n))
         for k, v in head.items():
             m = re.match(r"model\.layers\.(\d+)\.", k)
-            if (k.endswith(suffix) and ".mlp." not in k and "embeddings" not in k and
+            if (k.endswith(suffix) and (mlps or ".mlp." not in k) and "embeddings" not in k and
                     len(v["shape"]) >= 2 and (not m or int(m.group(1)) < layers)):
                 total += v["data_offsets"][1] - v["data_offsets"][0]
     return total
