@@ -13,7 +13,8 @@
 # and mla-cuda against the float64 layers and the attention contract), and
 # the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
-# model_cuda_sim_* runs it on cuda-sim), and last its decode speed with CUDA
+# model_cuda_sim_* runs it on cuda-sim; its unified-memory cases run where
+# the GPU is integrated and skip on a discrete one), and last its decode speed with CUDA
 # graphs on and off ([runtime] cuda_graph: medians of three runs each, the
 # ratio of the two).
 #
