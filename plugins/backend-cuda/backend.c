@@ -271,10 +271,14 @@ static bool cuda_elem(tf_dtype dtype, tf_cuda_elem *elem)
 	}
 }
 
-/* The device's address of p, or NULL when p is plain host memory. */
-static const void *cuda_device_view(const void *p)
+/* The device's address of [p, p + bytes), or NULL when it is plain host
+ * memory, or host memory whose first pages only were registered for the
+ * weights mapped beside it (unified.c). */
+static const void *cuda_device_view(tf_cuda *c, const void *p, size_t bytes)
 {
 	struct cudaPointerAttributes attr;
+	if (!cuda_unified_covers(c, p, bytes))
+		return NULL;
 	if (cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
 	    attr.type != cudaMemoryTypeUnregistered && attr.devicePointer)
 		return attr.devicePointer;
@@ -288,7 +292,7 @@ static const void *cuda_device_view(const void *p)
 static const void *cuda_on_device(tf_cuda *c, const void *p, size_t bytes, void **scratch,
 				  size_t *cap, size_t at, size_t need, const char *op)
 {
-	const void *d = cuda_device_view(p);
+	const void *d = cuda_device_view(c, p, bytes);
 	if (d)
 		return d;
 	/* A recorded step's graph reads pinned copies only. */
@@ -414,7 +418,10 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 			return;
 		}
 	cuda_enter(c);
-	const void *dtable = cuda_device_view(table);
+	int64_t held = vocab;   /* the rows the device may read */
+	for (int64_t i = 0; i < n && vocab <= 0; i++)
+		held = ids[i] >= held ? ids[i] + 1 : held;
+	const void *dtable = cuda_device_view(c, table, (size_t)held * row);
 	if (dtable) {
 		/* The device can read the table: gather there. */
 		const void *src = ids;
@@ -479,7 +486,7 @@ static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src
 	if (!n)
 		return TF_OK;
 	cuda_enter(c);
-	const void *dsrc = cuda_device_view(src);
+	const void *dsrc = cuda_device_view(c, src, sbytes);
 	if (!dsrc && c->graph.recording)        /* the engine converts at load only */
 		return h->error(h, TF_ERR_UNSUPPORTED,
 				"backend-cuda: convert %s -> %s from host memory while a step is "

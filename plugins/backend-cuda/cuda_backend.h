@@ -112,4 +112,10 @@ int cuda_unified_map(void *ctx, const void *host, size_t bytes, const void **dev
 void cuda_unified_unmap(void *ctx, const void *host, size_t bytes);
 void cuda_unified_fini(tf_cuda *c);
 
+/* False when [p, p + bytes) starts in host pages registered by map but
+ * runs past them (a table beside a mapped weight): the device may not
+ * read it all there.  True otherwise, the runtime's pointer attributes
+ * then saying what the device reads. */
+bool cuda_unified_covers(const tf_cuda *c, const void *p, size_t bytes);
+
 #endif /* TF_CUDA_BACKEND_H */

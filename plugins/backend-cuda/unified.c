@@ -208,6 +208,18 @@ void cuda_unified_unmap(void *ctx, const void *host, size_t bytes)
 		       (char *)(((uintptr_t)host + bytes + page - 1) & ~(page - 1)), -1);
 }
 
+bool cuda_unified_covers(const tf_cuda *c, const void *p, size_t bytes)
+{
+	const tf_cuda_unified *u = &c->um;
+	const char *at = p, *end = (const char *)p + bytes;
+	int i = cuda_pin_after(u, at);
+	if (i == u->n_pins || u->pins[i].lo > at)
+		return true;            /* not ours: the runtime's attributes say */
+	for (; i < u->n_pins && u->pins[i].lo <= at && at < end; i++)
+		at = u->pins[i].hi;
+	return at >= end;
+}
+
 void cuda_unified_fini(tf_cuda *c)
 {
 	tf_cuda_unified *u = &c->um;

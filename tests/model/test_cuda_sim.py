@@ -40,6 +40,8 @@ step of a forward runs in the kernels a GPU would run.
              the logits of the bf16 and EXL3 checkpoints with the weights
              read in place are the bits of copying them, and the device
              memory drops by the weights mapped; bad settings name the key
+    UnifiedMemoryParts  the same over two ranks (parts read in place or
+             copied): the logits' bits
     TensorParallelExl3  an EXL3 checkpoint over two ranks, the experts'
              features split and, with [tp] moe = experts, the experts placed
              whole: the prompt's logits against the float64 reference's
@@ -336,11 +338,14 @@ class UnifiedMemory(unittest.TestCase):
         return "(unified memory: weights read in place)" in p.stdout
 
     @staticmethod
-    def _run(ini, toks, integrated, *sets):
+    def _run(ini, toks, integrated, *sets, args=()):
+        """tfrun's (process, logits, harness's device memory peak, (bytes
+        mapped, at most at once)); args are more of its arguments."""
         env = dict(os.environ, TF_SIMT_STATS="1", TF_SIMT_INTEGRATED=integrated)
         out = ini + ".f32"
         cmd = [tm.env("TF_TFRUN"), ini, "--tokens", ",".join(map(str, toks)), "--json", "-n",
-               "1", "--dump-logits", out] + device_args("runtime.log_level=info", *sets)
+               "1", "--dump-logits", out] + list(args) + device_args("runtime.log_level=info",
+                                                                        *sets)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=tm.TIMEOUT_S, env=env)
         logits = b""
         if p.returncode == 0:
@@ -407,6 +412,32 @@ class UnifiedMemory(unittest.TestCase):
             self.assertFalse(self._check_says(ini, "0"))
             if self.SIM:
                 self.assertTrue(self._check_says(ini, "1"))
+
+
+class UnifiedMemoryParts(unittest.TestCase):
+    """Two ranks (--tp-local 2) on a simulated integrated device: a rank's
+    part of a linear's output rows is a view of the checkpoint, read in
+    place; a part of its inputs, packed on the host, is copied.  The
+    logits are the bits of copying every weight."""
+
+    def test_two_ranks_in_place(self):
+        if BACKEND != "cuda-sim":
+            self.skipTest("the harness's simulated integrated device")
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(4, 40, tm.vocab_of(model))
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, model)
+            runs = {um: UnifiedMemory._run(ini, toks, "1", f"runtime.unified_memory={um}",
+                                           args=("--tp-local", "2")) for um in ("on", "off")}
+        (p_on, on, _, (mapped, _)), (p_off, off, _, none) = runs["on"], runs["off"]
+        print(f"  two ranks: rank 0 read {mapped} bytes of weights in place "
+              f"({linear_bytes(model, '.weight', False)} in the whole linears)", flush=True)
+        self.assertEqual(p_on.returncode, 0, p_on.stderr)
+        self.assertEqual(p_off.returncode, 0, p_off.stderr)
+        self.assertEqual(len(on), len(toks) * tm.vocab_of(model) * 4)
+        self.assertEqual(on, off, "two ranks' logits reading weights in place differ")
+        self.assertGreater(mapped, 0)
+        self.assertEqual(none, (0, 0))
 
 
 def linear_bytes(model, suffix, mlps):
