@@ -8,8 +8,11 @@
  * with its reason.
  *
  * Kinds covered: backend (every op, against cpu-ref), router (against
- * ling-ref), quant (every bit width its quantizer offers, against float64
- * arithmetic on its own weight; quant_cases.c) and attention (the kda and
+ * ling-ref), quant (every plugin on its format's tensors from the
+ * quantizers on the path, each width and codebook, and plain F32/F16/BF16
+ * weights, ragged rows and features, against float64 arithmetic on the
+ * dequantized weight: its own, or its CPU twin's for a device linear;
+ * quant_cases.c) and attention (the kda and
  * mla types against their float64 layers, every type to the kind's
  * contract on the tiny test model; attention_cases.c).
  */
