@@ -259,12 +259,15 @@ static bool source_quantize(const tf_plugin_quant *q, int bits, const char *vari
 	const tf_quantize_opts o = { .bits = bits, .seed = 1, .threads = 2, .variant = variant };
 	sink_ctx sc = { .l = &src->l };
 	const tf_tensor_sink sink = { .ctx = &sc, .add = sink_add };
+	char width[16] = "default bits";
 
 	src->quantize = tf_quant_quantizer(q);
 	src->bits = bits;
 	src->variant = variant;
-	snprintf(src->what, sizeof(src->what), "%s %d bits %s %lldx%lld", q->hdr.name, bits,
-		 variant ? variant : "(default)", (long long)s->in, (long long)s->out);
+	if (bits)
+		snprintf(width, sizeof(width), "%d bits", bits);
+	snprintf(src->what, sizeof(src->what), "%s %s %s %lldx%lld", q->hdr.name, width,
+		 variant ? variant : "default variant", (long long)s->in, (long long)s->out);
 	src->rc = src->quantize(tf_testhost_host(th), PREFIX, src->w, s->out, s->in, src->bias,
 				&o, &sink, &src->mse);
 	snprintf(src->err, sizeof(src->err), "%s", tf_testhost_last_error(th));
