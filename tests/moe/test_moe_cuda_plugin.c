@@ -10,7 +10,8 @@
  * EXL3 GEMV's 8-row passes); device outputs NaN-poisoned before each
  * forward; the same with EXL3 experts (random trellises, each expert at its
  * own bits and codebook, the shared expert at others, features padded to
- * 128) against moe.so over exl3.so's CPU linear, and an EXL3 dense MLP;
+ * 128) against moe.so over exl3.so's CPU linear, 4 EXL3 experts over 16
+ * and 33 rows (several 8-row GEMV passes an expert), and an EXL3 dense MLP;
  * tensor parallel ranks, plain and EXL3 (each rank's output against
  * moe.so's same rank, the ranks' sum against the whole layer); then the
  * refusals: a host-memory backend, features that do not split over the
@@ -433,6 +434,19 @@ Test(moe_cuda_plugin, moe_plain_experts_exl3_shared)
 {
 	tf_model_config c = moe_config(64, 8, 2, 4, 2, 32, 48);
 	check_moe_exl3(&c, true, false, 50);
+}
+
+/* Few EXL3 experts over many rows: top-2 of 4 over 16 and 33 rows gives
+ * an expert 8 and 16.5 rows on average, so most take several 8-row GEMV
+ * passes, the last full or ragged, each at its own rows of the plan. */
+Test(moe_cuda_plugin, moe_exl3_experts_over_several_passes)
+{
+	static const int rows[] = { 16, 33 };
+	tf_model_config c = moe_config(128, 4, 2, 1, 1, 128, 0);
+	struct pair p = pair_new(&c, TF_DTYPE_BF16, 56);
+	pair_add_moe_exl3(&p, &c, false, false);
+	check_layer(&p, 0, "moe", rows, N_ROWS(rows), EXL3_BOUND);
+	pair_free(&p);
 }
 
 Test(moe_cuda_plugin, dense_mlp_exl3)
