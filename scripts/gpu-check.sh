@@ -15,7 +15,8 @@
 # tensors and plain weights against the CPU linears' weights), and
 # the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
-# model_cuda_sim_* runs it on cuda-sim), its decode speed with CUDA
+# model_cuda_sim_* runs it on cuda-sim; its unified-memory cases run where
+# the GPU is integrated and skip on a discrete one), its decode speed with CUDA
 # graphs on and off ([runtime] cuda_graph: medians of three runs each, the
 # ratio of the two), and last ling-bench in EXL3 at the recipe's bits:
 # prefill and decode tok/s on backend-cuda against the decode roofline

@@ -76,7 +76,7 @@ struct mcf_mlps {
 	tf_moe_cuda_mlp_w f;            /* the shape; fp32 pointer arrays unless exl3 */
 	tf_moe_cuda_exl3_w q;           /* exl3: the EXL3 linears */
 	bool exl3;
-	void *mem;                      /* exl3: q's allocation */
+	tf_moe_cuda_exl3_mem mem;       /* exl3: what q reads */
 };
 
 struct mcf_layer {
@@ -119,16 +119,14 @@ static void mcf_layer_fini(void *inst)
 	struct mcf_layer *L = inst;
 	if (!L)
 		return;
-	if (L->weights || L->ptrs || L->routed.mem || L->shared.mem)
+	if (L->weights || L->ptrs || L->routed.mem.dev || L->shared.mem.dev)
 		L->be->quiesce(L->bctx);
 	if (L->weights)
 		L->be->free(L->bctx, L->weights);
 	if (L->ptrs)
 		L->be->free(L->bctx, (void *)L->ptrs);
-	if (L->routed.mem)
-		L->be->free(L->bctx, L->routed.mem);
-	if (L->shared.mem)
-		L->be->free(L->bctx, L->shared.mem);
+	tf_moe_cuda_exl3_free(L->h, &L->routed.mem);
+	tf_moe_cuda_exl3_free(L->h, &L->shared.mem);
 	if (L->scratch_ref)
 		tf_dev_scratch_unref(&mcf_scratch);
 	free(L->rank_of);
