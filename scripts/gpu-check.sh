@@ -10,7 +10,9 @@
 # moe.so, backend-cuda's ops and sample slot
 # (test_backend_cuda_sim's tests, and the conformance suite's backend
 # cases), the conformance suite's attention cases on backend-cuda (kda-cuda
-# and mla-cuda against the float64 layers and the attention contract), and
+# and mla-cuda against the float64 layers and the attention contract) and
+# its quant cases there (exl3-cuda and plain-cuda on exl3's quantized
+# tensors and plain weights against the CPU linears' weights), and
 # the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
 # model_cuda_sim_* runs it on cuda-sim; its unified-memory cases run where
@@ -101,6 +103,9 @@ section "conformance, backend cases (every backend on the plugin path, cuda incl
 section "conformance, attention cases, on backend-cuda (kda-cuda, mla-cuda)"
 TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/exl3-cuda.so" \
 	"$build/tests/test_conformance" attention
+
+section "conformance, quant cases, on backend-cuda (exl3-cuda, plain-cuda)"
+TF_TEST_BACKEND="$build/plugins/backend-cuda.so" "$build/tests/test_conformance" quant
 
 section "the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 reference and the CPU path"
 /usr/bin/python3 "$root/tests/model/make_models.py" "$build/bin/tfsynth" "$build/bin/tfquant" \
