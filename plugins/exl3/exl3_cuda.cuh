@@ -14,8 +14,9 @@
  *  - tf_exl3_gemm_tile: TF_EXL3_GEMM_COLS columns of yh for up to
  *    TF_EXL3_GEMM_ROWS rows on tensor cores (WMMA), each trellis tile
  *    decoded once into shared memory as fp16;
- *  - tf_exl3_by_kb: one of those at a K and codebook known only at run
- *    time (moe-cuda's experts each have their own).
+ *  - tf_exl3_product: either, by the shared memory it is given, at a K
+ *    and codebook known only at run time (moe-cuda's experts each have
+ *    their own).
  */
 #ifndef TF_EXL3_CUDA_CUH
 #define TF_EXL3_CUDA_CUH
@@ -226,19 +227,41 @@ __device__ static void tf_exl3_gemm_tile(const uint16_t *trellis, int64_t k, int
 	__syncthreads();
 }
 
-/* f.template run<K, CB>() for a K (1..8) and codebook (0..2) known at run
- * time; every thread of a block must pass the same, so all reach the same
+/* yh = xh · Ŵ over columns [col0, ...) at compile-time K and CB: the
+ * GEMV's tile column (col0 / 16) with its reduction buffer, the GEMM's
+ * tile with its shared memory. */
+template <int K, int CB>
+__device__ static void tf_exl3_product_at(tf_exl3_gemv_red &red, const uint16_t *trellis,
+					  int64_t k, int64_t n, int64_t col0, const float *xh,
+					  int rows, float *yh)
+{
+	tf_exl3_gemv_col<K, CB>(trellis, k, n, col0 / 16, xh, rows, yh, red);
+}
+
+template <int K, int CB>
+__device__ static void tf_exl3_product_at(tf_exl3_gemm_smem &sm, const uint16_t *trellis,
+					  int64_t k, int64_t n, int64_t col0, const float *xh,
+					  int rows, float *yh)
+{
+	tf_exl3_gemm_tile<K, CB>(trellis, k, n, col0, xh, rows, yh, sm);
+}
+
+/* The same at a K (1..8) and codebook (0..2) known only at run time;
+ * every thread of a block must pass the same, so all reach the same
  * barriers. */
-#define TF_EXL3_BY_CB(K_)                                \
-	case K_:                                         \
-		if (cb == 0)                             \
-			f.template run<K_, 0>();         \
-		else if (cb == 1)                        \
-			f.template run<K_, 1>();         \
-		else                                     \
-			f.template run<K_, 2>();         \
+#define TF_EXL3_BY_CB(K_)                                                              \
+	case K_:                                                                       \
+		if (cb == 0)                                                           \
+			tf_exl3_product_at<K_, 0>(smem, trellis, k, n, col0, xh, rows, yh); \
+		else if (cb == 1)                                                      \
+			tf_exl3_product_at<K_, 1>(smem, trellis, k, n, col0, xh, rows, yh); \
+		else                                                                   \
+			tf_exl3_product_at<K_, 2>(smem, trellis, k, n, col0, xh, rows, yh); \
 		break
-template <class F> __device__ static void tf_exl3_by_kb(int K, int cb, F &f)
+template <class S>
+__device__ static void tf_exl3_product(S &smem, int K, int cb, const uint16_t *trellis,
+				       int64_t k, int64_t n, int64_t col0, const float *xh,
+				       int rows, float *yh)
 {
 	switch (K) {
 		TF_EXL3_BY_CB(1);

@@ -81,34 +81,6 @@ struct gemv_pass {
 	int64_t k, n;
 };
 
-/* tf_exl3_gemv_col at a linear's own K and codebook (tf_exl3_by_kb). */
-struct gemv_call {
-	const uint16_t *trellis;
-	int64_t k, n, j;
-	const float *xh;
-	int rows;
-	float *yh;
-	tf_exl3_gemv_red &red;
-	template <int K, int CB> __device__ void run()
-	{
-		tf_exl3_gemv_col<K, CB>(trellis, k, n, j, xh, rows, yh, red);
-	}
-};
-
-/* tf_exl3_gemm_tile the same way. */
-struct gemm_call {
-	const uint16_t *trellis;
-	int64_t k, n, col0;
-	const float *xh;
-	int rows;
-	float *yh;
-	tf_exl3_gemm_smem &sm;
-	template <int K, int CB> __device__ void run()
-	{
-		tf_exl3_gemm_tile<K, CB>(trellis, k, n, col0, xh, rows, yh, sm);
-	}
-};
-
 /* grid (n/16, slots, linears), block 32·TF_EXL3_GEMV_WARPS: tile column
  * blockIdx.x of linear blockIdx.z of the block's expert over its rows,
  * unless they are the GEMM's. */
@@ -123,9 +95,8 @@ gemv_kernel(tf_moe_rows rs, gemv_pass g)
 	if (!lin_rows(rs, g.lin[z], &e, &r0, &r1) || r1 - r0 > TF_EXL3_CUDA_GEMV_ROWS)
 		return;
 	const tf_moe_cuda_exl3 &l = g.lin[z][e];
-	gemv_call c = { l.trellis, g.k, g.n, blockIdx.x, g.xh[z] + r0 * g.k, (int)(r1 - r0),
-			g.yh[z] + r0 * g.n, red };
-	tf_exl3_by_kb(l.K, l.cb, c);
+	tf_exl3_product(red, l.K, l.cb, l.trellis, g.k, g.n, 16 * (int64_t)blockIdx.x,
+			g.xh[z] + r0 * g.k, (int)(r1 - r0), g.yh[z] + r0 * g.n);
 }
 
 /* The GEMM's work list: its length, then per item the expert and the
@@ -202,9 +173,9 @@ gemm_kernel(const int32_t *count, const gemm_item *list, gemv_pass g)
 		const tf_moe_cuda_exl3 &l = g.lin[z][it.e];
 		if (!l.trellis)
 			continue;
-		gemm_call c = { l.trellis, g.k, g.n, (int64_t)blockIdx.x * TF_EXL3_GEMM_COLS,
-				g.xh[z] + it.r0 * g.k, it.r1 - it.r0, g.yh[z] + it.r0 * g.n, sm };
-		tf_exl3_by_kb(l.K, l.cb, c);
+		tf_exl3_product(sm, l.K, l.cb, l.trellis, g.k, g.n,
+				(int64_t)blockIdx.x * TF_EXL3_GEMM_COLS, g.xh[z] + it.r0 * g.k,
+				it.r1 - it.r0, g.yh[z] + it.r0 * g.n);
 	}
 }
 

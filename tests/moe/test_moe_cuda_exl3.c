@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_buf.h"
 #include "ffn_so.h"
 #include "moe_cuda.h"
 #include "moe_cuda_exl3.h"
@@ -49,28 +50,6 @@
  * own size.
  */
 #define GEMM_BOUND 2e-3
-
-static void *dev_put(const void *h, size_t bytes)
-{
-	void *d = NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess);
-	cr_assert_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-	return d;
-}
-
-static void *dev_poisoned(size_t bytes)
-{
-	void *d = NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess);
-	cr_assert_eq(cudaMemset(d, 0xFF, bytes), cudaSuccess);
-	return d;
-}
-
-static void dev_get(void *h, const void *d, size_t bytes)
-{
-	cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
-	cr_assert_eq(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-}
 
 /*
  * Experts with rows[e] rows each (top-1: token t's expert a shuffled
