@@ -3,7 +3,8 @@
  * over experts of chosen, ragged row counts in one launch, so both of its
  * products run side by side: the GEMV (8 rows or fewer) and the WMMA GEMM
  * (more: one partial 64-row tile, exactly one or two fragments, one
- * more than a fragment, several tiles).  Each expert's rows against
+ * more than a fragment, several tiles), and experts of another rank left
+ * alone by both.  Each expert's rows against
  * moe.so's "dense" layer over the same expert's weights through exl3.so's
  * CPU linears (the CPU path's MLP, no clamp: dense never clamps).
  *
@@ -40,7 +41,7 @@
  * Relative error (max |err| / max |ref| over an expert's rows).  Both
  * products decode each weight to fp16 exactly, where the CPU's fused
  * decode skips that rounding (test_moe_cuda_plugin.c's EXL3_BOUND): the
- * GEMV's experts measure 3.6e-4 to 5.6e-4 three linears deep.  The GEMM
+ * GEMV's experts measure 3.6e-4 to 3.9e-4 three linears deep.  The GEMM
  * also rounds each linear's input (xh, after the input Hadamard) to fp16,
  * a relative error of at most 2^-11 = 4.9e-4 an element; those errors are
  * independent, so an output's error grows as the root of its squared
@@ -56,8 +57,11 @@
  * assignment), hidden H, inter I; linear j (gate, up, down) of expert e at
  * K = 1 + (3e + j + shift) % 8, codebook (e + j + shift) % 3.  Both hosts
  * get the same tensors; the CPU one runs moe.so's dense layer per expert.
+ * With `elsewhere`, the experts it marks are another rank's ([tp] moe =
+ * experts: not loaded, descriptors zero), their rows left as poisoned.
  */
-static void check_ragged(const int *rows, int E, int H, int I, int shift, uint64_t seed)
+static void check_ragged(const int *rows, int E, int H, int I, int shift,
+			 const int32_t *elsewhere, uint64_t seed)
 {
 	static const char *const leaf[3] = { ".gate_proj", ".up_proj", ".down_proj" };
 	tf_model_config c = {
@@ -83,16 +87,16 @@ static void check_ragged(const int *rows, int E, int H, int I, int shift, uint64
 	}
 	tf_moe_cuda_exl3_w w = { .hidden = H, .inter = I, .n_experts = E, .limit = 0 };
 	void *wmem = NULL;
-	cr_assert_eq(tf_moe_cuda_exl3_load(hd, "test", PREFIX ".experts", true, 0, I, NULL, &w,
-					   &wmem), TF_OK, "%s", tf_testhost_last_error(dev));
+	cr_assert_eq(tf_moe_cuda_exl3_load(hd, "test", PREFIX ".experts", true, 0, I, elsewhere,
+					   &w, &wmem), TF_OK, "%s", tf_testhost_last_error(dev));
 
 	/* Token t goes to expert idx[t]: the experts' shares, shuffled. */
 	int32_t *idx = malloc(sizeof(int32_t) * n), *off = malloc(sizeof(int32_t) * (E + 1));
 	int32_t *tok = malloc(sizeof(int32_t) * n);
 	float *tw = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n * H);
 	float *o = malloc(sizeof(float) * n * H), *xe = malloc(sizeof(float) * n * H);
-	float *ye = malloc(sizeof(float) * n * H), *r = malloc(sizeof(float));
-	cr_assert(idx && off && tok && tw && x && o && xe && ye && r);
+	float *ye = malloc(sizeof(float) * n * H), r[1];
+	cr_assert(idx && off && tok && tw && x && o && xe && ye);
 	for (int e = 0, t = 0; e < E; e++)
 		for (int i = 0; i < rows[e]; i++)
 			idx[t++] = e;
@@ -124,6 +128,12 @@ static void check_ragged(const int *rows, int E, int H, int I, int shift, uint64
 		const int m = off[e + 1] - off[e];
 		void *inst = NULL;
 		cr_assert_eq(m, rows[e], "expert %d: %d rows, want %d", e, m, rows[e]);
+		if (elsewhere && elsewhere[e]) {
+			const unsigned char *b = (const unsigned char *)(o + (size_t)off[e] * H);
+			for (size_t i = 0; i < (size_t)m * H * sizeof(float); i++)
+				cr_assert_eq(b[i], 0xFF, "expert %d (another rank's): rows written", e);
+			continue;
+		}
 		if (!m)
 			continue;
 		for (int i = 0; i < m; i++)
@@ -149,7 +159,7 @@ static void check_ragged(const int *rows, int E, int H, int I, int shift, uint64
 	cudaFree(d_x);
 	cudaFree(d_h);
 	cudaFree(d_o);
-	free(idx); free(off); free(tok); free(tw); free(x); free(o); free(xe); free(ye); free(r);
+	free(idx); free(off); free(tok); free(tw); free(x); free(o); free(xe); free(ye);
 	tf_testhost_free(dev);
 	tf_testhost_free(cpu);
 }
@@ -160,13 +170,15 @@ static void check_ragged(const int *rows, int E, int H, int I, int shift, uint64
 Test(moe_cuda_exl3, ragged_experts_match_cpu)
 {
 	static const int rows[] = { 0, 1, 15, 16, 17, 63, 200, 8, 9 };
-	check_ragged(rows, 9, 200, 96, 0, 61);
+	check_ragged(rows, 9, 200, 96, 0, NULL, 61);
 }
 
 /* Other bits and codebooks, hidden 128 and inter 256 (the GEMM's k and n
- * swap sides): 70 rows (a whole tile and 6 rows), 9, 33, 2. */
+ * swap sides): 70 rows (a whole tile and 6 rows), 9, 33, 2; the experts of
+ * 9 and of 2 rows another rank's, so one skipped by each product. */
 Test(moe_cuda_exl3, ragged_experts_other_bits_match_cpu)
 {
-	static const int rows[] = { 70, 0, 9, 33, 2 };
-	check_ragged(rows, 5, 128, 256, 4, 62);
+	static const int rows[] = { 70, 0, 9, 33, 2, 12 };
+	static const int32_t elsewhere[] = { 0, 0, 1, 0, 1, 0 };
+	check_ragged(rows, 6, 128, 256, 4, elsewhere, 62);
 }
