@@ -146,14 +146,18 @@ __device__ static void tf_exl3_gemv_col(const uint16_t *trellis, int64_t k, int6
 #define TF_EXL3_GEMM_WARPS 8
 #define TF_EXL3_GEMM_DEPTH 64           /* k decoded per step */
 #define TF_EXL3_GEMM_FRAGS (TF_EXL3_GEMM_ROWS / 16 / (TF_EXL3_GEMM_WARPS / (TF_EXL3_GEMM_COLS / 16)))
+static_assert(32 * TF_EXL3_GEMM_WARPS == 256, "the GEMM's decode: a thread per tile position");
 
-/* The GEMM's shared memory, a __shared__ variable.  Rows padded by 8
+/* The GEMM's shared memory, a __shared__ variable: the steps' operands,
+ * then (past a barrier) the sums over them, 18 KiB.  Rows padded by 8
  * halves (4 floats) so WMMA's row-major loads spread over the banks;
  * every fragment's start stays 32-byte aligned, as WMMA requires. */
-struct alignas(32) tf_exl3_gemm_smem {
-	__half a[TF_EXL3_GEMM_ROWS][TF_EXL3_GEMM_DEPTH + 8];    /* xh rows, fp16 */
-	__half w[TF_EXL3_GEMM_DEPTH][TF_EXL3_GEMM_COLS + 8];    /* decoded Ŵ */
-	float c[TF_EXL3_GEMM_ROWS][TF_EXL3_GEMM_COLS + 4];      /* the sums, staged */
+union alignas(32) tf_exl3_gemm_smem {
+	struct {
+		__half a[TF_EXL3_GEMM_ROWS][TF_EXL3_GEMM_DEPTH + 8];    /* xh rows, fp16 */
+		__half w[TF_EXL3_GEMM_DEPTH][TF_EXL3_GEMM_COLS + 8];    /* decoded Ŵ */
+	} in;
+	float c[TF_EXL3_GEMM_ROWS][TF_EXL3_GEMM_COLS + 4];              /* the sums */
 };
 
 /*
@@ -190,23 +194,23 @@ __device__ static void tf_exl3_gemm_tile(const uint16_t *trellis, int64_t k, int
 	for (int64_t k0 = 0; k0 < k; k0 += TF_EXL3_GEMM_DEPTH) {
 		for (int e = t; e < used * TF_EXL3_GEMM_DEPTH; e += blockDim.x) {
 			const int r = e / TF_EXL3_GEMM_DEPTH, c = e % TF_EXL3_GEMM_DEPTH;
-			sm.a[r][c] = __float2half_rn(r < rows ? xh[r * k + k0 + c] : 0.0f);
+			sm.in.a[r][c] = __float2half_rn(r < rows ? xh[r * k + k0 + c] : 0.0f);
 		}
 		for (int i = 0; i < TF_EXL3_GEMM_DEPTH / 16; i++)
 			for (int j = 0; j < slices; j++) {
 				const uint32_t *w = (const uint32_t *)
 					(trellis + ((k0 / 16 + i) * tn + col0 / 16 + j) * 16 * K);
-				sm.w[16 * i + pr][16 * j + pc] =
+				sm.in.w[16 * i + pr][16 * j + pc] =
 					tf_exl3_cb_value<CB>(tf_exl3_tile_state<K>(w, t));
 			}
 		__syncthreads();
 		for (int kk = 0; kk < TF_EXL3_GEMM_DEPTH; kk += 16) {
-			wmma::load_matrix_sync(fb, &sm.w[kk][16 * cf], TF_EXL3_GEMM_COLS + 8);
+			wmma::load_matrix_sync(fb, &sm.in.w[kk][16 * cf], TF_EXL3_GEMM_COLS + 8);
 			for (int f = 0; f < TF_EXL3_GEMM_FRAGS; f++) {
 				const int rf = rf0 + f * rstep;
 				if (16 * rf >= used)
 					break;
-				wmma::load_matrix_sync(fa, &sm.a[16 * rf][kk], TF_EXL3_GEMM_DEPTH + 8);
+				wmma::load_matrix_sync(fa, &sm.in.a[16 * rf][kk], TF_EXL3_GEMM_DEPTH + 8);
 				wmma::mma_sync(acc[f], fa, fb, acc[f]);
 			}
 		}
