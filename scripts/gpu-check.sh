@@ -5,8 +5,9 @@
 # floor: trellis reads over the copy bandwidth or its products over the
 # tensor cores' peak, TF_BENCH_TENSOR_TFLOPS, default the H200's 989),
 # run the KDA kernels' tests (those test_kda_cuda_sim runs on the SIMT
-# harness) on the device and time them, then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
-# tests (test_moe_cuda_sim's, the EXL3 experts' GEMV and GEMM among them)
+# harness) on the device and time them, then the MLA kernels' tests
+# (test_mla_cuda_sim's), then the MoE kernels' tests (test_moe_cuda_sim's,
+# the EXL3 experts' GEMV and GEMM among them)
 # and time them (prefill through the EXL3 experts too), the sampler's
 # (test_sample_cuda_sim's), then the device plugins: plain-cuda against the
 # CPU plain linear, moe-cuda's ffn plugins (fp32 and EXL3 experts) against
@@ -16,9 +17,17 @@
 # and mla-cuda against the float64 layers and the attention contract), and
 # the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
-# model_cuda_sim_* runs it on cuda-sim), and last its decode speed with CUDA
+# model_cuda_sim_* runs it on cuda-sim), its decode speed with CUDA
 # graphs on and off ([runtime] cuda_graph: medians of three runs each, the
-# ratio of the two).
+# ratio of the two), and last ling-bench in EXL3 at the recipe's bits:
+# prefill and decode tok/s on backend-cuda against the decode roofline
+# (the device's bandwidth / weight bytes read per token), as
+# bench/model/run.sh measures it on the CPU.
+#
+# Everything it prints also goes into a report, by default
+# bench/gpu/gpu-check-<UTC time>.md (TF_GPU_REPORT=FILE to choose), each
+# section stamped with the seconds since the start: the whole should take
+# under ten minutes.
 #
 #     scripts/gpu-check.sh [build dir]      (default: build-gpu)
 #
@@ -27,6 +36,23 @@
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${TF_GPU_CHECK_T0:-}" ]; then
+	report=${TF_GPU_REPORT:-"$root/bench/gpu/gpu-check-$(date -u +%Y%m%dT%H%M%SZ).md"}
+	mkdir -p "$(dirname "$report")"
+	rcfile=$(mktemp)
+	{
+		r=0
+		TF_GPU_CHECK_T0=$(date +%s) sh "$0" "$@" 2>&1 || r=$?
+		echo "$r" >"$rcfile"
+	} | tee "$report"
+	rc=$(cat "$rcfile")
+	rm -f "$rcfile"
+	echo "gpu-check: exit $rc; report in $report"
+	exit "$rc"
+fi
+# A section's title, with the seconds since the start.
+section() { echo "== [$(($(date +%s) - TF_GPU_CHECK_T0)) s] $*"; }
+
 build=${1:-"$root/build-gpu"}
 archs=${CUDA_ARCHS:-"90;121"}
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -42,49 +68,50 @@ cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check
 	test_kda_cuda_gpu kda_gpu_bench test_mla_cuda_gpu test_moe_cuda_gpu moe_gpu_bench \
 	test_sample_cuda_gpu \
 	backend-cpu kda kda-cuda mla mla-cuda moe moe-cuda router tfsynth tfquant \
-	test_plain_cuda_gpu test_moe_cuda_plugin_gpu test_conformance test_backend_cuda tfrun
+	test_plain_cuda_gpu test_moe_cuda_plugin_gpu test_conformance test_backend_cuda tfrun \
+	cuda_bw
 
-echo "== exl3 CUDA kernels vs the CPU reference, then the one-row GEMV and the prefill GEMM benchmarks"
+section "exl3 CUDA kernels vs the CPU reference, then the one-row GEMV and the prefill GEMM benchmarks"
 "$build/bin/gpu_check"
 
-echo "== KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"
+section "KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"
 "$build/tests/test_kda_cuda_gpu" --jobs=1 --verbose
 "$build/bin/kda_gpu_bench"
 
-echo "== MLA kernels (plugins/mla-cuda) vs attend.c and the float64 layer"
+section "MLA kernels (plugins/mla-cuda) vs attend.c and the float64 layer"
 "$build/tests/test_mla_cuda_gpu" --jobs=1 --verbose
 
-echo "== MoE kernels (plugins/moe-cuda) vs router.so and moe.so"
+section "MoE kernels (plugins/moe-cuda) vs router.so and moe.so"
 "$build/tests/test_moe_cuda_gpu" --jobs=1 --verbose
 "$build/bin/moe_gpu_bench"
 
-echo "== the sampler's kernels (plugins/backend-cuda/sample.cu) vs core's sampler"
+section "the sampler's kernels (plugins/backend-cuda/sample.cu) vs core's sampler"
 "$build/tests/test_sample_cuda_gpu" --jobs=1 --verbose
 
-echo "== device plugins: plain-cuda vs the CPU plain linear"
+section "device plugins: plain-cuda vs the CPU plain linear"
 "$build/tests/test_plain_cuda_gpu" --jobs=1 --verbose
 
-echo "== device plugins: moe-cuda and dense-cuda (fp32 and EXL3 experts) vs moe.so"
+section "device plugins: moe-cuda and dense-cuda (fp32 and EXL3 experts) vs moe.so"
 "$build/tests/test_moe_cuda_plugin_gpu" --jobs=1 --verbose
 
-echo "== backend-cuda's ops (convert included) and sample slot vs cpu-ref and core's sampler"
+section "backend-cuda's ops (convert included) and sample slot vs cpu-ref and core's sampler"
 "$build/tests/test_backend_cuda" --jobs=1 --verbose
 
-echo "== conformance, backend cases (every backend on the plugin path, cuda included)"
+section "conformance, backend cases (every backend on the plugin path, cuda included)"
 "$build/bin/tfsynth" --preset ling-tiny --out "$build/tests/core-model/ling-tiny" >/dev/null
 "$build/tests/test_conformance" backend
 
-echo "== conformance, attention cases, on backend-cuda (kda-cuda, mla-cuda)"
+section "conformance, attention cases, on backend-cuda (kda-cuda, mla-cuda)"
 TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/exl3-cuda.so" \
 	"$build/tests/test_conformance" attention
 
-echo "== the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 reference and the CPU path"
+section "the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 reference and the CPU path"
 /usr/bin/python3 "$root/tests/model/make_models.py" "$build/bin/tfsynth" "$build/bin/tfquant" \
 	"$build/tests/model"
 TF_TFRUN="$build/bin/tfrun" TF_TFSYNTH="$build/bin/tfsynth" TF_MODELS="$build/tests/model" \
 	TF_DEVICE_BACKEND=cuda /usr/bin/python3 "$root/tests/model/test_cuda_sim.py" -v
 
-echo "== decode with CUDA graphs on and off: ling-tiny, 3-token prompt, 128 tokens, median of 3 each"
+section "decode with CUDA graphs on and off: ling-tiny, 3-token prompt, 128 tokens, median of 3 each"
 for graph in true false; do
 	for i in 1 2 3; do
 		"$build/bin/tfrun" "$root/conf/ling-tiny.ini" --set "model.path=$build/tests/model/ling-tiny" \
@@ -102,3 +129,6 @@ for tag, rs in (("graphs on", on), ("graphs off", off)):
         tag, med(rs), tps, rs[0]["graph_steps"], rs[0]["graph_built"]))
 print(f"graphs on / off: {med(on) / med(off):.3f}")
 '
+
+section "the whole model: ling-bench EXL3 (recipe bits, random trellises) on backend-cuda vs the roofline"
+TF_BENCH_BACKEND=cuda "$root/bench/model/run.sh" "$build"

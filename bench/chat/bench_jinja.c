@@ -16,8 +16,8 @@
 
 #include "chat/jinja.h"
 #include "chat/value.h"
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 
 static double now_s(void)
 {

@@ -7,7 +7,8 @@
 #     bench/model/run.sh [BUILD_DIR]          (default: build)
 #
 # Build first:  cmake --build BUILD_DIR --target tfrun tfsynth bw \
-#                   backend-cpu exl3 kda mla moe      (and tfquant for its route)
+#                   backend-cpu exl3 kda mla moe      (and tfquant for its route;
+#               for cuda: cuda_bw backend-cuda exl3-cuda kda-cuda mla-cuda moe-cuda)
 #
 # Environment (defaults in brackets):
 #   TF_BENCH_NAME     model folder name under models/         [ling-bench]
@@ -23,6 +24,9 @@
 #   TF_BENCH_RUNS     runs of each; the median is reported    [3]
 #   TF_BENCH_QUANT    a quant plugin to pin, e.g. exl3-int    [none: each
 #                     linear takes the best match]
+#   TF_BENCH_BACKEND  cpu, or cuda: the device plugins, and the
+#                     roofline from the device's bandwidth (cuda_bw)
+#                                                             [cpu]
 #
 # The EXL3 model (recipe bits) is made once into models/NAME-exl3 (by the
 # tfquant route from the bf16 models/NAME) and reused while it exists.
@@ -37,6 +41,7 @@ n_gen=${TF_BENCH_GEN:-128}
 runs=${TF_BENCH_RUNS:-3}
 quant=${TF_BENCH_QUANT:-}
 route=${TF_BENCH_ROUTE:-synth}
+backend=${TF_BENCH_BACKEND:-cpu}
 models=$root/models
 src=$models/$name
 dst=$models/$name-exl3
@@ -44,10 +49,16 @@ out=$models/$name-bench
 py=/usr/bin/python3
 
 case $route in
-synth) tools="tfrun tfsynth bw" ;;
-tfquant) tools="tfrun tfsynth tfquant bw" ;;
+synth) tools="tfrun tfsynth" ;;
+tfquant) tools="tfrun tfsynth tfquant" ;;
 *) echo "run.sh: TF_BENCH_ROUTE=$route: expected synth or tfquant" >&2; exit 1 ;;
 esac
+case $backend in
+cpu) bw="bw 1024 5" ;;
+cuda) bw="cuda_bw 1024" ;;
+*) echo "run.sh: TF_BENCH_BACKEND=$backend: expected cpu or cuda" >&2; exit 1 ;;
+esac
+tools="$tools ${bw%% *}"
 for tool in $tools; do
 	[ -x "$build/bin/$tool" ] || { echo "run.sh: $build/bin/$tool is not built" >&2; exit 1; }
 done
@@ -95,6 +106,7 @@ memory_limit = 0
 prefill_chunk = $n_prompt
 
 [plugins]
+backend = $backend
 $pin
 
 [sampling]
@@ -105,7 +117,7 @@ enabled = false
 EOF
 
 "$build/bin/tfrun" "$ini" --check > "$out/check.txt"
-"$build/bin/bw" 1024 5 > "$out/bw.txt"
+"$build/bin/"$bw > "$out/bw.txt"
 
 # A fixed pseudo-random prompt: the same tokens every run.
 vocab=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" \
@@ -126,4 +138,4 @@ done
 
 $py "$root/bench/model/report.py" --name "$name${quant:+ ($quant)}" --check "$out/check.txt" \
 	--bw "$out/bw.txt" --prefill "$out/prefill.jsonl" --decode "$out/decode.jsonl" \
-	--threads "$threads"
+	--threads "$threads" --backend "$backend"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 #include "tokenizer.h"
 
 static const char *const lines[] = {

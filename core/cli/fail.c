@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 int tf_cli_fail(const char *what)
 {

@@ -9,18 +9,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "chat/reply.h"
-#include "chat/request.h"
-#include "chat/stops.h"
-#include "chat/template.h"
-#include "detok.h"
-#include "diag.h"
-#include "engine/access.h"
 #include "fail.h"
-#include "progress.h"
-#include "stopstr.h"
-#include "textfile.h"
-#include "tokenizer.h"
+#include "tf/chat.h"
+#include "tf/detok.h"
+#include "tf/diag.h"
+#include "tf/progress.h"
+#include "tf/reply.h"
+#include "tf/stopstr.h"
+#include "tf/text.h"
+#include "tf/tokenizer.h"
 #include "util.h"
 
 /* Everything one run holds; released in gen_free(). */
@@ -773,14 +770,14 @@ int tf_cli_generate(const tf_options *o)
 	if ((rc = tf_cli_follow(g.e, o->ini)) >= 0)
 		goto out;
 	rc = EXIT_FAILURE;
-	g.conf = tf_runtime_conf(tf_engine_runtime(g.e));
+	g.conf = tf_engine_conf(g.e);
 	if (read_chat(&g) != TF_OK || tf_seq_new(g.e, &g.sid) != TF_OK) {
 		tf_cli_fail(o->ini);
 		goto out;
 	}
 	g.t_load = tf_cli_now_s() - t0;
 	g.vocab = tf_engine_vocab(g.e);
-	g.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(g.e));
+	g.chunk = tf_engine_prefill_chunk(g.e);
 	if (read_sampling(&g) != TF_OK) {
 		tf_cli_fail(o->ini);
 		goto out;

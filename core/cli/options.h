@@ -55,7 +55,7 @@ typedef struct tf_options {
 	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
 	const char *host, *api_key;     /* serve: over [server] host, api_key */
 	int port;                       /* serve: 0 for [server] port */
-	const char **stops;             /* --stop strings (core/src/stopstr.h) */
+	const char **stops;             /* --stop strings (tf/stopstr.h) */
 	int n_stops;
 	int tp_local;                   /* --tp-local N: ranks on this machine, 0: none */
 

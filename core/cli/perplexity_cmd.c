@@ -7,14 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/value.h"
-#include "diag.h"
-#include "engine/access.h"
 #include "fail.h"
-#include "progress.h"
-#include "textfile.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "tf/diag.h"
+#include "tf/progress.h"
+#include "tf/text.h"
+#include "tf/tokenizer.h"
+#include "tf/value.h"
 #include "util.h"
 
 /* A text file larger than this is not a perplexity test set. */
@@ -41,7 +39,7 @@ static int read_ids(struct ppl *p, const char *ini, const char *file)
 	size_t len, bad;
 	int rc;
 
-	if ((rc = tf_cli_model_file(tf_runtime_conf(tf_engine_runtime(p->e)), "tokenizer.json", path,
+	if ((rc = tf_cli_model_file(tf_engine_conf(p->e), "tokenizer.json", path,
 				    sizeof(path))) != TF_OK)
 		return rc;
 	if ((rc = tf_tok_load(path, &p->tok)) != TF_OK)
@@ -145,7 +143,7 @@ int tf_cli_perplexity(const tf_options *o)
 		goto out;
 	rc = EXIT_FAILURE;
 	p.window = tf_engine_context(p.e);
-	p.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(p.e));
+	p.chunk = tf_engine_prefill_chunk(p.e);
 	if (read_ids(&p, o->ini, o->perplexity) || tf_seq_new(p.e, &p.seq))
 		goto fail;
 	p.vocab = tf_engine_vocab(p.e);

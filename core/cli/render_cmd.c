@@ -4,29 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "chat/request.h"
-#include "chat/template.h"
-#include "conf.h"
-#include "diag.h"
-#include "registry.h"
-#include "textfile.h"
-#include "tokenizer.h"
+#include "tf/chat.h"
+#include "tf/conf.h"
+#include "tf/diag.h"
+#include "tf/text.h"
+#include "tf/tokenizer.h"
 #include "util.h"
-
-/* The INI with the keys its plugins declare ([toy] mode): the plugins are
- * scanned for them, never probed or started; reg must outlive conf. */
-static int load_conf(const tf_options *o, tf_registry **reg, tf_conf **conf)
-{
-	int rc = tf_conf_load_open(o->ini, conf);
-
-	for (int i = 0; !rc && i < o->n_overrides; i++)
-		rc = tf_conf_set(*conf, o->overrides[i]);
-	if (!rc)
-		rc = tf_registry_init(reg);
-	if (!rc)
-		rc = tf_registry_scan(*reg, *conf);
-	return rc ? rc : tf_registry_declare_keys(*reg, *conf);
-}
 
 static int load_tokenizer(const tf_conf *conf, tf_tokenizer **tok)
 {
@@ -56,7 +39,6 @@ static int print_json(const tf_chat_prompt *p, const tf_tokens *ids)
 
 int tf_cli_render_chat(const tf_options *o)
 {
-	tf_registry *reg = NULL;
 	tf_conf *conf = NULL;
 	tf_chat_template *t = NULL;
 	tf_tokenizer *tok = NULL;
@@ -69,7 +51,10 @@ int tf_cli_render_chat(const tf_options *o)
 
 	if (!o->ini)
 		rc = tf_chat_template_init(NULL, NULL, &t);
-	else if (!(rc = load_conf(o, &reg, &conf)))
+	/* The INI with the keys its plugins declare ([toy] mode): the plugins
+	 * are scanned for them, never probed or started. */
+	else if (!(rc = tf_conf_open_checked(o->ini, (const char *const *)o->overrides,
+					     o->n_overrides, &conf)))
 		rc = tf_chat_template_from_conf(conf, &t);
 	if (!rc && o->json)
 		rc = o->ini ? load_tokenizer(conf, &tok) :
@@ -100,6 +85,5 @@ cleanup:
 	tf_tok_free(tok);
 	tf_chat_template_free(t);
 	tf_conf_free(conf);
-	tf_registry_free(reg);
 	return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }

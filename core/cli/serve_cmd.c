@@ -11,10 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "diag.h"
-#include "engine/access.h"
 #include "fail.h"
 #include "serve/serve.h"
+#include "tf/diag.h"
 #include "util.h"
 
 /* [sampling] as the defaults a request's fields override. */
@@ -48,10 +47,8 @@ static int read_listen(serve *s, const tf_options *o, tf_conf **c, int64_t *rank
 {
 	serve_conf *sc = &s->conf;
 	int64_t port;
-	int rc = tf_conf_load_open(o->ini, c);
+	int rc = tf_conf_open(o->ini, (const char *const *)o->overrides, o->n_overrides, c);
 
-	for (int i = 0; !rc && i < o->n_overrides; i++)
-		rc = tf_conf_set(*c, o->overrides[i]);
 	if (rc)
 		return rc;
 	sc->host = o->host ? o->host : tf_conf_get(*c, "server", "host");
@@ -166,7 +163,7 @@ int tf_cli_serve(const tf_options *o)
 	if ((rc = tf_cli_follow(s.e, o->ini)) >= 0)
 		goto out;
 	rc = EXIT_FAILURE;
-	const tf_conf *c = tf_runtime_conf(tf_engine_runtime(s.e));
+	const tf_conf *c = tf_engine_conf(s.e);
 	if (tf_cli_sampling(c, &s.sp, &s.max_tokens) || read_chat(&s, c) ||
 	    read_server(&s, c)) {
 		tf_cli_fail(o->ini);

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag.h"
 #include "doctor_cmd.h"
 #include "fail.h"
 #include "generate_cmd.h"
@@ -17,8 +16,9 @@
 #include "perplexity_cmd.h"
 #include "render_cmd.h"
 #include "serve_cmd.h"
-#include "engine/pipeline.h"
-#include "runtime.h"
+#include "tf/check.h"
+#include "tf/conf.h"
+#include "tf/diag.h"
 #include "tf/plugin.h"
 #include "tf/version.h"
 #include "tokenize_cmd.h"
@@ -401,15 +401,10 @@ static int options_parse(int argc, char **argv, tf_options *o)
 
 static int run_plugins(const tf_options *o)
 {
-	tf_runtime *rt;
-	if (tf_runtime_open_plugins(o->ini, (const char *const *)o->overrides,
-				    o->n_overrides, &rt))
+	if (tf_plugins_print(o->ini, (const char *const *)o->overrides, o->n_overrides,
+			     o->keys, o->json, stdout))
 		return tf_cli_fail(NULL);
-	const tf_registry *r = tf_runtime_registry(rt);
-	int rc = o->keys ? tf_registry_print_keys(r, stdout, o->json)
-			 : tf_registry_print(r, stdout, o->json);
-	tf_runtime_close(rt);
-	return rc ? tf_cli_fail(NULL) : 0;
+	return 0;
 }
 
 /* --check --json's answer when the check fails: {"ini", "ok", "error"}. */
@@ -424,33 +419,19 @@ static void check_json_error(const char *ini)
 	cJSON_Delete(o);
 }
 
-/* Open the model and every layer against its tensors, then report.  A
- * header-only checkpoint stops after the memory plan: there is no data to
- * open layers on, and no device or transport is needed to plan it. */
+/* Open the model and every layer against its tensors, then report. */
 static int run_check(const tf_options *o)
 {
-	tf_runtime *rt = NULL;
-	int rc = tf_runtime_open_plan(o->ini, (const char *const *)o->overrides, o->n_overrides,
-				      &rt);
-	bool plan_only = rc == TF_OK && tf_runtime_header_only(rt);
-	if (rc == TF_OK && !plan_only && (rc = tf_runtime_start(rt)) == TF_OK)
-		rc = tf_pipeline_check(rt);
-	if (rc == TF_OK && o->json)
-		rc = tf_runtime_print_json(rt, o->ini, stdout);
-	if (rc != TF_OK) {
+	bool plan_only;
+	if (tf_model_check(o->ini, (const char *const *)o->overrides, o->n_overrides, o->json,
+			   stdout, &plan_only)) {
 		if (o->json)
 			check_json_error(o->ini);
-		tf_runtime_close(rt);
 		return tf_cli_fail(o->ini);
 	}
-	if (!o->json) {
-		if (!plan_only)
-			tf_runtime_print(rt, stdout);
-		tf_memplan_print(tf_runtime_plan(rt), stdout);
+	if (!o->json)
 		printf("%s: ok%s\n", o->ini, plan_only ? " (header-only checkpoint: the memory "
 			"plan only; no plugin, device or layer opened)" : "");
-	}
-	tf_runtime_close(rt);
 	return 0;
 }
 

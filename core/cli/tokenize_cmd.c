@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
+#include "tf/tokenizer.h"
 #include "tokenize_cmd.h"
-#include "tokenizer.h"
 
 static const char usage[] =
 "usage: tfrun --tokenizer FILE (--encode TEXT | --encode-file PATH | --decode IDS)\n"

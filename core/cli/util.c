@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "diag.h"
 #include "fail.h"
+#include "tf/diag.h"
 
 double tf_cli_now_s(void)
 {

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chat/stops.h"
-#include "conf.h"
+#include "tf/chat.h"
+#include "tf/conf.h"
 #include "tf/engine.h"
 #include "tf/model.h"
 #include "tf/sampler.h"

@@ -4,7 +4,8 @@
 #include <string.h>
 
 #include "bpe.h"
-#include "diag.h"
+#include "tf/diag.h"
+#include "unicode.h"
 
 #define NO_PAIR UINT64_MAX
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 #include "config.h"
-#include "diag.h"
 #include "tf/checkpoint.h"
+#include "tf/diag.h"
 #include "weights.h"
 
 struct tf_checkpoint {

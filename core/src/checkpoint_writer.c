@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diag.h"
 #include "st_writer.h"
 #include "tf/checkpoint.h"
+#include "tf/diag.h"
 
 struct tf_checkpoint_writer {
 	tf_st_writer *st;

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
 #include "tf/error.h"
 #include "tf/plugin.h"
+#include "tf/text.h"
 
 /* An INI description is a page of text; refuse anything far bigger. */
 #define CONF_MAX_BYTES (1u << 20)
@@ -132,6 +132,8 @@ struct tf_conf {
 	bool open;              /* unknown keys wait for plugins' declarations */
 	struct conf_key *decl;  /* the keys plugins declared */
 	size_t n_decl, cap_decl;
+	void *held;             /* tf_conf_hold: freed last */
+	void (*drop)(void *);
 };
 
 /* ---- the schema ---- */
@@ -473,7 +475,15 @@ void tf_conf_free(tf_conf *c)
 	free(c->decl);
 	free(c->name);
 	free(c->dir);
+	if (c->drop)
+		c->drop(c->held);
 	free(c);
+}
+
+void tf_conf_hold(tf_conf *c, void *p, void (*drop)(void *))
+{
+	c->held = p;
+	c->drop = drop;
 }
 
 /* ---- keys plugins declare ---- */
@@ -720,6 +730,20 @@ int tf_conf_load(const char *path, tf_conf **out)
 int tf_conf_load_open(const char *path, tf_conf **out)
 {
 	return conf_load(path, true, out);
+}
+
+int tf_conf_open(const char *ini_path, const char *const *overrides, int n_overrides,
+		 tf_conf **out)
+{
+	*out = NULL;
+	int rc = ini_path ? tf_conf_load_open(ini_path, out) : tf_conf_init(NULL, out);
+	for (int i = 0; !rc && i < n_overrides; i++)
+		rc = tf_conf_set(*out, overrides[i]);
+	if (rc && *out) {
+		tf_conf_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* "section.key=value" split in place of the caller's buffers. */

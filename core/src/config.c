@@ -8,8 +8,8 @@
 #include <cjson/cJSON.h>
 
 #include "config.h"
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 
 /* Real configs are a few KB; this bounds what a hostile path can make us read. */
 #define CFG_MAX_FILE (16u << 20)

@@ -1,8 +1,9 @@
 /* detok.c - streaming detokenizer: whole UTF-8 characters only. */
 #include <string.h>
 
-#include "detok.h"
-#include "diag.h"
+#include "tf/detok.h"
+#include "tf/diag.h"
+#include "unicode.h"
 
 void tf_detok_init(tf_detok *d, const tf_tokenizer *tok, unsigned flags)
 {

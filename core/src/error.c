@@ -1,9 +1,9 @@
-/* error.c - the per-thread failure detail of diag.h. */
+/* error.c - the per-thread failure detail of tf/diag.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 static _Thread_local char diag_msg[2048];
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "memplan.h"
+#include "tf/diag.h"
 #include "tf/router.h"
 
 static const char *const wclass_names[TF_WCLASS_COUNT] = {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "pretok.h"
+#include "tf/diag.h"
 #include "unicode.h"
 
 /* The HF SplitDelimiterBehavior values. */

@@ -2,7 +2,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "progress.h"
+#include "tf/progress.h"
 
 #define BAR_WIDTH 20
 #define REDRAW_S 0.1

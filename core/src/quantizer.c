@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "registry.h"
 #include "tf/checkpoint.h"
+#include "tf/diag.h"
 
 struct tf_quantizer {
 	tf_registry *reg;

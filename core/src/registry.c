@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "diag.h"
 #include "path.h"
 #include "tf/attention.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
 #include "tf/drafter.h"
 #include "tf/ffn.h"
 #include "tf/quant.h"
@@ -736,6 +736,33 @@ int tf_registry_declare_keys(const tf_registry *r, tf_conf *conf)
 		}
 	}
 	return tf_conf_check_pending(conf);
+}
+
+static void drop_registry(void *r)
+{
+	tf_registry_free(r);
+}
+
+int tf_conf_open_checked(const char *ini_path, const char *const *overrides,
+			 int n_overrides, tf_conf **out)
+{
+	tf_registry *r = NULL;
+	int rc = tf_conf_open(ini_path, overrides, n_overrides, out);
+	if (!rc)
+		rc = tf_registry_init(&r);
+	if (!rc)
+		tf_conf_hold(*out, r, drop_registry);
+	else
+		tf_registry_free(r);
+	if (!rc)
+		rc = tf_registry_scan(r, *out);
+	if (!rc)
+		rc = tf_registry_declare_keys(r, *out);
+	if (rc) {
+		tf_conf_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* The sound plugins' keys, whether or not their probe accepted this

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "config.h"
-#include "diag.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
 #include "tf/quant.h"
 #include "tf/router.h"
 
@@ -298,9 +298,7 @@ static void host_router_close(const tf_host *h, struct tf_router *r)
 static int rt_load_conf(tf_runtime *rt, const char *ini,
 			const char *const *overrides, int n)
 {
-	int rc = ini ? tf_conf_load_open(ini, &rt->conf) : tf_conf_init(NULL, &rt->conf);
-	for (int i = 0; !rc && i < n; i++)
-		rc = tf_conf_set(rt->conf, overrides[i]);
+	int rc = tf_conf_open(ini, overrides, n, &rt->conf);
 	if (rc)
 		return rc;
 

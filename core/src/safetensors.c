@@ -11,8 +11,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "diag.h"
 #include "safetensors.h"
+#include "tf/diag.h"
 
 struct tf_st_file {
 	const char *path;

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "sampler.h"
+#include "tf/diag.h"
 #include "tf/error.h"
 
 void tf_sampler_params_default(tf_sampler_params *p)

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag.h"
 #include "path.h"
 #include "safetensors.h"
 #include "st_writer.h"
+#include "tf/diag.h"
 #include "tf/tensor.h"
 
 typedef struct st_entry {

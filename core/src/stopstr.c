@@ -1,11 +1,11 @@
-/* stopstr.c - see stopstr.h. */
+/* stopstr.c - see tf/stopstr.h. */
 #define _GNU_SOURCE                     /* memmem */
-#include "stopstr.h"
+#include "tf/stopstr.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 void tf_stopstr_init(tf_stopstr *m)
 {

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 
 int tf_text_read(const char *path, size_t max, char **out, size_t *len)
 {

@@ -9,10 +9,11 @@
 #include <cjson/cJSON.h>
 
 #include "bpe.h"
-#include "diag.h"
 #include "pretok.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 #include "tokenizer.h"
+#include "unicode.h"
 
 typedef enum normalizer { NORM_NONE, NORM_NFC } normalizer;
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "runtime.h"
+#include "tf/diag.h"
 #include "tf/tp.h"
 #include "tf/transport.h"
 

@@ -1,7 +1,6 @@
 /*
- * unicode.h - the UTF-8, byte-level and NFC pieces the tokenizer stands on.
- *
- * Text is UTF-8 with explicit lengths everywhere: prompts may hold U+0000.
+ * unicode.h - the UTF-8, byte-level and NFC pieces the tokenizer stands on
+ * (tf/text.h holds the byte strings and checks faces use too).
  */
 #ifndef TF_UNICODE_H
 #define TF_UNICODE_H
@@ -10,19 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A growable byte string; zero-initialise, then tf_bytes_free(). */
-typedef struct tf_bytes {
-	char *p;
-	size_t len, cap;
-} tf_bytes;
-
-/* Room for `extra` more bytes; TF_ERR_NOMEM (no diag) leaves b unchanged. */
-int tf_bytes_reserve(tf_bytes *b, size_t extra);
-/* Appends n bytes and no NUL terminator: b->len counts them. */
-int tf_bytes_append(tf_bytes *b, const void *p, size_t n);
-void tf_bytes_free(tf_bytes *b);
-
-#define TF_UTF8_REPLACEMENT "\xEF\xBF\xBD"   /* U+FFFD */
+#include "tf/text.h"
 
 /*
  * Reads one character at s[0..len).  Returns its length (1..4) and sets *cp;
@@ -33,11 +20,6 @@ void tf_bytes_free(tf_bytes *b);
 int tf_utf8_next(const uint8_t *s, size_t len, uint32_t *cp);
 /* Writes cp as UTF-8 into out; returns its length. */
 int tf_utf8_put(uint32_t cp, char out[4]);
-/* True when s[0..len) is valid UTF-8; else *bad is the offset of the fault. */
-bool tf_utf8_valid(const char *s, size_t len, size_t *bad);
-/* Appends s with every invalid subpart replaced by U+FFFD. */
-int tf_utf8_lossy(const char *s, size_t len, tf_bytes *out);
-
 /* Unicode White_Space. */
 bool tf_unicode_is_space(uint32_t cp);
 

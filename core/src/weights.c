@@ -8,10 +8,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "diag.h"
 #include "path.h"
 #include "safetensors.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 #include "weights.h"
 
 #define WEIGHTS_INDEX "model.safetensors.index.json"

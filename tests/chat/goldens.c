@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/request.h"
-#include "diag.h"
+#include "tf/chat.h"
+#include "tf/diag.h"
 
 tf_val *goldens_load(void)
 {

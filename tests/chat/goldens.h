@@ -8,8 +8,8 @@
 
 #include <stdbool.h>
 
-#include "chat/template.h"
 #include "chat/value.h"
+#include "tf/chat.h"
 
 #define TF_GOLDENS TF_TESTDATA "/chat/ling3-goldens.jsonl"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "chat/jinja.h"
-#include "diag.h"
+#include "tf/diag.h"
 
 static char *slurp(const char *path, size_t *len)
 {

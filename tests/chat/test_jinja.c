@@ -12,7 +12,7 @@
 
 #include "chat/jinja.h"
 #include "chat/value.h"
-#include "diag.h"
+#include "tf/diag.h"
 #include "tf/error.h"
 
 static char *slurp(const char *path, size_t *len)

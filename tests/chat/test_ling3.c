@@ -3,10 +3,9 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "chat/request.h"
-#include "chat/template.h"
-#include "diag.h"
 #include "goldens.h"
+#include "tf/chat.h"
+#include "tf/diag.h"
 
 #define TINY TF_SOURCE_DIR "/conf/tokenizers/ling-tiny/tokenizer.json"
 

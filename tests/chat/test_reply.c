@@ -5,11 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/reply.h"
-#include "chat/request.h"
-#include "chat/template.h"
-#include "diag.h"
 #include "goldens.h"
+#include "tf/chat.h"
+#include "tf/diag.h"
+#include "tf/reply.h"
 
 /* Events joined per part; calls as "name args;" */
 typedef struct joined {

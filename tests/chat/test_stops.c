@@ -4,10 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "chat/stops.h"
-#include "chat/template.h"
-#include "diag.h"
 #include "support/tmpfile.h"
+#include "tf/chat.h"
+#include "tf/diag.h"
 
 #define TINY TF_SOURCE_DIR "/conf/tokenizers/ling-tiny"
 

@@ -7,11 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chat/request.h"
-#include "chat/template.h"
-#include "diag.h"
 #include "goldens.h"
-#include "textfile.h"
+#include "tf/chat.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 
 static char dir[] = "/tmp/tf_test_chat_template_XXXXXX";
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "chat/value.h"
-#include "diag.h"
+#include "tf/diag.h"
 #include "tf/error.h"
 
 static void expect_dump(const char *json, const char *want)

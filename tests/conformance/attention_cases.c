@@ -33,12 +33,12 @@
 #include <string.h>
 
 #include "conformance.h"
-#include "diag.h"
 #include "kda/kda_case.h"
 #include "mla/mla_case.h"
 #include "runtime.h"
 #include "tf/attention.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
 
 #define CTX 64
 #define N 21    /* prefill length: the batched case's second sequence (16 rows) is a

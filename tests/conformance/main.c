@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "conformance.h"
-#include "diag.h"
+#include "tf/diag.h"
 
 bool cf_case(cf_tally *t, bool ok, const char *impl, const char *fmt, ...)
 {

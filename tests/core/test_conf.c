@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "conf.h"
-#include "diag.h"
 #include "support/tmpfile.h"
+#include "tf/diag.h"
 
 static const char good[] =
 	"; a comment\n"

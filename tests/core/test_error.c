@@ -14,7 +14,7 @@ Test(error, every_code_named_distinctly)
 	cr_assert_str_eq(tf_strerror(-999), "unknown error");
 }
 
-#include "diag.h"
+#include "tf/diag.h"
 
 Test(diag, set_and_prefix)
 {

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag.h"
 #include "runtime.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
 #include "tf/quant.h"
 #include "tf/transport.h"
 
@@ -184,6 +184,47 @@ Test(runtime, plugin_keys_are_declared_checked_and_read)
 	/* without the plugin on the path nobody declares it */
 	const char *absent[] = { "toy.mode=sum" };
 	open_fails(absent, 1, TF_ERR_INVALID, "[toy] mode: unknown key");
+}
+
+/* tf/conf.h for a face that reads the INI before or without an engine:
+ * tf_conf_open keeps a key it does not know for the engine to check,
+ * tf_conf_open_checked scans the plugins and checks it there. */
+Test(runtime, faces_open_the_ini_checked_or_not)
+{
+	const char *path = "plugins.path=" TF_TEST_PLUGINS "/toy";
+	const char *ov[] = { path, "toy.mode=sum", "sampling.top_k=7" };
+	tf_conf *c = NULL;
+	int64_t k;
+	int e = -1;
+
+	cr_assert_eq(tf_conf_open(ini, ov, 3, &c), TF_OK, "%s", tf_diag_msg());
+	cr_assert_str_eq(tf_conf_get(c, "toy", "mode"), "sum");
+	cr_assert_eq(tf_conf_get_int(c, "sampling", "top_k", 0, &k), TF_OK);
+	cr_assert_eq(k, 7);
+	tf_conf_free(c);
+
+	cr_assert_eq(tf_conf_open_checked(ini, ov, 3, &c), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_get_enum(c, "toy", "mode", 0, &e), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(e, 1, "typed by the plugin's declaration");
+	tf_conf_free(c);
+
+	/* a misspelt plugin key passes the unchecked open, not the checked one */
+	const char *typo[] = { path, "toy.moed=sum" };
+	cr_assert_eq(tf_conf_open(ini, typo, 2, &c), TF_OK, "%s", tf_diag_msg());
+	tf_conf_free(c);
+	c = (tf_conf *)1;
+	cr_assert_eq(tf_conf_open_checked(ini, typo, 2, &c), TF_ERR_INVALID);
+	cr_assert_null(c);
+	cr_assert(strstr(tf_diag_msg(), "--set [toy] moed: unknown key"), "%s", tf_diag_msg());
+	/* a core key is checked by both */
+	const char *bad[] = { "sampling.top_k=many" };
+	cr_assert_eq(tf_conf_open(ini, bad, 1, &c), TF_ERR_INVALID);
+	cr_assert_null(c);
+	cr_assert(strstr(tf_diag_msg(), "[sampling] top_k"), "%s", tf_diag_msg());
+	/* no INI: every key unset */
+	cr_assert_eq(tf_conf_open(NULL, NULL, 0, &c), TF_OK, "%s", tf_diag_msg());
+	cr_assert_eq(tf_conf_count(c), 0);
+	tf_conf_free(c);
 }
 
 Test(runtime, plugin_layer_state_is_planned)

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "stopstr.h"
 #include "tf/error.h"
+#include "tf/stopstr.h"
 
 static uint32_t next(uint64_t *s)
 {

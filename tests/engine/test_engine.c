@@ -71,6 +71,11 @@ static tf_engine *engine_open(const char *kv_cache)
 	cr_assert_eq(rc, TF_OK, "open %s: %s", ini, tf_engine_errmsg());
 	cr_assert_eq(tf_engine_context(e), CONTEXT);
 	cr_assert_eq(tf_engine_max_seqs(e), MAX_SEQS);
+	cr_assert_eq(tf_engine_prefill_chunk(e), CHUNK);
+	/* the description it opened, overrides applied, for a face's own keys */
+	const char *kv = tf_conf_get(tf_engine_conf(e), "runtime", "kv_cache");
+	cr_assert(kv_cache ? kv && !strcmp(kv, strchr(kv_cache, '=') + 1) : !kv,
+		  "[runtime] kv_cache: %s", kv ? kv : "unset");
 	return e;
 }
 

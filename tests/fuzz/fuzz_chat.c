@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/reply.h"
-#include "chat/request.h"
-#include "chat/template.h"
+#include "tf/chat.h"
+#include "tf/reply.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "chat/jinja.h"
-#include "diag.h"
+#include "tf/diag.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "detok.h"
+#include "tf/detok.h"
 #include "tokenizer.h"
 #include "unicode.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "conf.h"
-#include "diag.h"
+#include "tf/diag.h"
 
 /* Arrays, not pointers: the test runner re-executes itself, so addresses
  * in a parameter do not survive. */

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "config.h"
-#include "diag.h"
 #include "memplan.h"
+#include "tf/diag.h"
 #include "weights.h"
 
 #define TINY TF_BINARY_DIR "/tests/reference/ling-tiny"

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "diag.h"
 #include "registry.h"
 #include "support/testhost.h"
+#include "tf/diag.h"
 #include "tf/quant.h"
 
 #define IN 53

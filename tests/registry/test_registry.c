@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "conf.h"
-#include "diag.h"
 #include "registry.h"
 #include "support/tmpfile.h"
+#include "tf/diag.h"
 
 #define SEL TF_TEST_PLUGINS "/sel"
 #define BAD TF_TEST_PLUGINS "/bad"

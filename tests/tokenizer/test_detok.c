@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "detok.h"
-#include "diag.h"
+#include "tf/detok.h"
+#include "tf/diag.h"
 #include "tok_fixture.h"
 
 static tf_tokenizer *tok;

@@ -5,8 +5,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "diag.h"
 #include "pretok.h"
+#include "tf/diag.h"
 
 typedef struct pieces {
 	char buf[512];

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "progress.h"
+#include "tf/progress.h"
 
 static size_t slurp(FILE *f, char *buf, size_t cap)
 {

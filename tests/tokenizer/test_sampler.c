@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "sampler.h"
+#include "tf/diag.h"
 
 #define NV 1000
 

@@ -9,7 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "bpe.h"
-#include "diag.h"
+#include "tf/diag.h"
 #include "tok_fixture.h"
 
 /* Vocabulary spelled in the byte-level alphabet: "Ġ" is the space. */

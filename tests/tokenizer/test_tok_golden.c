@@ -7,8 +7,9 @@
 #include <cjson/cJSON.h>
 
 #include "bpe.h"
-#include "diag.h"
+#include "tf/diag.h"
 #include "tok_fixture.h"
+#include "unicode.h"
 
 static const char *const names[] = { "qwen3", "deepseek_v3", "gpt2" };
 #define N_TOK (sizeof(names) / sizeof(*names))

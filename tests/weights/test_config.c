@@ -7,8 +7,8 @@
 #include <cjson/cJSON.h>
 
 #include "config.h"
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 #include "tmpdir.h"
 
 /* Ling-3.0-flash, spec/ling-arch.md §1.2, with some vestigial keys. */

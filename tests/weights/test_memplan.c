@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "config.h"
-#include "diag.h"
 #include "memplan.h"
 #include "st_writer.h"
+#include "tf/diag.h"
 #include "tmpdir.h"
 #include "weights.h"
 

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "diag.h"
 #include "safetensors.h"
 #include "st_writer.h"
+#include "tf/diag.h"
 #include "tmpdir.h"
 #include "weights.h"
 

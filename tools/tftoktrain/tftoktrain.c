@@ -17,11 +17,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "diag.h"
 #include "pretok.h"
 #include "strmap.h"
-#include "textfile.h"
-#include "tokenizer.h"
+#include "tf/diag.h"
+#include "tf/text.h"
+#include "tf/tokenizer.h"
 #include "unicode.h"
 
 #define MAX_ADDED 64

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "serve.h"
+#include "tf/diag.h"
 
 static const char *err_type(int status)
 {

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat/request.h"
-#include "diag.h"
 #include "serve.h"
+#include "tf/chat.h"
+#include "tf/diag.h"
 #include "util.h"
 
 int serve_fail(serve_err *err, int status, const char *param, const char *fmt, ...)

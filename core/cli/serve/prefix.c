@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
 #include "serve.h"
+#include "tf/diag.h"
 
 int serve_prefix_init(serve_prefix *pc, tf_engine *e, int cap)
 {

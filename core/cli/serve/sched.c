@@ -6,9 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag.h"
-#include "engine/access.h"
 #include "serve.h"
+#include "tf/diag.h"
 #include "util.h"
 
 /* What the scheduler holds across steps. */
@@ -366,7 +365,7 @@ int serve_sched_start(serve *s, pthread_t *thread)
 		.s = s,
 		.vocab = tf_engine_vocab(s->e),
 		/* A prompt's chunk shares the step with the decoders. */
-		.chunk = tf_runtime_prefill_chunk(tf_engine_runtime(s->e)),
+		.chunk = tf_engine_prefill_chunk(s->e),
 	};
 	if (serve_prefix_init(&sc->pc, s->e, s->conf.prefix_cache)) {
 		free(sc);

@@ -16,14 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "chat/reply.h"
-#include "chat/stops.h"
-#include "chat/template.h"
-#include "conf.h"
-#include "detok.h"
-#include "stopstr.h"
+#include "tf/chat.h"
+#include "tf/conf.h"
+#include "tf/detok.h"
 #include "tf/engine.h"
-#include "tokenizer.h"
+#include "tf/reply.h"
+#include "tf/stopstr.h"
+#include "tf/tokenizer.h"
 
 /* [server] keys, with --host, --port and --api-key over them. */
 typedef struct serve_conf {

@@ -41,6 +41,11 @@
  * thread.  A refused call (a bad id, position, token, a full context or
  * sequence table) leaves every sequence as it was.  An engine is not
  * thread-safe: one thread steps it at a time.
+ *
+ * What else a face needs sits beside this header: the INI's own keys
+ * (tf/conf.h), tokens and text (tf/tokenizer.h, tf/detok.h, tf/text.h),
+ * chat (tf/chat.h, tf/reply.h, tf/stopstr.h), checks without running
+ * (tf/check.h) and failure messages (tf/diag.h).
  */
 #ifndef TF_ENGINE_H
 #define TF_ENGINE_H
@@ -49,6 +54,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tf/conf.h"
 #include "tf/error.h"
 #include "tf/model.h"
 #include "tf/sampler.h"
@@ -80,7 +86,13 @@ const tf_model_config *tf_engine_model(const tf_engine *e);
 int tf_engine_vocab(const tf_engine *e);
 int tf_engine_hidden_size(const tf_engine *e);
 int64_t tf_engine_context(const tf_engine *e);  /* tokens per sequence */
+/* Tokens a forward runs per step ([runtime] prefill_chunk): a face that
+ * prefills in pieces of this size to show progress loses nothing. */
+int64_t tf_engine_prefill_chunk(const tf_engine *e);
 int tf_engine_max_seqs(const tf_engine *e);     /* alive at once */
+/* The description it opened, overrides applied (tf/conf.h): a face reads
+ * its own keys there ([sampling], [chat], [server]).  Valid until close. */
+const tf_conf *tf_engine_conf(const tf_engine *e);
 
 /* --- sequences --- */
 

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
+#include "unicode.h"
 
 #define EVAL_MAX_DEPTH 64             /* macro calls inside macro calls */
 #define EVAL_MAX_NEST 600             /* nodes run inside nodes: bounds the C stack */

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "tf/error.h"
+#include "unicode.h"
 
 /* len() as Python counts: code points, items, entries. */
 static int length(struct jrun *r, const struct jnode *at, const tf_val *v, int64_t *n)

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
+#include "unicode.h"
 
 bool tf_jinja_isspace(uint32_t cp) { return tf_unicode_is_space(cp) || (cp >= 0x1C && cp <= 0x1F); }
 

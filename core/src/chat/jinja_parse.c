@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 #define PARSE_MAX_DEPTH 200
 

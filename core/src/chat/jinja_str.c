@@ -16,6 +16,7 @@
 #include <wctype.h>
 
 #include "tf/error.h"
+#include "unicode.h"
 
 /* Decoded code points of a STR. */
 struct cps {

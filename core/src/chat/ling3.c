@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 static const char tools_head[] =
 	"# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"

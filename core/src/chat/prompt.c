@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 /* Longer "<...>" runs are prose, not tags. */
 #define TAG_MAX 32

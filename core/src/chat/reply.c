@@ -1,10 +1,10 @@
-/* reply.c - see reply.h. */
-#include "chat/reply.h"
+/* reply.c - see tf/reply.h. */
+#include "tf/reply.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 enum { START, REASONING, ANSWER, CALL };
 

@@ -1,10 +1,10 @@
-/* request.c - see request.h. */
-#include "chat/request.h"
+/* request.c - see tf/chat.h. */
+#include "tf/chat.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 static const char *const roles[] = { "system", "user", "assistant", "tool" };
 

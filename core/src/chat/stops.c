@@ -1,12 +1,13 @@
-/* stops.c - see stops.h. */
-#include "chat/stops.h"
+/* stops.c - see tf/chat.h. */
+#include "tf/chat.h"
 
 #include <stdlib.h>
 
 #include <cjson/cJSON.h>
 
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
+#include "tokenizer.h"
 
 /* A generation_config.json is a few hundred bytes. */
 #define GENCFG_MAX_FILE (1u << 20)

@@ -1,5 +1,5 @@
-/* template.c - see template.h. */
-#include "chat/template.h"
+/* template.c - see tf/chat.h. */
+#include "tf/chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,8 +7,9 @@
 
 #include "chat/jinja.h"
 #include "chat/ling3.h"
-#include "diag.h"
-#include "textfile.h"
+#include "conf.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 
 /* tokenizer_config.json may list every added token: allow a few MiB. */
 #define CONFIG_MAX_FILE (64u << 20)

@@ -1,4 +1,4 @@
-/* value.c - see value.h. */
+/* value.c - see tf/value.h and value.h. */
 #include "value.h"
 
 #include <errno.h>
@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 #include "tf/error.h"
+#include "unicode.h"
 
 enum { SUB_NAMESPACE = 1 };   /* a DICT's sub; a LIST's is its tf_val_seq */
 

@@ -32,14 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
-#include "diag.h"
 #include "mtp_policy.h"
 #include "pipeline.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "seqstate.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
 #include "tf/tp.h"
 #include "tpsync.h"
 
@@ -279,7 +278,9 @@ const tf_model_config *tf_engine_model(const tf_engine *e) { return tf_runtime_m
 int tf_engine_vocab(const tf_engine *e) { return e->vocab; }
 int tf_engine_hidden_size(const tf_engine *e) { return e->hidden; }
 int64_t tf_engine_context(const tf_engine *e) { return e->context; }
+int64_t tf_engine_prefill_chunk(const tf_engine *e) { return tf_runtime_prefill_chunk(e->rt); }
 int tf_engine_max_seqs(const tf_engine *e) { return e->max_seqs; }
+const tf_conf *tf_engine_conf(const tf_engine *e) { return tf_runtime_conf(e->rt); }
 int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
 
 /* ---- sequences ---- */
@@ -1343,9 +1344,7 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		return TF_ERR_INVALID;
 	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	float *hid;
-	int32_t *tok, pos0;
-	int64_t pending = tf_seqstate_pending(q->st, &hid, &tok, &pos0);
+	int64_t pending = tf_seqstate_pending_n(q->st);
 	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol, pending) : e->mtp_depth;
 	if (k > max_depth)
 		k = max_depth;
@@ -1392,5 +1391,3 @@ void tf_engine_stats_reset(tf_engine *e)
 	tf_pipeline_stats_reset(e->p);
 	tf_runtime_moe_stats_reset(e->rt);
 }
-
-tf_runtime *tf_engine_runtime(const tf_engine *e) { return e->rt; }

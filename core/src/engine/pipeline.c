@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag.h"
-#include "progress.h"
 #include "seqstate.h"
 #include "tf/backend.h"
+#include "tf/diag.h"
+#include "tf/progress.h"
 #include "tf/quant.h"
 #include "tf/tp.h"
 
@@ -702,10 +702,8 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 	 * the sequence skips, dropped down to the recent half a step's room
 	 * leaves (the MTP layer's attention goes without the rest). */
 	for (int k = 0; p->mtp && k < n_seg; k++) {
-		float *hid;
-		int32_t *tok, pos0;
 		tf_seqstate *s = seg[k].state;
-		int64_t have = tf_seqstate_pending(s, &hid, &tok, &pos0), n_k = seg[k].n;
+		int64_t have = tf_seqstate_pending_n(s), n_k = seg[k].n;
 		if (have + n_k <= p->chunk + 1)
 			continue;
 		if (tf_seqstate_mtp_skips(s)) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "tf/diag.h"
 
 /* Final-normed hidden rows [n, hidden_size] and the tokens at positions
  * pos0 .. pos0 + n - 1, host memory, room for cap rows. */
@@ -247,6 +247,11 @@ int64_t tf_seqstate_pending(const tf_seqstate *s, float **hidden, int32_t **toke
 	*hidden = s->pend.hidden;
 	*tokens = s->pend.tok;
 	*pos0 = s->pend.pos0;
+	return s->pend.n;
+}
+
+int64_t tf_seqstate_pending_n(const tf_seqstate *s)
+{
 	return s->pend.n;
 }
 

@@ -52,6 +52,7 @@ int tf_seqstate_mtp_back(tf_seqstate *s);
  */
 int64_t tf_seqstate_pending(const tf_seqstate *s, float **hidden, int32_t **tokens,
 			    int32_t *pos0);
+int64_t tf_seqstate_pending_n(const tf_seqstate *s);    /* the count alone */
 int tf_seqstate_pend_add(tf_seqstate *s, int32_t pos, const int32_t *tokens, int64_t n,
 			 float **rows);
 void tf_seqstate_pend_drop(tf_seqstate *s, int64_t n);

@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "conf.h"
-#include "diag.h"
-#include "textfile.h"
+#include "tf/diag.h"
+#include "tf/text.h"
 #include "weights.h"
 
 #define FNV_OFFSET 0xcbf29ce484222325ull

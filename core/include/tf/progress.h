@@ -1,5 +1,5 @@
 /*
- * progress.h - a one-line progress bar on stderr while weights load or a
+ * tf/progress.h - a one-line progress bar on stderr while weights load or a
  * long prompt is prefilled.
  *
  * It draws only when stderr is a terminal, so logs and pipes stay clean, and
@@ -14,6 +14,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum tf_progress_unit { TF_PROGRESS_BYTES, TF_PROGRESS_TOKENS } tf_progress_unit;
 
@@ -31,4 +35,7 @@ void tf_progress_update(tf_progress *p, uint64_t done);
 /* Draws the final state and ends the line. */
 void tf_progress_finish(tf_progress *p);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* TF_PROGRESS_H */

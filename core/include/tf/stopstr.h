@@ -1,5 +1,5 @@
 /*
- * stopstr.h - stop sequences: a streaming matcher over generated text.
+ * tf/stopstr.h - stop sequences: a streaming matcher over generated text.
  *
  * Text arrives in pieces (one token's text at a time).  The matcher passes
  * on what can no longer be part of a stop string and holds back the
@@ -8,7 +8,7 @@
  * it are dropped: the stop string itself is never emitted.  With several
  * stop strings, the first to complete wins (of two ending together, the
  * longer), so how the text is cut into pieces never changes the result.
- * tfrun's --stop uses it; the OpenAI server is to reuse it for "stop".
+ * tfrun's --stop and the OpenAI server's "stop" use it.
  */
 #ifndef TF_STOPSTR_H
 #define TF_STOPSTR_H
@@ -16,8 +16,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "unicode.h"
+#include "tf/text.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Its fields are the matcher's own but `stopped`. */
 typedef struct tf_stopstr {
 	tf_bytes *stops;                /* the stop strings */
 	int n;
@@ -44,4 +49,7 @@ void tf_stopstr_flush(tf_stopstr *m, const char **out, size_t *out_len);
 /* For the next reply: nothing held, not stopped; the stop strings stay. */
 void tf_stopstr_reset(tf_stopstr *m);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* TF_STOPSTR_H */

@@ -1,5 +1,5 @@
 /*
- * reply.h - a model's reply read back the way the Ling-3 template writes it.
+ * tf/reply.h - a model's reply read back the way the Ling-3 template writes it.
  *
  * The reply is reasoning up to "</think>", then the answer; "<tool_call>"
  * also ends the reasoning.  Each block
@@ -26,13 +26,17 @@
  *     tf_reply_finish(&r);
  *     tf_reply_free(&r);
  */
-#ifndef TF_CHAT_REPLY_H
-#define TF_CHAT_REPLY_H
+#ifndef TF_REPLY_H
+#define TF_REPLY_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "chat/value.h"
+#include "tf/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum tf_reply_part {
 	TF_REPLY_REASONING,
@@ -53,6 +57,7 @@ typedef struct tf_reply_event {
 /* A negative return stops the parser and is passed on. */
 typedef int (*tf_reply_fn)(void *ctx, const tf_reply_event *ev);
 
+/* Its fields are the parser's own. */
 typedef struct tf_reply {
 	int state;
 	tf_bytes hold;                  /* maybe the start of a marker */
@@ -85,4 +90,7 @@ int tf_reply_message(const tf_bytes *reasoning, const tf_bytes *answer, tf_val *
  * "function": {"name", "arguments": JSON text}}. */
 int tf_reply_tool_call(const tf_reply_event *ev, tf_val **call);
 
-#endif /* TF_CHAT_REPLY_H */
+#ifdef __cplusplus
+}
+#endif
+#endif /* TF_REPLY_H */

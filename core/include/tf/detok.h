@@ -1,5 +1,5 @@
 /*
- * detok.h - streaming detokenizer: turns generated ids into text as they
+ * tf/detok.h - streaming detokenizer: turns generated ids into text as they
  * come, never printing half a UTF-8 character.
  *
  * One token may end inside a character (byte-level BPE splits multi-byte
@@ -10,8 +10,13 @@
 #ifndef TF_DETOK_H
 #define TF_DETOK_H
 
-#include "tokenizer.h"
+#include "tf/tokenizer.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Its fields are the detokenizer's own. */
 typedef struct tf_detok {
 	const tf_tokenizer *tok;
 	unsigned flags;         /* TF_TOK_SKIP_SPECIAL */
@@ -30,4 +35,7 @@ int tf_detok_push(tf_detok *d, int32_t id, const char **text, size_t *len);
 /* End of the stream: an unfinished character comes out as U+FFFD. */
 int tf_detok_flush(tf_detok *d, const char **text, size_t *len);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* TF_DETOK_H */
