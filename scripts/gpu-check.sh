@@ -1,10 +1,14 @@
 #!/bin/sh
 # gpu-check.sh - on a machine with an NVIDIA GPU: build the CUDA plugins,
 # check exl3's CUDA kernels against the CPU reference on random layers,
-# print the GEMV benchmark table, run the KDA kernels' tests (those
-# test_kda_cuda_sim runs on the SIMT harness) on the device and time them,
-# then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
-# tests (test_moe_cuda_sim's) and time them, the sampler's
+# print the GEMV and prefill GEMM benchmark tables (the GEMM against its
+# floor: trellis reads over the copy bandwidth or its products over the
+# tensor cores' peak, TF_BENCH_TENSOR_TFLOPS, default the H200's 989),
+# run the KDA kernels' tests (those test_kda_cuda_sim runs on the SIMT
+# harness) on the device and time them, then the MLA kernels' tests
+# (test_mla_cuda_sim's), then the MoE kernels' tests (test_moe_cuda_sim's,
+# the EXL3 experts' GEMV and GEMM among them)
+# and time them (prefill through the EXL3 experts too), the sampler's
 # (test_sample_cuda_sim's), then the device plugins: plain-cuda against the
 # CPU plain linear, moe-cuda's ffn plugins (fp32 and EXL3 experts) against
 # moe.so, backend-cuda's ops and sample slot
@@ -70,7 +74,7 @@ cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check
 	test_plain_cuda_gpu test_moe_cuda_plugin_gpu test_conformance test_backend_cuda tfrun \
 	cuda_bw
 
-section "exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
+section "exl3 CUDA kernels vs the CPU reference, then the one-row GEMV and the prefill GEMM benchmarks"
 "$build/bin/gpu_check"
 
 section "KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"

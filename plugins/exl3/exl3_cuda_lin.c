@@ -6,7 +6,8 @@
  * (exl3_load.c) and uploads trellis (or reads it in the checkpoint where
  * the backend maps host memory: tf_cuda_weight.h), suh, svh and bias.  forward() takes
  * device pointers from the CUDA backend: 1..8 rows go through the fused
- * decode GEMV; more rows decode Ŵ to fp16 once and use tensor cores.
+ * decode GEMV; more rows through the WMMA GEMM, which decodes each tile
+ * into shared memory once per 64 rows (cuda_kernels.h says why 8).
  *
  * open_part() cuts the loaded layer as the CPU descriptor does
  * (tf_exl3_parts_cut: whole 128-feature Hadamard blocks) and uploads only
@@ -130,42 +131,24 @@ static int exl3_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
 	const tf_exl3_cuda_lin *l = lin;
 	const tf_host *h = l->h;
 	cudaStream_t st = tf_backend_stream(h->backend, h->backend_ctx);
-	const int64_t rows16 = (rows + 15) / 16 * 16;
-	const int gemv = rows <= TF_EXL3_CUDA_GEMV_ROWS;
-	float *xh = NULL, *yh = NULL;
-	uint16_t *xh16 = NULL, *w16 = NULL;
+	float *xh = NULL, *yh;
 	cudaError_t e;
 
 	if (rows <= 0)
 		return rows ? h->error(h, TF_ERR_INVALID, "exl3-cuda: %lld rows", (long long)rows)
 			    : TF_OK;
-	e = cudaMallocAsync((void **)&xh, (size_t)rows16 * (size_t)(l->k + l->n) * sizeof(float),
-			    st);
-	if (e == cudaSuccess && !gemv)
-		e = cudaMallocAsync((void **)&xh16, (size_t)rows16 * (size_t)l->k * 2, st);
-	if (e == cudaSuccess && !gemv)
-		e = cudaMallocAsync((void **)&w16, (size_t)l->k * (size_t)l->n * 2, st);
+	e = cudaMallocAsync((void **)&xh, (size_t)rows * (size_t)(l->k + l->n) * sizeof(float), st);
 	if (e == cudaSuccess) {
-		yh = xh + rows16 * l->k;
-		if (xh16)       /* the GEMM's padding rows must be zero */
-			e = cudaMemsetAsync(xh16, 0, (size_t)rows16 * (size_t)l->k * 2, st);
+		yh = xh + rows * l->k;
+		e = tf_exl3_cuda_input(st, x, rows, l->in, l->k, l->suh, xh);
 	}
 	if (e == cudaSuccess)
-		e = tf_exl3_cuda_input(st, x, rows, l->in, l->k, l->suh, xh, xh16);
-	if (e == cudaSuccess && gemv)
-		e = tf_exl3_cuda_gemv(st, l->trellis.dev, l->k, l->n, l->K, l->cb, xh, rows, yh);
-	if (e == cudaSuccess && !gemv)
-		e = tf_exl3_cuda_reconstruct(st, l->trellis.dev, l->k, l->n, l->K, l->cb, w16);
-	if (e == cudaSuccess && !gemv)
-		e = tf_exl3_cuda_gemm(st, xh16, rows16, w16, l->k, l->n, yh);
+		e = (rows <= TF_EXL3_CUDA_GEMV_ROWS ? tf_exl3_cuda_gemv : tf_exl3_cuda_gemm)(
+			st, l->trellis.dev, l->k, l->n, l->K, l->cb, xh, rows, yh);
 	if (e == cudaSuccess)
 		e = tf_exl3_cuda_output(st, yh, rows, l->n, l->out, l->svh, l->bias, y);
 	if (xh)
 		cudaFreeAsync(xh, st);
-	if (xh16)
-		cudaFreeAsync(xh16, st);
-	if (w16)
-		cudaFreeAsync(w16, st);
 	return cuda_status(h, e, "forward");
 }
 
@@ -178,7 +161,7 @@ static int exl3_cuda_probe(const tf_host *h, const char **reason)
 const tf_plugin_quant tf_exl3_cuda_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, TF_CUDA_PLUGIN_NAME("exl3-cuda"),
 				"0.1.0",
-				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), WMMA above",
+				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), decode-once WMMA GEMM above",
 				exl3_cuda_probe),
 	.match = tf_exl3_match,
 	.open = exl3_cuda_open,

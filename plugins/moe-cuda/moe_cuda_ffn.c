@@ -20,9 +20,10 @@
  *  - EXL3 (Ling-3.1 Flash's experts): kept as stored, each linear's trellis,
  *    suh and svh uploaded by moe_cuda_exl3.c after plugins/exl3's own
  *    checks; tf_moe_cuda_exl3_mlp runs every active expert's rows in five
- *    launches (one per step of the MLP, not one per expert), each linear
- *    at its own K and codebook (the shared expert at other bits than the
- *    routed ones);
+ *    launches (one per step of the MLP, not one per expert; in prefill
+ *    three more: its GEMM's work list and a GEMM per product for the
+ *    experts past 8 rows), each linear at its own K and codebook (the
+ *    shared expert at other bits than the routed ones);
  *  - plain: the kernels read fp32, and the device linears have no
  *    dequant, so layer_init reads the tensors on the host, widens them and
  *    uploads them into one allocation per layer, with device arrays of

@@ -109,9 +109,9 @@ class Exl3(unittest.TestCase):
     decodes each weight to fp16 exactly, as the reference does; the CPU's
     fused decode skips that rounding (test_reference.Exl3: 4-5e-4 at the
     logits).  Decode rows run fp32 GEMVs only, so they are held to the
-    reference within the bf16 model's tolerance; a prefill's linears take
-    exl3-cuda's GEMM, fp16 activations above 8 rows (test_reference.Exl3's
-    bound)."""
+    reference within the bf16 model's tolerance; above 8 rows a prefill's
+    linears and experts take the WMMA GEMM, fp16 activations
+    (test_reference.Exl3's bound)."""
 
     # (tokens, seed, prefill chunk, max rel and KL against the reference)
     PROMPTS = [(12, 35, None, test_reference.Exl3.EXACT_MAX_REL,

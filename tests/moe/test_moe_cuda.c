@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_buf.h"
 #include "ffn_so.h"
 #include "moe_cuda.h"
 #include "support/testhost.h"
@@ -34,29 +35,6 @@ static const int rows_cases[] = { 1, 3, 17 };
 /* The dense MLP is one expert over all the rows: each side of mlp.cu's
  * 4-row passes (MLP_ROWS) too. */
 static const int dense_rows[] = { 1, 3, 4, 5, 8, 9, 17 };
-
-static void *dev_put(const void *h, size_t bytes)
-{
-	void *d = NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess);
-	cr_assert_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-	return d;
-}
-
-/* Device memory filled with 0xFF bytes: NaN as float, -1 as int32. */
-static void *dev_poisoned(size_t bytes)
-{
-	void *d = NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess);
-	cr_assert_eq(cudaMemset(d, 0xFF, bytes), cudaSuccess);
-	return d;
-}
-
-static void dev_get(void *h, const void *d, size_t bytes)
-{
-	cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
-	cr_assert_eq(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-}
 
 static tf_model_config moe_config(int hidden, int E, int k, int G, int TG)
 {

@@ -350,8 +350,9 @@ static void check_moe_exl3(const tf_model_config *c, bool routed_plain, bool sha
  * (inter 256: a block each; the EXL3 shared expert's 256 too, clamped) and
  * whole experts over 2 ranks beside it; over 3 ranks beside a BF16 shared
  * expert (48 features: 16 each); an EXL3 dense MLP over 2.  Rows 1 and
- * 17 for the split (8 at most per GEMV pass: some experts take two), 5
- * for the rest (the harness's time grows with them).
+ * 17 for the split (the shared expert, and any expert given more than 8
+ * rows, through the WMMA GEMM), 5 for the rest (the harness's time grows
+ * with them).
  */
 Test(moe_cuda_plugin, tensor_parallel_exl3_ranks_match_cpu)
 {
@@ -415,7 +416,7 @@ Test(moe_cuda_plugin, dense_mlp)
 
 /* EXL3 experts at every K and codebook, features padded (hidden 200 to
  * 256, inter 96 to 128, the shared expert's 160 to 256), top-4 of 16 in
- * 4/2 groups: 17 rows give experts more rows than a GEMV pass takes. */
+ * 4/2 groups: at 17 rows the shared expert takes the WMMA GEMM. */
 Test(moe_cuda_plugin, moe_exl3_mixed_bits)
 {
 	tf_model_config c = moe_config(200, 16, 4, 4, 2, 96, 160);
