@@ -1,19 +1,26 @@
 #!/bin/sh
 # gpu-check.sh - on a machine with an NVIDIA GPU: build the CUDA plugins,
 # check exl3's CUDA kernels against the CPU reference on random layers,
-# print the GEMV benchmark table, run the KDA kernels' tests (those
-# test_kda_cuda_sim runs on the SIMT harness) on the device and time them,
-# then the MLA kernels' tests (test_mla_cuda_sim's), then the MoE kernels'
-# tests (test_moe_cuda_sim's) and time them, the sampler's
+# print the GEMV and prefill GEMM benchmark tables (the GEMM against its
+# floor: trellis reads over the copy bandwidth or its products over the
+# tensor cores' peak, TF_BENCH_TENSOR_TFLOPS, default the H200's 989),
+# run the KDA kernels' tests (those test_kda_cuda_sim runs on the SIMT
+# harness) on the device and time them, then the MLA kernels' tests
+# (test_mla_cuda_sim's), then the MoE kernels' tests (test_moe_cuda_sim's,
+# the EXL3 experts' GEMV and GEMM among them)
+# and time them (prefill through the EXL3 experts too), the sampler's
 # (test_sample_cuda_sim's), then the device plugins: plain-cuda against the
 # CPU plain linear, moe-cuda's ffn plugins (fp32 and EXL3 experts) against
 # moe.so, backend-cuda's ops and sample slot
 # (test_backend_cuda_sim's tests, and the conformance suite's backend
 # cases), the conformance suite's attention cases on backend-cuda (kda-cuda
-# and mla-cuda against the float64 layers and the attention contract), and
+# and mla-cuda against the float64 layers and the attention contract) and
+# its quant cases there (exl3-cuda and plain-cuda on exl3's quantized
+# tensors and plain weights against the CPU linears' weights), and
 # the whole model (ling-tiny, and its EXL3 variant) on backend-cuda against
 # the float64 reference and the CPU path (tests/model/test_cuda_sim.py, as
-# model_cuda_sim_* runs it on cuda-sim), its decode speed with CUDA
+# model_cuda_sim_* runs it on cuda-sim; its unified-memory cases run where
+# the GPU is integrated and skip on a discrete one), its decode speed with CUDA
 # graphs on and off ([runtime] cuda_graph: medians of three runs each, the
 # ratio of the two; alone, with MTP drafts, over two ranks and both), and
 # last ling-bench in EXL3 at the recipe's bits:
@@ -68,7 +75,7 @@ cmake --build "$build" -j "$jobs" --target exl3 exl3-cuda backend-cuda gpu_check
 	test_plain_cuda_gpu test_moe_cuda_plugin_gpu test_conformance test_backend_cuda tfrun \
 	cuda_bw
 
-section "exl3 CUDA kernels vs the CPU reference, then the one-row benchmark"
+section "exl3 CUDA kernels vs the CPU reference, then the one-row GEMV and the prefill GEMM benchmarks"
 "$build/bin/gpu_check"
 
 section "KDA kernels (plugins/kda-cuda) vs the CPU step and the float64 layer"
@@ -101,6 +108,9 @@ section "conformance, backend cases (every backend on the plugin path, cuda incl
 section "conformance, attention cases, on backend-cuda (kda-cuda, mla-cuda)"
 TF_TEST_BACKEND="$build/plugins/backend-cuda.so" TF_TEST_QUANT="$build/plugins/exl3-cuda.so" \
 	"$build/tests/test_conformance" attention
+
+section "conformance, quant cases, on backend-cuda (exl3-cuda, plain-cuda)"
+TF_TEST_BACKEND="$build/plugins/backend-cuda.so" "$build/tests/test_conformance" quant
 
 section "the whole model: ling-tiny (bf16, EXL3) on backend-cuda vs the float64 reference and the CPU path"
 /usr/bin/python3 "$root/tests/model/make_models.py" "$build/bin/tfsynth" "$build/bin/tfquant" \

@@ -6,13 +6,15 @@
  *     gpu_check [--check [--quick]]
  *
  * Exit status 1 when a check fails.  --check: no benchmark; --quick: one
- * GEMV row count (3 or 8, alternating) and one GEMM row count (33) per K
- * and codebook, on 128x256 layers (the SIMT harness, tests/simt, runs it
- * so: every kernel and template, in CI time on a CPU).
+ * GEMV row count (3 or 8, alternating) and one GEMM row count (33, or 77:
+ * a whole tile of 64 rows and part of another) per K and codebook, on
+ * 128x256 layers (the SIMT harness, tests/simt, runs it so: every kernel
+ * and template, in CI time on a CPU).
  *
- * The table: one-row GEMV, weights/s, GB/s of trellis read, share of the
+ * The tables: one-row GEMV, weights/s, GB/s of trellis read, share of the
  * device-to-device copy bandwidth measured in the same run, and the ratio
- * to a plain fp16 GEMV of the same shape (a simple coalesced kernel).
+ * to a plain fp16 GEMV of the same shape (a simple coalesced kernel); then
+ * the GEMM over 16 to 1024 rows against its floor (bench_gemm).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -80,8 +82,7 @@ static void cpu_forward(const struct layer *l, const float *x, int64_t rows, flo
 /* The same on the GPU through the plugin's kernels. */
 static void gpu_forward(const struct layer *l, const float *x, int64_t rows, float *y)
 {
-	const int64_t rows16 = (rows + 15) / 16 * 16;
-	uint16_t *tr, *xh16, *w16;
+	uint16_t *tr;
 	float *suh, *svh, *bias, *dx, *dy, *xh, *yh;
 	size_t tb = (size_t)(l->k * l->n * l->K / 8);
 
@@ -91,33 +92,28 @@ static void gpu_forward(const struct layer *l, const float *x, int64_t rows, flo
 	CHECK(cudaMalloc(&bias, l->n * 4));
 	CHECK(cudaMalloc(&dx, rows * l->in * 4));
 	CHECK(cudaMalloc(&dy, rows * l->out * 4));
-	CHECK(cudaMalloc(&xh, rows16 * l->k * 4));
-	CHECK(cudaMalloc(&yh, rows16 * l->n * 4));
-	CHECK(cudaMalloc(&xh16, rows16 * l->k * 2));
-	CHECK(cudaMalloc(&w16, l->k * l->n * 2));
-	CHECK(cudaMemset(xh16, 0, rows16 * l->k * 2));
+	CHECK(cudaMalloc(&xh, rows * l->k * 4));
+	CHECK(cudaMalloc(&yh, rows * l->n * 4));
 	CHECK(cudaMemcpy(tr, l->tr, tb, cudaMemcpyHostToDevice));
 	CHECK(cudaMemcpy(suh, l->suh, l->k * 4, cudaMemcpyHostToDevice));
 	CHECK(cudaMemcpy(svh, l->svh, l->n * 4, cudaMemcpyHostToDevice));
 	CHECK(cudaMemcpy(bias, l->bias, l->n * 4, cudaMemcpyHostToDevice));
 	CHECK(cudaMemcpy(dx, x, rows * l->in * 4, cudaMemcpyHostToDevice));
-	CHECK((cudaError_t)tf_exl3_cuda_input(0, dx, rows, l->in, l->k, suh, xh, xh16));
-	if (rows <= TF_EXL3_CUDA_GEMV_ROWS) {
+	CHECK((cudaError_t)tf_exl3_cuda_input(0, dx, rows, l->in, l->k, suh, xh));
+	if (rows <= TF_EXL3_CUDA_GEMV_ROWS)
 		CHECK((cudaError_t)tf_exl3_cuda_gemv(0, tr, l->k, l->n, l->K, l->cb, xh, rows, yh));
-	} else {
-		CHECK((cudaError_t)tf_exl3_cuda_reconstruct(0, tr, l->k, l->n, l->K, l->cb, w16));
-		CHECK((cudaError_t)tf_exl3_cuda_gemm(0, xh16, rows16, w16, l->k, l->n, yh));
-	}
+	else
+		CHECK((cudaError_t)tf_exl3_cuda_gemm(0, tr, l->k, l->n, l->K, l->cb, xh, rows, yh));
 	CHECK((cudaError_t)tf_exl3_cuda_output(0, yh, rows, l->n, l->out, svh, bias, dy));
 	CHECK(cudaMemcpy(y, dy, rows * l->out * 4, cudaMemcpyDeviceToHost));
 	cudaFree(tr); cudaFree(suh); cudaFree(svh); cudaFree(bias); cudaFree(dx);
-	cudaFree(dy); cudaFree(xh); cudaFree(yh); cudaFree(xh16); cudaFree(w16);
+	cudaFree(dy); cudaFree(xh); cudaFree(yh);
 }
 
 static int check_all(bool quick)
 {
-	static const int64_t rows_all[] = { 1, 3, 8, 33 };
-	const size_t nrows = quick ? 2 : 4;
+	static const int64_t rows_all[] = { 1, 3, 8, 9, 33, 77, 200 };
+	const size_t nrows = quick ? 2 : sizeof(rows_all) / sizeof(rows_all[0]);
 	const int64_t k = quick ? 128 : 256, n = quick ? 256 : 384;
 	uint64_t s = 1;
 	int failed = 0, passed = 0;
@@ -125,7 +121,8 @@ static int check_all(bool quick)
 		for (int cb = 0; cb < 3; cb++)
 			for (size_t ri = 0; ri < nrows; ri++) {
 				struct layer l;
-				int64_t rows = !quick ? rows_all[ri] : ri ? 33 : (K + cb) % 2 ? 3 : 8;
+				int64_t rows = !quick ? rows_all[ri]
+						   : ri ? ((K + cb) % 2 ? 33 : 77) : (K + cb) % 2 ? 3 : 8;
 				layer_init(&l, k, n, K, cb, &s);
 				float *x = (float *)malloc(rows * l.in * 4);
 				float *yc = (float *)malloc(rows * l.out * 4), *yg = (float *)malloc(rows * l.out * 4);
@@ -174,6 +171,65 @@ static float time_ms(cudaEvent_t a, cudaEvent_t b)
 	CHECK(cudaEventSynchronize(b));
 	CHECK(cudaEventElapsedTime(&ms, a, b));
 	return ms;
+}
+
+/*
+ * The GEMM (prefill: rows > TF_EXL3_CUDA_GEMV_ROWS) at the expert and
+ * attention shapes, 3 and 5 bits (mul1): time, TFLOP/s of its products,
+ * and its floor.  A block decodes its tiles once per TF_EXL3_GEMM_ROWS
+ * rows, so it reads the trellis that many times over; the floor is the
+ * larger of those bytes over the copy bandwidth and the products over
+ * the tensor cores' peak, TF_BENCH_TENSOR_TFLOPS (fp16 in, fp32 sums,
+ * dense; the H200's 989 unless set).  "of floor": the floor's time over
+ * the measured one.
+ */
+static void bench_gemm(double bw)
+{
+	static const int64_t shapes[][2] = { { 4096, 1280 }, { 1280, 4096 }, { 4096, 4096 } };
+	static const int64_t rows_all[] = { 16, 64, 256, 1024 };
+	const char *env = getenv("TF_BENCH_TENSOR_TFLOPS");
+	const double peak = (env ? atof(env) : 989.0) * 1e12;
+	const int reps = 20;
+	cudaEvent_t a, b;
+	uint64_t s = 9;
+
+	CHECK(cudaEventCreate(&a));
+	CHECK(cudaEventCreate(&b));
+	printf("\n| k x n | K | rows | us | TFLOP/s | trellis GB/s | of floor |\n"
+	       "|---|---|---|---|---|---|---|\n");
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+		for (int K = 3; K <= 5; K += 2) {
+			const int64_t k = shapes[si][0], n = shapes[si][1], rmax = 1024;
+			const size_t tb = (size_t)(k * n * K / 8);
+			uint16_t *tr, *h = (uint16_t *)malloc(tb);
+			float *xh, *yh;
+			for (size_t i = 0; i < tb / 2; i++)
+				h[i] = (uint16_t)lcg(&s);
+			CHECK(cudaMalloc(&tr, tb));
+			CHECK(cudaMalloc(&xh, rmax * k * 4));
+			CHECK(cudaMalloc(&yh, rmax * n * 4));
+			CHECK(cudaMemcpy(tr, h, tb, cudaMemcpyHostToDevice));
+			CHECK(cudaMemset(xh, 0, rmax * k * 4));
+			for (size_t ri = 0; ri < sizeof(rows_all) / sizeof(rows_all[0]); ri++) {
+				const int64_t rows = rows_all[ri];
+				const int64_t tiles = (rows + TF_EXL3_GEMM_ROWS - 1) / TF_EXL3_GEMM_ROWS;
+				CHECK((cudaError_t)tf_exl3_cuda_gemm(0, tr, k, n, K, 2, xh, rows, yh));
+				CHECK(cudaEventRecord(a));
+				for (int i = 0; i < reps; i++)
+					tf_exl3_cuda_gemm(0, tr, k, n, K, 2, xh, rows, yh);
+				CHECK(cudaEventRecord(b));
+				const double t = time_ms(a, b) * 1e-3 / reps;
+				const double flops = 2.0 * rows * k * n, bytes = (double)tiles * tb;
+				const double floor = fmax(bytes / bw, flops / peak);
+				printf("| %lldx%lld | %d | %lld | %.1f | %.1f | %.0f | %.0f%% |\n",
+				       (long long)k, (long long)n, K, (long long)rows, t * 1e6,
+				       flops / t / 1e12, bytes / t / 1e9, floor / t * 100);
+			}
+			cudaFree(tr);
+			cudaFree(xh);
+			cudaFree(yh);
+			free(h);
+		}
 }
 
 static void bench(void)
@@ -230,6 +286,7 @@ static void bench(void)
 		cudaFree(x);
 		cudaFree(y);
 	}
+	bench_gemm(bw);
 }
 
 int main(int argc, char **argv)

@@ -11,7 +11,9 @@
  * block (route, dispatch, routed and shared MLPs over fp32, combine).  The
  * experts' floor is reading the weights of every expert the tokens chose
  * once, so those rows give those bytes in GB/s and as a share of the copy
- * bandwidth.  Weights are zero (EXL3: zero trellises, suh and svh of ones):
+ * bandwidth.  For 512 and 2048 tokens (prefill) the EXL3 experts alone:
+ * tokens/s through one layer's experts and the TFLOP/s of their products
+ * (the GEMM's floor is the tensor cores there, gpu_check's table).  Weights are zero (EXL3: zero trellises, suh and svh of ones):
  * values do not change the time, and 512 experts of fp32 take 30 GiB.
  * Then backend-cuda's sampler (sample.cu) over 1 and 32 rows, greedy and
  * top-50.  Each figure is the median of 5 timings of `reps` calls.  --quick: a small
@@ -169,8 +171,8 @@ int main(int argc, char **argv)
 {
 	const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
 	const struct shape *sh = quick ? &small : &flash;
-	static const int tokens[] = { 1, 8, 64 };
-	const int reps = quick ? 1 : 20, max_n = 64;
+	static const int tokens[] = { 1, 8, 64 }, prefill[] = { 512, 2048 };
+	const int reps = quick ? 1 : 20, max_n = 2048;
 	cudaDeviceProp prop;
 	uint64_t s = 5;
 	int dev = 0;
@@ -228,6 +230,24 @@ int main(int argc, char **argv)
 		       tokens[i], tr * 1e6, td * 1e6, te * 1e6, active, bytes / te / 1e9,
 		       bytes / te / bw * 100, tq * 1e6, qbytes / tq / 1e9, qbytes / tq / bw * 100,
 		       tb * 1e6);
+	}
+
+	/* Prefill: the EXL3 experts' rows past 8 go through the WMMA GEMM
+	 * (exl3_mlp.cu), each tile decoded once per 64 rows. */
+	printf("\n| prefill tokens | EXL3 %d-bit experts us | tokens/s through them | active experts | TFLOP/s |\n"
+	       "|---|---|---|---|---|\n", exl3_bits);
+	for (int i = 0; i < 2; i++) {
+		const int n = prefill[i];
+		int32_t active;
+		u.n = n;
+		tf_moe_cuda_plan_init(&u.plan, plan_mem, sh->experts, sh->top_k, u.n);
+		call(&u, ROUTE);
+		call(&u, DISPATCH);
+		const double tq = time_call(&u, EXPERTS_EXL3, reps);
+		CHECK(cudaMemcpy(&active, u.plan.n_active, sizeof(active), cudaMemcpyDeviceToHost));
+		const double flops = 2.0 * 3 * n * sh->top_k * (double)sh->hidden * sh->inter;
+		printf("| %d | %.1f | %.0f | %d | %.1f |\n", n, tq * 1e6, n / tq, active,
+		       flops / tq / 1e12);
 	}
 
 	u.logits = dev_random((size_t)32 * sh->vocab, 8.0f, &s);

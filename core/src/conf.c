@@ -60,6 +60,7 @@ static const struct conf_key conf_schema[] = {
 	RANGE("runtime", "sequences", T_INT, 1, 4096),
 	CHOICE("runtime", "kv_cache", "bf16|f32"),
 	KEY("runtime", "cuda_graph", T_BOOL),
+	CHOICE("runtime", "unified_memory", "auto|on|off"),
 	CHOICE("runtime", "log_level", "error|warn|info|debug"),
 
 	KEY("plugins", "path", T_PATHS),

@@ -714,6 +714,15 @@ static int layer_run_end(const tf_runtime *rt, int i)
 	return j;
 }
 
+/* Whether the backend's device reads weights in host memory (its map
+ * slot, ABI 1.11: unified memory): a map of 0 bytes asks. */
+static bool runtime_maps(const tf_runtime *rt)
+{
+	const void *dev;
+	return rt->backend_ctx && tf_backend_has_map(rt->backend) &&
+	       rt->backend->map(rt->backend_ctx, NULL, 0, &dev) == TF_OK;
+}
+
 void tf_runtime_print(const tf_runtime *rt, FILE *f)
 {
 	const tf_model_config *m = &rt->model;
@@ -723,7 +732,8 @@ void tf_runtime_print(const tf_runtime *rt, FILE *f)
 		m->num_experts, m->num_experts_per_tok);
 	fprintf(f, "context:   %lld tokens, prefill chunk %lld\n",
 		(long long)rt->context, (long long)rt->prefill_chunk);
-	fprintf(f, "backend:   %s\n", rt->backend ? rt->backend->hdr.name : "-");
+	fprintf(f, "backend:   %s%s\n", rt->backend ? rt->backend->hdr.name : "-",
+		runtime_maps(rt) ? " (unified memory: weights read in place)" : "");
 	fprintf(f, "quant:     %s%s\n", rt->quant_pin ? rt->quant_pin->hdr.name : "",
 		rt->quant_pin ? " where it matches, else the best match() per linear" :
 		"the best match() per linear");
@@ -840,6 +850,7 @@ int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
 	    !cJSON_AddNumberToObject(root, "context", (double)rt->context) ||
 	    !cJSON_AddNumberToObject(root, "prefill_chunk", (double)rt->prefill_chunk) ||
 	    !cJSON_AddStringToObject(root, "backend", rt->backend ? rt->backend->hdr.name : "") ||
+	    !cJSON_AddBoolToObject(root, "weights_in_place", runtime_maps(rt)) ||
 	    !(pin ? cJSON_AddStringToObject(root, "quant", pin) :
 		    cJSON_AddNullToObject(root, "quant")) ||
 	    (pin && !cJSON_AddBoolToObject(root, "quant_matched", tf_runtime_lins(rt, pin) > 0)) ||

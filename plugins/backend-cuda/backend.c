@@ -2,7 +2,9 @@
  * backend.c - the CUDA backend: device memory, one stream, every op of
  * tf/backend.h (kernels.cu; RoPE: cuda-common's tf_cuda_rope.cu) and the
  * token sampler (sample.cu).  A step between graph_begin and graph_end is
- * captured from the stream and run as one CUDA graph (graph.c).
+ * captured from the stream and run as one CUDA graph (graph.c).  On a
+ * device sharing the CPU's memory, map lets device plugins read weights
+ * in host memory (unified.c).
  *
  * Every call queues work on the instance's stream and returns; sync()
  * waits for it.  The `stream` slot hands that stream to device plugins
@@ -101,6 +103,12 @@ static int cuda_init(const tf_host *h, void **ctx)
 				h->tp_rank % count, cudaGetErrorString(e));
 	}
 	h->log(h, TF_LOG_INFO, "backend-cuda", "device %d of %d", c->device, count);
+	int rc = cuda_unified_init(c);
+	if (rc) {
+		cudaStreamDestroy(c->stream);
+		free(c);
+		return rc;
+	}
 	*ctx = c;
 	return TF_OK;
 }
@@ -125,6 +133,7 @@ static void cuda_fini(void *ctx)
 	cuda_enter(c);
 	cudaStreamSynchronize(c->stream);
 	cuda_graph_fini(c);
+	cuda_unified_fini(c);
 	cudaFree(c->ids_dev);
 	cudaFree(c->rows_dev);
 	cudaFreeHost(c->staging);
@@ -262,10 +271,14 @@ static bool cuda_elem(tf_dtype dtype, tf_cuda_elem *elem)
 	}
 }
 
-/* The device's address of p, or NULL when p is plain host memory. */
-static const void *cuda_device_view(const void *p)
+/* The device's address of [p, p + bytes), or NULL when it is plain host
+ * memory, or host memory whose first pages only were registered for the
+ * weights mapped beside it (unified.c). */
+static const void *cuda_device_view(tf_cuda *c, const void *p, size_t bytes)
 {
 	struct cudaPointerAttributes attr;
+	if (!cuda_unified_covers(c, p, bytes))
+		return NULL;
 	if (cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
 	    attr.type != cudaMemoryTypeUnregistered && attr.devicePointer)
 		return attr.devicePointer;
@@ -279,7 +292,7 @@ static const void *cuda_device_view(const void *p)
 static const void *cuda_on_device(tf_cuda *c, const void *p, size_t bytes, void **scratch,
 				  size_t *cap, size_t at, size_t need, const char *op)
 {
-	const void *d = cuda_device_view(p);
+	const void *d = cuda_device_view(c, p, bytes);
 	if (d)
 		return d;
 	/* A recorded step's graph reads pinned copies only. */
@@ -405,7 +418,10 @@ static void cuda_embed(void *ctx, float *y, const void *table, tf_dtype dtype,
 			return;
 		}
 	cuda_enter(c);
-	const void *dtable = cuda_device_view(table);
+	int64_t held = vocab;   /* the rows the device may read */
+	for (int64_t i = 0; i < n && vocab <= 0; i++)
+		held = ids[i] >= held ? ids[i] + 1 : held;
+	const void *dtable = cuda_device_view(c, table, (size_t)held * row);
 	if (dtable) {
 		/* The device can read the table: gather there. */
 		const void *src = ids;
@@ -470,7 +486,7 @@ static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src
 	if (!n)
 		return TF_OK;
 	cuda_enter(c);
-	const void *dsrc = cuda_device_view(src);
+	const void *dsrc = cuda_device_view(c, src, sbytes);
 	if (!dsrc && c->graph.recording)        /* the engine converts at load only */
 		return h->error(h, TF_ERR_UNSUPPORTED,
 				"backend-cuda: convert %s -> %s from host memory while a step is "
@@ -510,7 +526,8 @@ static int cuda_convert(void *ctx, void *dst, tf_dtype dst_type, const void *src
 static const tf_backend cuda_backend = {
 	.hdr = TF_PLUGIN_HEADER(tf_backend, TF_KIND_BACKEND, TF_CUDA_PLUGIN_NAME("cuda"),
 				TF_VERSION_STRING,
-				"CUDA device memory, one stream, every op and the token sampler as kernels",
+				"CUDA device memory, one stream, every op and the token sampler as "
+				"kernels, weights read in place on unified memory",
 				cuda_probe),
 	.init = cuda_init,
 	.quiesce = cuda_quiesce,
@@ -532,6 +549,8 @@ static const tf_backend cuda_backend = {
 	.sample = cuda_sample,
 	.graph_begin = cuda_graph_begin,
 	.graph_end = cuda_graph_end,
+	.map = cuda_unified_map,
+	.unmap = cuda_unified_unmap,
 };
 
 TF_EXPORT const tf_backend *tf_plugin_backend_v1(unsigned index)

@@ -1,7 +1,8 @@
 /*
  * cuda_backend.h - what backend.c (memory, copies, ops) and graph.c (a
  * step recorded and run as CUDA graphs) share: the instance and its
- * error helpers.  Private to backend-cuda.
+ * error helpers; unified.c (host memory the device reads in place).
+ * Private to backend-cuda.
  */
 #ifndef TF_CUDA_BACKEND_H
 #define TF_CUDA_BACKEND_H
@@ -9,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tf/backend.h"
 
@@ -39,6 +41,28 @@ typedef struct tf_cuda_graph {
 	int n_held, held_cap;
 } tf_cuda_graph;
 
+/* A page range of host memory registered for the device, and how many
+ * maps use it. */
+typedef struct tf_cuda_pin {
+	char *lo, *hi;
+	int refs;
+} tf_cuda_pin;
+
+/* How weights reach the device ([runtime] unified_memory). */
+typedef enum tf_cuda_um_mode {
+	TF_CUDA_UM_COPY,                /* map declines: plugins copy to device memory */
+	TF_CUDA_UM_REGISTER,            /* map registers the pages (cudaHostRegister) */
+	TF_CUDA_UM_PAGEABLE,            /* the device reads pageable memory as it is */
+} tf_cuda_um_mode;
+
+typedef struct tf_cuda_unified {
+	tf_cuda_um_mode mode;
+	tf_cuda_pin *pins;              /* sorted, disjoint */
+	int n_pins, cap;
+	uint64_t mapped, mapped_peak;   /* bytes mapped now, and at most */
+	uint64_t mapped_total;          /* by every map so far */
+} tf_cuda_unified;
+
 typedef struct tf_cuda {
 	const tf_host *host;
 	int device;
@@ -59,6 +83,7 @@ typedef struct tf_cuda {
 	size_t draw_cap;
 
 	tf_cuda_graph graph;
+	tf_cuda_unified um;
 } tf_cuda;
 
 /* Keep (and log) the first failure of an op; it is returned by sync. */
@@ -89,5 +114,19 @@ void cuda_graph_settle(tf_cuda *c);
 
 /* At fini, the stream drained: the executable graphs and the pinned memory. */
 void cuda_graph_fini(tf_cuda *c);
+
+/* unified.c: [runtime] unified_memory read and decided at init (an error
+ * naming the key when `on` cannot be had), the map and unmap slots, and
+ * at fini (the stream drained) what is still registered. */
+int cuda_unified_init(tf_cuda *c);
+int cuda_unified_map(void *ctx, const void *host, size_t bytes, const void **dev);
+void cuda_unified_unmap(void *ctx, const void *host, size_t bytes);
+void cuda_unified_fini(tf_cuda *c);
+
+/* False when [p, p + bytes) starts in host pages registered by map but
+ * runs past them (a table beside a mapped weight): the device may not
+ * read it all there.  True otherwise, the runtime's pointer attributes
+ * then saying what the device reads. */
+bool cuda_unified_covers(const tf_cuda *c, const void *p, size_t bytes);
 
 #endif /* TF_CUDA_BACKEND_H */

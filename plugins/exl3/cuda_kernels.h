@@ -6,12 +6,15 @@
  * y = Had128(Had128(x ⊙ suh) · Ŵ) ⊙ svh + b:
  *
  *  - tf_exl3_cuda_input:  xh = Had128(x ⊙ suh), zero-extended from in to k;
- *                         also as fp16 (xh16, may be NULL) for the GEMM;
  *  - tf_exl3_cuda_gemv:   yh = xh · Ŵ for 1..8 rows; every lane decodes the
  *                         8 positions of its mma B fragments straight from
  *                         the packed tile into registers and multiplies;
- *  - tf_exl3_cuda_reconstruct + tf_exl3_cuda_gemm: more rows: decode Ŵ to
- *                         fp16 once, then a tensor-core (WMMA) product;
+ *  - tf_exl3_cuda_gemm:   the same for any rows on tensor cores (WMMA): a
+ *                         block decodes its 64 columns' tiles once per 64
+ *                         rows into shared memory as fp16 and multiplies
+ *                         them by its rows of xh rounded to fp16, summing
+ *                         in float (exl3_cuda.cuh's tf_exl3_gemm_tile,
+ *                         which moe-cuda's experts share);
  *  - tf_exl3_cuda_output: y = Had128(yh) ⊙ svh + bias, trimmed to out.
  */
 #ifndef TF_EXL3_CUDA_KERNELS_H
@@ -23,19 +26,23 @@
 extern "C" {
 #endif
 
-#define TF_EXL3_CUDA_GEMV_ROWS 8        /* most rows the GEMV path takes */
+/*
+ * Most rows the GEMV path takes.  Above it the GEMM: the GEMV decodes each
+ * tile once per 8 rows, the GEMM once per TF_EXL3_GEMM_ROWS; at 8 rows or
+ * fewer both decode once and the GEMV skips the GEMM's staging through
+ * shared memory and its 16-row fragments (half idle or more).
+ */
+#define TF_EXL3_CUDA_GEMV_ROWS 8
+/* The GEMM's tile of yh: rows and columns a block takes. */
+#define TF_EXL3_GEMM_ROWS 64
+#define TF_EXL3_GEMM_COLS 64
 
 int tf_exl3_cuda_input(void *stream, const float *x, int64_t rows, int64_t in,
-		       int64_t k, const float *suh, float *xh, uint16_t *xh16);
+		       int64_t k, const float *suh, float *xh);
 int tf_exl3_cuda_gemv(void *stream, const uint16_t *trellis, int64_t k, int64_t n,
 		      int K, int cb, const float *xh, int64_t rows, float *yh);
-/* w: fp16 [k][n] row-major. */
-int tf_exl3_cuda_reconstruct(void *stream, const uint16_t *trellis, int64_t k,
-			     int64_t n, int K, int cb, uint16_t *w);
-/* yh [rows16][n] = xh16 [rows16][k] · w; rows16 a multiple of 16 whose
- * extra rows of xh16 are zero. */
-int tf_exl3_cuda_gemm(void *stream, const uint16_t *xh16, int64_t rows16,
-		      const uint16_t *w, int64_t k, int64_t n, float *yh);
+int tf_exl3_cuda_gemm(void *stream, const uint16_t *trellis, int64_t k, int64_t n,
+		      int K, int cb, const float *xh, int64_t rows, float *yh);
 int tf_exl3_cuda_output(void *stream, const float *yh, int64_t rows, int64_t n,
 			int64_t out, const float *svh, const float *bias, float *y);
 

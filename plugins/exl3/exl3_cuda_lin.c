@@ -3,9 +3,11 @@
  * with weights and activations in GPU memory (cuda_kernels.cu).
  *
  * open() validates the tensors exactly as the CPU descriptor does
- * (exl3_load.c) and uploads trellis, suh, svh and bias.  forward() takes
+ * (exl3_load.c) and uploads trellis (or reads it in the checkpoint where
+ * the backend maps host memory: tf_cuda_weight.h), suh, svh and bias.  forward() takes
  * device pointers from the CUDA backend: 1..8 rows go through the fused
- * decode GEMV; more rows decode Ŵ to fp16 once and use tensor cores.
+ * decode GEMV; more rows through the WMMA GEMM, which decodes each tile
+ * into shared memory once per 64 rows (cuda_kernels.h says why 8).
  *
  * open_part() cuts the loaded layer as the CPU descriptor does
  * (tf_exl3_parts_cut: whole 128-feature Hadamard blocks) and uploads only
@@ -23,14 +25,15 @@
 #include "exl3_load.h"
 #include "lin.h"
 #include "tf_cuda_plugin.h"
+#include "tf_cuda_weight.h"
 
 typedef struct tf_exl3_cuda_lin {
 	const tf_host *h;
 	int64_t in, out, k, n;
 	int K;
 	tf_exl3_cb cb;
-	uint16_t *trellis;              /* device copies */
-	float *suh, *svh, *bias;
+	tf_cuda_weight trellis;         /* mapped, or a device copy */
+	float *suh, *svh, *bias;        /* device copies */
 } tf_exl3_cuda_lin;
 
 static int cuda_status(const tf_host *h, cudaError_t e, const char *what)
@@ -45,7 +48,7 @@ static void exl3_cuda_close(void *lin)
 	tf_exl3_cuda_lin *l = lin;
 	if (!l)
 		return;
-	cudaFree(l->trellis);
+	tf_cuda_weight_drop(l->h, &l->trellis);
 	cudaFree(l->suh);
 	cudaFree(l->svh);
 	cudaFree(l->bias);
@@ -87,9 +90,9 @@ static int exl3_cuda_open_as(const tf_host *h, const char *prefix, int64_t in, i
 	}
 	*l = (tf_exl3_cuda_lin){ .h = h, .in = in, .out = out, .k = p.k, .n = p.n,
 				 .K = p.K, .cb = p.cb };
-	e = upload((void **)&l->trellis, p.trellis, p.trellis_bytes);
-	if (e == cudaSuccess)
-		e = upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
+	/* A part cut across the inputs is a copy of ours: copied. */
+	rc = tf_cuda_weight_get(h, prefix, p.trellis, p.trellis_bytes, !owned, &l->trellis);
+	e = rc ? cudaSuccess : upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
 	if (e == cudaSuccess)
 		e = upload((void **)&l->svh, p.svh, (size_t)l->n * sizeof(float));
 	if (e == cudaSuccess && p.bias)
@@ -97,13 +100,15 @@ static int exl3_cuda_open_as(const tf_host *h, const char *prefix, int64_t in, i
 	*info = tf_exl3_parts_info(&p, in, out);
 	free(owned);
 	tf_exl3_parts_free(&p);
-	rc = cuda_status(h, e, prefix);
+	if (!rc)
+		rc = cuda_status(h, e, prefix);
 	if (rc) {
 		exl3_cuda_close(l);
 		return rc;
 	}
-	/* The device copy is all forward() reads. */
-	tf_lin_release(h, prefix, "trellis");
+	/* A device copy is all forward() reads. */
+	if (!tf_cuda_weight_mapped(&l->trellis))
+		tf_lin_release(h, prefix, "trellis");
 	*lin = l;
 	return TF_OK;
 }
@@ -126,42 +131,24 @@ static int exl3_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
 	const tf_exl3_cuda_lin *l = lin;
 	const tf_host *h = l->h;
 	cudaStream_t st = tf_backend_stream(h->backend, h->backend_ctx);
-	const int64_t rows16 = (rows + 15) / 16 * 16;
-	const int gemv = rows <= TF_EXL3_CUDA_GEMV_ROWS;
-	float *xh = NULL, *yh = NULL;
-	uint16_t *xh16 = NULL, *w16 = NULL;
+	float *xh = NULL, *yh;
 	cudaError_t e;
 
 	if (rows <= 0)
 		return rows ? h->error(h, TF_ERR_INVALID, "exl3-cuda: %lld rows", (long long)rows)
 			    : TF_OK;
-	e = cudaMallocAsync((void **)&xh, (size_t)rows16 * (size_t)(l->k + l->n) * sizeof(float),
-			    st);
-	if (e == cudaSuccess && !gemv)
-		e = cudaMallocAsync((void **)&xh16, (size_t)rows16 * (size_t)l->k * 2, st);
-	if (e == cudaSuccess && !gemv)
-		e = cudaMallocAsync((void **)&w16, (size_t)l->k * (size_t)l->n * 2, st);
+	e = cudaMallocAsync((void **)&xh, (size_t)rows * (size_t)(l->k + l->n) * sizeof(float), st);
 	if (e == cudaSuccess) {
-		yh = xh + rows16 * l->k;
-		if (xh16)       /* the GEMM's padding rows must be zero */
-			e = cudaMemsetAsync(xh16, 0, (size_t)rows16 * (size_t)l->k * 2, st);
+		yh = xh + rows * l->k;
+		e = tf_exl3_cuda_input(st, x, rows, l->in, l->k, l->suh, xh);
 	}
 	if (e == cudaSuccess)
-		e = tf_exl3_cuda_input(st, x, rows, l->in, l->k, l->suh, xh, xh16);
-	if (e == cudaSuccess && gemv)
-		e = tf_exl3_cuda_gemv(st, l->trellis, l->k, l->n, l->K, l->cb, xh, rows, yh);
-	if (e == cudaSuccess && !gemv)
-		e = tf_exl3_cuda_reconstruct(st, l->trellis, l->k, l->n, l->K, l->cb, w16);
-	if (e == cudaSuccess && !gemv)
-		e = tf_exl3_cuda_gemm(st, xh16, rows16, w16, l->k, l->n, yh);
+		e = (rows <= TF_EXL3_CUDA_GEMV_ROWS ? tf_exl3_cuda_gemv : tf_exl3_cuda_gemm)(
+			st, l->trellis.dev, l->k, l->n, l->K, l->cb, xh, rows, yh);
 	if (e == cudaSuccess)
 		e = tf_exl3_cuda_output(st, yh, rows, l->n, l->out, l->svh, l->bias, y);
 	if (xh)
 		cudaFreeAsync(xh, st);
-	if (xh16)
-		cudaFreeAsync(xh16, st);
-	if (w16)
-		cudaFreeAsync(w16, st);
 	return cuda_status(h, e, "forward");
 }
 
@@ -174,7 +161,7 @@ static int exl3_cuda_probe(const tf_host *h, const char **reason)
 const tf_plugin_quant tf_exl3_cuda_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, TF_CUDA_PLUGIN_NAME("exl3-cuda"),
 				"0.1.0",
-				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), WMMA above",
+				"EXL3 trellis linear on CUDA: fused decode GEMV (1-8 rows), decode-once WMMA GEMM above",
 				exl3_cuda_probe),
 	.match = tf_exl3_match,
 	.open = exl3_cuda_open,

@@ -4,8 +4,9 @@
  * activations in GPU memory (plain_cuda.cu).
  *
  * open() validates the tensors as the CPU descriptor does (lin.c) and
- * uploads the weight as stored (2 bytes an element for F16 and BF16) and
- * the bias widened to float.  forward() queues one kernel on the
+ * uploads the weight as stored (2 bytes an element for F16 and BF16), or
+ * reads it in the checkpoint where the backend maps host memory
+ * (tf_cuda_weight.h), and uploads the bias widened to float.  forward() queues one kernel on the
  * backend's stream (tf_backend_stream) behind whatever the backend and
  * the other device plugins queued, and returns without waiting.
  *
@@ -21,13 +22,14 @@
 #include "lin.h"
 #include "plain_cuda.h"
 #include "tf_cuda_plugin.h"
+#include "tf_cuda_weight.h"
 
 typedef struct tf_plain_cuda_lin {
 	const tf_host *h;
 	int64_t in, out;
 	tf_plain_cuda_elem elem;
-	void *w;                        /* device copies */
-	float *bias;
+	tf_cuda_weight w;               /* as stored: mapped, or a device copy */
+	float *bias;                    /* device copy */
 } tf_plain_cuda_lin;
 
 static void plain_cuda_close(void *lin)
@@ -35,7 +37,7 @@ static void plain_cuda_close(void *lin)
 	tf_plain_cuda_lin *l = lin;
 	if (!l)
 		return;
-	cudaFree(l->w);
+	tf_cuda_weight_drop(l->h, &l->w);
 	cudaFree(l->bias);
 	free(l);
 }
@@ -94,15 +96,19 @@ static int plain_cuda_open_part(const tf_host *h, const char *prefix, int64_t in
 		.elem = w.dtype == TF_DTYPE_F16 ? TF_PLAIN_CUDA_F16
 		      : w.dtype == TF_DTYPE_BF16 ? TF_PLAIN_CUDA_BF16 : TF_PLAIN_CUDA_F32,
 	};
-	e = plain_cuda_upload(&l->w, src, (size_t)(l->out * l->in) * tf_dtype_size(w.dtype));
-	if (e == cudaSuccess && bias)
-		e = plain_cuda_upload((void **)&l->bias, bias, (size_t)l->out * sizeof(float));
+	/* A packed part is ours for now only: copied. */
+	if ((rc = tf_cuda_weight_get(h, prefix, src, (size_t)(l->out * l->in) *
+				     tf_dtype_size(w.dtype), !packed, &l->w)))
+		goto out;
+	e = bias ? plain_cuda_upload((void **)&l->bias, bias, (size_t)l->out * sizeof(float))
+		 : cudaSuccess;
 	if (e != cudaSuccess) {
 		rc = h->error(h, TF_ERR_DEVICE, "plain-cuda: %s: %s", prefix, cudaGetErrorString(e));
 		goto out;
 	}
-	/* The device copy is all forward() reads. */
-	tf_lin_release(h, prefix, "weight");
+	/* A device copy is all forward() reads. */
+	if (!tf_cuda_weight_mapped(&l->w))
+		tf_lin_release(h, prefix, "weight");
 	*lin = l;
 	l = NULL;
 out:
@@ -128,7 +134,7 @@ static int plain_cuda_forward(void *lin, const float *x, int64_t rows, float *y)
 		return rows ? h->error(h, TF_ERR_INVALID, "plain-cuda: %lld rows", (long long)rows)
 			    : TF_OK;
 	int e = tf_plain_cuda_matmul(tf_backend_stream(h->backend, h->backend_ctx), x, rows,
-				     l->in, l->w, l->elem, l->out, l->bias, y);
+				     l->in, l->w.dev, l->elem, l->out, l->bias, y);
 	if (e)
 		return h->error(h, TF_ERR_DEVICE, "plain-cuda: forward of %lld rows: %s",
 				(long long)rows, cudaGetErrorString((cudaError_t)e));

@@ -38,22 +38,29 @@ static inline bool tf_moe_rows_init(const tf_moe_cuda_plan *plan, int top_k, int
 	return *slots <= 65535;
 }
 
-/* The block's expert and rows [*r0, *r1); false when it has none. */
-__device__ static inline bool tf_moe_block_rows(const tf_moe_rows &rs, int *e, int64_t *r0,
-						int64_t *r1)
+/* The expert of slot s and its rows [*r0, *r1); false when it has none. */
+__device__ static inline bool tf_moe_slot_rows(const tf_moe_rows &rs, int s, int *e,
+					       int64_t *r0, int64_t *r1)
 {
 	if (!rs.off) {
 		*e = 0;
 		*r0 = 0;
 		*r1 = rs.n;
-		return true;
+		return s == 0;
 	}
-	if ((int)blockIdx.y >= *rs.n_active)
+	if (s >= *rs.n_active)
 		return false;
-	*e = rs.active[blockIdx.y];
+	*e = rs.active[s];
 	*r0 = rs.off[*e];
 	*r1 = rs.off[*e + 1];
 	return true;
+}
+
+/* The block's expert and rows: those of slot blockIdx.y. */
+__device__ static inline bool tf_moe_block_rows(const tf_moe_rows &rs, int *e, int64_t *r0,
+						int64_t *r1)
+{
+	return tf_moe_slot_rows(rs, (int)blockIdx.y, e, r0, r1);
 }
 
 /* SwiGLU with its clamp: backend ops_ref.c's swiglu, moe.so's mlp.c. */

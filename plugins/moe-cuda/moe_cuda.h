@@ -145,9 +145,10 @@ typedef struct tf_moe_cuda_exl3_w {
  * with a plan, else n). */
 size_t tf_moe_cuda_exl3_scratch(const tf_moe_cuda_exl3_w *m, int64_t rows);
 
-/* tf_moe_cuda_mlp with EXL3 weights: per expert, each pass of up to 8 of
- * its rows decodes each trellis once (exl3_cuda.cuh's GEMV); h is that
- * many floats of scratch. */
+/* tf_moe_cuda_mlp with EXL3 weights: an expert with up to 8 rows takes
+ * exl3_cuda.cuh's GEMV, decoding each trellis tile once; one with more its
+ * WMMA GEMM, decoding each tile once per 64 rows (exl3_mlp.cu); h is
+ * tf_moe_cuda_exl3_scratch floats of scratch. */
 int tf_moe_cuda_exl3_mlp(cudaStream_t stream, const tf_moe_cuda_exl3_w *m,
 			 const tf_moe_cuda_plan *plan, int top_k, const float *x, int64_t n,
 			 float *h, float *o);

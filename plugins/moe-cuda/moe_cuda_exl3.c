@@ -14,6 +14,11 @@
  * zero, trellis NULL), or each linear's part, cut by tf_exl3_parts_cut as
  * the upload reaches it.  A part of gate or up is a compact copy of its
  * tile columns, freed once uploaded (one at a time, not the layer's).
+ *
+ * Where the backend maps host memory (unified memory: tf_cuda_weight.h)
+ * each trellis that is a view of the checkpoint (a whole linear, or a
+ * part of its output rows) is read there, not copied, and left out of
+ * the allocation; a compact part is still copied.
  */
 #include "moe_cuda_exl3.h"
 
@@ -24,6 +29,7 @@
 #include "exl3_load.h"
 #include "lin.h"
 #include "tf/backend.h"
+#include "tf_cuda_weight.h"
 
 enum { MCQ_GATE, MCQ_UP, MCQ_DOWN, MCQ_PROJ };
 
@@ -52,23 +58,33 @@ bool tf_moe_cuda_exl3_match(const tf_host *h, const char *prefix, bool indexed)
 	       tf_exl3_match(h, name) > 0;
 }
 
+/* Whether the trellis of a linear cut to `part` stays a view of the
+ * checkpoint (whole, or output rows), which a mapping backend reads in
+ * place. */
+static bool mcq_view(const tf_lin_part *part)
+{
+	return !part || part->axis == TF_LIN_PART_OUT;
+}
+
 /* The device bytes of p's part (its features [lo, hi) of the whole
- * on the side `part` cuts; part NULL: the whole). */
-static size_t mcq_bytes(const tf_exl3_parts *p, const tf_lin_part *part)
+ * on the side `part` cuts; part NULL: the whole); the trellis counts
+ * unless `mapped`. */
+static size_t mcq_bytes(const tf_exl3_parts *p, const tf_lin_part *part, bool mapped)
 {
 	int64_t k = p->k, n = p->n;
 	if (part && part->axis == TF_LIN_PART_IN)
 		k = part->hi - part->lo;
 	else if (part)
 		n = part->hi - part->lo;
-	return mcq_round((size_t)(k / 16 * n / 16) * 32 * (size_t)p->K) +
+	return (mapped ? 0 : mcq_round((size_t)(k / 16 * n / 16) * 32 * (size_t)p->K)) +
 	       mcq_round((size_t)(k + n) * sizeof(float));
 }
 
 /* Linear `name` of in x out features into p, checked against the set's
- * padding; adds the device bytes of its `part` to *bytes. */
+ * padding; adds the device bytes of its `part` to *bytes (its trellis
+ * mapped when `map` and a view). */
 static int mcq_part(const tf_host *h, const char *who, const char *name, int64_t in,
-		    int64_t out, const tf_lin_part *part, tf_exl3_parts *p, size_t *bytes)
+		    int64_t out, const tf_lin_part *part, bool map, tf_exl3_parts *p, size_t *bytes)
 {
 	const int64_t k = TF_MOE_CUDA_EXL3_PAD(in), n = TF_MOE_CUDA_EXL3_PAD(out);
 	int rc;
@@ -87,7 +103,7 @@ static int mcq_part(const tf_host *h, const char *who, const char *name, int64_t
 	if (p->bias)
 		return h->error(h, TF_ERR_UNSUPPORTED, "%s.bias: %s's EXL3 MLPs take no bias",
 				name, who);
-	*bytes += mcq_bytes(p, part);
+	*bytes += mcq_bytes(p, part, map && mcq_view(part));
 	return TF_OK;
 }
 
@@ -102,6 +118,7 @@ struct mcq_set {
 	tf_lin_part rows, cols;         /* gate's and up's part, down's */
 	bool cut;
 	const int32_t *rank_of;
+	tf_cuda_weight *maps;           /* per linear; NULL: every trellis copied */
 };
 
 /* Linear i's part (proj i / n), NULL when it is loaded whole. */
@@ -117,7 +134,8 @@ static bool mcq_here(const struct mcq_set *s, int e)
 }
 
 /* Each linear held here, cut to its part, after the descriptors, which d
- * (host) gets; the others' descriptors zero. */
+ * (host) gets (a mapped trellis: in s->maps); the others' descriptors
+ * zero. */
 static int mcq_upload(const struct mcq_set *s, char *dev, tf_exl3_parts *p, tf_moe_cuda_exl3 *d)
 {
 	const tf_host *h = s->h;
@@ -133,14 +151,19 @@ static int mcq_upload(const struct mcq_set *s, char *dev, tf_exl3_parts *p, tf_m
 		d[i] = (tf_moe_cuda_exl3){ 0 };
 		if (!mcq_here(s, i % n))
 			continue;
-		if (part && ((rc = mcq_name(h, name, sizeof(name), s->prefix, s->indexed, i % n,
-					    i / n)) ||
-			     (rc = tf_exl3_parts_cut(h, name, part, &p[i], &owned))))
+		if ((rc = mcq_name(h, name, sizeof(name), s->prefix, s->indexed, i % n, i / n)) ||
+		    (part && (rc = tf_exl3_parts_cut(h, name, part, &p[i], &owned))))
 			break;
 		d[i] = (tf_moe_cuda_exl3){ .trellis = (const uint16_t *)at, .K = p[i].K,
 					   .cb = (int)p[i].cb };
-		rc = be->upload(h->backend_ctx, at, p[i].trellis, p[i].trellis_bytes);
-		at += mcq_round(p[i].trellis_bytes);
+		if (s->maps && mcq_view(part)) {
+			rc = tf_cuda_weight_get(h, name, p[i].trellis, p[i].trellis_bytes, true,
+						&s->maps[i]);
+			d[i].trellis = s->maps[i].dev;
+		} else {
+			rc = be->upload(h->backend_ctx, at, p[i].trellis, p[i].trellis_bytes);
+			at += mcq_round(p[i].trellis_bytes);
+		}
 		d[i].suh = (const float *)at;
 		d[i].svh = d[i].suh + p[i].k;
 		if (!rc)
@@ -162,16 +185,31 @@ static int mcq_upload(const struct mcq_set *s, char *dev, tf_exl3_parts *p, tf_m
 	return rc;
 }
 
+void tf_moe_cuda_exl3_free(const tf_host *h, tf_moe_cuda_exl3_mem *mem)
+{
+	for (int i = 0; mem->maps && i < mem->n_maps; i++)
+		tf_cuda_weight_drop(h, &mem->maps[i]);
+	free(mem->maps);
+	if (mem->dev)
+		h->backend->free(h->backend_ctx, mem->dev);
+	*mem = (tf_moe_cuda_exl3_mem){ 0 };
+}
+
 int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix, bool indexed,
 			  int64_t lo, int64_t all, const int32_t *rank_of, tf_moe_cuda_exl3_w *w,
-			  void **mem)
+			  tf_moe_cuda_exl3_mem *mem)
 {
 	const int n = w->n_experts, count = MCQ_PROJ * n;
+	const bool map = tf_cuda_weight_maps(h);
+	*mem = (tf_moe_cuda_exl3_mem){
+		.maps = map ? calloc((size_t)count, sizeof(tf_cuda_weight)) : NULL,
+		.n_maps = map ? count : 0,
+	};
 	const struct mcq_set s = {
 		.h = h, .prefix = prefix, .indexed = indexed, .w = w,
 		.rows = { .axis = TF_LIN_PART_OUT, .lo = lo, .hi = lo + w->inter },
 		.cols = { .axis = TF_LIN_PART_IN, .lo = lo, .hi = lo + w->inter },
-		.cut = w->inter != all, .rank_of = rank_of,
+		.cut = w->inter != all, .rank_of = rank_of, .maps = mem->maps,
 	};
 	tf_exl3_parts *p = calloc((size_t)count, sizeof(*p));
 	tf_moe_cuda_exl3 *d = malloc((size_t)count * sizeof(*d));
@@ -179,8 +217,7 @@ int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix,
 	char name[512];
 	int rc = TF_OK;
 
-	*mem = NULL;
-	if (!p || !d) {
+	if (!p || !d || (map && !mem->maps)) {
 		rc = h->error(h, TF_ERR_NOMEM, "%s: out of memory for %d EXL3 linears", prefix,
 			      count);
 		goto out;
@@ -192,22 +229,22 @@ int tf_moe_cuda_exl3_load(const tf_host *h, const char *who, const char *prefix,
 		if (!mcq_here(&s, e))
 			continue;
 		if ((rc = mcq_name(h, name, sizeof(name), prefix, indexed, e, proj)) ||
-		    (rc = mcq_part(h, who, name, in, out, mcq_cut(&s, i), &p[i], &bytes)))
+		    (rc = mcq_part(h, who, name, in, out, mcq_cut(&s, i), map, &p[i], &bytes)))
 			goto out;
 	}
-	if (!(*mem = h->backend->alloc(h->backend_ctx, bytes))) {
+	if (!(mem->dev = h->backend->alloc(h->backend_ctx, bytes))) {
 		rc = h->error(h, TF_ERR_NOMEM, "%s (%s): out of device memory for %zu bytes of EXL3 MLPs",
 			      prefix, who, bytes);
 		goto out;
 	}
-	if ((rc = mcq_upload(&s, *mem, p, d)))
+	if ((rc = mcq_upload(&s, mem->dev, p, d)))
 		goto out;
-	w->gate = (const tf_moe_cuda_exl3 *)*mem;
+	w->gate = (const tf_moe_cuda_exl3 *)mem->dev;
 	w->up = w->gate + n;
 	w->down = w->gate + 2 * n;
 	/* The device copies are all the kernels read. */
 	for (int i = 0; i < count; i++)
-		if (mcq_here(&s, i % n) &&
+		if (mcq_here(&s, i % n) && !(s.maps && tf_cuda_weight_mapped(&s.maps[i])) &&
 		    !mcq_name(h, name, sizeof(name), prefix, indexed, i % n, i / n))
 			tf_lin_release(h, name, "trellis");
 out:
@@ -215,9 +252,7 @@ out:
 		tf_exl3_parts_free(&p[i]);
 	free(p);
 	free(d);
-	if (rc && *mem) {
-		h->backend->free(h->backend_ctx, *mem);
-		*mem = NULL;
-	}
+	if (rc)
+		tf_moe_cuda_exl3_free(h, mem);
 	return rc;
 }

@@ -20,9 +20,10 @@
  *  - EXL3 (Ling-3.1 Flash's experts): kept as stored, each linear's trellis,
  *    suh and svh uploaded by moe_cuda_exl3.c after plugins/exl3's own
  *    checks; tf_moe_cuda_exl3_mlp runs every active expert's rows in five
- *    launches (one per step of the MLP, not one per expert), each linear
- *    at its own K and codebook (the shared expert at other bits than the
- *    routed ones);
+ *    launches (one per step of the MLP, not one per expert; in prefill
+ *    three more: its GEMM's work list and a GEMM per product for the
+ *    experts past 8 rows), each linear at its own K and codebook (the
+ *    shared expert at other bits than the routed ones);
  *  - plain: the kernels read fp32, and the device linears have no
  *    dequant, so layer_init reads the tensors on the host, widens them and
  *    uploads them into one allocation per layer, with device arrays of
@@ -76,7 +77,7 @@ struct mcf_mlps {
 	tf_moe_cuda_mlp_w f;            /* the shape; fp32 pointer arrays unless exl3 */
 	tf_moe_cuda_exl3_w q;           /* exl3: the EXL3 linears */
 	bool exl3;
-	void *mem;                      /* exl3: q's allocation */
+	tf_moe_cuda_exl3_mem mem;       /* exl3: what q reads */
 };
 
 struct mcf_layer {
@@ -119,16 +120,14 @@ static void mcf_layer_fini(void *inst)
 	struct mcf_layer *L = inst;
 	if (!L)
 		return;
-	if (L->weights || L->ptrs || L->routed.mem || L->shared.mem)
+	if (L->weights || L->ptrs || L->routed.mem.dev || L->shared.mem.dev)
 		L->be->quiesce(L->bctx);
 	if (L->weights)
 		L->be->free(L->bctx, L->weights);
 	if (L->ptrs)
 		L->be->free(L->bctx, (void *)L->ptrs);
-	if (L->routed.mem)
-		L->be->free(L->bctx, L->routed.mem);
-	if (L->shared.mem)
-		L->be->free(L->bctx, L->shared.mem);
+	tf_moe_cuda_exl3_free(L->h, &L->routed.mem);
+	tf_moe_cuda_exl3_free(L->h, &L->shared.mem);
 	if (L->scratch_ref)
 		tf_dev_scratch_unref(&mcf_scratch);
 	free(L->rank_of);

@@ -392,8 +392,8 @@ static int layer_of(const tf_runtime *rt, const char *type)
 	return -1;
 }
 
-void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const tf_host *th,
-			cf_tally *t)
+void cf_check_attention(const tf_registry *r, const tf_candidate *impl,
+			const tf_candidate *ref, const tf_host *th, cf_tally *t)
 {
 	const tf_plugin_attention *a = (const tf_plugin_attention *)impl->desc;
 	char path[4200], as[96], be[96];

@@ -243,8 +243,8 @@ static void be_stop(struct be *e)
 	e->b->fini(e->ctx);
 }
 
-void cf_check_backend(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
-		      cf_tally *t)
+void cf_check_backend(const tf_registry *r, const tf_candidate *impl, const tf_candidate *ref,
+		      const tf_host *h, cf_tally *t)
 {
 	struct be ie, re;
 	if (!cf_case(t, !be_start(impl, h, &ie), impl->name, "init failed"))

@@ -8,8 +8,11 @@
  * with its reason.
  *
  * Kinds covered: backend (every op, against cpu-ref), router (against
- * ling-ref), quant (every bit width its quantizer offers, against float64
- * arithmetic on its own weight; quant_cases.c) and attention (the kda and
+ * ling-ref), quant (every plugin on its format's tensors from the
+ * quantizers on the path, each width and codebook, and plain F32/F16/BF16
+ * weights, ragged rows and features, against float64 arithmetic on the
+ * dequantized weight: its own, or its CPU twin's for a device linear;
+ * quant_cases.c) and attention (the kda and
  * mla types against their float64 layers, every type to the kind's
  * contract on the tiny test model; attention_cases.c).
  */
@@ -36,9 +39,10 @@ bool cf_case(cf_tally *t, bool ok, const char *impl, const char *fmt, ...)
 double cf_rel_err(const float *a, const float *b, size_t n);
 
 /* Every case of a kind on one implementation against the reference; `h`
- * is the host both were probed with. */
-typedef void (*cf_check_fn)(const tf_candidate *impl, const tf_candidate *ref,
-			    const tf_host *h, cf_tally *t);
+ * is the host both were probed with, `r` the registry they are in (its
+ * other plugins may make the implementation's inputs). */
+typedef void (*cf_check_fn)(const tf_registry *r, const tf_candidate *impl,
+			    const tf_candidate *ref, const tf_host *h, cf_tally *t);
 
 /* Probe every plugin of `kind`, then check each usable one but the
  * reference (named `ref`; NULL: the kind has none), printing one line per
@@ -47,13 +51,15 @@ typedef void (*cf_check_fn)(const tf_candidate *impl, const tf_candidate *ref,
 void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn check,
 	     cf_tally *all);
 
-void cf_check_backend(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
-		      cf_tally *t);
-void cf_check_router(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
-		     cf_tally *t);
-void cf_check_quant(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
-		    cf_tally *t);
-void cf_check_attention(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
-			cf_tally *t);
+void cf_check_backend(const tf_registry *r, const tf_candidate *impl, const tf_candidate *ref,
+		      const tf_host *h, cf_tally *t);
+void cf_check_router(const tf_registry *r, const tf_candidate *impl, const tf_candidate *ref,
+		     const tf_host *h, cf_tally *t);
+void cf_check_quant(const tf_registry *r, const tf_candidate *impl, const tf_candidate *ref,
+		    const tf_host *h, cf_tally *t);
+/* The quant cases' tensors, made once for every quant plugin: freed. */
+void cf_quant_done(void);
+void cf_check_attention(const tf_registry *r, const tf_candidate *impl,
+			const tf_candidate *ref, const tf_host *h, cf_tally *t);
 
 #endif /* TF_CONFORMANCE_H */

@@ -66,7 +66,7 @@ void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn c
 			all->skip++;
 			continue;
 		}
-		check(c, refc, h, &t);
+		check(r, c, refc, h, &t);
 		printf("%-9s %-10s %d passed, %d failed, %d skipped (against %s)\n", kn, c->name,
 		       t.pass, t.fail, t.skip, ref ? ref : "no reference plugin");
 		all->pass += t.pass;
@@ -76,16 +76,18 @@ void cf_kind(tf_registry *r, tf_plugin_kind kind, const char *ref, cf_check_fn c
 	tf_testhost_free(th);
 }
 
-/* Each kind with cases: its reference (NULL: none) and its case list. */
+/* Each kind with cases: its reference (NULL: none), its case list and
+ * what frees the inputs its cases share (NULL: none). */
 static const struct {
 	tf_plugin_kind kind;
 	const char *ref;
 	cf_check_fn check;
+	void (*done)(void);
 } suites[] = {
-	{ TF_KIND_BACKEND, "cpu-ref", cf_check_backend },
-	{ TF_KIND_ROUTER, "ling-ref", cf_check_router },
-	{ TF_KIND_QUANT, NULL, cf_check_quant },
-	{ TF_KIND_ATTENTION, NULL, cf_check_attention },
+	{ TF_KIND_BACKEND, "cpu-ref", cf_check_backend, NULL },
+	{ TF_KIND_ROUTER, "ling-ref", cf_check_router, NULL },
+	{ TF_KIND_QUANT, NULL, cf_check_quant, cf_quant_done },
+	{ TF_KIND_ATTENTION, NULL, cf_check_attention, NULL },
 };
 
 static bool wanted(int argc, char **argv, tf_plugin_kind kind)
@@ -105,9 +107,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "conformance: %s\n", tf_diag_msg());
 		return 1;
 	}
-	for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)
-		if (wanted(argc, argv, suites[i].kind))
-			cf_kind(r, suites[i].kind, suites[i].ref, suites[i].check, &all);
+	for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++) {
+		if (!wanted(argc, argv, suites[i].kind))
+			continue;
+		cf_kind(r, suites[i].kind, suites[i].ref, suites[i].check, &all);
+		if (suites[i].done)
+			suites[i].done();
+	}
 	tf_registry_free(r);
 	printf("conformance: %d passed, %d failed, %d skipped\n", all.pass, all.fail, all.skip);
 	return all.fail || !all.pass;

@@ -203,8 +203,8 @@ out:
 	tf_testhost_free(th);
 }
 
-void cf_check_router(const tf_candidate *impl, const tf_candidate *ref, const tf_host *h,
-		     cf_tally *t)
+void cf_check_router(const tf_registry *r, const tf_candidate *impl, const tf_candidate *ref,
+		     const tf_host *h, cf_tally *t)
 {
 	check_router((const tf_plugin_router *)impl->desc, (const tf_plugin_router *)ref->desc, t);
 	check_place((const tf_plugin_router *)impl->desc, false, t);

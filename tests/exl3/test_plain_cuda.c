@@ -5,7 +5,7 @@
  * "plain" for every stored dtype, with and without bias, shapes that are
  * no multiple of the kernel's tile, 1 (decode) to 37 rows; "exl3-cuda"
  * against "exl3" on a random EXL3 layer, through its GEMV (3 rows) and
- * its fp16 GEMM (20 rows); the parts of a linear tensor parallelism
+ * its WMMA GEMM (20 and 77 rows); the parts of a linear tensor parallelism
  * opens (output rows, input columns with and without the bias) against
  * the CPU linears' parts.  Also: plain-cuda declines a host-memory
  * backend and names a malformed tensor; exl3-cuda names a part that cuts
@@ -181,20 +181,21 @@ Test(plain_cuda, parts_match_cpu_plain)
 }
 
 /* The same random EXL3 layer (in x out, from seed) on both hosts, or its
- * `part` (NULL: the whole): exl3-cuda's GEMV (3 rows) and fp16 GEMM (20
- * rows) against the CPU exl3 linear. */
+ * `part` (NULL: the whole): exl3-cuda's GEMV (3 rows) and WMMA GEMM (20
+ * rows, part of a 64-row tile; 77, a whole tile and part of another)
+ * against the CPU exl3 linear. */
 static void check_exl3(int64_t in, int64_t out, const tf_lin_part *part, uint64_t seed)
 {
-	static const int64_t rows[] = { 3, 20 };
+	static const int64_t rows[] = { 3, 20, 77 };
 	tf_testhost *cpu = tf_testhost_new_with(NULL, 2, NULL, NULL);
 	tf_testhost *dev = tf_testhost_new_with(NULL, 1, TF_CUDA_BACKEND, TF_CUDA_QUANT);
 	const tf_host *hc = tf_testhost_host(cpu), *hd = tf_testhost_host(dev);
 	uint64_t sc = seed, sd = seed, sx = seed + 1;
-	float *x = malloc(sizeof(float) * 20 * (size_t)in);
+	float *x = malloc(sizeof(float) * 77 * (size_t)in);
 	tf_lin lc = { 0 }, ld = { 0 };
 
 	cr_assert(x);
-	tf_test_fill_uniform(x, 20 * (size_t)in, 1.0f, &sx);
+	tf_test_fill_uniform(x, 77 * (size_t)in, 1.0f, &sx);
 	tf_testhost_add_exl3(cpu, PREFIX, in, out, &sc);
 	tf_testhost_add_exl3(dev, PREFIX, in, out, &sd);
 	open_both(cpu, dev, in, out, part, &lc, &ld, "exl3", TF_CUDA_EXL3);

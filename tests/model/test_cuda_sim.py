@@ -43,6 +43,12 @@ step of a forward runs in the kernels a GPU would run.
              settings: the prompt's logits and the MTP layer's, and the
              generated ids, bit-equal with graphs off; every such step ran
              as graphs, the parts counted, and graphs were replayed
+    UnifiedMemory  [runtime] unified_memory on a simulated integrated device:
+             the logits of the bf16 and EXL3 checkpoints with the weights
+             read in place are the bits of copying them, and the device
+             memory drops by the weights mapped; bad settings name the key
+    UnifiedMemoryParts  the same over two ranks (parts read in place or
+             copied): the logits' bits
     TensorParallelExl3  an EXL3 checkpoint over two ranks, the experts'
              features split and, with [tp] moe = experts, the experts placed
              whole: the prompt's logits against the float64 reference's
@@ -110,9 +116,9 @@ class Exl3(unittest.TestCase):
     decodes each weight to fp16 exactly, as the reference does; the CPU's
     fused decode skips that rounding (test_reference.Exl3: 4-5e-4 at the
     logits).  Decode rows run fp32 GEMVs only, so they are held to the
-    reference within the bf16 model's tolerance; a prefill's linears take
-    exl3-cuda's GEMM, fp16 activations above 8 rows (test_reference.Exl3's
-    bound)."""
+    reference within the bf16 model's tolerance; above 8 rows a prefill's
+    linears and experts take the WMMA GEMM, fp16 activations
+    (test_reference.Exl3's bound)."""
 
     # (tokens, seed, prefill chunk, max rel and KL against the reference)
     PROMPTS = [(12, 35, None, test_reference.Exl3.EXACT_MAX_REL,
@@ -420,6 +426,160 @@ class TensorParallelExl3(unittest.TestCase):
                 tm.check(self, what + f" vs tp1 {BACKEND}", got, tp1, self.LOGIT_TOL,
                          min_top1=1.0)
 
+
+class UnifiedMemory(unittest.TestCase):
+    """[runtime] unified_memory on a simulated integrated device
+    (TF_SIMT_INTEGRATED=1): the device plugins read the checkpoint's
+    weights in place (plain-cuda's weights, exl3-cuda's and moe-cuda's
+    trellises; moe-cuda widens bf16 MLPs to fp32, which stay copies), so the
+    logits are the bits of copying them (the kernels read the same bytes),
+    and the harness's peak of device memory (TF_SIMT_STATS) drops by at
+    least the most bytes the backend reports mapped at once; the bytes it
+    mapped in all must cover every weight those linears read (MLA's
+    kv_b_proj is opened, read into its absorbed form and closed: mapped,
+    but not all at once).  `on` on a device that is not integrated,
+    and a value not of the key's choices, fail naming the key; auto maps
+    on an integrated device only, and `tfrun --check` says so.  On a GPU
+    (scripts/gpu-check.sh) the device is what it is: the in-place runs
+    need an integrated one (GB10) and skip elsewhere (an H200), and the
+    harness's memory count is not there."""
+    TOKENS = 5
+    SIM = BACKEND == "cuda-sim"
+
+    @staticmethod
+    def _check_says(ini, integrated):
+        """Whether `tfrun --check` (auto) reports the weights read in place."""
+        env = dict(os.environ, TF_SIMT_INTEGRATED=integrated)
+        p = subprocess.run([tm.env("TF_TFRUN"), ini, "--check"] + device_args(),
+                           capture_output=True, text=True, timeout=tm.TIMEOUT_S, env=env)
+        if p.returncode != 0:
+            raise AssertionError(f"tfrun --check exited {p.returncode}: {p.stderr.strip()}")
+        return "(unified memory: weights read in place)" in p.stdout
+
+    @staticmethod
+    def _run(ini, toks, integrated, *sets, args=()):
+        """tfrun's (process, logits, harness's device memory peak, (bytes
+        mapped, at most at once)); args are more of its arguments."""
+        env = dict(os.environ, TF_SIMT_STATS="1", TF_SIMT_INTEGRATED=integrated)
+        out = ini + ".f32"
+        cmd = [tm.env("TF_TFRUN"), ini, "--tokens", ",".join(map(str, toks)), "--json", "-n",
+               "1", "--dump-logits", out] + list(args) + device_args("runtime.log_level=info",
+                                                                        *sets)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=tm.TIMEOUT_S, env=env)
+        logits = b""
+        if p.returncode == 0:
+            with open(out, "rb") as f:
+                logits = f.read()
+        peak = re.search(r"simt: device memory peak (\d+) bytes", p.stderr)
+        mapped = re.search(r"(\d+) bytes of weights read in place, not copied "
+                           r"\((\d+) at most at once\)", p.stderr)
+        return (p, logits, int(peak.group(1)) if peak else None,
+                tuple(map(int, mapped.groups())) if mapped else (0, 0))
+
+    def _check(self, model, lin_bytes):
+        toks = tm.prompt(self.TOKENS, 38, tm.vocab_of(model))
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, model)
+            if not self.SIM and not self._check_says(ini, "1"):
+                self.skipTest(f"{BACKEND}: the device is not integrated (auto copies)")
+            p_on, on, peak_on, (mapped, at_once) = self._run(ini, toks, "1",
+                                                             "runtime.unified_memory=on")
+            p_off, off, peak_off, none = self._run(ini, toks, "1", "runtime.unified_memory=off")
+        name = os.path.basename(model)
+        print(f"  {name}: device memory peak {peak_off} bytes copying, {peak_on} mapping "
+              f"{mapped} bytes of weights ({at_once} at once; {lin_bytes} in the linears)",
+              flush=True)
+        self.assertEqual(p_on.returncode, 0, p_on.stderr)
+        self.assertEqual(p_off.returncode, 0, p_off.stderr)
+        self.assertIn("unified memory (on): weights read in place", p_on.stderr)
+        self.assertIn("unified memory (off): weights copied", p_off.stderr)
+        self.assertEqual(len(on), self.TOKENS * tm.vocab_of(model) * 4)
+        self.assertEqual(on, off, f"{name}: logits reading weights in place differ from copies")
+        self.assertEqual(none, (0, 0))
+        self.assertGreaterEqual(mapped, lin_bytes)
+        self.assertGreater(at_once, 0)
+        if self.SIM:
+            self.assertGreaterEqual(peak_off - peak_on, at_once)
+
+    def test_bf16_in_place(self):
+        model = tm.model_dir("ling-tiny")
+        self._check(model, linear_bytes(model, ".weight", False))
+
+    def test_exl3_in_place(self):
+        _, model = tm.exl3_pair()
+        self._check(model, linear_bytes(model, ".trellis", True))
+
+    def test_settings(self):
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(2, 39, tm.vocab_of(model))
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, model)
+            if not self.SIM and self._check_says(ini, "0"):
+                self.skipTest(f"{BACKEND}: the device is integrated (nothing refuses `on`)")
+            p, _, _, _ = self._run(ini, toks, "0", "runtime.unified_memory=on")
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("[runtime] unified_memory = on: device 0 is not integrated", p.stderr)
+            p, _, _, _ = self._run(ini, toks, "1", "runtime.unified_memory=always")
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("unified_memory", p.stderr)
+            self.assertIn("always", p.stderr)
+            p, _, _, mapped = self._run(ini, toks, "0")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("unified memory (auto): weights copied", p.stderr)
+            self.assertEqual(mapped, (0, 0))
+            # --check says which, auto deciding by the device.
+            self.assertFalse(self._check_says(ini, "0"))
+            if self.SIM:
+                self.assertTrue(self._check_says(ini, "1"))
+
+
+class UnifiedMemoryParts(unittest.TestCase):
+    """Two ranks (--tp-local 2) on a simulated integrated device: a rank's
+    part of a linear's output rows is a view of the checkpoint, read in
+    place; a part of its inputs, packed on the host, is copied.  The
+    logits are the bits of copying every weight."""
+
+    def test_two_ranks_in_place(self):
+        if BACKEND != "cuda-sim":
+            self.skipTest("the harness's simulated integrated device")
+        model = tm.model_dir("ling-tiny")
+        toks = tm.prompt(4, 40, tm.vocab_of(model))
+        with tempfile.TemporaryDirectory(prefix="tf-sim-") as d:
+            ini = tm.write_ini(d, model)
+            runs = {um: UnifiedMemory._run(ini, toks, "1", f"runtime.unified_memory={um}",
+                                           args=("--tp-local", "2")) for um in ("on", "off")}
+        (p_on, on, _, (mapped, _)), (p_off, off, _, none) = runs["on"], runs["off"]
+        print(f"  two ranks: rank 0 read {mapped} bytes of weights in place "
+              f"({linear_bytes(model, '.weight', False)} in the whole linears)", flush=True)
+        self.assertEqual(p_on.returncode, 0, p_on.stderr)
+        self.assertEqual(p_off.returncode, 0, p_off.stderr)
+        self.assertEqual(len(on), len(toks) * tm.vocab_of(model) * 4)
+        self.assertEqual(on, off, "two ranks' logits reading weights in place differ")
+        self.assertGreater(mapped, 0)
+        self.assertEqual(none, (0, 0))
+
+
+def linear_bytes(model, suffix, mlps):
+    """The bytes of the checkpoint's tensors named *<suffix> of two
+    dimensions or more, outside the embeddings and the MTP layer (off in
+    write_ini's INI), and outside the MLPs unless `mlps`: the weights the
+    device linears (plain-cuda, exl3-cuda) and, with `mlps`, moe-cuda's
+    EXL3 MLPs read."""
+    with open(os.path.join(model, "config.json")) as f:
+        layers = json.load(f)["num_hidden_layers"]
+    total = 0
+    for name in sorted(os.listdir(model)):
+        if not name.endswith(".safetensors"):
+            continue
+        with open(os.path.join(model, name), "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            head = json.loads(f.read(n))
+        for k, v in head.items():
+            m = re.match(r"model\.layers\.(\d+)\.", k)
+            if (k.endswith(suffix) and (mlps or ".mlp." not in k) and "embeddings" not in k and
+                    len(v["shape"]) >= 2 and (not m or int(m.group(1)) < layers)):
+                total += v["data_offsets"][1] - v["data_offsets"][0]
+    return total
 
 if __name__ == "__main__":
     tm.main()

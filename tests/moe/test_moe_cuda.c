@@ -4,7 +4,8 @@
  * they replace: router.so's plain "ling-ref" router and moe.so's MoE and
  * dense layers, opened through the test host on fp32 weights.
  *
- * Inputs are fresh random values; rows 1, 3 and 17; 16 to 512 experts,
+ * Inputs are fresh random values; rows 1, 3 and 17 (the dense MLP also 4,
+ * 5, 8 and 9: each side of the kernel's 4-row passes); 16 to 512 experts,
  * top-k 1 to 8, with and without groups; device outputs poisoned (NaN)
  * before each launch.  Expert ids must equal the CPU's exactly (random
  * scores have no near ties; the tie cases make exact ties on purpose);
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_buf.h"
 #include "ffn_so.h"
 #include "moe_cuda.h"
 #include "support/testhost.h"
@@ -30,29 +32,9 @@
 #define BLOCK_BOUND 2e-5
 
 static const int rows_cases[] = { 1, 3, 17 };
-
-static void *dev_put(const void *h, size_t bytes)
-{
-	void *d = NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess);
-	cr_assert_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-	return d;
-}
-
-/* Device memory filled with 0xFF bytes: NaN as float, -1 as int32. */
-static void *dev_poisoned(size_t bytes)
-{
-	void *d = NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess);
-	cr_assert_eq(cudaMemset(d, 0xFF, bytes), cudaSuccess);
-	return d;
-}
-
-static void dev_get(void *h, const void *d, size_t bytes)
-{
-	cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
-	cr_assert_eq(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-}
+/* The dense MLP is one expert over all the rows: each side of mlp.cu's
+ * 4-row passes (MLP_ROWS) too. */
+static const int dense_rows[] = { 1, 3, 4, 5, 8, 9, 17 };
 
 static tf_model_config moe_config(int hidden, int E, int k, int G, int TG)
 {
@@ -592,8 +574,8 @@ Test(moe_cuda, dense_mlp_as_one_expert)
 	void *inst = NULL;
 	cr_assert_eq(ffn->layer_init(h, LAYER, PREFIX, &inst), TF_OK, "%s",
 		     tf_testhost_last_error(th));
-	for (size_t ci = 0; ci < sizeof(rows_cases) / sizeof(rows_cases[0]); ci++) {
-		int n = rows_cases[ci];
+	for (size_t ci = 0; ci < sizeof(dense_rows) / sizeof(dense_rows[0]); ci++) {
+		int n = dense_rows[ci];
 		float *x = malloc(sizeof(float) * n * 96), *y = malloc(sizeof(float) * n * 96),
 		      *dy = malloc(sizeof(float) * n * 96);
 		tf_test_fill_uniform(x, (size_t)n * 96, 1.0f, &seed);

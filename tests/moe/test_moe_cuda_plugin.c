@@ -5,10 +5,13 @@
  * two test hosts holding the same random weights (F32 or BF16, which
  * both sides widen alike), the device one on backend-cuda-sim with the
  * device linears.  Rows 1, 3 and 17 (ragged against the kernels' tiles
- * of 4 rows and 8 columns), device outputs NaN-poisoned before each
+ * of 4 rows and 8 columns); the dense MLPs, one expert over every row,
+ * also 4, 5, 8, 9 and 16 (each side of the fp32 kernel's 4-row and the
+ * EXL3 GEMV's 8-row passes); device outputs NaN-poisoned before each
  * forward; the same with EXL3 experts (random trellises, each expert at its
  * own bits and codebook, the shared expert at others, features padded to
- * 128) against moe.so over exl3.so's CPU linear, and an EXL3 dense MLP;
+ * 128) against moe.so over exl3.so's CPU linear, 4 EXL3 experts over 16
+ * and 33 rows (several 8-row GEMV passes an expert), and an EXL3 dense MLP;
  * tensor parallel ranks, plain and EXL3 (each rank's output against
  * moe.so's same rank, the ranks' sum against the whole layer); then the
  * refusals: a host-memory backend, features that do not split over the
@@ -47,6 +50,10 @@
 #define EXL3_BOUND 2e-3
 
 static const int rows_cases[] = { 1, 3, 17 };
+/* A dense MLP is one expert over all the rows: each side of mlp.cu's
+ * 4-row passes (MLP_ROWS) and exl3_mlp.cu's 8-row GEMV passes. */
+static const int dense_rows[] = { 1, 3, 4, 5, 8, 9, 16, 17 };
+#define N_ROWS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The pair of hosts a case runs on, holding the same tensors. */
 struct pair {
@@ -158,8 +165,10 @@ static tf_model_config clamped(tf_model_config c)
 }
 
 /* moe.so's layer `index` on the CPU host against moe-cuda's on the device
- * host, each row count in turn, the device output poisoned first. */
-static void check_layer(struct pair *p, unsigned index, const char *type, double bound)
+ * host, each of the nrows row counts in turn, the device output poisoned
+ * first. */
+static void check_layer(struct pair *p, unsigned index, const char *type, const int *rows,
+			size_t nrows, double bound)
 {
 	const tf_plugin_ffn *cpu = ffn_plugin(index), *dev = ffn_plugin_at(TF_MOE_CUDA, index);
 	const tf_host *hc = tf_testhost_host(p->cpu), *hd = tf_testhost_host(p->dev);
@@ -174,8 +183,8 @@ static void check_layer(struct pair *p, unsigned index, const char *type, double
 		     tf_testhost_last_error(p->cpu));
 	cr_assert_eq(dev->layer_init(hd, LAYER, PREFIX, &id), TF_OK, "%s",
 		     tf_testhost_last_error(p->dev));
-	for (size_t ci = 0; ci < sizeof(rows_cases) / sizeof(rows_cases[0]); ci++) {
-		const int n = rows_cases[ci];
+	for (size_t ci = 0; ci < nrows; ci++) {
+		const int n = rows[ci];
 		const size_t bytes = sizeof(float) * n * H;
 		float *x = malloc(bytes), *y = malloc(bytes), *dy = malloc(bytes);
 		float *xd = be->alloc(hd->backend_ctx, bytes), *yd = be->alloc(hd->backend_ctx, bytes);
@@ -331,7 +340,7 @@ static void check_moe_exl3(const tf_model_config *c, bool routed_plain, bool sha
 {
 	struct pair p = pair_new(c, TF_DTYPE_BF16, seed);
 	pair_add_moe_exl3(&p, c, routed_plain, shared_plain);
-	check_layer(&p, 0, "moe", EXL3_BOUND);
+	check_layer(&p, 0, "moe", rows_cases, N_ROWS(rows_cases), EXL3_BOUND);
 	pair_free(&p);
 }
 
@@ -341,8 +350,9 @@ static void check_moe_exl3(const tf_model_config *c, bool routed_plain, bool sha
  * (inter 256: a block each; the EXL3 shared expert's 256 too, clamped) and
  * whole experts over 2 ranks beside it; over 3 ranks beside a BF16 shared
  * expert (48 features: 16 each); an EXL3 dense MLP over 2.  Rows 1 and
- * 17 for the split (8 at most per GEMV pass: some experts take two), 5
- * for the rest (the harness's time grows with them).
+ * 17 for the split (the shared expert, and any expert given more than 8
+ * rows, through the WMMA GEMM), 5 for the rest (the harness's time grows
+ * with them).
  */
 Test(moe_cuda_plugin, tensor_parallel_exl3_ranks_match_cpu)
 {
@@ -372,7 +382,7 @@ static void check_moe(const tf_model_config *c, tf_dtype dtype, uint64_t seed)
 {
 	struct pair p = pair_new(c, dtype, seed);
 	pair_add_moe(&p, c);
-	check_layer(&p, 0, "moe", PLUGIN_BOUND);
+	check_layer(&p, 0, "moe", rows_cases, N_ROWS(rows_cases), PLUGIN_BOUND);
 	pair_free(&p);
 }
 
@@ -400,13 +410,13 @@ Test(moe_cuda_plugin, dense_mlp)
 	c.intermediate_size = 200;
 	struct pair p = pair_new(&c, TF_DTYPE_BF16, 44);
 	pair_add_mlp(&p, PREFIX, 96, 200);
-	check_layer(&p, 1, "dense", PLUGIN_BOUND);
+	check_layer(&p, 1, "dense", dense_rows, N_ROWS(dense_rows), PLUGIN_BOUND);
 	pair_free(&p);
 }
 
 /* EXL3 experts at every K and codebook, features padded (hidden 200 to
  * 256, inter 96 to 128, the shared expert's 160 to 256), top-4 of 16 in
- * 4/2 groups: 17 rows give experts more rows than a GEMV pass takes. */
+ * 4/2 groups: at 17 rows the shared expert takes the WMMA GEMM. */
 Test(moe_cuda_plugin, moe_exl3_mixed_bits)
 {
 	tf_model_config c = moe_config(200, 16, 4, 4, 2, 96, 160);
@@ -427,13 +437,26 @@ Test(moe_cuda_plugin, moe_plain_experts_exl3_shared)
 	check_moe_exl3(&c, true, false, 50);
 }
 
+/* Few EXL3 experts over many rows: top-2 of 4 over 16 and 33 rows gives
+ * an expert 8 and 16.5 rows on average, so most take several 8-row GEMV
+ * passes, the last full or ragged, each at its own rows of the plan. */
+Test(moe_cuda_plugin, moe_exl3_experts_over_several_passes)
+{
+	static const int rows[] = { 16, 33 };
+	tf_model_config c = moe_config(128, 4, 2, 1, 1, 128, 0);
+	struct pair p = pair_new(&c, TF_DTYPE_BF16, 56);
+	pair_add_moe_exl3(&p, &c, false, false);
+	check_layer(&p, 0, "moe", rows, N_ROWS(rows), EXL3_BOUND);
+	pair_free(&p);
+}
+
 Test(moe_cuda_plugin, dense_mlp_exl3)
 {
 	tf_model_config c = moe_config(96, 16, 2, 1, 1, 32, 48);
 	c.intermediate_size = 320;
 	struct pair p = pair_new(&c, TF_DTYPE_BF16, 51);
 	pair_add_mlp_exl3(&p, PREFIX, 96, 320, 3, 1);
-	check_layer(&p, 1, "dense", EXL3_BOUND);
+	check_layer(&p, 1, "dense", dense_rows, N_ROWS(dense_rows), EXL3_BOUND);
 	pair_free(&p);
 }
 

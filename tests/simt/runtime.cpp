@@ -1,6 +1,7 @@
 /*
  * runtime.cpp - the CUDA runtime calls of cuda_runtime_api.h on the CPU:
- * one device whose memory is host memory in a table, streams and events
+ * one device whose memory is host memory in a table (with the host
+ * ranges registered for it: cudaHostRegister), streams and events
  * that finish each call before returning, stream capture into graphs and
  * their replay, and the error state.
  *
@@ -24,6 +25,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -78,9 +81,15 @@ namespace tf_simt {
 
 namespace {
 
+/* What a table entry is: device memory (cudaMalloc, cudaMallocAsync),
+ * pinned host memory (cudaMallocHost), or host memory of the caller's
+ * registered with cudaHostRegister. */
+enum mem_kind { DEVICE, PINNED, REGISTERED };
+
 struct allocation {
 	size_t bytes;
-	bool pinned;            /* cudaMallocHost: host memory the device can read */
+	mem_kind kind;
+	bool read_only;         /* REGISTERED with cudaHostRegisterReadOnly */
 	uint64_t serial;        /* which allocation: an address may be handed out again */
 };
 
@@ -89,7 +98,36 @@ uint64_t serials, captures;
 std::vector<capture *> open_captures;
 cudaError_t pending = cudaSuccess;
 
-/* The allocation [p, p + bytes) lies in, or null. */
+/* Live and peak bytes of device memory and of registered host memory,
+ * printed at exit with TF_SIMT_STATS=1 (tests/simt/README.md). */
+struct usage {
+	uint64_t device, device_peak, registered, registered_peak;
+
+	void add(mem_kind k, size_t bytes)
+	{
+		if (k == DEVICE)
+			device_peak = std::max(device_peak, device += bytes);
+		else if (k == REGISTERED)
+			registered_peak = std::max(registered_peak, registered += bytes);
+	}
+	void sub(mem_kind k, size_t bytes)
+	{
+		if (k == DEVICE)
+			device -= bytes;
+		else if (k == REGISTERED)
+			registered -= bytes;
+	}
+	~usage()
+	{
+		const char *e = getenv("TF_SIMT_STATS");
+		if (e && *e == '1')
+			fprintf(stderr, "simt: device memory peak %llu bytes, registered host memory "
+				"peak %llu bytes\n", (unsigned long long)device_peak,
+				(unsigned long long)registered_peak);
+	}
+} used;
+
+/* The entry [p, p + bytes) lies in, or null. */
 const allocation *inside(const void *p, size_t bytes)
 {
 	auto it = table.upper_bound((char *)p);
@@ -107,7 +145,7 @@ cudaError_t fail(cudaError_t e)
 }
 
 /* Poisoned so that what a kernel leaves unwritten shows (as NaN). */
-cudaError_t allocate(void **p, size_t bytes, bool pinned)
+cudaError_t allocate(void **p, size_t bytes, mem_kind kind)
 {
 	if (!p)
 		return fail(cudaErrorInvalidValue);
@@ -117,17 +155,27 @@ cudaError_t allocate(void **p, size_t bytes, bool pinned)
 	if (posix_memalign(p, 256, bytes))
 		return fail(cudaErrorMemoryAllocation);
 	memset(*p, 0xFF, bytes);
-	table[(char *)*p] = allocation{ bytes, pinned, ++serials };
+	table[(char *)*p] = allocation{ bytes, kind, false, ++serials };
+	used.add(kind, bytes);
 	return cudaSuccess;
 }
 
-cudaError_t release(void *p, bool pinned)
+/* cudaFree (DEVICE) or cudaFreeHost (PINNED) of p. */
+cudaError_t release(void *p, mem_kind kind)
 {
 	if (!p)
 		return cudaSuccess;
 	auto it = table.find((char *)p);
-	if (it == table.end() || it->second.pinned != pinned)
+	if (it != table.end() && it->second.kind == REGISTERED) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "%s of %p, host memory registered with cudaHostRegister: "
+			 "cudaHostUnregister it and free it as it was allocated",
+			 kind == DEVICE ? "cudaFree" : "cudaFreeHost", p);
+		return api_fault(cudaErrorInvalidValue, msg);
+	}
+	if (it == table.end() || it->second.kind != kind)
 		return fail(cudaErrorInvalidValue);
+	used.sub(kind, it->second.bytes);
 	table.erase(it);
 	free(p);
 	return cudaSuccess;
@@ -227,7 +275,8 @@ std::vector<region> device_regions()
 {
 	std::vector<region> out;
 	for (auto &a : table)
-		out.push_back(region{ a.first, a.second.bytes });
+		if (a.second.kind != REGISTERED)        /* the device only reads those */
+			out.push_back(region{ a.first, a.second.bytes });
 	return out;
 }
 
@@ -313,6 +362,10 @@ const char *cudaGetErrorString(cudaError_t error)
 	case cudaErrorInvalidConfiguration: return "invalid configuration argument";
 	case cudaErrorInvalidDevice: return "invalid device ordinal";
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
+	case cudaErrorHostMemoryAlreadyRegistered:
+		return "part or all of the requested memory range is already mapped";
+	case cudaErrorHostMemoryNotRegistered:
+		return "pointer does not correspond to a registered memory region";
 	case cudaErrorStreamCaptureUnsupported:
 		return "operation not permitted when stream is capturing";
 	case cudaErrorStreamCaptureInvalidated:
@@ -327,25 +380,25 @@ const char *cudaGetErrorString(cudaError_t error)
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
 	cudaError_t e = tf_simt::unsafe("cudaMalloc");
-	return e ? e : tf_simt::allocate(p, bytes, false);
+	return e ? e : tf_simt::allocate(p, bytes, tf_simt::DEVICE);
 }
 
 cudaError_t cudaFree(void *p)
 {
 	cudaError_t e = tf_simt::unsafe("cudaFree");
-	return e ? e : tf_simt::release(p, false);
+	return e ? e : tf_simt::release(p, tf_simt::DEVICE);
 }
 
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
 	cudaError_t e = tf_simt::unsafe("cudaMallocHost");
-	return e ? e : tf_simt::allocate(p, bytes, true);
+	return e ? e : tf_simt::allocate(p, bytes, tf_simt::PINNED);
 }
 
 cudaError_t cudaFreeHost(void *p)
 {
 	cudaError_t e = tf_simt::unsafe("cudaFreeHost");
-	return e ? e : tf_simt::release(p, true);
+	return e ? e : tf_simt::release(p, tf_simt::PINNED);
 }
 
 /* On a capturing stream, a memory node: the memory is allocated at
@@ -355,7 +408,7 @@ cudaError_t cudaFreeHost(void *p)
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream)
 {
 	tf_simt::capture *c = tf_simt::capturing(stream);
-	cudaError_t e = tf_simt::allocate(p, bytes, false);
+	cudaError_t e = tf_simt::allocate(p, bytes, tf_simt::DEVICE);
 	if (e || !c || !*p)
 		return e;
 	tf_simt::node n{};
@@ -363,7 +416,7 @@ cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream)
 	n.dst = *p;
 	n.bytes = bytes;
 	n.dst_serial = tf_simt::serial_of(*p, bytes);
-	n.owned = std::shared_ptr<void>(*p, [](void *q) { tf_simt::release(q, false); });
+	n.owned = std::shared_ptr<void>(*p, [](void *q) { tf_simt::release(q, tf_simt::DEVICE); });
 	c->nodes.push_back(n);
 	return cudaSuccess;
 }
@@ -372,7 +425,7 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
 {
 	tf_simt::capture *c = tf_simt::capturing(stream);
 	if (!c)
-		return tf_simt::release(p, false);
+		return tf_simt::release(p, tf_simt::DEVICE);
 	for (const tf_simt::node &a : c->nodes)
 		if (a.kind == tf_simt::node::ALLOC && a.dst == p) {
 			tf_simt::node n{};
@@ -387,15 +440,34 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
 
 namespace {
 
-/* Device sides must lie inside an allocation; host sides may be anything. */
+/* Device sides must lie inside an allocation or a registered range, and
+ * a destination not in one registered read-only; host sides may be
+ * anything. */
 cudaError_t copy_check(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
 	const bool dev_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
 	const bool dev_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-	if (kind > cudaMemcpyDefault || (dev_dst && !tf_simt::inside(dst, bytes)) ||
-	    (dev_src && !tf_simt::inside(src, bytes)))
+	if (kind > cudaMemcpyDefault)
 		return fail(cudaErrorInvalidValue);
-	return cudaSuccess;
+	const tf_simt::allocation *d = dev_dst ? tf_simt::inside(dst, bytes) : nullptr;
+	const char *why = nullptr;
+	const void *at = nullptr;
+	if (dev_dst && !d) {
+		why = "is neither device memory nor registered host memory";
+		at = dst;
+	} else if (dev_src && !tf_simt::inside(src, bytes)) {
+		why = "is neither device memory nor registered host memory";
+		at = src;
+	} else if (d && d->read_only) {
+		why = "is host memory registered read-only (cudaHostRegisterReadOnly)";
+		at = dst;
+	}
+	if (!why)
+		return cudaSuccess;
+	char msg[320];
+	snprintf(msg, sizeof(msg), "a copy of %zu bytes whose device %s %p %s", bytes,
+		 at == dst ? "destination" : "source", at, why);
+	return tf_simt::api_fault(cudaErrorInvalidValue, msg);
 }
 
 } /* namespace */
@@ -441,7 +513,8 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes)
 	cudaError_t e = tf_simt::unsafe("cudaMemset (synchronous)");
 	if (e)
 		return e;
-	if (!tf_simt::inside(p, bytes))
+	const tf_simt::allocation *a = tf_simt::inside(p, bytes);
+	if (!a || a->read_only)
 		return fail(cudaErrorInvalidValue);
 	memset(p, value, bytes);
 	return cudaSuccess;
@@ -450,7 +523,8 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes)
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream)
 {
 	tf_simt::capture *c = tf_simt::capturing(stream);
-	if (!tf_simt::inside(p, bytes))
+	const tf_simt::allocation *a = tf_simt::inside(p, bytes);
+	if (!a || a->read_only)
 		return fail(cudaErrorInvalidValue);
 	if (!c) {
 		memset(p, value, bytes);
@@ -469,14 +543,97 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t strea
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p)
 {
 	const tf_simt::allocation *a = tf_simt::inside(p, 0);
+	const bool host = a && a->kind != tf_simt::DEVICE;
 	*attr = cudaPointerAttributes{};
-	attr->type = !a ? cudaMemoryTypeUnregistered : a->pinned ? cudaMemoryTypeHost
-								 : cudaMemoryTypeDevice;
+	attr->type = !a ? cudaMemoryTypeUnregistered : host ? cudaMemoryTypeHost
+							  : cudaMemoryTypeDevice;
 	if (a)
 		attr->devicePointer = (void *)p;
-	if (a && a->pinned)
+	if (host)
 		attr->hostPointer = (void *)p;
 	return cudaSuccess;
+}
+
+/* A registration is checked as the driver pins: whole pages, none twice. */
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
+{
+	const unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped |
+			       cudaHostRegisterReadOnly;
+	if (!p || !bytes || (flags & ~known))
+		return fail(cudaErrorInvalidValue);
+	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	const uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	const uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
+	for (auto &a : tf_simt::table) {
+		const uintptr_t b = (uintptr_t)a.first, e = b + a.second.bytes;
+		const uintptr_t bl = a.second.kind == tf_simt::REGISTERED ? b & ~(page - 1) : b;
+		const uintptr_t eh = a.second.kind == tf_simt::REGISTERED ? (e + page - 1) & ~(page - 1)
+									  : e;
+		if (bl >= hi || eh <= lo)
+			continue;
+		char msg[400];
+		snprintf(msg, sizeof(msg), "cudaHostRegister of [%p, +%zu): its pages overlap %s "
+			 "[%p, +%zu); a page is registered once "
+			 "(cudaErrorHostMemoryAlreadyRegistered)", p, bytes,
+			 a.second.kind == tf_simt::REGISTERED ? "the registered range"
+			 : a.second.kind == tf_simt::PINNED ? "cudaMallocHost memory"
+							    : "device memory",
+			 (void *)a.first, a.second.bytes);
+		return tf_simt::api_fault(cudaErrorHostMemoryAlreadyRegistered, msg);
+	}
+	tf_simt::table[(char *)p] = tf_simt::allocation{ bytes, tf_simt::REGISTERED,
+						       (flags & cudaHostRegisterReadOnly) != 0,
+						       ++tf_simt::serials };
+	tf_simt::used.add(tf_simt::REGISTERED, bytes);
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p)
+{
+	auto it = tf_simt::table.find((char *)p);
+	if (it == tf_simt::table.end() || it->second.kind != tf_simt::REGISTERED) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "cudaHostUnregister of %p, which does not start a range "
+			 "registered with cudaHostRegister (cudaErrorHostMemoryNotRegistered)", p);
+		return tf_simt::api_fault(cudaErrorHostMemoryNotRegistered, msg);
+	}
+	tf_simt::used.sub(tf_simt::REGISTERED, it->second.bytes);
+	tf_simt::table.erase(it);
+	return cudaSuccess;
+}
+
+/* The device reads host memory at its host address (unified addressing). */
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags)
+{
+	const tf_simt::allocation *a = tf_simt::inside(host, 0);
+	if (!dev || flags)
+		return fail(cudaErrorInvalidValue);
+	if (!a || a->kind == tf_simt::DEVICE) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "cudaHostGetDevicePointer of %p, which is neither "
+			 "registered (cudaHostRegister) nor cudaMallocHost memory", host);
+		return tf_simt::api_fault(cudaErrorInvalidValue, msg);
+	}
+	*dev = host;
+	return cudaSuccess;
+}
+
+/* TF_SIMT_INTEGRATED=1 makes the device one that shares the CPU's memory
+ * (as GB10 or a Jetson), which maps registered host memory; pageable
+ * memory it cannot reach. */
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+	const char *e = getenv("TF_SIMT_INTEGRATED");
+	if (!value || device != 0)
+		return fail(device != 0 ? cudaErrorInvalidDevice : cudaErrorInvalidValue);
+	switch (attr) {
+	case cudaDevAttrIntegrated: *value = e && *e == '1'; return cudaSuccess;
+	case cudaDevAttrCanMapHostMemory: *value = 1; return cudaSuccess;
+	case cudaDevAttrCanUseHostPointerForRegisteredMem: *value = 1; return cudaSuccess;
+	case cudaDevAttrPageableMemoryAccess: *value = 0; return cudaSuccess;
+	case cudaDevAttrPageableMemoryAccessUsesHostPageTables: *value = 0; return cudaSuccess;
+	}
+	return fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)

@@ -8,6 +8,7 @@
  *
  *     test_simt            prints "N passed, N failed"; exit 1 on a failure
  */
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -562,6 +563,74 @@ static void test_graph_faults()
 	cudaStreamDestroy(other);
 }
 
+/* ---- host memory registered for the device ---- */
+
+/* A kernel reads registered host memory in place; what CUDA refuses
+ * about registrations is a fault: a page registered twice, unregistering
+ * what was not registered, the device address of unregistered memory, a
+ * copy whose device side is plain host memory or read-only registered
+ * memory, cudaFree of a registered range. */
+static void test_host_register()
+{
+	const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *m = (char *)mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	const int n = 100;
+	float *x = (float *)(m + 96), *y, h[n], out[n];
+	void *d = nullptr;
+	for (int i = 0; i < n; i++)
+		x[i] = rnd();
+	cudaMalloc(&y, n * 4);
+	int integrated = -1, mapped = -1;
+	unsetenv("TF_SIMT_INTEGRATED");
+	cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, 0);
+	setenv("TF_SIMT_INTEGRATED", "1", 1);
+	cudaDeviceGetAttribute(&mapped, cudaDevAttrIntegrated, 0);
+	unsetenv("TF_SIMT_INTEGRATED");
+	check(integrated == 0 && mapped == 1, "TF_SIMT_INTEGRATED=1 makes the device integrated");
+
+	/* Not page-aligned: the pages around it register. */
+	bool ok = cudaHostRegister(x, n * 4, cudaHostRegisterMapped | cudaHostRegisterReadOnly) ==
+		  cudaSuccess && cudaHostGetDevicePointer(&d, x + 10, 0) == cudaSuccess &&
+		  d == x + 10;
+	ok &= cudaHostRegister(m + 2 * page + 8, 64, cudaHostRegisterMapped) == cudaSuccess;
+	ok &= clean([&] { TF_LAUNCH(2, 64, 0, 0, axpb)(y, (const float *)d - 10, 2.0f, 1.0f, n); });
+	ok &= cudaMemcpy(out, y, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+	ok &= cudaMemcpy(h, x, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+	for (int i = 0; i < n; i++)
+		ok &= out[i] == 2.0f * x[i] + 1.0f && h[i] == x[i];
+	ok &= cudaMemcpy(m + 2 * page + 8, h, 64, cudaMemcpyHostToDevice) == cudaSuccess;
+	ok &= cudaGetLastError() == cudaSuccess;
+	check(ok, "a kernel and copies read registered host memory in place; a writable range "
+	      "takes a copy; ranges on other pages register");
+
+	check(api_faults([&] { return cudaHostRegister(m + page - 8, 16, cudaHostRegisterMapped); },
+			 cudaErrorHostMemoryAlreadyRegistered, "overlap"),
+	      "registering a page already registered is a fault");
+	check(api_faults([&] { return cudaHostUnregister(x + 1); }, cudaErrorHostMemoryNotRegistered,
+			 "does not start a range"),
+	      "unregistering an address that starts no registration is a fault");
+	check(api_faults([&] { return cudaHostGetDevicePointer(&d, m + 3 * page, 0); },
+			 cudaErrorInvalidValue, "neither registered"),
+	      "the device address of unregistered host memory is a fault");
+	check(api_faults([&] { return cudaMemcpy(m + 3 * page, h, 64, cudaMemcpyHostToDevice); },
+			 cudaErrorInvalidValue, "neither device memory nor registered"),
+	      "a copy whose device side is plain host memory is a fault");
+	check(api_faults([&] { return cudaMemcpy(x, h, 64, cudaMemcpyHostToDevice); },
+			 cudaErrorInvalidValue, "registered read-only"),
+	      "a copy into host memory registered read-only is a fault");
+	check(api_faults([&] { return cudaFree(x); }, cudaErrorInvalidValue, "cudaHostUnregister it"),
+	      "cudaFree of a registered range is a fault");
+
+	ok = cudaHostUnregister(x) == cudaSuccess && cudaHostUnregister(m + 2 * page + 8) ==
+	     cudaSuccess && cudaGetLastError() == cudaSuccess;
+	check(ok && api_faults([&] { return cudaHostGetDevicePointer(&d, x, 0); },
+			       cudaErrorInvalidValue, "neither registered"),
+	      "unregistered, a range is plain host memory again");
+	cudaFree(y);
+	munmap(m, 4 * page);
+}
+
 /* ---- fp16 ---- */
 
 static void test_fp16()
@@ -593,6 +662,7 @@ int main()
 	test_graph_replay();
 	test_graph_memory();
 	test_graph_faults();
+	test_host_register();
 	test_fp16();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;

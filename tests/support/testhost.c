@@ -140,6 +140,7 @@ static const struct th_enum {
 	const char *section, *key, *choices;
 } th_enums[] = {
 	{ "runtime", "kv_cache", "bf16|f32" },
+	{ "runtime", "unified_memory", "auto|on|off" },
 	{ "tp", "moe", "split|experts" },
 };
 

@@ -5,7 +5,8 @@
  * device memory for backend-cuda) and the elementwise/norm/rope/softmax ops
  * the pipeline and the layer plugins share.  Activations are float32,
  * row-major, in memory from alloc(); weight tables (embeddings) are read
- * from the mapped checkpoint in their stored dtype.
+ * from the mapped checkpoint in their stored dtype.  A device sharing the
+ * CPU's memory may read weights where they are (map, ABI 1.11).
  *
  * Every op has a plain reference in the CPU backend; fast paths (AVX2, NEON,
  * CUDA) are tested against it.
@@ -120,6 +121,22 @@ typedef struct tf_backend {
 	 * more often).  Read with tf_backend_has_graph. */
 	int (*graph_begin)(void *ctx);
 	int (*graph_end)(void *ctx, int run, int *reused);
+
+	/* Since ABI 1.11, optional (device backends): host memory the device
+	 * reads in place, for a device that shares the CPU's memory (GB10's
+	 * unified memory) where a copy would hold each weight twice.  map
+	 * sets *dev to the device's address of [host, host + bytes): memory
+	 * the caller keeps, unchanged, until its unmap(host, bytes), such as
+	 * the mapped checkpoint's bytes or a host buffer it converted weights
+	 * into.  The device only reads it.  Ranges may share pages and
+	 * overlap; each map is undone by one unmap of the same range, before
+	 * fini.  TF_ERR_UNSUPPORTED, recording no error, when this backend
+	 * does not map (a discrete device, or the INI turned it off): the
+	 * caller copies into alloc() memory instead.  A map of 0 bytes holds
+	 * nothing and asks only that (TF_OK or TF_ERR_UNSUPPORTED).  Not while
+	 * a step is recorded.  Read with tf_backend_has_map. */
+	int (*map)(void *ctx, const void *host, size_t bytes, const void **dev);
+	void (*unmap)(void *ctx, const void *host, size_t bytes);
 } tf_backend;
 
 /* graph_end's run: drop the recording, run it as the step's last (or
@@ -147,6 +164,14 @@ static inline int tf_backend_has_graph(const tf_backend *be)
 {
 	return be->hdr.struct_size >= offsetof(tf_backend, graph_end) + sizeof(be->graph_end) &&
 	       be->graph_begin && be->graph_end;
+}
+
+/* Whether the backend has the map and unmap slots (ABI 1.11); map may
+ * still decline (TF_ERR_UNSUPPORTED). */
+static inline int tf_backend_has_map(const tf_backend *be)
+{
+	return be->hdr.struct_size >= offsetof(tf_backend, unmap) + sizeof(be->unmap) &&
+	       be->map && be->unmap;
 }
 
 /* Entry symbol. */

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 10
+#define TF_ABI_MINOR 11
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))

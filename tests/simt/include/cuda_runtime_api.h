@@ -29,6 +29,8 @@ typedef enum cudaError {
 	cudaErrorMemoryAllocation = 2,
 	cudaErrorInvalidConfiguration = 9,
 	cudaErrorInvalidDevice = 101,
+	cudaErrorHostMemoryAlreadyRegistered = 712,
+	cudaErrorHostMemoryNotRegistered = 713,
 	cudaErrorLaunchFailure = 719,
 	cudaErrorStreamCaptureUnsupported = 900,
 	cudaErrorStreamCaptureInvalidated = 901,
@@ -65,6 +67,19 @@ typedef struct cudaDeviceProp {
 	int major, minor;
 	int multiProcessorCount;
 } cudaDeviceProp;
+
+/* The attributes the backend reads to decide on mapping host memory. */
+enum cudaDeviceAttr {
+	cudaDevAttrIntegrated = 18,
+	cudaDevAttrCanMapHostMemory = 19,
+	cudaDevAttrPageableMemoryAccess = 88,
+	cudaDevAttrPageableMemoryAccessUsesHostPageTables = 100,
+	cudaDevAttrCanUseHostPointerForRegisteredMem = 91,
+};
+
+#define cudaHostRegisterPortable 0x01
+#define cudaHostRegisterMapped 0x02
+#define cudaHostRegisterReadOnly 0x08
 
 typedef struct tf_simt_stream *cudaStream_t;
 typedef struct tf_simt_event *cudaEvent_t;
@@ -107,6 +122,7 @@ cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t error);
@@ -124,6 +140,14 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
 			    cudaStream_t stream TF_SIMT_DEFAULT(0));
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p);
+
+/* Host memory the device reads in place.  A range registers whole pages,
+ * none of them twice; unregistering takes the address it was registered
+ * at; cudaFree of it is a fault.  Registered ranges count as device
+ * memory for copies (read-only ones not as a destination). */
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags);
+cudaError_t cudaHostUnregister(void *p);
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags);
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
