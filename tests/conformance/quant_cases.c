@@ -263,7 +263,7 @@ static bool source_quantize(const tf_plugin_quant *q, int bits, const char *vari
 	const tf_quantize_opts o = { .bits = bits, .seed = 1, .threads = 2, .variant = variant };
 	sink_ctx sc = { .l = &src->l };
 	const tf_tensor_sink sink = { .ctx = &sc, .add = sink_add };
-	char width[16] = "default bits";
+	char width[24] = "default bits";     /* room for any int */
 
 	src->quantize = tf_quant_quantizer(q);
 	src->tol = FORWARD_TOL;
