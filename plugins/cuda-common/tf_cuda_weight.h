@@ -28,6 +28,14 @@ typedef struct tf_cuda_weight {
 	size_t bytes;
 } tf_cuda_weight;
 
+/* A device copy of `bytes` at host in new cudaMalloc memory (*dst; free
+ * it with cudaFree, also after a failed copy). */
+static inline cudaError_t tf_cuda_upload(void **dst, const void *host, size_t bytes)
+{
+	cudaError_t e = cudaMalloc(dst, bytes);
+	return e == cudaSuccess ? cudaMemcpy(*dst, host, bytes, cudaMemcpyHostToDevice) : e;
+}
+
 /* Whether the backend maps host memory (a map of 0 bytes asks). */
 static inline bool tf_cuda_weight_maps(const tf_host *h)
 {
@@ -57,9 +65,7 @@ static inline int tf_cuda_weight_get(const tf_host *h, const char *what, const v
 		if (rc != TF_ERR_UNSUPPORTED)
 			return rc;
 	}
-	cudaError_t e = cudaMalloc(&d, bytes);
-	if (e == cudaSuccess)
-		e = cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+	cudaError_t e = tf_cuda_upload(&d, host, bytes);
 	if (e != cudaSuccess) {
 		cudaFree(d);
 		cudaGetLastError();

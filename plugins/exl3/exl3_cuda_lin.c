@@ -55,13 +55,6 @@ static void exl3_cuda_close(void *lin)
 	free(l);
 }
 
-/* A device copy of bytes at src. */
-static cudaError_t upload(void **dst, const void *src, size_t bytes)
-{
-	cudaError_t e = cudaMalloc(dst, bytes);
-	return e == cudaSuccess ? cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) : e;
-}
-
 /* The whole layer (part NULL) or one rank's part of it. */
 static int exl3_cuda_open_as(const tf_host *h, const char *prefix, int64_t in, int64_t out,
 			     const tf_lin_part *part, void **lin, tf_lin_info *info)
@@ -92,11 +85,12 @@ static int exl3_cuda_open_as(const tf_host *h, const char *prefix, int64_t in, i
 				 .K = p.K, .cb = p.cb };
 	/* A part cut across the inputs is a copy of ours: copied. */
 	rc = tf_cuda_weight_get(h, prefix, p.trellis, p.trellis_bytes, !owned, &l->trellis);
-	e = rc ? cudaSuccess : upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
+	e = rc ? cudaSuccess
+	       : tf_cuda_upload((void **)&l->suh, p.suh, (size_t)l->k * sizeof(float));
 	if (e == cudaSuccess)
-		e = upload((void **)&l->svh, p.svh, (size_t)l->n * sizeof(float));
+		e = tf_cuda_upload((void **)&l->svh, p.svh, (size_t)l->n * sizeof(float));
 	if (e == cudaSuccess && p.bias)
-		e = upload((void **)&l->bias, p.bias, (size_t)l->n * sizeof(float));
+		e = tf_cuda_upload((void **)&l->bias, p.bias, (size_t)l->n * sizeof(float));
 	*info = tf_exl3_parts_info(&p, in, out);
 	free(owned);
 	tf_exl3_parts_free(&p);

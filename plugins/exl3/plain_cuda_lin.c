@@ -42,13 +42,6 @@ static void plain_cuda_close(void *lin)
 	free(l);
 }
 
-/* A device copy of bytes at src. */
-static cudaError_t plain_cuda_upload(void **dst, const void *src, size_t bytes)
-{
-	cudaError_t e = cudaMalloc(dst, bytes);
-	return e == cudaSuccess ? cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) : e;
-}
-
 /* The part's weights [info->out, info->in] as stored: a view into the
  * checkpoint for an output range (*packed NULL), else packed into
  * *packed (free()). */
@@ -100,7 +93,7 @@ static int plain_cuda_open_part(const tf_host *h, const char *prefix, int64_t in
 	if ((rc = tf_cuda_weight_get(h, prefix, src, (size_t)(l->out * l->in) *
 				     tf_dtype_size(w.dtype), !packed, &l->w)))
 		goto out;
-	e = bias ? plain_cuda_upload((void **)&l->bias, bias, (size_t)l->out * sizeof(float))
+	e = bias ? tf_cuda_upload((void **)&l->bias, bias, (size_t)l->out * sizeof(float))
 		 : cudaSuccess;
 	if (e != cudaSuccess) {
 		rc = h->error(h, TF_ERR_DEVICE, "plain-cuda: %s: %s", prefix, cudaGetErrorString(e));
