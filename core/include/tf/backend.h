@@ -132,7 +132,7 @@ typedef struct tf_backend {
 	 * overlap; each map is undone by one unmap of the same range, before
 	 * fini.  TF_ERR_UNSUPPORTED, recording no error, when this backend
 	 * does not map (a discrete device, or the INI turned it off): the
-	 * caller copies into alloc() memory instead.  A map of 0 bytes holds
+	 * caller copies to the device instead.  A map of 0 bytes holds
 	 * nothing and asks only that (TF_OK or TF_ERR_UNSUPPORTED).  Not while
 	 * a step is recorded.  Read with tf_backend_has_map. */
 	int (*map)(void *ctx, const void *host, size_t bytes, const void **dev);
