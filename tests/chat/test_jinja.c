@@ -180,6 +180,46 @@ Test(jinja, hostile_templates_stop)
 		    TF_ERR_INVALID, "t.jinja:1:", "beyond");
 }
 
+/* Reference counts never free a cycle: a template (from a checkpoint, or a
+ * request) that would make a namespace or a loop object hold itself is
+ * refused, naming the place; the ASan build checks that nothing leaks. */
+Test(jinja, cycles_are_refused)
+{
+	expect_fail("{% set ns = namespace(k=0) %}{{ ns.k }}\n{% set ns.k = ns %}", TF_ERR_INVALID,
+		    "t.jinja:2:", "namespace inside itself");
+	expect_fail("{% set ns = namespace() %}{% set ns.l = [1, [ns]] %}", TF_ERR_INVALID,
+		    "t.jinja:1:", "namespace inside itself");
+	expect_fail("{% set a = namespace() %}{% set a.d = {'k': {'j': (a,)}} %}", TF_ERR_INVALID,
+		    "t.jinja:1:", "namespace inside itself");
+	expect_fail("{% set a = namespace() %}{% set b = namespace(x=a) %}{% set a.y = b %}",
+		    TF_ERR_INVALID, "t.jinja:1:", "namespace inside itself");
+	/* the loop object reaches ns once ns holds the loop and comes next */
+	expect_fail("{% set ns = namespace() %}\n{% for x in [1, 2, ns] %}{% set ns.l = loop %}"
+		    "{% endfor %}",
+		    TF_ERR_INVALID, "t.jinja:2:", "loop.nextitem would hold the loop itself");
+	expect_fail("{% set ns = namespace() %}{% for x in [ns, 1] %}{% set ns.l = loop %}"
+		    "{% endfor %}",
+		    TF_ERR_INVALID, "t.jinja:1:", "loop.previtem would hold the loop itself");
+
+	/* sharing without a cycle renders, and so does a loop kept after it ends */
+	const struct { const char *src, *want; } ok[] = {
+		{ "{% set a = namespace(v=1) %}{% set b = namespace() %}{% set b.x = a %}"
+		  "{% set b.y = a %}{{ b.x.v + b.y.v }}", "2" },
+		{ "{% set ns = namespace() %}{% for x in 'ab' %}{% set ns.l = loop %}{% endfor %}"
+		  "{{ ns.l.index }}", "2" },
+		/* 2^40 paths through 40 lists: each container is walked once */
+		{ "{% set ns = namespace(v=[]) %}{% for i in range(40) %}"
+		  "{% set ns.v = [ns.v, ns.v] %}{% endfor %}{{ ns.v|length }}", "2" },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++) {
+		tf_bytes out = { 0 };
+		cr_expect_eq(render(ok[i].src, "{}", &out), 0, "%s: %s", ok[i].src, tf_diag_msg());
+		cr_expect(out.len == strlen(ok[i].want) && !memcmp(out.p, ok[i].want, out.len),
+			  "%s: got %.*s, want %s", ok[i].src, (int)out.len, out.p, ok[i].want);
+		tf_bytes_free(&out);
+	}
+}
+
 /* One template and one set of variables rendered by several threads at once,
  * as a server does: every output must be the same. */
 struct shared {

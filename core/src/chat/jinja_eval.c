@@ -843,8 +843,11 @@ static int bind(struct jrun *r, const struct jnode *at, const struct jlist *targ
 }
 
 /* Sets the loop object's fields for iteration i of the items.  Like
- * jinja2's LoopContext it is one object for the whole loop. */
-static int loop_update(tf_val *l, const tf_val *items, size_t i)
+ * jinja2's LoopContext it is one object for the whole loop.  A template that
+ * stored the loop in a namespace among the items would make it hold itself
+ * through previtem or nextitem: refused, as a cycle is never freed. */
+static int loop_update(struct jrun *r, const struct jnode *at, tf_val *l, const tf_val *items,
+		       size_t i)
 {
 	size_t n = tf_val_len(items), fields = i == 0 ? 12 : 8;   /* the last 4 never change */
 	const struct { const char *k; tf_val *v;
@@ -865,6 +868,9 @@ static int loop_update(tf_val *l, const tf_val *items, size_t i)
 		{ "cycle", i == 0 ? tf_jinja_global("loop.cycle") : NULL },
 	};
 	int rc = 0;
+	for (size_t k = 6; k < 8 && rc == 0; k++)   /* previtem, nextitem */
+		if ((rc = tf_val_reaches(f[k].v, l)) > 0)
+			rc = tf_jinja_fail(r, at, "loop.%s would hold the loop itself", f[k].k);
 	for (size_t k = 0; k < fields; k++)
 		if (rc == 0)
 			rc = tf_val_dict_set(l, f[k].k, strlen(f[k].k), f[k].v);
@@ -909,7 +915,7 @@ static int exec_for(struct jrun *r, const struct jnode *n)
 	for (size_t i = 0; i < tf_val_len(items) && rc == 0; i++) {
 		if ((rc = step(r, n)) < 0 || (rc = iteration_scope(n, &sc)) < 0 ||
 		    (rc = bind(r, n, &n->kids, tf_val_at(items, i))) < 0 ||
-		    (rc = loop_update(loop, items, i)) < 0 ||
+		    (rc = loop_update(r, n, loop, items, i)) < 0 ||
 		    (rc = assign(r, "loop", 4, tf_val_ref(loop))) < 0)
 			break;
 		rc = exec_body(r, &n->body);
@@ -971,7 +977,9 @@ static int exec_set(struct jrun *r, const struct jnode *n)
 		const char *s = tf_val_as_str(target->val, &len);
 		if (!tf_val_is_namespace(obj))
 			rc = tf_jinja_fail(r, n, "cannot assign attribute on non-namespace object");
-		else
+		else if ((rc = tf_val_reaches(v, obj)) > 0)
+			rc = tf_jinja_fail(r, n, "cannot store a namespace inside itself");
+		else if (rc == 0)
 			rc = tf_val_dict_set(obj, s, len, tf_val_ref(v));
 	}
 	tf_val_unref(obj);

@@ -352,6 +352,94 @@ tf_val *tf_val_dict_getn(const tf_val *dict, const char *key, size_t klen)
 	return at >= 0 ? dict->m.vals[at] : NULL;
 }
 
+/* The containers a walk has seen: an open hash of pointers, at most half full. */
+struct seen {
+	const tf_val **slot;
+	size_t cap, n;
+};
+
+static size_t seen_hash(const tf_val *v, size_t mask)
+{
+	return (size_t)(((uintptr_t)v >> 4) * 0x9E3779B97F4A7C15ull) & mask;
+}
+
+static void seen_put(const tf_val **slot, size_t cap, const tf_val *v)
+{
+	size_t j = seen_hash(v, cap - 1);
+	while (slot[j])
+		j = (j + 1) & (cap - 1);
+	slot[j] = v;
+}
+
+/* 1 when v is new (and now recorded), 0 when seen before, < 0 out of memory. */
+static int seen_add(struct seen *s, const tf_val *v)
+{
+	for (size_t j = seen_hash(v, s->cap - 1); s->cap && s->slot[j]; j = (j + 1) & (s->cap - 1))
+		if (s->slot[j] == v)
+			return 0;
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		const tf_val **slot = calloc(cap, sizeof(*slot));
+		if (!slot)
+			return TF_ERR_NOMEM;
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->slot[i])
+				seen_put(slot, cap, s->slot[i]);
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	seen_put(s->slot, s->cap, v);
+	s->n++;
+	return 1;
+}
+
+/* Pushes a container's items (a DICT's values) onto a stack of pointers. */
+static int push_items(const tf_val ***stack, size_t *n, size_t *cap, const tf_val *c)
+{
+	size_t len = c->kind == TF_VAL_LIST ? c->l.n : c->m.n;
+	tf_val *const *items = c->kind == TF_VAL_LIST ? c->l.items : c->m.vals;
+	if (*n + len > *cap) {
+		size_t nc = *cap ? *cap : 64;
+		while (nc < *n + len)
+			nc *= 2;
+		const tf_val **p = realloc(*stack, nc * sizeof(*p));
+		if (!p)
+			return TF_ERR_NOMEM;
+		*stack = p;
+		*cap = nc;
+	}
+	for (size_t i = 0; i < len; i++)
+		(*stack)[(*n)++] = items[i];
+	return 0;
+}
+
+/* Depth first, each container walked once: values share items freely (a
+ * list holding one list twice, nested 40 deep, is 2^40 paths). */
+int tf_val_reaches(const tf_val *v, const tf_val *target)
+{
+	struct seen seen = { 0 };
+	const tf_val **stack = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	for (const tf_val *at = v; at; at = n ? stack[--n] : NULL) {
+		if (at == target) {
+			rc = 1;
+			break;
+		}
+		if (at->kind != TF_VAL_LIST && at->kind != TF_VAL_DICT)
+			continue;
+		if ((rc = seen_add(&seen, at)) == 1)
+			rc = push_items(&stack, &n, &cap, at);
+		if (rc < 0)
+			break;
+	}
+	free(stack);
+	free(seen.slot);
+	return rc;
+}
+
 tf_val *tf_val_dict_get(const tf_val *dict, const char *key)
 {
 	return tf_val_dict_getn(dict, key, strlen(key));

@@ -40,6 +40,12 @@ tf_val *tf_val_func(int tag, const void *p);
 int tf_val_func_tag(const tf_val *v);
 const void *tf_val_func_ptr(const tf_val *v);
 
+/* 1 when target is v or an item or value inside v at any depth, else 0;
+ * TF_ERR_NOMEM.  Templates mutate namespaces (and the evaluator a loop
+ * object): storing a value that reaches the container would make a cycle,
+ * which reference counts never free. */
+int tf_val_reaches(const tf_val *v, const tf_val *target);
+
 /* Appends d as Python's repr(float) spells it. */
 int tf_val_dump_float(double d, tf_bytes *out);
 
