@@ -3,7 +3,8 @@
 # errors (CUDA plugins too where nvcc exists), and run every suite: the
 # ctest suite (but the tests labelled `long`: scripts/long-tests.sh), again
 # under ASan and UBSan, the NEON self-tests under qemu, and a short fuzz
-# run.  Ends with a line naming each suite with its
+# run of each fuzz target (deterministic: its seed corpus, then FUZZ_RUNS
+# inputs from a fixed seed).  Ends with a line naming each suite with its
 # counts (and the tests that failed), then "summary: N passed, N failed";
 # a suite that did not configure, build or run fails the run, its first
 # error line quoted.
@@ -11,13 +12,13 @@
 # The ASan+UBSan build is -O2 (the quantizer and model tests are too slow
 # unoptimised; SANITIZE=0 skips it).
 #
-#     scripts/test.sh            FUZZ_SECONDS=0 scripts/test.sh  (no fuzzing)
+#     scripts/test.sh            FUZZ_RUNS=0 scripts/test.sh  (no fuzzing)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/env.sh"
 . "$root/scripts/suites.sh"
 jobs=${JOBS:-$(nproc)}
-secs=${FUZZ_SECONDS:-10}
+runs=${FUZZ_RUNS:-100000}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 "$root/scripts/deps.sh" --train         # tests/train needs PyTorch
@@ -47,10 +48,10 @@ asan() {
 		suite_ctest_lsan asan_ctest -j "$jobs"
 }
 cross() { JOBS=$jobs "$root/scripts/cross-test.sh" "$root/build-aarch64"; }
-fuzz() { "$root/scripts/fuzz.sh" "$secs"; }
+fuzz() { "$root/scripts/fuzz.sh" --runs "$runs"; }
 
 suite_run "native ctest" native
 [ "${SANITIZE:-1}" = 0 ] || suite_run "asan ctest" asan
 suite_run "aarch64 qemu" cross
-[ "$secs" -eq 0 ] || suite_run fuzz fuzz
+[ "$runs" -eq 0 ] || suite_run fuzz fuzz
 suite_summary

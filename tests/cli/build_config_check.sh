@@ -27,7 +27,7 @@ configure_of() {   # the cmake command line that configures build/ in the log
 PATH=$t/bin:$PATH sh "$t/scripts/demo.sh" hi >/dev/null 2>&1 || fail "demo.sh failed"
 demo=$(configure_of)
 : >"$t/log"
-PATH=$t/bin:$PATH SANITIZE=0 FUZZ_SECONDS=0 sh "$t/scripts/test.sh" >/dev/null 2>&1 ||
+PATH=$t/bin:$PATH SANITIZE=0 FUZZ_RUNS=0 sh "$t/scripts/test.sh" >/dev/null 2>&1 ||
 	fail "test.sh failed"
 test=$(configure_of)
 
