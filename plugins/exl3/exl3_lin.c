@@ -9,8 +9,8 @@
  *     <prefix>.mcg | <prefix>.mul1               optional codebook marker
  *
  * forward: xh = Had128(x ⊙ suh), yh = xh · Ŵ (matmul.c), y = Had128(yh) ⊙
- * svh + b.  "exl3-int" and "exl3-q8" are the same linear with MUL1 decode
- * rows multiplied through 15-bit and 8-bit integer activations
+ * svh + b.  "exl3-int" and "exl3-q8" are the same linear with MUL1
+ * products through 15-bit and 8-bit integer activations
  * (matmul_int.h).  Logical in/out may be below the padded k/n: inputs are
  * zero-extended, outputs trimmed.
  */
@@ -31,7 +31,7 @@ typedef struct tf_exl3_lin {
 	tf_exl3_parts p;
 	tf_exl3_mat mat;                /* the trellis in the kernels' layout */
 	int64_t in, out;
-	/* "exl3-int", "exl3-q8": MUL1 decode rows through the integer-
+	/* "exl3-int", "exl3-q8": MUL1 products through the integer-
 	 * activation kernels at this precision (TF_EXL3_QMAX_*); 0 for
 	 * "exl3", which keeps float. */
 	int qmax;
@@ -201,11 +201,10 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
 				(long long)rows);
 	job.yh = job.xh + rows * l->mat.k;
-	/* "exl3-int", "exl3-q8": decode rows of MUL1 layers multiply integer
-	 * activations, the byte-sum codebook becoming integer dot products
-	 * (matmul_int.h).  Past a few rows the float path decodes each tile
-	 * once for all of them. */
-	if (l->qmax && l->mat.cb == TF_EXL3_CB_MUL1 && rows <= TF_EXL3_INT_ROWS) {
+	/* "exl3-int", "exl3-q8": MUL1 layers multiply integer activations,
+	 * the byte-sum codebook becoming integer dot products (matmul_int.h),
+	 * for any row count: a row's bits must not depend on its company. */
+	if (l->qmax && l->mat.cb == TF_EXL3_CB_MUL1) {
 		if (tf_exl3_qx_init(&qx, l->mat.k, rows, l->qmax)) {
 			free(job.xh);
 			return h->error(h, TF_ERR_NOMEM, "exl3 linear: out of memory for %lld rows",
@@ -329,7 +328,7 @@ static int exl3_probe(const tf_host *h, const char **reason)
 }
 
 /* The three descriptors open the same layers and differ only in how
- * decode rows multiply: every slot after open() is shared. */
+ * MUL1 products multiply: every slot after open() is shared. */
 #define EXL3_LAYER_OPS                                                          \
 	.close = exl3_close, .forward = exl3_forward, .dequant = exl3_dequant,  \
 	.slice = TF_HAD_BLOCK, .forward_slice = exl3_forward_slice,             \
@@ -346,14 +345,14 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 	EXL3_LAYER_OPS,
 };
 
-/* The same layers with MUL1 decode rows (1..8) through 15-bit integer
+/* The same layers with MUL1 products through 15-bit integer
  * activations: ~5e-5 relative error per linear (matmul_int.h) instead of
  * fp32 rounding, for more weights per second than the float path: a
  * little on AVX-512 VNNI, where both have kernels, more elsewhere
  * (bench/exl3/README.md).  Chosen by `[plugins] quant = exl3-int`. */
 const tf_plugin_quant tf_exl3_int_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-int", "0.1.0",
-				"EXL3 trellis linear, MUL1 decode rows with integer activations "
+				"EXL3 trellis linear, MUL1 products with integer activations "
 				"(AVX-512 VNNI / AVX2 / NEON dotprod), CPU",
 				exl3_probe),
 	.match = exl3_int_match,
@@ -368,7 +367,7 @@ const tf_plugin_quant tf_exl3_int_lin_ops = {
  * Chosen by `[plugins] quant = exl3-q8`. */
 const tf_plugin_quant tf_exl3_q8_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-q8", "0.1.0",
-				"EXL3 trellis linear, MUL1 decode rows with 8-bit activations "
+				"EXL3 trellis linear, MUL1 products with 8-bit activations "
 				"(AVX-512 VNNI / AVX2 / NEON dotprod), CPU",
 				exl3_probe),
 	.match = exl3_q8_match,

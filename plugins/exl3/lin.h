@@ -3,7 +3,7 @@
  *
  * exl3.so carries four quant implementations: "exl3" (trellis-coded
  * weights, exl3_lin.c), "exl3-int" and "exl3-q8" (the same, 15-bit and
- * 8-bit integer activations for MUL1 decode rows) and "plain"
+ * 8-bit integer activations for MUL1 products) and "plain"
  * (fp16/bf16/fp32 `.weight`, plain_lin.c);
  * exl3-cuda.so the EXL3 one and "plain-cuda" for CUDA devices
  * (exl3_cuda_lin.c, plain_cuda_lin.c).  All

@@ -1,6 +1,7 @@
 /* matmul.c - tile decode and products with Ŵ, reference and fused (matmul.h). */
 #include "matmul.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,9 +96,10 @@ halfrow(const uint32_t *tw, int K, tf_exl3_cb cb, int base, int v)
 	return tf_vi_halfsum(x);
 }
 
-/* Decode a whole tile to floats, row-major. */
+/* Decode a whole tile to floats, row-major; raw: MUL1 tiles as their byte
+ * sums, as tile_dot multiplies them (other codebooks ignore it). */
 static inline __attribute__((always_inline)) void
-tile_decode(const uint32_t *tile, int K, tf_exl3_cb cb, float *out)
+tile_decode(const uint32_t *tile, int K, tf_exl3_cb cb, bool raw, float *out)
 {
 	uint32_t tw[TILE_SPANS] __attribute__((aligned(32)));
 
@@ -107,7 +109,7 @@ tile_decode(const uint32_t *tile, int K, tf_exl3_cb cb, float *out)
 		for (int half = 0; half < 2; half++)
 			for (int v = 0; v < 8; v += TF_VL) {
 				tf_vf f = halfrow(tw, K, cb, tf_exl3_row_base(r) + 4 * half, v);
-				if (cb == TF_EXL3_CB_MUL1)
+				if (cb == TF_EXL3_CB_MUL1 && !raw)
 					f = tf_vf_fma(f, tf_vf_set1(TF_EXL3_MUL1_K_INV),
 						      tf_vf_set1(TF_EXL3_MUL1_K_BIAS));
 				tf_vf_store(out + r * TILE + 8 * half + v, f);
@@ -139,7 +141,9 @@ typedef void (*tile_dot_fn)(const uint32_t *tile, const float *x, tf_vf *acc);
 /* One instance of each per (K, codebook): 24 specialised loops. */
 #define TILE_FNS(K, cb)                                                         \
 	static void decode_##K##_##cb(const uint32_t *t, float *o)             \
-	{ tile_decode(t, K, cb, o); }                                           \
+	{ tile_decode(t, K, cb, false, o); }                                    \
+	static void raw_##K##_##cb(const uint32_t *t, float *o)                \
+	{ tile_decode(t, K, cb, true, o); }                                     \
 	static void dot_##K##_##cb(const uint32_t *t, const float *x, tf_vf *a) \
 	{ tile_dot(t, K, cb, x, a); }
 #define TILE_FNS_K(K) TILE_FNS(K, 0) TILE_FNS(K, 1) TILE_FNS(K, 2)
@@ -151,6 +155,11 @@ static const tile_decode_fn tile_decoders[TF_EXL3_K_MAX + 1][TF_EXL3_CB_COUNT] =
 	[1] = TILE_ROW(1, decode), [2] = TILE_ROW(2, decode), [3] = TILE_ROW(3, decode),
 	[4] = TILE_ROW(4, decode), [5] = TILE_ROW(5, decode), [6] = TILE_ROW(6, decode),
 	[7] = TILE_ROW(7, decode), [8] = TILE_ROW(8, decode),
+};
+static const tile_decode_fn tile_raws[TF_EXL3_K_MAX + 1][TF_EXL3_CB_COUNT] = {
+	[1] = TILE_ROW(1, raw), [2] = TILE_ROW(2, raw), [3] = TILE_ROW(3, raw),
+	[4] = TILE_ROW(4, raw), [5] = TILE_ROW(5, raw), [6] = TILE_ROW(6, raw),
+	[7] = TILE_ROW(7, raw), [8] = TILE_ROW(8, raw),
 };
 static const tile_dot_fn tile_dots[TF_EXL3_K_MAX + 1][TF_EXL3_CB_COUNT] = {
 	[1] = TILE_ROW(1, dot), [2] = TILE_ROW(2, dot), [3] = TILE_ROW(3, dot),
@@ -190,22 +199,48 @@ void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
  * software prefetch measured no faster). */
 #define ROW_COLS 8
 
+/*
+ * Row invariance: a row's outputs have the same bits whatever the row
+ * count, the path (but the reference) and the thread count.  Every kernel
+ * sums each output down k in one order, tile row by tile row and row r of
+ * a tile 0..15, one fma per weight, from 0; MUL1 sums x·(byte sum), and
+ * each row then gets y = Σ·K_INV + K_BIAS·xsum in one fma, with xsum from
+ * row_xsum.  The tests hold every path to it.
+ */
+
+/* Σ xh[0 .. k) in index order: MUL1's offset term. */
+static float row_xsum(const float *xh, int64_t k)
+{
+	float xsum = 0.0f;
+	for (int64_t i = 0; i < k; i++)
+		xsum += xh[i];
+	return xsum;
+}
+
+/* Whether MUL1 products take the AVX-512 float kernel on this path. */
+static bool mul1_avx512(const tf_exl3_mat *m, tf_exl3_rowpath path)
+{
+#if defined(__x86_64__)
+	return m->cb == TF_EXL3_CB_MUL1 && path != TF_EXL3_ROWPATH_VEC &&
+	       tf_exl3_rowpath_supported(TF_EXL3_ROWPATH_AVX512);
+#else
+	(void)m, (void)path;
+	return false;
+#endif
+}
+
 /* One row: each tile column's 16 sums stay in registers across a tile. */
 static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
 			int64_t j0, int64_t j1, tf_exl3_rowpath path)
 {
 	const tile_dot_fn dot = tile_dots[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE;
-	float xsum = 0.0f;
+	const float xsum = m->cb == TF_EXL3_CB_MUL1 ? row_xsum(xh, m->k) : 0.0f;
 
-	if (m->cb == TF_EXL3_CB_MUL1)
-		for (int64_t i = 0; i < m->k; i++)
-			xsum += xh[i];
 #if defined(__x86_64__)
 	/* MUL1 on AVX-512 VNNI: 6 operations per 16 weights (matmul_avx512.c). */
-	if (m->cb == TF_EXL3_CB_MUL1 && path != TF_EXL3_ROWPATH_VEC &&
-	    tf_exl3_rowpath_supported(TF_EXL3_ROWPATH_AVX512)) {
-		tf_exl3_mul1_row_avx512(m, xh, yh, xsum, j0, j1);
+	if (mul1_avx512(m, path)) {
+		tf_exl3_mul1_rows_avx512(m, xh, 1, yh, &xsum, j0, j1);
 		return;
 	}
 #else
@@ -316,14 +351,23 @@ void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, flo
 			int64_t j0, int64_t j1, tf_exl3_rowpath path)
 {
 	float w[APPLY_TILES * TF_EXL3_TILE_N] __attribute__((aligned(64)));
-	const tile_decode_fn decode = tile_decoders[m->K][m->cb];
+	const tile_decode_fn decode = tile_raws[m->K][m->cb];
 	const int64_t tiles_k = m->k / TILE;
 
-	if (rows <= TF_EXL3_ROWS_ALONE) {
-		for (int64_t r = 0; r < rows; r++)
-			mat_mul_row(m, xh + r * m->k, yh + r * m->n, j0, j1, path);
+	if (rows == 1) {
+		mat_mul_row(m, xh, yh, j0, j1, path);
 		return;
 	}
+#if defined(__x86_64__)
+	/* A few rows: the AVX-512 kernel, each weight decoded once for them. */
+	if (rows <= TF_EXL3_INT_ROWS && mul1_avx512(m, path)) {
+		float xsum[TF_EXL3_INT_ROWS];
+		for (int64_t r = 0; r < rows; r++)
+			xsum[r] = row_xsum(xh + r * m->k, m->k);
+		tf_exl3_mul1_rows_avx512(m, xh, (int)rows, yh, xsum, j0, j1);
+		return;
+	}
+#endif
 	for (int64_t j = j0; j < j1; j++) {
 		for (int64_t row = 0; row < rows; row++)
 			memset(yh + row * m->n + j * TILE, 0, TILE * sizeof(float));
@@ -338,6 +382,16 @@ void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, flo
 				const int nr = rows - row < ROW_BLOCK ? (int)(rows - row) : ROW_BLOCK;
 				strip_fns[nr](w, nt * TILE, x + row * m->k, m->k, y + row * m->n, m->n);
 			}
+		}
+	}
+	if (m->cb != TF_EXL3_CB_MUL1)
+		return;
+	for (int64_t row = 0; row < rows; row++) {         /* Σ x·bs to Σ x·w */
+		const tf_vf kinv = tf_vf_set1(TF_EXL3_MUL1_K_INV);
+		const tf_vf bias = tf_vf_set1(TF_EXL3_MUL1_K_BIAS * row_xsum(xh + row * m->k, m->k));
+		for (int64_t c = j0 * TILE; c < j1 * TILE; c += TF_VL) {
+			float *y = yh + row * m->n + c;
+			tf_vf_store(y, tf_vf_fma(tf_vf_load(y), kinv, bias));
 		}
 	}
 }

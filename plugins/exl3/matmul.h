@@ -15,7 +15,11 @@
  *    the final fp16 rounding of each weight (at most half an fp16 ulp).
  *    One row (decode) keeps each tile column's sums in registers down all
  *    of k; more rows decode a 128-k strip of a tile column once and apply
- *    it to 4 rows at a time, their sums in registers down the strip.
+ *    it to 4 rows at a time, their sums in registers down the strip (MUL1
+ *    up to 8 rows on AVX-512: its kernel decodes each weight once for all).
+ *    Each row gets the bits it gets alone, whatever the row count and the
+ *    thread count (matmul.c says how), so a speculative verify's rows and
+ *    a batch's sequences get serial decoding's logits.
  */
 #ifndef TF_EXL3_MATMUL_H
 #define TF_EXL3_MATMUL_H
@@ -86,11 +90,7 @@ void tf_exl3_mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j,
 
 /* yh[r][16j .. 16j+15] = xh[r] · Ŵ[:, 16j .. 16j+15] for tile columns
  * j in [j0, j1) and rows r < rows; row strides are k (xh) and n (yh).
- * Up to TF_EXL3_ROWS_ALONE rows, each row is computed as one row alone,
- * bit for bit (the one-row kernels, decode fused into the dot product), so
- * a speculative verify's rows get serial decoding's logits; more rows
- * decode each tile once for all of them. */
-#define TF_EXL3_ROWS_ALONE 8
+ * The fused product gives each row the bits it has alone. */
 void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 			 float *yh, int64_t j0, int64_t j1);
 void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
@@ -102,10 +102,10 @@ void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
 void tf_exl3_mat_mul_t(const tf_exl3_mat *m, const float *wh, int64_t j0, int64_t j1,
 		       float *t);
 
-/* The one-row kernels of tf_exl3_mat_mul for MUL1 trellises: the build's
- * vector unit, or AVX-512 VNNI (x86-64, where the CPU has it; AUTO takes
- * it there).  Other codebooks and more rows always take the vector unit.
- * Tests force each path. */
+/* The kernels of tf_exl3_mat_mul for MUL1 trellises: the build's vector
+ * unit, or AVX-512 VNNI (x86-64, where the CPU has it; AUTO takes it there)
+ * for up to 8 rows.  Other codebooks and more rows always take the vector
+ * unit.  Both give the same bits; tests force each path. */
 typedef enum tf_exl3_rowpath {
 	TF_EXL3_ROWPATH_AUTO = 0,
 	TF_EXL3_ROWPATH_VEC,

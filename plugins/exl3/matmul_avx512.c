@@ -2,7 +2,8 @@
  * matmul_avx512.c - MUL1 products on AVX-512 VNNI, built with
  * -mavx512f/bw/vl/vnni/vbmi2 and called only where the CPU has them
  * (tf_exl3_ipath_supported): the integer-activation kernel of matmul_int.h
- * (15-bit and 8-bit) and the float one-row kernel of tf_exl3_mat_mul().
+ * (15-bit and 8-bit) and the float kernel of tf_exl3_mat_mul() for up to
+ * TF_EXL3_INT_ROWS rows.
  *
  * A zmm holds one half-row of a tile pair: lanes 0-7 the 8 column groups
  * of tile j, lanes 8-15 those of tile j+1, exactly as the layout stores a
@@ -279,8 +280,8 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		   (int)q->rows, q->unit, q->sum, yh, j0, j1);
 }
 
-void tf_exl3_mul1_row_avx512(const tf_exl3_mat *m, const float *xh, float *yh, float xsum,
-			     int64_t j0, int64_t j1)
+void tf_exl3_mul1_rows_avx512(const tf_exl3_mat *m, const float *xh, int rows, float *yh,
+			      const float *xsum, int64_t j0, int64_t j1)
 {
-	mul_groups(m, WALK_F32, xh, m->k, 1, NULL, &xsum, yh, j0, j1);
+	mul_groups(m, WALK_F32, xh, m->k, rows, NULL, xsum, yh, j0, j1);
 }

@@ -180,7 +180,18 @@ static const tf_exl3_int_kern int_kerns[TF_EXL3_IPATH_COUNT] = {
 void tf_exl3_mat_mul_int(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			 int64_t j0, int64_t j1, tf_exl3_ipath path)
 {
+	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
+
 	if (path == TF_EXL3_IPATH_AUTO)
 		path = tf_exl3_ipath_best();
-	int_kerns[path](m, q, yh, j0, j1);
+	/* The kernels hold TF_EXL3_INT_ROWS rows' sums; integer sums are
+	 * exact, so how the rows are cut changes no bit. */
+	for (int64_t r0 = 0; r0 < q->rows; r0 += TF_EXL3_INT_ROWS) {
+		tf_exl3_qx part = *q;
+		part.rows = q->rows - r0 < TF_EXL3_INT_ROWS ? q->rows - r0 : TF_EXL3_INT_ROWS;
+		part.pair += r0 * q->k;
+		part.unit += r0 * blocks;
+		part.sum += r0;
+		int_kerns[path](m, &part, yh + r0 * m->n, j0, j1);
+	}
 }

@@ -42,7 +42,7 @@
 #define TF_EXL3_QBLOCK 128              /* rows sharing one activation scale */
 #define TF_EXL3_QMAX_I15 16256          /* largest |v| at 15 bits: 127 · 128 */
 #define TF_EXL3_QMAX_I8 127             /* ... and at 8 bits */
-#define TF_EXL3_INT_ROWS 8              /* most rows one call takes */
+#define TF_EXL3_INT_ROWS 8              /* rows a kernel takes at once */
 
 /* Quantized activation rows; every array is owned. */
 typedef struct tf_exl3_qx {
@@ -53,7 +53,7 @@ typedef struct tf_exl3_qx {
 	float *sum;             /* [rows] Σ unit·v, for the K_BIAS term */
 } tf_exl3_qx;
 
-/* Room for rows x k (k a multiple of 128, rows 1..8) at precision qmax
+/* Room for rows x k (k a multiple of 128, rows >= 1) at precision qmax
  * (TF_EXL3_QMAX_I15 or _I8).  0 or TF_ERR_NOMEM. */
 int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows, int qmax);
 void tf_exl3_qx_free(tf_exl3_qx *q);
@@ -85,8 +85,10 @@ tf_exl3_ipath tf_exl3_ipath_best(void);
 /* "ref", "vec", "vnni", "dotprod" ("auto" for AUTO). */
 const char *tf_exl3_ipath_name(tf_exl3_ipath path);
 
-/* yh[r][16j .. 16j+15] for tile columns j in [j0, j1) and every row of q;
- * m is MUL1 with m->k == q->k, path supported (checked by the caller). */
+/* yh[r][16j .. 16j+15] for tile columns j in [j0, j1) and every row of q,
+ * TF_EXL3_INT_ROWS rows at a time; m is MUL1 with m->k == q->k, path
+ * supported (checked by the caller).  Each row's bits are its own alone:
+ * its int32 sums are exact, and fold into float in one order. */
 void tf_exl3_mat_mul_int(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			 int64_t j0, int64_t j1, tf_exl3_ipath path);
 

@@ -1,7 +1,7 @@
 /*
  * matmul_int_kern.h - the integer-activation kernels, one per instruction
  * set, behind tf_exl3_mat_mul_int() (matmul_int.c picks one), and the
- * AVX-512 float one-row kernel behind tf_exl3_mat_mul().
+ * AVX-512 float kernel behind tf_exl3_mat_mul().
  *
  * Each computes yh for tile columns [j0, j1) and every row of q, exactly
  * as matmul_int.h describes: int32 sums per 128-row block, folded into
@@ -26,11 +26,13 @@ void tf_exl3_int_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		      int64_t j0, int64_t j1);
 
-/* The same file, flags and condition: one row of a MUL1 trellis
- * with float activations (tf_exl3_mat_mul's fast path), yh[16j ..] for
- * tile columns [j0, j1); xsum = Σ xh, for the codebook's offset. */
-void tf_exl3_mul1_row_avx512(const tf_exl3_mat *m, const float *xh, float *yh, float xsum,
-			     int64_t j0, int64_t j1);
+/* The same file, flags and condition: rows (1..TF_EXL3_INT_ROWS) of a MUL1
+ * trellis with float activations (tf_exl3_mat_mul's fast path), yh[row]
+ * [16j ..] for tile columns [j0, j1), row strides k and n; xsum[row] = Σ xh
+ * of the row, for the codebook's offset.  Each weight is decoded once for
+ * all the rows, each row's sums in the order of matmul.c's other kernels. */
+void tf_exl3_mul1_rows_avx512(const tf_exl3_mat *m, const float *xh, int rows, float *yh,
+			      const float *xsum, int64_t j0, int64_t j1);
 #endif
 
 #if defined(__aarch64__)

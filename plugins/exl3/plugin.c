@@ -2,7 +2,7 @@
  * plugin.c - exl3.so's entry: its quant descriptors, best first.
  *
  *   0 "exl3"     - EXL3 trellis-coded weights (exllamav3 format)
- *   1 "exl3-int" - the same, MUL1 decode rows with 15-bit integer activations
+ *   1 "exl3-int" - the same, MUL1 products with 15-bit integer activations
  *   2 "exl3-q8"  - the same with 8-bit activations
  *   3 "plain"    - unquantized F16/BF16/F32 weights
  */

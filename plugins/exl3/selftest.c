@@ -13,6 +13,10 @@
 #include "matmul_int.h"
 #include "tf/dtype.h"
 
+/* Row counts checked for row invariance: past the kernels' 4- and 8-row
+ * blocks, twice. */
+#define ALONE_ROWS 17
+
 static int passed, failed;
 
 static void check(int ok, const char *what, int K, int cb)
@@ -41,15 +45,16 @@ static void mul_on(const tf_exl3_mat *m, const float *x, int rr, float *y, int p
 
 /* The layout returns the file's tiles; fused tile decode rounds to the
  * reference fp16 exactly; both products agree with a float64 sum of the
- * reference tiles, one row, a few and more than TF_EXL3_ROWS_ALONE; up to
- * that many, each row's bits are its own alone.  n = 48: a column group of
- * three tiles, the last one alone in its pair. */
+ * reference tiles, one row, a few and many; and every row of a product of
+ * 2..ALONE_ROWS rows, wherever it sits in them, has the bits it has alone,
+ * on every path, the paths alike.  n = 48: a column group of three tiles,
+ * the last one alone in its pair. */
 static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 {
-	enum { k = 32, n = 48, rows = TF_EXL3_ROWS_ALONE + 3 };
-	static const int counts[] = { 1, 3, rows };
+	enum { k = 32, n = 48, rows = ALONE_ROWS + 4 };
+	static const int counts[] = { 1, 3, 9, rows };
 	uint16_t tr[(k / 16) * (n / 16) * 16 * 8], h[256];
-	float x[rows * k], y[rows * n], yr[rows * n], y1[n], a[256], b[256];
+	float x[rows * k], y[rows * n], yr[rows * n], y1[rows * n], a[256], b[256];
 	double ref[rows * n] = { 0 };
 	tf_exl3_mat m;
 	int ok = 1, same = 1;
@@ -105,18 +110,64 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 				err = fmax(err, isnan(y[i]) ? INFINITY : fabs(y[i] - ref[i]));
 			check(err / scale < 1e-3, p == TF_EXL3_ROWPATH_VEC ? "fused product" :
 			      "fused product, avx512", K, cb);
-			int alone = 1;
-			for (int r = 0; rr > 1 && rr <= TF_EXL3_ROWS_ALONE && r < rr; r++) {
-				for (int i = 0; i < n; i++)
-					y1[i] = NAN;
-				mul_on(&m, x + r * k, 1, y1, p);
-				alone &= !memcmp(y1, y + r * n, sizeof(y1));
-			}
-			check(alone, "rows in a product as alone", K, cb);
 		}
 		check(err_ref / scale < 1e-5, "reference product", K, cb);
 	}
+
+	/* Each row alone on the vector unit, then every path and row count. */
+	for (int r = 0; r < rows; r++) {
+		for (int i = 0; i < n; i++)
+			y1[r * n + i] = NAN;
+		mul_on(&m, x + r * k, 1, y1 + r * n, TF_EXL3_ROWPATH_VEC);
+	}
+	for (int p = TF_EXL3_ROWPATH_VEC; p < TF_EXL3_ROWPATH_COUNT; p++) {
+		int alone = 1;
+		if (!tf_exl3_rowpath_supported((tf_exl3_rowpath)p))
+			continue;
+		for (int rr = 1; rr <= ALONE_ROWS; rr++) {
+			const int at = (3 * rr) % (rows - rr + 1);     /* rows at..at+rr */
+			for (int i = 0; i < rr * n; i++)
+				y[i] = NAN;
+			mul_on(&m, x + at * k, rr, y, p);
+			alone &= !memcmp(y, y1 + at * n, sizeof(float) * (size_t)(rr * n));
+		}
+		check(alone, p == TF_EXL3_ROWPATH_VEC ? "rows as alone" :
+		      "rows as alone, avx512", K, cb);
+	}
 	tf_exl3_mat_free(&m);
+}
+
+/* Rows 0..rr of x (rows k = 256 wide, ALONE_ROWS of them) through the
+ * integer path p into y, row stride n = 176. */
+static int int_rows(const tf_exl3_mat *m, const float *x, int rr, int qmax, tf_exl3_ipath p,
+		    float *y)
+{
+	tf_exl3_qx q;
+	if (tf_exl3_qx_init(&q, m->k, rr, qmax))
+		return 0;
+	for (int r = 0; r < rr; r++)
+		tf_exl3_qx_set(&q, r, x + r * m->k);
+	for (int i = 0; i < rr * m->n; i++)
+		y[i] = NAN;
+	tf_exl3_mat_mul_int(m, &q, y, 0, 1, p);
+	tf_exl3_mat_mul_int(m, &q, y, 1, m->n / 16, p);
+	tf_exl3_qx_free(&q);
+	return 1;
+}
+
+/* Every row of 2..ALONE_ROWS rows on integer path p has its bits alone. */
+static int int_alone(const tf_exl3_mat *m, const float *x, int qmax, tf_exl3_ipath p)
+{
+	static float y1[ALONE_ROWS * 176], y[ALONE_ROWS * 176];
+	int ok = 1;
+
+	for (int r = 0; r < ALONE_ROWS; r++)
+		ok &= int_rows(m, x + r * m->k, 1, qmax, p, y1 + r * m->n);
+	for (int rr = 2; rr <= ALONE_ROWS; rr++) {
+		ok &= int_rows(m, x, rr, qmax, p, y);
+		ok &= !memcmp(y, y1, sizeof(float) * (size_t)(rr * m->n));
+	}
+	return ok;
 }
 
 /* The integer-activation MUL1 kernels this CPU runs (under qemu -cpu max:
@@ -128,7 +179,7 @@ static void check_k_cb(int K, tf_exl3_cb cb, uint64_t *seed)
 static void check_int(int K, int qmax, uint64_t *seed)
 {
 	const double tol = qmax == TF_EXL3_QMAX_I15 ? 1e-4 : 2e-2;
-	enum { k = 256, n = 176, rows = 3 };
+	enum { k = 256, n = 176, rows = ALONE_ROWS };
 	uint16_t tr[(k / 16) * (n / 16) * 16 * 8];
 	float x[rows * k], y[rows * n], yr[rows * n];
 	double ref[rows * n] = { 0 };
@@ -176,6 +227,8 @@ static void check_int(int K, int qmax, uint64_t *seed)
 		}
 		check(sqrt(e / s2) < tol, tf_exl3_ipath_name((tf_exl3_ipath)p), K, TF_EXL3_CB_MUL1);
 		check(sqrt(er / sr) < 1e-5, tf_exl3_ipath_name((tf_exl3_ipath)p), K, TF_EXL3_CB_MUL1);
+		check(int_alone(&m, x, qmax, (tf_exl3_ipath)p), "int rows as alone", K,
+		      TF_EXL3_CB_MUL1);
 	}
 	tf_exl3_qx_free(&q);
 	tf_exl3_mat_free(&m);

@@ -43,6 +43,10 @@
  * within 16 * 4^-bits of the original.  A plugin with no source of its
  * format on the path, or no weight to compare with, is listed as skipped.
  *
+ * On a host backend every row also has the bits it has alone, in any
+ * company of 2..17 rows (a speculative verify's rows and a batch's
+ * sequences must get serial decoding's logits): the CPU linears' contract.
+ *
  * A plugin with a drawer too (the draw slot, ABI 1.6) draws the same
  * narrow linear at each width and variant: the tensors it lays out are
  * the quantizer's (names, dtypes, shapes; the bias aside), and filled by
@@ -501,6 +505,59 @@ static void check_rows(const tf_plugin_quant *q, void *lin, const tf_host *h,
 	free(want);
 }
 
+/* Row invariance, on a host backend (the CPU linears' contract; a device
+ * linear's tiles may differ): ALONE_ROWS fresh random rows, each forward
+ * alone, then 2..ALONE_ROWS of them together, starting at several places:
+ * every row's outputs must have the bits it has alone. */
+#define ALONE_ROWS 17
+
+static float *forward_host(const tf_plugin_quant *q, void *lin, const float *x, int rows,
+			   int64_t out)
+{
+	float *y = malloc(sizeof(float) * (size_t)(rows * out));
+	for (int64_t i = 0; y && i < rows * out; i++)
+		y[i] = NAN;
+	if (y && q->forward(lin, x, rows, y)) {
+		free(y);
+		return NULL;
+	}
+	return y;
+}
+
+static void check_alone(const tf_plugin_quant *q, void *lin, tf_testhost *th,
+			const source *src, uint64_t *seed, cf_tally *t)
+{
+	const int64_t in = src->s->in, out = src->s->out;
+	float *x = malloc(sizeof(float) * (size_t)(ALONE_ROWS * in));
+	float *alone = malloc(sizeof(float) * (size_t)(ALONE_ROWS * out));
+	int bad = 0, ok = x && alone;
+
+	if (ok)
+		tf_test_fill_uniform(x, (size_t)(ALONE_ROWS * in), 1.0f, seed);
+	for (int r = 0; ok && r < ALONE_ROWS; r++) {
+		float *y = forward_host(q, lin, x + r * in, 1, out);
+		if (!(ok = y != NULL))
+			break;
+		memcpy(alone + r * out, y, sizeof(float) * (size_t)out);
+		free(y);
+	}
+	for (int rr = 2; ok && rr <= ALONE_ROWS; rr++) {
+		const int at = (5 * rr) % (ALONE_ROWS - rr + 1);   /* rows at .. at + rr */
+		float *y = forward_host(q, lin, x + at * in, rr, out);
+		if (!(ok = y != NULL))
+			break;
+		if (!bad && memcmp(y, alone + at * out, sizeof(float) * (size_t)(rr * out)))
+			bad = rr;
+		free(y);
+	}
+	if (cf_case(t, ok, q->hdr.name, "%s: forward, rows alone: %s", src->what,
+		    tf_testhost_last_error(th)))
+		cf_case(t, !bad, q->hdr.name, "%s: %d rows together differ from each alone",
+			src->what, bad);
+	free(x);
+	free(alone);
+}
+
 /* q on src: 1 when it ran, 0 when src is not of q's format (or has no
  * weight to compare with: *noweight set). */
 static int check_source(const tf_registry *r, const tf_plugin_quant *q, const source *src,
@@ -553,6 +610,8 @@ static int check_source(const tf_registry *r, const tf_plugin_quant *q, const so
 			"%s: the weight (%s's dequant) is not the one stored", src->what, twin);
 	for (int i = 0; i < src->s->nrows; i++)
 		check_rows(q, lin, h, th, src, wq, src->s->rows[i], &seed, t);
+	if (h->backend->parallel_for)           /* a host backend */
+		check_alone(q, lin, th, src, &seed, t);
 	if (!own)
 		goto out;
 	double kept = rel_mse(wq, src->w, (size_t)(out * in));

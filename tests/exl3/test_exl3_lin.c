@@ -6,7 +6,7 @@
  * refusal of every malformed tensor set.  The forward runs the fused
  * kernel, whose weights skip the final fp16 rounding (half an ulp, 2^-11
  * relative), hence the 1e-3 tolerance; dequant is the bit-exact path.
- * "exl3-int" (integer activations for MUL1 decode rows, ~5e-5 more error,
+ * "exl3-int" (integer activations for MUL1 products, ~5e-5 more error,
  * matmul_int.h) is held to the same bound and refuses the same inputs.
  */
 #include <criterion/criterion.h>

@@ -215,7 +215,7 @@ def check_integer_path(tc, quant, max_rel, max_kl, min_top1):
 
 
 class Exl3Int(unittest.TestCase):
-    """`[plugins] quant = exl3-int`: decode rows (1 to 8 per call) take
+    """`[plugins] quant = exl3-int`: MUL1 products take
     15-bit integer activations, per 128-block scaled to the block's max|x|.
     The rounding is at most max|x|/32512 per element, ~5e-5 of a linear's
     output (plugins/exl3/matmul_int.h); measured at the logits: 1.0e-4 max
