@@ -831,6 +831,14 @@ static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 	    !cJSON_AddNumberToObject(mem, "checkpoint_bytes", (double)p->weights_total) ||
 	    !cJSON_AddNumberToObject(mem, "checkpoint_active_bytes", (double)p->active))
 		return TF_ERR_NOMEM;
+	/* Bytes by class, from which bench/engine/ideal.py tells the expert
+	 * weights a step reads from the rest. */
+	cJSON *cls = cJSON_AddObjectToObject(mem, "checkpoint_class_bytes");
+	for (int k = 0; cls && k < TF_WCLASS_COUNT; k++)
+		if (!cJSON_AddNumberToObject(cls, tf_wclass_name((tf_wclass)k), (double)p->weights[k]))
+			return TF_ERR_NOMEM;
+	if (!cls)
+		return TF_ERR_NOMEM;
 	return json_ranks(p, mem);
 }
 
@@ -847,6 +855,8 @@ int tf_runtime_print_json(const tf_runtime *rt, const char *ini, FILE *f)
 	    !cJSON_AddBoolToObject(root, "header_only", tf_runtime_header_only(rt)) ||
 	    !cJSON_AddStringToObject(root, "model_type", m->model_type) ||
 	    !cJSON_AddNumberToObject(root, "num_hidden_layers", m->num_hidden_layers) ||
+	    !cJSON_AddNumberToObject(root, "num_experts", m->num_experts) ||
+	    !cJSON_AddNumberToObject(root, "num_experts_per_tok", m->num_experts_per_tok) ||
 	    !cJSON_AddNumberToObject(root, "context", (double)rt->context) ||
 	    !cJSON_AddNumberToObject(root, "prefill_chunk", (double)rt->prefill_chunk) ||
 	    !cJSON_AddStringToObject(root, "backend", rt->backend ? rt->backend->hdr.name : "") ||

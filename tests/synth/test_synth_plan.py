@@ -145,6 +145,14 @@ class SynthPlan(unittest.TestCase):
         self.assertLess(abs(mtp - SPEC_MTP) / SPEC_MTP, MTP_REL, mtp)
         active = mem["checkpoint_active_bytes"] / 2
         self.assertLess(abs(active - SPEC_ACTIVE) / SPEC_ACTIVE, ACTIVE_REL, active)
+        # the classes bench/engine/ideal.py splits the active bytes by
+        cls = mem["checkpoint_class_bytes"]
+        self.assertEqual(sum(cls.values()), mem["checkpoint_bytes"])
+        routed = sum(b for n, (_, _, b) in h.items()
+                     if ".mlp.experts." in n and not n.startswith("model.layers.72."))
+        self.assertEqual(cls["routed experts"], routed)
+        self.assertEqual(cls["MTP layer"], mtp * 2)
+        self.assertEqual((plan["num_experts"], plan["num_experts_per_tok"]), (512, 8))
 
     def test_each_rank_holds_half_and_fits_a_spark(self):
         total = sum(b for _, _, b in headers(self.exl3).values())
