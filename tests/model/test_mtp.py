@@ -31,8 +31,10 @@ import ling_ref  # noqa: E402
 ROOT = os.path.join(tm.HERE, "..", "..")
 NANO = os.path.join(ROOT, "models", "ling-nano")
 NANO_INI = os.path.join(ROOT, "conf", "ling-nano.ini")
+NANO_EXL3 = os.path.join(ROOT, "models", "ling-nano-exl3")
+NANO_EXL3_INI = os.path.join(ROOT, "conf", "ling-nano-exl3.ini")
 # --set overrides of each drafting configuration checked against serial.
-DRAFTING = [(f"depth {k}", ("mtp.adaptive=false", f"mtp.max_depth={k}")) for k in (1, 2, 3)] + [
+DRAFTING = [(f"depth {k}", ("mtp.adaptive=false", f"mtp.max_depth={k}")) for k in (1, 2, 3, 8)] + [
     ("adaptive", ("mtp.adaptive=true", "mtp.max_depth=3", "mtp.p_min=0.2", "mtp.budget=1"))]
 SEEDS = (1, 2, 3)
 
@@ -107,8 +109,10 @@ class MtpLogits(unittest.TestCase):
 class VerifyRows(unittest.TestCase):
     """What `accept = exact` rests on: a verify's few rows get, bit for
     bit, the logits each row would get alone.  Prefilled one row at a
-    time, then 2, 3 and 8 at a time, every position's logits alike, on
-    bf16 weights and on EXL3 through each CPU path."""
+    time, then 2, 3, 8, 9 and 15 at a time (a verify at depth 8 is 9 rows),
+    every position's logits alike, on bf16 weights and on EXL3 through
+    each CPU path.  From 16 rows of one sequence KDA takes its chunked form
+    (KDA_SUBCHUNK, plugins/kda/kda.c): a prefill's bits, not a verify's."""
 
     def test_rows_as_alone(self):
         bf16, exl3 = tm.exl3_pair()
@@ -119,7 +123,7 @@ class VerifyRows(unittest.TestCase):
             try:
                 toks = tm.prompt(24, 41, rt.vocab)
                 alone = rt.logits(toks, chunk=1)
-                for chunk in (2, 3, 8):
+                for chunk in (2, 3, 8, 9, 15):
                     with self.subTest(tag=tag, chunk=chunk):
                         got = rt.logits(toks, chunk=chunk)
                         rows = [i for i in range(len(toks)) if (got[i] != alone[i]).any()]
@@ -178,6 +182,18 @@ class Speculative(unittest.TestCase):
             self.same("ling-nano", NANO_INI, [tm.prompt(8, 21, vocab),
                                               tm.prompt(24, 22, vocab)], 48, sets,
                       drafts=True)
+
+    def test_nano_exl3_paths(self):
+        """The trained head on EXL3 weights through each CPU path: a
+        verify's rows take the kernels' multi-row forms, bit for bit the
+        rows alone, so the drafted ids are serial's."""
+        vocab = tm.vocab_of(NANO_EXL3)
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            for quant in ("exl3", "exl3-int", "exl3-q8"):
+                sets = (f"model.path={ids_only(NANO_EXL3, os.path.join(d, quant))}",
+                        "chat.template=raw", f"plugins.quant={quant}")
+                self.same(f"ling-nano-exl3 {quant}", NANO_EXL3_INI, [tm.prompt(16, 23, vocab)],
+                          48, sets, seeds=SEEDS[:1], drafting=DRAFTING[2:], drafts=True)
 
     def test_standard_greedy(self):
         """accept = standard at temperature 0: the drafts are greedy, the
