@@ -217,17 +217,14 @@ static float row_xsum(const float *xh, int64_t k)
 	return xsum;
 }
 
+#if defined(__x86_64__)
 /* Whether MUL1 products take the AVX-512 float kernel on this path. */
 static bool mul1_avx512(const tf_exl3_mat *m, tf_exl3_rowpath path)
 {
-#if defined(__x86_64__)
 	return m->cb == TF_EXL3_CB_MUL1 && path != TF_EXL3_ROWPATH_VEC &&
 	       tf_exl3_rowpath_supported(TF_EXL3_ROWPATH_AVX512);
-#else
-	(void)m, (void)path;
-	return false;
-#endif
 }
+#endif
 
 /* One row: each tile column's 16 sums stay in registers across a tile. */
 static void mat_mul_row(const tf_exl3_mat *m, const float *xh, float *yh,
