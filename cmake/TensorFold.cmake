@@ -1,9 +1,10 @@
 # Build conventions shared by the core, plugins, tools and tests.
 
-# A cross build of only the self-tests (scripts/cross-test.sh) builds no
-# core, tools or Criterion tests, so it needs none of their libraries for
-# the target: only the plugins' self-test programs are built and run.
-if(CMAKE_CROSSCOMPILING AND TF_SELFTESTS AND NOT TF_BUILD_TESTS)
+# A build of only the self-tests (scripts/cross-test.sh: for aarch64, or
+# natively with TF_SIMD=scalar) builds no core, tools or Criterion tests,
+# so it needs none of their libraries for the target: only the plugins'
+# self-test programs are built and run.
+if(TF_SELFTESTS AND NOT TF_BUILD_TESTS)
   set(TF_SELFTEST_ONLY ON)
 else()
   set(TF_SELFTEST_ONLY OFF)

@@ -2,7 +2,8 @@
 # test.sh - install the dependencies, build everything with warnings as
 # errors (CUDA plugins too where nvcc exists), and run every suite: the
 # ctest suite (but the tests labelled `long`: scripts/long-tests.sh), again
-# under ASan and UBSan, the NEON self-tests under qemu, and a short fuzz
+# under ASan and UBSan, the NEON self-tests under qemu, the kernels'
+# self-tests on the scalar fallback, and a short fuzz
 # run of each fuzz target (deterministic: its seed corpus, then FUZZ_RUNS
 # inputs from a fixed seed).  Ends with a line naming each suite with its
 # counts (and the tests that failed), then "summary: N passed, N failed";
@@ -55,10 +56,12 @@ asan() {
 		suite_ctest_lsan asan_ctest -j "$jobs"
 }
 cross() { JOBS=$jobs "$root/scripts/cross-test.sh" "$root/build-aarch64"; }
+scalar() { JOBS=$jobs "$root/scripts/cross-test.sh" --scalar "$root/build-scalar"; }
 fuzz() { "$root/scripts/fuzz.sh" --runs "$runs"; }
 
 suite_run "native ctest" native
 [ "${SANITIZE:-1}" = 0 ] || suite_run "asan ctest" asan
 suite_run "aarch64 qemu" cross
+suite_run "scalar" scalar
 [ "$runs" -eq 0 ] || suite_run fuzz fuzz
 suite_summary

@@ -188,7 +188,10 @@ static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return a * b; }
 static inline tf_vf tf_vf_min(tf_vf a, tf_vf b) { return b < a ? b : a; }
 static inline tf_vf tf_vf_max(tf_vf a, tf_vf b) { return b > a ? b : a; }
 static inline tf_vf tf_vf_abs(tf_vf a) { return fabsf(a); }
-static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return a * b + c; }
+/* Fused, as every vector unit's: the AVX-512 kernels beside a scalar build
+ * must give a row the same bits (and a * b + c would round twice or once
+ * as the compiler contracts it). */
+static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return fmaf(a, b, c); }
 static inline tf_vf tf_vf_load_f16(const uint16_t *p) { return tf_f16_to_f32(*p); }
 static inline tf_vf tf_vf_load_bf16(const uint16_t *p) { return tf_bf16_to_f32(*p); }
 static inline float tf_vf_sum(tf_vf a) { return a; }
