@@ -4,6 +4,7 @@
  * run (bench/exl3/README.md discusses the figures).
  *
  *     bench_exl3 [threads ...]            default: 1 2
+ *     bench_exl3 rows [threads ...]       the rows table alone
  *
  * Layers go through exl3.so and backend-cpu.so exactly as the runtime
  * drives them (input/output Hadamards included): "exl3" (float
@@ -12,7 +13,9 @@
  * integer-activation kernel alone, forced, over the same tile columns.
  * Each configuration cycles through enough copies of the layer to exceed
  * the last-level cache, so weights stream from memory as in a real decode.
- * Every figure is the median of REPEATS timings.
+ * A last table times forwards of several rows (a verify, a batch, a
+ * prefill chunk) against one row.  Every figure is the median of REPEATS
+ * timings.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -134,9 +137,10 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Weights per second of one-row forwards over a cache-busting set, opened
- * through quant `name` ("plain" for K = 0); median of REPEATS. */
-static double run(int threads, int64_t k, int64_t n, int K, const char *name)
+/* Weights times rows per second of forwards of `rows` rows over a
+ * cache-busting set, opened through quant `name` ("plain" for K = 0);
+ * median of REPEATS. */
+static double run(int threads, int64_t k, int64_t n, int K, const char *name, int rows)
 {
 	size_t bytes = K ? (size_t)(k * n * K / 8) : (size_t)(k * n * 2);
 	int copies = (int)(WORKING_SET / bytes) + 1;
@@ -144,7 +148,8 @@ static double run(int threads, int64_t k, int64_t n, int K, const char *name)
 	const tf_host *h = tf_testhost_host(th);
 	const tf_plugin_quant *q = quant_named(name);
 	tf_lin *lin = calloc((size_t)copies, sizeof(*lin));
-	float *x = calloc((size_t)k, sizeof(float)), *y = calloc((size_t)n, sizeof(float));
+	float *x = calloc((size_t)(k * rows), sizeof(float));
+	float *y = calloc((size_t)(n * rows), sizeof(float));
 	double rate[REPEATS];
 	char pre[32];
 	long calls = 0;
@@ -158,19 +163,19 @@ static double run(int threads, int64_t k, int64_t n, int K, const char *name)
 			exit(1);
 		}
 	}
-	for (int64_t i = 0; i < k; i++)
-		x[i] = (float)(i % 7) - 3.0f;
+	for (int64_t i = 0; i < k * rows; i++)
+		x[i] = (float)(i % 7) - 3.0f + (float)(i / k) * 0.25f;
 	for (int c = 0; c < copies; c++)          /* warm: page in, spin up */
-		tf_lin_forward(&lin[c], x, 1, y);
+		tf_lin_forward(&lin[c], x, rows, y);
 	for (int rep = 0; rep < REPEATS; rep++) {
 		long start = calls;
 		double t0 = now(), t;
 		do {
-			tf_lin_forward(&lin[calls % copies], x, 1, y);
+			tf_lin_forward(&lin[calls % copies], x, rows, y);
 			calls++;
 			t = now() - t0;
 		} while (t < MIN_SECONDS || calls - start < copies);
-		rate[rep] = (double)(calls - start) * (double)(k * n) / t;
+		rate[rep] = (double)(calls - start) * (double)(k * n * rows) / t;
 	}
 	for (int c = 0; c < copies; c++)
 		q->close(lin[c].impl);
@@ -250,15 +255,59 @@ static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath
 	return rate[REPEATS / 2];
 }
 
+/*
+ * Rows that pay: S rows in one forward against one row, as row-weights per
+ * second.  A forward that reads (or decodes) each weight once for its rows
+ * approaches S times the one-row rate until the rows' arithmetic bounds
+ * it; S one-row forwards stay at 1.
+ */
+static void rows_table(const int *threads, int n_threads)
+{
+	static const int counts[] = { 1, 2, 4, 8, 9, 16, 64 };
+	static const char *const names[] = { "exl3", "exl3-int", "exl3-q8" };
+	const int64_t k = 4096, n = 1280;
+
+	printf("\nRows in one forward, %lldx%lld: G row-weights/s, and that over one "
+	       "row's:\n\n| threads | format |", (long long)k, (long long)n);
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		printf(" %d |", counts[c]);
+	printf("\n|---|---|");
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		printf("---|");
+	printf("\n");
+	for (int ti = 0; ti < n_threads; ti++)
+		for (int f = -1; f < 3; f++)
+			for (int K = 3; K <= (f < 0 ? 3 : 4); K++) {
+				const char *name = f < 0 ? "plain" : names[f];
+				double one = 0;
+				if (f < 0)
+					printf("| %d | fp16 |", threads[ti]);
+				else
+					printf("| %d | %s K=%d mul1 |", threads[ti], name, K);
+				for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+					double w = run(threads[ti], k, n, f < 0 ? 0 : K, name, counts[c]);
+					if (c == 0)
+						one = w;
+					printf(" %.2f (%.2fx) |", w / 1e9, w / one);
+				}
+				printf("\n");
+				fflush(stdout);
+			}
+}
+
 int main(int argc, char **argv)
 {
 	static const int64_t shapes[][2] = { { 4096, 1280 }, { 1280, 4096 }, { 4096, 4096 } };
-	int threads[8] = { 1, 2 }, n_threads = 2;
+	int threads[8] = { 1, 2 }, n_threads = 2, rows_only = argc > 1 && !strcmp(argv[1], "rows");
 
-	if (argc > 1) {
+	if (argc > 1 + rows_only) {
 		n_threads = 0;
-		for (int i = 1; i < argc && n_threads < 8; i++)
+		for (int i = 1 + rows_only; i < argc && n_threads < 8; i++)
 			threads[n_threads++] = atoi(argv[i]);
+	}
+	if (rows_only) {
+		rows_table(threads, n_threads);
+		return 0;
 	}
 	printf("exl3-int kernel here: %s\n\n", tf_exl3_ipath_name(tf_exl3_ipath_best()));
 	printf("| threads | k x n | format | G weights/s | GB/s read | of bandwidth | vs fp16 |\n");
@@ -270,14 +319,14 @@ int main(int argc, char **argv)
 		printf("| %d | read bandwidth | - | - | %.1f | 100%% | - |\n", threads[ti], bw / 1e9);
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 			int64_t k = shapes[s][0], n = shapes[s][1];
-			double f16 = run(threads[ti], k, n, 0, "plain");
+			double f16 = run(threads[ti], k, n, 0, "plain", 1);
 			printf("| %d | %lldx%lld | fp16 | %.2f | %.1f | %.0f%% | 1.00 |\n", threads[ti],
 			       (long long)k, (long long)n, f16 / 1e9, f16 * 2 / 1e9, f16 * 2 / bw * 100);
 			for (int K = 2; K <= 6; K++)
 				for (int d = 0; d < 3; d++) {
 					static const char *const names[] = { "exl3", "exl3-int", "exl3-q8" };
 					const char *name = names[d];
-					double w = run(threads[ti], k, n, K, name);
+					double w = run(threads[ti], k, n, K, name, 1);
 					double gbs = w * K / 8;
 					printf("| %d | %lldx%lld | %s K=%d mul1 | %.2f | %.1f | %.0f%% | %.2f |\n",
 					       threads[ti], (long long)k, (long long)n, name, K, w / 1e9,
@@ -312,5 +361,6 @@ int main(int argc, char **argv)
 				printf("\n");
 				fflush(stdout);
 			}
+	rows_table(threads, n_threads);
 	return 0;
 }
