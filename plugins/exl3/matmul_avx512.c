@@ -120,6 +120,7 @@ walk_pairs(const uint32_t *tr, int count, int K, walk_mode mode, const void *x,
 		pair_halves(tr + pp * 16 * K, K, D[pp]);
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
+#pragma GCC unroll 8
 		for (int row = 0; row < rows; row++) {
 			const __m512i v = walk_act(x, row * xstride + r, mode);
 #pragma GCC unroll 2
@@ -176,21 +177,58 @@ walk(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode mode,
 				acc[(p * rows + row) * 2 + half] = a[p][row][half];
 }
 
+/*
+ * The same for several rows, pair by pair: each pair's sums for every row
+ * stay in registers down the walk's tile rows (2·rows of them; pair
+ * after pair the rows' 4·2·rows sums would not fit), each half-row decoded
+ * once for all the rows.  Every sum is still added in tile-row, then r,
+ * order: the bits of walk's.
+ */
+static inline __attribute__((always_inline)) void
+walk_rows(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode mode,
+	  const void *x, int64_t xstride, int rows, __m512i *acc)
+{
+	for (int p = 0; p < np; p++) {
+		__m512i a[1][TF_EXL3_INT_ROWS][2];
+		for (int row = 0; row < rows; row++)
+			for (int half = 0; half < 2; half++)
+				a[0][row][half] = acc[(p * rows + row) * 2 + half];
+		for (int i = 0; i < nr; i++)
+			walk_pairs(run + i * stride + p * 16 * K, 1, K, mode,
+				   (const char *)x + i * TILE * 4, xstride, rows, a);
+		for (int row = 0; row < rows; row++)
+			for (int half = 0; half < 2; half++)
+				acc[(p * rows + row) * 2 + half] = a[0][row][half];
+	}
+}
+
 typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
 			const void *x, int64_t xstride, int rows, __m512i *acc);
 
 /* Per K and mode: one row through a whole column group (decode's case)
- * gets its own copy with every loop bound constant; the rest share one. */
+ * gets its own copy with every loop bound constant, and so do 2, 3, 4 and
+ * 8 rows (their sums in registers; mul_groups cuts other counts into
+ * those); the rest share one. */
+#define WALK_ROWS(K, mode, R)                                                  \
+	case R:                                                                \
+		walk_rows(run, stride, nr, np, K, mode, x, xstride, R, acc);   \
+		break;
 #define WALK_FN(K, mode)                                                               \
 	static void walk_##K##_##mode(const uint32_t *run, int64_t stride, int nr, int np, \
 				      const void *x, int64_t xstride, int rows,         \
 				      __m512i *acc)                                      \
 	{                                                                              \
-		if (rows == 1 && np == PAIRS)                                          \
-			walk(run, stride, nr, PAIRS, K, mode, x, 0, 1, acc);           \
-		else                                                                   \
-			walk(run, stride, nr, np, K, mode, x, xstride, rows, acc);     \
+		switch (rows) {                                                        \
+		WALK_ROWS(K, mode, 2) WALK_ROWS(K, mode, 3) WALK_ROWS(K, mode, 4)      \
+		WALK_ROWS(K, mode, 8)                                                  \
+		default:                                                               \
+			if (np == PAIRS)                                               \
+				walk(run, stride, nr, PAIRS, K, mode, x, 0, 1, acc);   \
+			else                                                           \
+				walk(run, stride, nr, np, K, mode, x, xstride, 1, acc); \
+		}                                                                      \
 	}
+_Static_assert(TF_EXL3_INT_ROWS == 8, "walk_rows takes at most 8 rows");
 #define WALK_FNS(K) WALK_FN(K, WALK_F32) WALK_FN(K, WALK_I15) WALK_FN(K, WALK_Q8)
 WALK_FNS(1) WALK_FNS(2) WALK_FNS(3) WALK_FNS(4) WALK_FNS(5) WALK_FNS(6) WALK_FNS(7) WALK_FNS(8)
 
@@ -273,15 +311,31 @@ static void mul_groups(const tf_exl3_mat *m, walk_mode mode, const void *x, int6
 	}
 }
 
+/* Rows in the counts walk_rows has copies for (a 5 is 4 + 1, a 7 is
+ * 4 + 3): each row's sums are the same whichever part it falls in. */
+static void mul_rows(const tf_exl3_mat *m, walk_mode mode, const void *x, int64_t xstride,
+		     int rows, const float *unit, const float *xsum, float *yh,
+		     int64_t j0, int64_t j1)
+{
+	const int64_t blocks = m->k / TF_EXL3_QBLOCK;
+
+	for (int r0 = 0; r0 < rows;) {
+		const int left = rows - r0, part = left >= 8 ? 8 : left > 4 ? 4 : left;
+		mul_groups(m, mode, (const char *)x + (size_t)(r0 * xstride) * 4, xstride, part,
+			   unit ? unit + r0 * blocks : NULL, xsum + r0, yh + r0 * m->n, j0, j1);
+		r0 += part;
+	}
+}
+
 void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		      int64_t j0, int64_t j1)
 {
-	mul_groups(m, q->qmax <= TF_EXL3_QMAX_I8 ? WALK_Q8 : WALK_I15, q->pair, q->k,
-		   (int)q->rows, q->unit, q->sum, yh, j0, j1);
+	mul_rows(m, q->qmax <= TF_EXL3_QMAX_I8 ? WALK_Q8 : WALK_I15, q->pair, q->k,
+		 (int)q->rows, q->unit, q->sum, yh, j0, j1);
 }
 
 void tf_exl3_mul1_rows_avx512(const tf_exl3_mat *m, const float *xh, int rows, float *yh,
 			      const float *xsum, int64_t j0, int64_t j1)
 {
-	mul_groups(m, WALK_F32, xh, m->k, rows, NULL, xsum, yh, j0, j1);
+	mul_rows(m, WALK_F32, xh, m->k, rows, NULL, xsum, yh, j0, j1);
 }
