@@ -45,21 +45,27 @@ plain_dot(const float *x, int64_t in, int nr, const void *w, tf_dtype dt,
 	tf_vf a[PLAIN_ROWS], b[PLAIN_ROWS];
 	int64_t i = 0;
 
+	/* The row loops unrolled, so that each row's sums stay in registers
+	 * (rolled, gcc kept them in memory: 2 rows ran 2.3x one row's time). */
+#pragma GCC unroll 4
 	for (int j = 0; j < nr; j++)
 		a[j] = b[j] = tf_vf_zero();
 	/* Two accumulators per row hide the FMA latency on one-row decode. */
 	for (; i + 2 * TF_VL <= in; i += 2 * TF_VL) {
 		tf_vf w0 = tf_vf_load_as(w, i, dt);
 		tf_vf w1 = tf_vf_load_as(w, i + TF_VL, dt);
+#pragma GCC unroll 4
 		for (int j = 0; j < nr; j++) {
 			a[j] = tf_vf_fma(w0, tf_vf_load(x + j * in + i), a[j]);
 			b[j] = tf_vf_fma(w1, tf_vf_load(x + j * in + i + TF_VL), b[j]);
 		}
 	}
+#pragma GCC unroll 4
 	for (int j = 0; j < nr; j++)
 		acc[j] = tf_vf_sum(tf_vf_add(a[j], b[j]));
 	for (; i < in; i++) {
 		float wi = tf_f32_load_as(w, i, dt);
+#pragma GCC unroll 4
 		for (int j = 0; j < nr; j++)
 			acc[j] += wi * x[j * in + i];
 	}
