@@ -23,6 +23,8 @@ case ${1:-} in
 "") ;;
 *) secs=$1 ;;
 esac
+each="$secs s"
+[ -z "$runs" ] || each="$runs runs from seed ${FUZZ_SEED:-1}"
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
 out=$root/fuzz-out
@@ -42,13 +44,12 @@ for t in $targets; do
 	n=$((n + 1))
 	mkdir -p "$out/$t/corpus"
 	if [ -n "$runs" ]; then
-		echo "== $t: $runs runs from seed ${FUZZ_SEED:-1}"
 		mkdir "$scratch/$t"     # new inputs land in the first folder
 		set -- -runs="$runs" -seed="${FUZZ_SEED:-1}" "$scratch/$t"
 	else
-		echo "== $t: $secs s"
 		set -- -max_total_time="$secs" "$out/$t/corpus"
 	fi
+	echo "== $t: $each"
 	if ! "$build/fuzz/$t" "$@" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$out/$t/" "$root/tests/fuzz/corpus/$t"; then
 		failed="$failed $t"
@@ -59,9 +60,5 @@ nf=$(echo $failed | wc -w)
 if [ -n "$failed" ]; then
 	echo "fuzz.sh: failures in:$failed (reproducers in $out/)" >&2
 fi
-if [ -n "$runs" ]; then
-	echo "fuzz.sh: $((n - nf)) targets passed, $nf failed ($runs runs each, seed ${FUZZ_SEED:-1})"
-else
-	echo "fuzz.sh: $((n - nf)) targets passed, $nf failed ($secs s each)"
-fi
+echo "fuzz.sh: $((n - nf)) targets passed, $nf failed ($each each)"
 [ -z "$failed" ]

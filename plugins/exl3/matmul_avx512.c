@@ -222,10 +222,10 @@ typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
 		WALK_ROWS(K, mode, 2) WALK_ROWS(K, mode, 3) WALK_ROWS(K, mode, 4)      \
 		WALK_ROWS(K, mode, 8)                                                  \
 		default:                                                               \
-			if (np == PAIRS)                                               \
+			if (rows == 1 && np == PAIRS)                                  \
 				walk(run, stride, nr, PAIRS, K, mode, x, 0, 1, acc);   \
 			else                                                           \
-				walk(run, stride, nr, np, K, mode, x, xstride, 1, acc); \
+				walk(run, stride, nr, np, K, mode, x, xstride, rows, acc); \
 		}                                                                      \
 	}
 _Static_assert(TF_EXL3_INT_ROWS == 8, "walk_rows takes at most 8 rows");
