@@ -7,6 +7,8 @@
 #                           FN ARGS runs ctest; retried once for
 #                           LeakSanitizer's own crash (below)
 #
+# Each suite's wall-clock seconds follow its counts: CI must stay under
+# 30 minutes on 2 cores, and this says which suite to trim.
 # A suite's counts come from its log, and a failed ctest suite names its
 # failed tests: ctest's "N% tests passed, F tests
 # failed out of T", or fuzz.sh's "P targets passed, F failed".  A suite
@@ -45,7 +47,9 @@ suite_run() {
 	log=$logs/$(printf '%s' "$name" | tr ' ' _)
 	suite_names="$suite_names $(printf '%s' "$name" | tr ' ' _)"
 	echo "== $name"
+	t0=$(date +%s)
 	{ rc=0; "$@" || rc=$?; echo "$rc" >"$log.rc"; } 2>&1 | tee "$log"
+	echo "$(($(date +%s) - t0))" >"$log.secs"
 }
 
 suite_summary() {
@@ -61,7 +65,8 @@ suite_summary() {
 		elif [ "$f" -gt 0 ]; then
 			note=" (failed: $(suite_failed_tests "$log"))"
 		fi
-		line="$line${line:+; }$(printf '%s' "$s" | tr _ ' ') $p passed $f failed$note"
+		secs=$(cat "$log.secs" 2>/dev/null || echo 0)
+		line="$line${line:+; }$(printf '%s' "$s" | tr _ ' ') $p passed $f failed$note (${secs} s)"
 		passed=$((passed + p))
 		failed=$((failed + f))
 	done
