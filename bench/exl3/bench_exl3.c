@@ -263,7 +263,7 @@ static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath
  */
 static void rows_table(const int *threads, int n_threads)
 {
-	static const int counts[] = { 1, 2, 4, 8, 9, 16, 64 };
+	static const int counts[] = { 1, 2, 4, 8, 9, 16, 64, 512 };
 	static const char *const names[] = { "exl3", "exl3-int", "exl3-q8" };
 	const int64_t k = 4096, n = 1280;
 

@@ -173,6 +173,12 @@ void tf_exl3_mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j,
 	tile_decoders[m->K][m->cb](mat_tile(m, i, j), out);
 }
 
+void tf_exl3_mat_tile_raw(const tf_exl3_mat *m, int64_t i, int64_t j,
+			  float out[TF_EXL3_TILE_N])
+{
+	tile_raws[m->K][TF_EXL3_CB_MUL1](mat_tile(m, i, j), out);
+}
+
 void tf_exl3_mat_mul_ref(const tf_exl3_mat *m, const float *xh, int64_t rows,
 			 float *yh, int64_t j0, int64_t j1)
 {

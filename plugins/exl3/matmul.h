@@ -88,6 +88,10 @@ void tf_exl3_mat_tile_ref(const tf_exl3_mat *m, int64_t i, int64_t j,
 void tf_exl3_mat_tile(const tf_exl3_mat *m, int64_t i, int64_t j,
 		      float out[TF_EXL3_TILE_N]);
 
+/* A MUL1 tile's byte sums (w = K_INV·bs + K_BIAS), as floats, [r·16 + c]. */
+void tf_exl3_mat_tile_raw(const tf_exl3_mat *m, int64_t i, int64_t j,
+			  float out[TF_EXL3_TILE_N]);
+
 /* yh[r][16j .. 16j+15] = xh[r] · Ŵ[:, 16j .. 16j+15] for tile columns
  * j in [j0, j1) and rows r < rows; row strides are k (xh) and n (yh).
  * The fused product gives each row the bits it has alone. */

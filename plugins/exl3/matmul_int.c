@@ -20,9 +20,10 @@ int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows, int qmax)
 
 	*q = (tf_exl3_qx){ .k = k, .rows = rows, .qmax = qmax };
 	q->pair = malloc(n * sizeof(uint32_t));
+	q->kpair = malloc(n / 2 * sizeof(uint32_t));
 	q->unit = malloc((size_t)(k / TF_EXL3_QBLOCK * rows) * sizeof(float));
 	q->sum = malloc((size_t)rows * sizeof(float));
-	if (!q->pair || !q->unit || !q->sum) {
+	if (!q->pair || !q->kpair || !q->unit || !q->sum) {
 		tf_exl3_qx_free(q);
 		return TF_ERR_NOMEM;
 	}
@@ -32,6 +33,7 @@ int tf_exl3_qx_init(tf_exl3_qx *q, int64_t k, int64_t rows, int qmax)
 void tf_exl3_qx_free(tf_exl3_qx *q)
 {
 	free(q->pair);
+	free(q->kpair);
 	free(q->unit);
 	free(q->sum);
 	*q = (tf_exl3_qx){ 0 };
@@ -78,6 +80,10 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 		}
 		q->unit[row * blocks + b] = unit;
 		sum += (double)unit * (double)tf_vf_sum(vsum);
+	}
+	for (int64_t i = 0; i < q->k; i += 2) {
+		const uint32_t *pair = q->pair + row * q->k + i;
+		q->kpair[(row * q->k + i) / 2] = (pair[0] & 0xFFFF) | (pair[1] << 16);
 	}
 	q->sum[row] = (float)sum;
 }
@@ -128,6 +134,7 @@ int tf_exl3_ipath_supported(tf_exl3_ipath path)
 	case TF_EXL3_IPATH_VEC:
 		return 1;
 	case TF_EXL3_IPATH_VNNI:
+	case TF_EXL3_IPATH_GEMM:
 #if defined(__x86_64__)
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -161,7 +168,7 @@ const char *tf_exl3_ipath_name(tf_exl3_ipath path)
 	static const char *const name[TF_EXL3_IPATH_COUNT] = {
 		[TF_EXL3_IPATH_AUTO] = "auto", [TF_EXL3_IPATH_REF] = "ref",
 		[TF_EXL3_IPATH_VEC] = "vec", [TF_EXL3_IPATH_VNNI] = "vnni",
-		[TF_EXL3_IPATH_DOTPROD] = "dotprod",
+		[TF_EXL3_IPATH_DOTPROD] = "dotprod", [TF_EXL3_IPATH_GEMM] = "gemm",
 	};
 	return (unsigned)path < TF_EXL3_IPATH_COUNT ? name[path] : "?";
 }
@@ -171,6 +178,7 @@ static const tf_exl3_int_kern int_kerns[TF_EXL3_IPATH_COUNT] = {
 	[TF_EXL3_IPATH_VEC] = tf_exl3_int_vec,
 #if defined(__x86_64__)
 	[TF_EXL3_IPATH_VNNI] = tf_exl3_int_vnni,
+	[TF_EXL3_IPATH_GEMM] = tf_exl3_int_gemm_vnni,
 #endif
 #if defined(__aarch64__)
 	[TF_EXL3_IPATH_DOTPROD] = tf_exl3_int_dotprod,
@@ -183,13 +191,19 @@ void tf_exl3_mat_mul_int(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
 
 	if (path == TF_EXL3_IPATH_AUTO)
-		path = tf_exl3_ipath_best();
+		path = q->rows >= TF_EXL3_GEMM_ROWS && tf_exl3_ipath_supported(TF_EXL3_IPATH_GEMM)
+			? TF_EXL3_IPATH_GEMM : tf_exl3_ipath_best();
+	if (path == TF_EXL3_IPATH_GEMM) {       /* all the rows at once */
+		int_kerns[path](m, q, yh, j0, j1);
+		return;
+	}
 	/* The kernels hold TF_EXL3_INT_ROWS rows' sums; integer sums are
 	 * exact, so how the rows are cut changes no bit. */
 	for (int64_t r0 = 0; r0 < q->rows; r0 += TF_EXL3_INT_ROWS) {
 		tf_exl3_qx part = *q;
 		part.rows = q->rows - r0 < TF_EXL3_INT_ROWS ? q->rows - r0 : TF_EXL3_INT_ROWS;
 		part.pair += r0 * q->k;
+		part.kpair += r0 * q->k / 2;
 		part.unit += r0 * blocks;
 		part.sum += r0;
 		int_kerns[path](m, &part, yh + r0 * m->n, j0, j1);

@@ -43,12 +43,14 @@
 #define TF_EXL3_QMAX_I15 16256          /* largest |v| at 15 bits: 127 · 128 */
 #define TF_EXL3_QMAX_I8 127             /* ... and at 8 bits */
 #define TF_EXL3_INT_ROWS 8              /* rows a kernel takes at once */
+#define TF_EXL3_GEMM_ROWS 16            /* from here AUTO takes the GEMM */
 
 /* Quantized activation rows; every array is owned. */
 typedef struct tf_exl3_qx {
 	int64_t k, rows;
 	int qmax;               /* TF_EXL3_QMAX_I15 or TF_EXL3_QMAX_I8 */
 	uint32_t *pair;         /* [rows][k] v as int16 in both halves */
+	uint32_t *kpair;        /* [rows][k/2] v[2i] low half, v[2i+1] high */
 	float *unit;            /* [rows][k/128] value of v = 1 per block */
 	float *sum;             /* [rows] Σ unit·v, for the K_BIAS term */
 } tf_exl3_qx;
@@ -73,22 +75,26 @@ typedef enum tf_exl3_ipath {
 	TF_EXL3_IPATH_VEC,      /* vpmaddubsw + vpmaddwd / vpaddl + vmla */
 	TF_EXL3_IPATH_VNNI,     /* AVX-512 vpdpwssd / vpdpbusd + VBMI2: x86-64 only */
 	TF_EXL3_IPATH_DOTPROD,  /* ARMv8.2 udot + vmla: aarch64 only */
+	TF_EXL3_IPATH_GEMM,     /* AVX-512 VNNI, each tile decoded once for all
+				 * rows to int16 pairs, vpdpwssd: x86-64 only */
 	TF_EXL3_IPATH_COUNT
 } tf_exl3_ipath;
 
 /* Whether this build and CPU run `path` (AUTO: always). */
 int tf_exl3_ipath_supported(tf_exl3_ipath path);
 
-/* AUTO resolved: the fastest supported path. */
+/* AUTO resolved for one row: the fastest supported path.  For
+ * TF_EXL3_GEMM_ROWS rows and more AUTO takes the GEMM where VNNI runs. */
 tf_exl3_ipath tf_exl3_ipath_best(void);
 
 /* "ref", "vec", "vnni", "dotprod" ("auto" for AUTO). */
 const char *tf_exl3_ipath_name(tf_exl3_ipath path);
 
 /* yh[r][16j .. 16j+15] for tile columns j in [j0, j1) and every row of q,
- * TF_EXL3_INT_ROWS rows at a time; m is MUL1 with m->k == q->k, path
- * supported (checked by the caller).  Each row's bits are its own alone:
- * its int32 sums are exact, and fold into float in one order. */
+ * TF_EXL3_INT_ROWS rows at a time (the GEMM: all at once); m is MUL1 with
+ * m->k == q->k, path supported (checked by the caller).  Each row's bits
+ * are its own alone on every path: its int32 sums are exact, and fold
+ * into float in one order. */
 void tf_exl3_mat_mul_int(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			 int64_t j0, int64_t j1, tf_exl3_ipath path);
 

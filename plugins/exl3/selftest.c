@@ -230,6 +230,10 @@ static void check_int(int K, int qmax, uint64_t *seed)
 		check(int_alone(&m, x, qmax, (tf_exl3_ipath)p), "int rows as alone", K,
 		      TF_EXL3_CB_MUL1);
 	}
+	/* AUTO changes kernel at TF_EXL3_GEMM_ROWS (< ALONE_ROWS): rows on
+	 * either side keep their bits. */
+	check(int_alone(&m, x, qmax, TF_EXL3_IPATH_AUTO), "int rows as alone (auto)", K,
+	      TF_EXL3_CB_MUL1);
 	tf_exl3_qx_free(&q);
 	tf_exl3_mat_free(&m);
 }

@@ -21,6 +21,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "matmul_int.h"
 #include "tf/dtype.h"
@@ -202,6 +203,40 @@ Test(exl3_int, expert_shapes)
 	check_case(1280, 4096, 1, 3, 302, 0);
 	check_case(1280, 4096, 2, 4, 303, 0);
 	check_case(4096, 1280, 1, 2, 304, 0);
+}
+
+/* Rows of a prefill chunk: every path, and AUTO (which switches kernel at
+ * TF_EXL3_GEMM_ROWS), gives each row the bits it has alone, at counts that
+ * cross the kernels' row blocks and the GEMM's row chunks. */
+Test(exl3_int, many_rows_have_their_bits_alone)
+{
+	static const int64_t counts[] = { TF_EXL3_GEMM_ROWS - 1, TF_EXL3_GEMM_ROWS, 70, 131 };
+
+	for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+		struct int_case c;
+		case_init(&c, 384, 208, counts[ci], 3, 400 + ci);
+		for (int p = TF_EXL3_IPATH_AUTO; p < TF_EXL3_IPATH_COUNT; p++) {
+			if (p == TF_EXL3_IPATH_REF || !tf_exl3_ipath_supported((tf_exl3_ipath)p))
+				continue;
+			for (int b = 0; b < 2; b++) {
+				const int qmax = b ? TF_EXL3_QMAX_I8 : TF_EXL3_QMAX_I15;
+				float *y = run_path(&c, (tf_exl3_ipath)p, qmax);
+				for (int64_t r = 0; r < c.rows; r++) {
+					struct int_case one = c;
+					one.rows = 1;
+					one.x = c.x + r * c.k;
+					float *y1 = run_path(&one, (tf_exl3_ipath)p, qmax);
+					cr_assert(!memcmp(y1, y + r * c.n, sizeof(float) * c.n),
+						  "%s i%d: row %lld of %lld differs from alone",
+						  tf_exl3_ipath_name((tf_exl3_ipath)p), b ? 8 : 15,
+						  (long long)r, (long long)c.rows);
+					free(y1);
+				}
+				free(y);
+			}
+		}
+		case_free(&c);
+	}
 }
 
 Test(exl3_int, best_path_is_supported)
