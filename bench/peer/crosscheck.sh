@@ -33,7 +33,7 @@ done
 
 # the 59 held-out chapters ling-nano's card reports perplexity on
 if [ -n "${HELDOUT:-}" ]; then
-	text=$HELDOUT
+	text=$(cd "$(dirname "$HELDOUT")" && pwd)/$(basename "$HELDOUT")
 else
 	"$py" "$root/tools/train/corpus.py" "$tmp/data" >/dev/null
 	text=$tmp/data/heldout.txt
@@ -79,11 +79,11 @@ EOF
 	|| { tail -n 20 "$tmp/ik-logits.log" >&2; exit 1; }
 
 # ik's own tool: scores the second half of each window (-c 128), over as
-# many windows as the logit comparison
+# many windows as the logit comparison; run in $tmp, where its llama.log goes
 chunks=${WINDOWS:-0}
 [ "$chunks" -gt 0 ] || chunks=-1
-"$ik_build/bin/llama-perplexity" -m "$tmp/nano-f32.gguf" -f "$text" \
-	-c $window -b $window --chunks "$chunks" -ger -ctk f32 -fa off -mla 1 \
+(cd "$tmp" && "$ik_build/bin/llama-perplexity" -m "$tmp/nano-f32.gguf" -f "$text" \
+	-c $window -b $window --chunks "$chunks" -ger -ctk f32 -fa off -mla 1) \
 	>"$tmp/ik-lp.out" 2>&1 \
 	|| { tail -n 20 "$tmp/ik-lp.out" >&2; exit 1; }
 lp=$(sed -n 's/.*Final estimate: PPL over .* = \([0-9.]*\).*/\1/p' "$tmp/ik-lp.out")
