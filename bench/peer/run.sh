@@ -168,6 +168,8 @@ ours_batched() {         # round, config
 	PY
 }
 
+# The peer's tools leave a llama.log in the working folder.
+cd "$out"
 wait_quiet
 "$build/bin/bw" 1024 5 > "$out/bw.txt"
 first=${quants%% *}
