@@ -13,11 +13,14 @@
 # is not a Debian package here: CUDA plugins build when nvcc is found (on
 # PATH or in /usr/local/cuda/bin) and are skipped with a message otherwise.
 #
-#     scripts/deps.sh [--train] [--fresh-root]
+#     scripts/deps.sh [--train] [--peer] [--fresh-root]
 #
 # --train adds what tools/train and its tests need: PyTorch (large), the KJV
 # text and its reader, OpenBLAS (Debian's torch calls the system BLAS; the
 # reference BLAS is ~5x slower), matplotlib for the loss plot.
+# --peer adds what bench/peer needs beside the peer's own source: YAML for
+# its gguf-py (the GGUF converter writes through it) and the KJV text for
+# the cross-check's held-out chapters.
 # --fresh-root adds debootstrap, which makes the bare Debian root that
 # tests/README.md's fresh-machine proof runs .ci/run in.
 set -eu
@@ -34,10 +37,12 @@ for opt in "$@"; do
 	--train)
 		pkgs="$pkgs python3-torch python3-matplotlib bible-kjv bible-kjv-text
 		      libopenblas0-pthread" ;;
+	--peer)
+		pkgs="$pkgs python3-yaml bible-kjv bible-kjv-text" ;;
 	--fresh-root)
 		pkgs="$pkgs debootstrap" ;;
 	*)
-		echo "usage: scripts/deps.sh [--train] [--fresh-root]" >&2
+		echo "usage: scripts/deps.sh [--train] [--peer] [--fresh-root]" >&2
 		exit 2 ;;
 	esac
 done
