@@ -21,7 +21,7 @@ over the repeats.  Configurations:
     adaptive   enabled, adaptive = true, max_depth = the deepest of --depths,
                p_min = --p-min, else the INI's (the configuration as shipped)
 
-[mtp] accept = exact keeps the tokens of serial decoding, so every
+[draft] accept = exact keeps the tokens of serial decoding, so every
 configuration generates the same text; the script checks that and fails
 otherwise.
 """
@@ -52,7 +52,7 @@ def configs(depths, p_min):
 def run(a, ini, sets):
     cmd = [a.tfrun, ini, "-p", PROMPT, "-n", str(a.n), "--json",
            "--set", "chat.template=raw", "--set", f"sampling.temperature={a.temp}",
-           "--set", f"sampling.seed={a.seed}", "--set", "mtp.accept=exact",
+           "--set", f"sampling.seed={a.seed}", "--set", "draft.accept=exact",
            "--set", f"runtime.threads={a.threads}"]
     for kv in sets:
         cmd += ["--set", kv]
@@ -79,7 +79,7 @@ def bench(a, ini):
             elif out["text"] != text:
                 sys.exit(f"bench_mtp: {ini} {name}: the text differs from the other runs'")
             tps[name].append(out["decode_tps"])
-            m = out.get("mtp")
+            m = out.get("drafts")
             # a step: one main-model pass, with its drafts and undoing
             step_ms[name].append(1e3 * out["decode_s"] / (m["forwards"] if m else
                                                           out["generated_tokens"]))

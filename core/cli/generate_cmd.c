@@ -49,8 +49,8 @@ struct gen {
 	double t_prefill, t_decode;
 	double t_load;                  /* INI to a ready engine */
 
-	/* [mtp] enabled: speculative steps and, per reply, what came of them. */
-	int depth;                      /* [mtp] max_depth, 0: serial */
+	/* A drafter: speculative steps and, per reply, what came of them. */
+	int depth;                      /* the drafter's max_depth, 0: serial */
 	int32_t *spec;                  /* [depth + 1]: one step's tokens */
 	struct {
 		int64_t forwards;       /* main-model passes: decode or verify */
@@ -515,14 +515,15 @@ static double peak_rss_mib(void)
 }
 
 /* The drafts of the reply: a line, or with --json an object. */
-static void print_mtp(const struct gen *g, FILE *f)
+static void print_drafts(const struct gen *g, FILE *f)
 {
 	const bool json = g->o->json;
 	double steps = g->sp.steps ? (double)g->sp.steps : 1;
 	double passes = g->sp.forwards ? (double)g->sp.forwards : 1;
-	fprintf(f, json ? "{\"drafted\": %" PRId64 ", \"accepted\": %" PRId64
-		", \"accepted_by_position\": [" : "mtp: drafted %" PRId64 ", accepted %" PRId64
-		", by position", g->sp.drafted, g->sp.accepted);
+	fprintf(f, json ? "{\"drafter\": \"%s\", \"drafted\": %" PRId64 ", \"accepted\": %"
+		PRId64 ", \"accepted_by_position\": [" : "drafter %s: drafted %" PRId64
+		", accepted %" PRId64 ", by position", tf_engine_drafter(g->e), g->sp.drafted,
+		g->sp.accepted);
 	for (int j = 0; j < g->depth && g->sp.tried_at[j]; j++)
 		fprintf(f, json ? "%s%.4f" : "%s%.2f", json && j ? ", " : " ",
 			(double)g->sp.kept_at[j] / (double)g->sp.tried_at[j]);
@@ -556,7 +557,7 @@ static void print_stats(const struct gen *g)
 			fprintf(stderr, "device graphs: %" PRIu64 " steps, %" PRIu64 " graphs run, %"
 				PRIu64 " built\n", gs.steps, gs.runs, gs.built);
 		if (g->depth)
-			print_mtp(g, stderr);
+			print_drafts(g, stderr);
 		return;
 	}
 	printf("{\"prompt_tokens\": %" PRId64 ", \"prefill_tps\": %.2f, "
@@ -575,8 +576,8 @@ static void print_stats(const struct gen *g)
 		tf_bytes_free(&calls);
 	}
 	if (g->depth) {
-		printf(", \"mtp\": ");
-		print_mtp(g, stdout);
+		printf(", \"drafts\": ");
+		print_drafts(g, stdout);
 	}
 	const tf_graph_stats gs = tf_engine_graph_stats(g->e);
 	printf(", \"graph_steps\": %" PRIu64 ", \"graph_runs\": %" PRIu64 ", \"graph_built\": %"
@@ -608,12 +609,13 @@ static int run_once(struct gen *g)
 		tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_logits, strerror(errno));
 		return tf_cli_fail("--dump-logits");
 	}
-	if (g->o->dump_mtp && (!tf_engine_mtp_depth(g->e) || !(mtp = fopen(g->o->dump_mtp, "wb")))) {
+	if (g->o->dump_mtp && (!tf_engine_has_mtp(g->e) || !(mtp = fopen(g->o->dump_mtp, "wb")))) {
 		tf_tokens_free(&ids);
 		if (dump)
 			fclose(dump);
-		if (!tf_engine_mtp_depth(g->e))
-			tf_diag_set(TF_ERR_INVALID, "[mtp] enabled is false: the MTP layer is not open");
+		if (!tf_engine_has_mtp(g->e))
+			tf_diag_set(TF_ERR_INVALID, "the MTP layer is not open: no drafter runs it "
+				    "([mtp] enabled, [plugins] drafter)");
 		else
 			tf_diag_set(TF_ERR_IO, "%s: %s", g->o->dump_mtp, strerror(errno));
 		return tf_cli_fail("--dump-mtp-logits");
@@ -793,7 +795,7 @@ int tf_cli_generate(const tf_options *o)
 	g.every = malloc((size_t)g.chunk);
 	if (g.every)
 		memset(g.every, 1, (size_t)g.chunk);
-	g.depth = tf_engine_mtp_depth(g.e);
+	g.depth = tf_engine_draft_depth(g.e);
 	g.spec = malloc((size_t)(g.depth + 1) * sizeof(*g.spec));
 	if (!g.logits || !g.every || !g.spec) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);

@@ -89,12 +89,10 @@ static const struct conf_key conf_schema[] = {
 	KEY("chat", "system", T_STR),
 	KEY("chat", "think", T_BOOL),
 
+	CHOICE("draft", "accept", "exact|standard"),
+	/* The mtp drafter declares the rest of [mtp] (plugins/mtp). */
 	KEY("mtp", "enabled", T_BOOL),
-	RANGE("mtp", "max_depth", T_INT, 1, 16),
-	RANGE("mtp", "p_min", T_FLOAT, 0, 1),
-	KEY("mtp", "adaptive", T_BOOL),
-	RANGE("mtp", "budget", T_FLOAT, 0, 1),
-	CHOICE("mtp", "accept", "exact|standard"),
+	CHOICE("mtp", "accept", "exact|standard"),      /* moved to [draft]: refused */
 
 	KEY("server", "host", T_STR),
 	RANGE("server", "port", T_INT, 1, 65535),
@@ -491,7 +489,7 @@ void tf_conf_hold(tf_conf *c, void *p, void (*drop)(void *))
 
 static const enum conf_type key_types[] = {
 	[TF_KEY_INT] = T_INT, [TF_KEY_SIZE] = T_SIZE, [TF_KEY_BOOL] = T_BOOL,
-	[TF_KEY_ENUM] = T_ENUM, [TF_KEY_STRING] = T_STR,
+	[TF_KEY_ENUM] = T_ENUM, [TF_KEY_STRING] = T_STR, [TF_KEY_FLOAT] = T_FLOAT,
 };
 
 /* A section or key name a plugin may declare: [a-z0-9_.-], 1..63. */
@@ -520,11 +518,11 @@ int tf_conf_declare(tf_conf *c, const char *owner, const tf_plugin_key *pk)
 	if (k)
 		return tf_diag_set(TF_ERR_INVALID, "plugins %s and %s both declare [%s] %s",
 				   k->owner, owner, pk->section, pk->name);
-	if (pk->type < TF_KEY_INT || pk->type > TF_KEY_STRING ||
+	if (pk->type < TF_KEY_INT || pk->type > TF_KEY_FLOAT ||
 	    (pk->type == TF_KEY_ENUM && (!pk->choices || !*pk->choices)) ||
-	    (pk->type == TF_KEY_INT && pk->min > pk->max))
+	    ((pk->type == TF_KEY_INT || pk->type == TF_KEY_FLOAT) && pk->min > pk->max))
 		return tf_diag_set(TF_ERR_INVALID, "plugin %s: [%s] %s: bad declaration (type %d, "
-				   "an enum needs choices, an int min <= max)", owner,
+				   "an enum needs choices, a number min <= max)", owner,
 				   pk->section, pk->name, (int)pk->type);
 	if (c->n_decl == c->cap_decl) {
 		size_t cap = c->cap_decl ? 2 * c->cap_decl : 16;

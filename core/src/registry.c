@@ -67,7 +67,8 @@ static const struct slot ffn_slots[] = {
 	SLOT(tf_plugin_ffn, layer_fini), SLOT(tf_plugin_ffn, forward), { NULL, 0 }
 };
 static const struct slot drafter_slots[] = {
-	SLOT(tf_plugin_drafter, init), SLOT(tf_plugin_drafter, fini), { NULL, 0 }
+	SLOT(tf_plugin_drafter, init), SLOT(tf_plugin_drafter, fini),
+	SLOT(tf_plugin_drafter, max_depth), SLOT(tf_plugin_drafter, propose), { NULL, 0 }
 };
 static const struct slot transport_slots[] = {
 	SLOT(tf_plugin_transport, init), SLOT(tf_plugin_transport, fini),
@@ -705,6 +706,9 @@ static void print_key_type(FILE *f, const tf_plugin_key *k)
 	case TF_KEY_INT:
 		fprintf(f, "integer %lld..%lld", (long long)k->min, (long long)k->max);
 		break;
+	case TF_KEY_FLOAT:
+		fprintf(f, "number %lld..%lld", (long long)k->min, (long long)k->max);
+		break;
 	case TF_KEY_SIZE:
 		fputs("size", f);
 		break;
@@ -778,7 +782,7 @@ static cJSON *key_json(const tf_candidate *c, const tf_plugin_key *k)
 {
 	static const char *const types[] = {
 		[TF_KEY_INT] = "integer", [TF_KEY_SIZE] = "size", [TF_KEY_BOOL] = "bool",
-		[TF_KEY_ENUM] = "enum", [TF_KEY_STRING] = "text",
+		[TF_KEY_ENUM] = "enum", [TF_KEY_STRING] = "text", [TF_KEY_FLOAT] = "number",
 	};
 	cJSON *o = cJSON_CreateObject();
 	bool ok = o &&
@@ -787,11 +791,11 @@ static cJSON *key_json(const tf_candidate *c, const tf_plugin_key *k)
 		  cJSON_AddStringToObject(o, "section", k->section) &&
 		  cJSON_AddStringToObject(o, "key", k->name ? k->name : "") &&
 		  cJSON_AddStringToObject(o, "type", k->type >= TF_KEY_INT &&
-					  k->type <= TF_KEY_STRING ? types[k->type] : "text") &&
+					  k->type <= TF_KEY_FLOAT ? types[k->type] : "text") &&
 		  (k->def ? cJSON_AddStringToObject(o, "default", k->def) :
 			    cJSON_AddNullToObject(o, "default")) &&
 		  cJSON_AddStringToObject(o, "help", k->help ? k->help : "");
-	if (ok && k->type == TF_KEY_INT) {
+	if (ok && (k->type == TF_KEY_INT || k->type == TF_KEY_FLOAT)) {
 		cJSON *range = cJSON_AddArrayToObject(o, "range");
 		ok = range && cJSON_AddItemToArray(range, cJSON_CreateNumber((double)k->min)) &&
 		     cJSON_AddItemToArray(range, cJSON_CreateNumber((double)k->max));

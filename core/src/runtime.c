@@ -38,6 +38,7 @@ struct tf_runtime {
 	const tf_plugin_ffn **ffn;
 	const tf_plugin_router **router;        /* per layer, once opened */
 	const tf_plugin_drafter *drafter;
+	bool mtp;                       /* the drafter runs the MTP layer (TF_DRAFTER_MTP) */
 	const tf_plugin_transport *transport;
 	int64_t context, prefill_chunk, sequences;
 	int kv_cache_elem;              /* bytes: 2 bf16, 4 f32 */
@@ -106,6 +107,7 @@ HOST_CONF_GETTER(host_conf_int, int64_t, tf_conf_get_int)
 HOST_CONF_GETTER(host_conf_size, uint64_t, tf_conf_get_size)
 HOST_CONF_GETTER(host_conf_bool, bool, tf_conf_get_bool)
 HOST_CONF_GETTER(host_conf_enum, int, tf_conf_get_enum)
+HOST_CONF_GETTER(host_conf_float, double, tf_conf_get_float)
 
 static int host_weight_get(const tf_host *h, const char *name, tf_tensor *out)
 {
@@ -367,18 +369,29 @@ static int rt_plan_check(tf_runtime *rt)
 static int rt_plan(tf_runtime *rt)
 {
 	int experts;
-	bool mtp;
 	int rc = tf_conf_get_enum(rt->conf, "tp", "moe", 0, &experts);
-	if (rc || (rc = tf_conf_get_bool(rt->conf, "mtp", "enabled", false, &mtp)))
+	if (rc)
 		return rc;
 	const tf_memplan_opts opts = {
 		.context = rt->context, .tp_size = rt->host.tp_size,
 		.moe_experts = experts == 1, .chunk = rt->prefill_chunk,
 		.cache_elem = rt->kv_cache_elem, .sequences = (int)rt->sequences,
-		.mtp = mtp && rt->model.num_nextn_predict_layers > 0,
+		.mtp = rt->mtp && rt->model.num_nextn_predict_layers > 0,
 	};
 	rc = tf_memplan_compute_opts(&rt->model, rt->weights, &opts, &rt->plan);
 	return rc ? rc : rt_plan_check(rt);
+}
+
+/* Before the plugins are chosen, whether the drafter will run the MTP
+ * layer: [plugins] drafter = mtp, or [mtp] enabled with no drafter named.
+ * A drafter of another name that runs it plans again once chosen. */
+static int rt_guess_mtp(tf_runtime *rt)
+{
+	const char *name = tf_conf_get(rt->conf, "plugins", "drafter");
+	bool on;
+	int rc = tf_conf_get_bool(rt->conf, "mtp", "enabled", false, &on);
+	rt->mtp = name ? !strcmp(name, "mtp") : on;
+	return rc;
 }
 
 /* The plan knows KDA and MLA state from config.json; a layer of a type a
@@ -435,6 +448,7 @@ static void rt_init_host(tf_runtime *rt)
 	rt->host.conf_size = host_conf_size;
 	rt->host.conf_bool = host_conf_bool;
 	rt->host.conf_enum = host_conf_enum;
+	rt->host.conf_float = host_conf_float;
 	rt->host.weight_get = host_weight_get;
 	rt->host.weight_release = host_weight_release;
 	rt->host.model = &rt->model;
@@ -470,6 +484,42 @@ static void rt_probe_rest(tf_runtime *rt)
 		tf_registry_probe(rt->reg, (tf_plugin_kind)k, &rt->host);
 }
 
+/*
+ * The drafter: [plugins] drafter names it (none: no drafting), or [mtp]
+ * enabled = true asks for `mtp`.  One that runs the MTP layer needs a
+ * checkpoint with one; the plan counts the layer when it runs.
+ */
+static int rt_choose_drafter(tf_runtime *rt)
+{
+	const char *name = tf_conf_get(rt->conf, "plugins", "drafter");
+	const char *key = name ? "drafter" : "enabled";
+	const tf_candidate *c;
+	bool on, planned = rt->mtp;
+	int rc = tf_conf_get_bool(rt->conf, "mtp", "enabled", false, &on);
+	if (rc)
+		return rc;
+	if (on && name && strcmp(name, "mtp"))
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "mtp", "enabled",
+				    "true asks for the mtp drafter, but [plugins] drafter "
+				    "is '%s'", name);
+	rt->mtp = false;
+	if (name ? !strcmp(name, "none") : !on)
+		return planned ? rt_plan(rt) : TF_OK;
+	if (name)
+		rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_DRAFTER, NULL, -1, &c);
+	else if ((rc = tf_registry_select(rt->reg, TF_KIND_DRAFTER, NULL, "mtp", &c)))
+		return tf_conf_fail(rt->conf, rc, "mtp", "enabled", "%s", tf_diag_msg());
+	if (rc)
+		return rc;
+	rt->drafter = (const tf_plugin_drafter *)c->desc;
+	rt->mtp = (rt->drafter->flags & TF_DRAFTER_MTP) != 0;
+	if (rt->mtp && rt->model.num_nextn_predict_layers <= 0)
+		return tf_conf_fail(rt->conf, TF_ERR_INVALID, name ? "plugins" : "mtp", key,
+				    "drafter %s runs the MTP layer, and the checkpoint has "
+				    "no MTP layer (num_nextn_predict_layers is 0)", c->name);
+	return rt->mtp != planned ? rt_plan(rt) : TF_OK;
+}
+
 /* The attention and ffn plugin of every layer, the quant pin, and the
  * drafter and transport when they will be used. */
 static int rt_choose_plugins(tf_runtime *rt)
@@ -502,21 +552,8 @@ static int rt_choose_plugins(tf_runtime *rt)
 		rt->ffn[i] = (const tf_plugin_ffn *)c->desc;
 	}
 
-	bool mtp;
-	if ((rc = tf_conf_get_bool(rt->conf, "mtp", "enabled", false, &mtp)))
+	if ((rc = rt_choose_drafter(rt)))
 		return rc;
-	if (mtp && m->num_nextn_predict_layers <= 0)
-		return tf_conf_fail(rt->conf, TF_ERR_INVALID, "mtp", "enabled",
-				    "the checkpoint has no MTP layer "
-				    "(num_nextn_predict_layers is 0)");
-	/* The core runs the MTP layer; a drafter plugin, when named, only
-	 * carries drafting policy (tf/drafter.h). */
-	if (mtp && tf_conf_get(rt->conf, "plugins", "drafter")) {
-		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_DRAFTER, NULL,
-					     -1, &c)))
-			return rc;
-		rt->drafter = (const tf_plugin_drafter *)c->desc;
-	}
 	if (rt->host.tp_size > 1) {
 		if ((rc = tf_registry_choose(rt->reg, rt->conf, TF_KIND_TRANSPORT, NULL,
 					     -1, &c)))
@@ -546,6 +583,8 @@ int tf_runtime_open_plan(const char *ini_path, const char *const *overrides,
 		rc = rt_load_model(rt, ini_path, true);
 	if (!rc)
 		rc = rt_layer_keys(rt);
+	if (!rc)
+		rc = rt_guess_mtp(rt);
 	if (!rc)
 		rc = rt_plan(rt);
 	if (!rc)
@@ -678,6 +717,7 @@ int64_t tf_runtime_prefill_chunk(const tf_runtime *rt) { return rt->prefill_chun
 int tf_runtime_sequences(const tf_runtime *rt) { return (int)rt->sequences; }
 const tf_memplan *tf_runtime_plan(const tf_runtime *rt) { return &rt->plan; }
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt) { return rt->drafter; }
+bool tf_runtime_mtp(const tf_runtime *rt) { return rt->mtp; }
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt) { return rt->transport; }
 
 int64_t tf_runtime_lins(const tf_runtime *rt, const char *quant)

@@ -7,8 +7,8 @@
  *     -> memory plan, refused above [runtime] memory_limit (0: the RAM)
  *     -> plugin path scan -> probe and start the backend -> probe the rest
  *     -> choose the attention and ffn plugin of every layer, the drafter
- *        (when [mtp] enabled and [plugins] drafter names one) and the
- *        transport (when [tp] size > 1)
+ *        ([plugins] drafter, or mtp for [mtp] enabled) and the transport
+ *        (when [tp] size > 1)
  *
  * and builds the tf_host every plugin instance is given.  The host's
  * lin_open() opens a linear layer through [plugins] quant when that
@@ -93,8 +93,11 @@ const tf_memplan *tf_runtime_plan(const tf_runtime *rt);
 /* The plugins chosen for layer `layer` (0 .. n_layers_total-1). */
 const tf_plugin_attention *tf_runtime_attention(const tf_runtime *rt, int layer);
 const tf_plugin_ffn *tf_runtime_ffn(const tf_runtime *rt, int layer);
-/* NULL unless [mtp] enabled with [plugins] drafter / [tp] size > 1. */
+/* The drafter (tf/drafter.h), or NULL: no drafting. */
 const tf_plugin_drafter *tf_runtime_drafter(const tf_runtime *rt);
+/* Whether the drafter runs the checkpoint's MTP layer (the pipeline opens
+ * it). */
+bool tf_runtime_mtp(const tf_runtime *rt);
 const tf_plugin_transport *tf_runtime_transport(const tf_runtime *rt);
 
 /* Once layers 0 .. n_layers-1 are open: a [plugins] layer.<N>.router pin

@@ -333,7 +333,8 @@ Test(conf, shipped_examples_parse)
 		char path[512];
 		snprintf(path, sizeof(path), "%s/conf/%s", TF_SOURCE_DIR, files[i]);
 		tf_conf *c = NULL;
-		cr_assert_eq(tf_conf_load(path, &c), TF_OK, "%s", tf_diag_msg());
+		/* Their [mtp] keys are the mtp drafter's: the plugins declare them. */
+		cr_assert_eq(tf_conf_open_checked(path, NULL, 0, &c), TF_OK, "%s", tf_diag_msg());
 		cr_assert_not_null(tf_conf_get(c, "model", "path"), "%s", path);
 		tf_conf_free(c);
 	}

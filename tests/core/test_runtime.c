@@ -301,9 +301,13 @@ Test(runtime, refusals_name_the_key)
 		   "[runtime] context: 100000 exceeds max_position_embeddings");
 	const char *small[] = { "runtime.memory_limit=1M" };
 	open_fails(small, 1, TF_ERR_RANGE, "[runtime] memory_limit allows 1048576 bytes");
-	const char *mtp[] = { "mtp.enabled=true", "plugins.drafter=nobody" };
-	open_fails(mtp, 2, TF_ERR_NOT_FOUND,
+	const char *nobody[] = { "plugins.drafter=nobody" };
+	open_fails(nobody, 1, TF_ERR_NOT_FOUND,
 		   "--set [plugins] drafter: no drafter plugin named 'nobody'");
+	const char *twice[] = { "mtp.enabled=true", "plugins.drafter=ngram" };
+	open_fails(twice, 2, TF_ERR_INVALID,
+		   "--set [mtp] enabled: true asks for the mtp drafter, but [plugins] drafter "
+		   "is 'ngram'");
 	const char *rank[] = { "tp.rank=1" };
 	open_fails(rank, 1, TF_ERR_INVALID, "[tp] rank: 1 is not below [tp] size 1");
 	const char *nobackend[] = { "plugins.backend=warp-drive" };

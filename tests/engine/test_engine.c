@@ -679,7 +679,7 @@ Test(engine, mtp_state_moves_with_the_sequence)
 	const char *sets[] = { "mtp.enabled=true", "mtp.max_depth=3", "runtime.kv_cache=f32" };
 	tf_engine *e = NULL;
 	cr_assert_eq(tf_engine_open(ini, sets, 3, &e), TF_OK, "%s", tf_engine_errmsg());
-	cr_assert_eq(tf_engine_mtp_depth(e), DEPTH);
+	cr_assert_eq(tf_engine_draft_depth(e), DEPTH);
 	int V = tf_engine_vocab(e);
 	int32_t *p = tokens(900, NP + 1, V), *x = tokens(901, NE, V);
 	int32_t d1[DEPTH], d2[DEPTH], spec[DEPTH + 1];
@@ -742,7 +742,7 @@ Test(engine, mtp_state_moves_with_the_sequence)
 	/* Refused: depths outside 1..max_depth, past the context. */
 	cr_assert_eq(tf_seq_speculate(e, a, 0, la, spec, &(int){ 0 }), TF_ERR_RANGE);
 	cr_assert_eq(tf_seq_speculate(e, a, DEPTH + 1, la, spec, &(int){ 0 }), TF_ERR_RANGE);
-	cr_assert(strstr(tf_engine_errmsg(), "[mtp] max_depth"), "%s", tf_engine_errmsg());
+	cr_assert(strstr(tf_engine_errmsg(), "drafter mtp's max_depth"), "%s", tf_engine_errmsg());
 	cr_assert_eq(tf_seq_len(e, a), tf_seq_len(e, b));
 	free(p);
 	free(x);
@@ -752,7 +752,7 @@ Test(engine, mtp_state_moves_with_the_sequence)
 	free(lb);
 	tf_engine_close(e);
 
-	/* Without [mtp] enabled nothing drafts. */
+	/* Without a drafter nothing drafts. */
 	e = engine_open(NULL);
 	a = seq_new(e);
 	feed(e, a, (int32_t[]){ 1, 2 }, 2, 2, NULL, NULL);

@@ -285,7 +285,7 @@ def graph_line(stderr):
 def mtp_counts(stderr):
     """The stats line's drafts: (drafted, accepted, drafting steps, main-model
     passes); zeros without [mtp]."""
-    m = re.search(r"mtp: drafted (\d+), accepted (\d+),.* in (\d+) drafting steps, "
+    m = re.search(r"drafter \S+: drafted (\d+), accepted (\d+),.* in (\d+) drafting steps, "
                   r"main-model passes (\d+)", stderr)
     return tuple(int(g) for g in m.groups()) if m else (0, 0, 0, 0)
 

@@ -16,6 +16,14 @@
                  layer past a step's rows, and gives [mtp] off's tokens
     BadInput     [mtp] enabled without an MTP layer, max_depth, p_min,
                  adaptive, accept or budget out of range
+    Drafters     [plugins] drafter: ngram (prompt lookup) generates serial
+                 decoding's tokens, greedy and seeded, drafting where the text
+                 repeats; accept = standard at a temperature runs it; drafters
+                 that break the contract (an id outside the vocabulary, more
+                 drafts than asked for, an error, a depth past the most) fail
+                 the step naming the plugin, one that proposes nothing or
+                 junk gives serial's tokens; an ABI 1.11 drafter is refused;
+                 [mtp] accept names [draft] accept; [ngram] keys out of range
 """
 import json
 import os
@@ -70,7 +78,7 @@ def nano_sets(d):
 
 def mtp_line(stderr):
     """The stats line's drafts: (drafted, accepted, tokens per pass)."""
-    m = re.search(r"mtp: drafted (\d+), accepted (\d+),.* tokens per pass ([0-9.]+)", stderr)
+    m = re.search(r"drafter \S+: drafted (\d+), accepted (\d+),.* tokens per pass ([0-9.]+)", stderr)
     if not m:
         raise AssertionError(f"no mtp stats line in: {stderr!r}")
     return int(m.group(1)), int(m.group(2)), float(m.group(3))
@@ -199,7 +207,7 @@ class Speculative(unittest.TestCase):
         """accept = standard at temperature 0: the drafts are greedy, the
         rule keeps one iff it is the argmax, so serial's tokens again."""
         with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
-            sets = nano_sets(d) + ("mtp.accept=standard",)
+            sets = nano_sets(d) + ("draft.accept=standard",)
             vocab = tm.vocab_of(NANO)
             self.same("ling-nano standard", NANO_INI, [tm.prompt(16, 24, vocab)], 48, sets,
                       seeds=(), drafting=DRAFTING[2:])
@@ -241,7 +249,7 @@ class PlainStretch(unittest.TestCase):
         self.assertTrue(off["text"])
         self.assertEqual(plain["text"], off["text"])
         self.assertEqual(fixed["text"], off["text"])
-        self.assertEqual(plain["mtp"]["drafted"], 0)
+        self.assertEqual(plain["drafts"]["drafted"], 0)
         self.assertEqual(plain["stages_s"]["other"], 0.0)
         self.assertGreater(fixed["stages_s"]["other"], 0.0)
 
@@ -284,6 +292,105 @@ class BadInput(unittest.TestCase):
                              ("accept", "")):
                 with self.subTest(key=key, value=bad):
                     self.fails(ini, ["mtp.enabled=true", f"mtp.{key}={bad}"], f"[mtp] {key}")
+
+
+
+class Drafters(unittest.TestCase):
+    """Drafters other than mtp, through tfrun on ling-nano and ling-tiny."""
+
+    def test_ngram_is_exact(self):
+        """A prompt that repeats: ngram drafts and is accepted, and the ids
+        are serial decoding's at every depth and n-gram size."""
+        vocab = tm.vocab_of(NANO)
+        rep = tm.prompt(12, 31, vocab)
+        prompts = [rep * 3 + rep[:5], tm.prompt(24, 32, vocab)]
+        ngram = [(f"ngram depth {k} n {lo}..{hi}",
+                  ("plugins.drafter=ngram", f"ngram.max_depth={k}", f"ngram.min_n={lo}",
+                   f"ngram.max_n={hi}")) for k, lo, hi in ((1, 1, 1), (4, 2, 4), (8, 1, 3))]
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            sets = nano_sets(d)
+            base = [a for kv in sets for a in ("--set", kv)]
+            drafted = 0
+            for pi, toks in enumerate(prompts):
+                for temp, seed in (("0", 0), ("0.8", 1), ("0.8", 2)):
+                    samp = base + ["-n", "40", "--temp", temp, "--seed", str(seed)]
+                    want, _ = run(NANO_INI, toks, *samp)
+                    for how, extra in ngram:
+                        with self.subTest(prompt=pi, temp=temp, seed=seed, how=how):
+                            got, err = run(NANO_INI, toks, *samp,
+                                           *[a for kv in extra for a in ("--set", kv)])
+                            self.assertEqual(got, want)
+                            n, kept, _ = mtp_line(err)
+                            drafted += n if pi == 0 else 0
+            self.assertGreater(drafted, 0, "ngram never drafted on a repeating prompt")
+
+    def test_ngram_standard(self):
+        """accept = standard at a temperature with drafts proposed without a
+        distribution (counted as certain): it runs and keeps some."""
+        vocab = tm.vocab_of(NANO)
+        rep = tm.prompt(12, 33, vocab)
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            sets = nano_sets(d) + ("plugins.drafter=ngram", "ngram.min_n=1",
+                                   "draft.accept=standard")
+            _, err = run(NANO_INI, rep * 4, "-n", "48", "--temp", "0.7", "--seed", "3",
+                         *[a for kv in sets for a in ("--set", kv)])
+            drafted, _, _ = mtp_line(err)
+            self.assertGreater(drafted, 0, err)
+
+    def bad(self, mode):
+        return ("--set", f"plugins.path={tm.env('TF_BAD_DRAFTERS')}", "--set",
+                "plugins.drafter=bad-drafter", "--set", f"bad-drafter.mode={mode}")
+
+    def test_contract_breaches_fail_naming_the_plugin(self):
+        model = tm.model_dir("ling-tiny")
+        vocab = tm.vocab_of(model)
+        toks = tm.prompt(10, 34, vocab)
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, ids_only(model, os.path.join(d, "ckpt")))
+            for mode, want in (("oov", f"proposed token {vocab}, outside the vocabulary"),
+                               ("many", "proposed 4 drafts, asked for at most 3"),
+                               ("fail", "bad-drafter: failing as asked"),
+                               ("depth", "chose depth 4, outside 0..3")):
+                with self.subTest(mode=mode):
+                    p = tm.tfrun(ini, toks, "-n", "8", *self.bad(mode))
+                    self.assertNotEqual(p.returncode, 0, p.stdout)
+                    self.assertIn("drafter bad-drafter", p.stderr)
+                    self.assertIn(want, p.stderr)
+            want, _ = run(ini, toks, "-n", "16")
+            for mode in ("none", "echo"):
+                with self.subTest(mode=mode):
+                    got, _ = run(ini, toks, "-n", "16", *self.bad(mode))
+                    self.assertEqual(got, want)
+
+    def test_old_abi_refused(self):
+        model = tm.model_dir("ling-tiny")
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, model)
+            p = tm.tfrun(ini, [1, 2, 3], "--set", f"plugins.path={tm.env('TF_OLD_DRAFTERS')}",
+                         "--set", "plugins.drafter=old-drafter")
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertIn("[plugins] drafter", p.stderr)
+        self.assertIn("required slot 'max_depth'", p.stderr)
+
+    def test_keys(self):
+        model = tm.model_dir("ling-tiny")
+        with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
+            ini = tm.write_ini(d, model)
+            for sets, want in ((["mtp.enabled=true", "mtp.accept=exact"],
+                                "[mtp] accept: moved: write [draft] accept"),
+                               (["draft.accept=greedy"], "[draft] accept"),
+                               (["plugins.drafter=ngram", "ngram.max_depth=0"],
+                                "[ngram] max_depth"),
+                               (["plugins.drafter=ngram", "ngram.max_depth=17"],
+                                "[ngram] max_depth"),
+                               (["plugins.drafter=ngram", "ngram.min_n=3", "ngram.max_n=2"],
+                                "[ngram] min_n 3 is above [ngram] max_n 2"),
+                               (["plugins.drafter=ngram", "mtp.enabled=true"],
+                                "[plugins] drafter is 'ngram'")):
+                with self.subTest(sets=sets):
+                    p = tm.tfrun(ini, [1, 2, 3], *[a for kv in sets for a in ("--set", kv)])
+                    self.assertNotEqual(p.returncode, 0, p.stdout)
+                    self.assertIn(want, p.stderr)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
             [tp] timeout passes
   mtp       speculative decoding ([mtp] enabled, fixed depth 2) sharded:
             the greedy continuation TP1 decodes without it, and TP1's
-            drafts and acceptance counts
+            drafts and acceptance counts; the same with the ngram drafter
+            (rank 0 drafts alone)
   mtp_adaptive  [mtp] adaptive with p_min 0.3, and fixed depth 3 with
-            p_min 0.2 (rank 0 tells the followers the drafts it keeps;
+            p_min 0.2 (rank 0 tells the followers each MTP row's token;
             rejected drafts undone from each rank's tape): TP1's greedy
             continuation token for token, the fixed depth's drafts and
             undoings TP1's; sampled drafts (accept = standard, a
@@ -254,13 +255,13 @@ def check_kill_local(run):
 
 
 def mtp_runs(run, *extra):
-    """(stdout, its "mtp:" stats lines) of TP1 and of TP2, each with extra."""
+    """(stdout, its drafts' stats lines) of TP1 and of TP2, each with extra."""
     outs = []
     for name, tp in (("mtp, TP1", ()), ("mtp, TP2", ("--tp-local", "2"))):
         p = subprocess.run(run.argv(*tp, *extra), capture_output=True, text=True, timeout=300)
         if p.returncode:
             fail(f"{name}: exit {p.returncode}: {p.stderr}")
-        stats = [line for line in p.stderr.splitlines() if line.startswith("mtp:")]
+        stats = [line for line in p.stderr.splitlines() if line.startswith("drafter ")]
         outs.append((p.stdout, stats))
         print(f"{name}: {stats}")
     return outs
@@ -276,6 +277,14 @@ def check_mtp(run):
     if not outs[0][1] or outs[0][1] != outs[1][1]:
         fail(f"TP2 drafted and accepted otherwise than TP1: {outs[0][1]} / {outs[1][1]}")
     print("mtp: TP2's speculative tokens, drafts and acceptance are TP1's")
+    # A drafter without the MTP layer runs on rank 0 alone.
+    run.sets = [kv for kv in run.sets if not kv.startswith("mtp.")] + [
+        "plugins.drafter=ngram", "ngram.min_n=1"]
+    outs = mtp_runs(run)
+    if outs[0][0] != plain or outs[1][0] != plain or outs[0][1] != outs[1][1]:
+        fail(f"ngram: TP2's tokens or drafts are not TP1's:\n{plain!r}\n{outs[0]!r}\n"
+             f"{outs[1]!r}")
+    print(f"ngram: TP2's tokens and drafts are TP1's: {outs[1][1]}")
 
 
 def check_mtp_adaptive(run):
@@ -297,9 +306,9 @@ def check_mtp_adaptive(run):
     if not undone or not undone[0] or outs[0][1] != outs[1][1]:
         fail(f"depth 3, p_min 0.2: TP2 undid no drafts, or drafted otherwise than TP1: "
              f"{outs[0][1]} / {outs[1][1]}")
-    p = subprocess.run(run.argv("--tp-local", "2", "--set", "mtp.accept=standard", "--temp",
+    p = subprocess.run(run.argv("--tp-local", "2", "--set", "draft.accept=standard", "--temp",
                                 "0.8"), capture_output=True, text=True, timeout=300)
-    stats = [line for line in p.stderr.splitlines() if line.startswith("mtp:")]
+    stats = [line for line in p.stderr.splitlines() if line.startswith("drafter ")]
     if p.returncode or not stats:
         fail(f"standard, sampled drafts, TP2: exit {p.returncode}: {p.stderr}")
     print(f"standard, sampled drafts, TP2: {stats}")

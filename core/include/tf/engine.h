@@ -132,7 +132,7 @@ int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, i
 
 /* The token to follow s, from the logits [vocab] of its last token: the
  * penalties see s's own tokens, the draw is the one for s's next position.
- * After a tf_seq_step that replaced a rejected draft ([mtp] accept =
+ * After a tf_seq_step that replaced a rejected draft ([draft] accept =
  * standard), the replacement, until s moves. */
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token);
 
@@ -145,8 +145,8 @@ int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token
  * sampler exactly (on backend-cuda: greedy, or top_k 1..64 and below the
  * vocabulary, with no repetition or presence penalty), and downloads the
  * rows and picks on the host otherwise; so does a verify's check of its
- * drafts ([mtp] accept = exact).  A later forward into another buffer, or a draft,
- * writes them first.  A caller that reads the logits itself calls
+ * drafts ([draft] accept = exact).  A later forward into another buffer,
+ * or a draft, writes them first.  A caller that reads the logits itself calls
  * tf_engine_logits_wait before.  Off by default, and a no-op on a backend
  * that cannot sample.
  */
@@ -157,16 +157,21 @@ int tf_engine_logits_wait(tf_engine *e);
 int64_t tf_engine_device_samples(const tf_engine *e);
 
 /*
- * --- speculation ([mtp] enabled) ---
+ * --- speculation ---
  *
- * With [mtp] enabled the checkpoint's MTP layer is open, each sequence
- * holds its state too (forks, snapshots and truncation cover it), and
- * every step feeds it the rows whose next token is known, so any sequence
+ * With a drafter ([plugins] drafter, or [mtp] enabled for `mtp`; tf/drafter.h)
+ * a step can verify drafts.  A drafter that runs the MTP layer opens it:
+ * each sequence holds its state too (forks, snapshots and truncation
+ * cover it), and every step keeps the rows it will need, so any sequence
  * can draft at once.
  */
 
-/* [mtp] max_depth, or 0 when [mtp] enabled is false. */
-int tf_engine_mtp_depth(const tf_engine *e);
+/* The drafter's most drafts per step (its max_depth), or 0: no drafter. */
+int tf_engine_draft_depth(const tf_engine *e);
+/* The drafter's name, or "none". */
+const char *tf_engine_drafter(const tf_engine *e);
+/* Whether the MTP layer is open (the drafter runs it): tf_seq_draft. */
+bool tf_engine_has_mtp(const tf_engine *e);
 
 /*
  * Draft depth tokens greedily with the MTP layer after s's last token and
@@ -175,41 +180,43 @@ int tf_engine_mtp_depth(const tf_engine *e);
  * one before (spec 4.2).  logits, when not NULL, receives
  * the MTP head's [depth, vocab] rows the drafts were picked from; with
  * depth 1 and the true next token, row 0 is the teacher-forced MTP
- * prediction.  s is left as it was.
+ * prediction.  s is left as it was.  Needs the MTP layer open (a drafter
+ * that runs it), not the drafter itself.
  */
 int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
 		 float *logits);
 
 /*
  * One speculative step of s, exact against tf_seq_sample: from the logits
- * [vocab] of s's last token, sample the next token, draft depth more
- * (1..[mtp] max_depth) after it, run all depth + 1 in one batch and keep
- * the drafts up to the first one tf_seq_sample would not have chosen at
- * its position.  tokens [depth + 1] receives the *n tokens s now holds
- * beyond what it held (the sampled one and the drafts kept), logits the
- * logits of the last of them: the state serial decoding reaches after *n
- * tokens.  Uses s's snapshot (tf_seq_snapshot), replacing its mark; the
- * drafts not kept are undone by going back to the mark and running the
- * attention of the kept rows again from the inputs the verify computed
- * (the FFNs and the head hold no state).  TF_ERR_RANGE when depth + 1
- * tokens do not fit the context.
+ * [vocab] of s's last token, sample the next token, ask the drafter for
+ * up to depth more (1..tf_engine_draft_depth) after it, run them all in
+ * one batch and keep the drafts up to the first one tf_seq_sample would
+ * not have chosen at its position.  tokens [depth + 1] receives the *n
+ * tokens s now holds beyond what it held (the sampled one and the drafts
+ * kept), logits the logits of the last of them: the state serial decoding
+ * reaches after *n tokens.  Uses s's snapshot (tf_seq_snapshot), replacing
+ * its mark; the drafts not kept are undone by going back to the mark and
+ * running the attention of the kept rows again from the inputs the verify
+ * computed (the FFNs and the head hold no state).  TF_ERR_RANGE when
+ * depth + 1 tokens do not fit the context.
  */
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n);
 
 /*
- * One decode step of s as [mtp] says, at most max_depth drafts (0..[mtp]
- * max_depth): like tf_seq_speculate, but the depth is [mtp] adaptive's
- * choice for s (its measured tokens per second at each depth; 0: a plain
- * step) or max_depth, drafting stops early where the MTP head's top
- * probability falls below [mtp] p_min, and the drafts are judged by [mtp]
- * accept.  exact: as tf_seq_speculate, the tokens of serial decoding.
- * standard, with a temperature: drafts drawn from the MTP head through s's
- * sampler, kept with probability min(1, p/q), a rejected one replaced by a
- * draw from the residual max(0, p - q) -- the tokens are distributed as
- * serial decoding's, not equal to them -- and the replacement is the next
- * step's first token (tf_seq_sample returns it).  *drafted: the drafts
- * made, the first *n - 1 of them kept.
+ * One decode step of s, at most max_depth drafts (0..tf_engine_draft_depth):
+ * like tf_seq_speculate, but the depth is the drafter's choice for s (the
+ * mtp drafter's [mtp] adaptive: its measured tokens per second at each
+ * depth; 0: a plain step), the drafter sees how the step went, and the
+ * drafts are judged by [draft] accept.  exact: as tf_seq_speculate, the
+ * tokens of serial decoding.  standard, with a temperature: drafts kept
+ * with probability min(1, p/q) (q: the distribution the drafter drew from,
+ * or all on the draft), a rejected one replaced by a draw from the
+ * residual max(0, p - q) -- the tokens are distributed as serial
+ * decoding's, not equal to them -- and the replacement is the next step's
+ * first token (tf_seq_sample returns it).  *drafted: the drafts made, the
+ * first *n - 1 of them kept.  A drafter's failure fails the step, naming
+ * it; the sequence stays as it was, and no other sequence is touched.
  */
 int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
 		int *n, int *drafted);
@@ -263,9 +270,9 @@ int tf_engine_forward(tf_engine *e, const tf_batch *b, float *logits, float *hid
  * its own run of the verify) until rank 0 closes its engine: TF_OK then,
  * or the failure naming the peer and the step when a rank dies or stalls
  * past [tp] timeout.  Rank 0 alone samples: its tokens reach the others in
- * its next forward, and the drafts it picks itself ([mtp] p_min, sampled
- * drafts) as it picks them.  While rank 0 makes no call (a chat waiting for its user)
- * a thread of its engine sends a heartbeat every third of [tp] timeout,
+ * its next forward, and its drafter runs on it alone: the MTP rows the
+ * drafter asks for run on every rank, rank 0 telling each row's token.
+ * While rank 0 makes no call (a chat waiting for its user) a thread of its engine sends a heartbeat every third of [tp] timeout,
  * so the followers wait for as long as rank 0 lives.
  */
 int tf_engine_tp_rank(const tf_engine *e);      /* 0 without tensor parallelism */

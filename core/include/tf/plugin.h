@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_MAJOR 1
-#define TF_ABI_MINOR 11
+#define TF_ABI_MINOR 12
 
 /* Plugins are built with hidden visibility; mark the entry functions. */
 #define TF_EXPORT __attribute__((visibility("default")))
@@ -94,13 +94,14 @@ typedef enum tf_key_type {
 	TF_KEY_BOOL,                    /* true/false, yes/no, on/off, 1/0 */
 	TF_KEY_ENUM,                    /* one of `choices` */
 	TF_KEY_STRING,                  /* any text (read with conf_get) */
+	TF_KEY_FLOAT,                   /* since ABI 1.12: a number within [min, max] */
 } tf_key_type;
 
 typedef struct tf_plugin_key {
 	const char *section;            /* "[toy]" is "toy"; NULL ends a list */
 	const char *name;
 	tf_key_type type;
-	int64_t min, max;               /* TF_KEY_INT */
+	int64_t min, max;               /* TF_KEY_INT, TF_KEY_FLOAT */
 	const char *choices;            /* TF_KEY_ENUM: "mean|sum" */
 	const char *def;                /* the default as an INI value; NULL: none */
 	const char *help;               /* one line: what it does */
@@ -213,6 +214,10 @@ typedef struct tf_host {
 	 * features, the runtime summing the ranks' block outputs. */
 	int (*lin_open_part)(const struct tf_host *h, const char *prefix, int64_t in,
 			     int64_t out, const struct tf_lin_part *part, struct tf_lin *lin);
+
+	/* Since ABI 1.12, optional.  A number key, read as conf_int reads. */
+	int (*conf_float)(const struct tf_host *h, const char *section, const char *key,
+			  double def, double *out);
 } tf_host;
 
 /* Read a host slot only when the host is new enough to have it. */

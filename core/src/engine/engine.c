@@ -11,19 +11,19 @@
  * Each sequence keeps its tokens: truncation replays them after the last
  * snapshot, because recurrent (KDA) state cannot be cut.
  *
- * Speculation drafts with the MTP layer (pipeline.h), verifies the drafts
- * in one batch, and keeps the accepted ones: back to the snapshot taken
- * before the verify, then only the attention of the accepted rows again,
- * from the inputs the verify computed (the verify's tape).
+ * Speculation asks the drafter plugin for drafts (tf/drafter.h; it may run
+ * the MTP layer, pipeline.h, through the host), verifies them in one
+ * batch, and keeps the accepted ones: back to the snapshot taken before
+ * the verify, then only the attention of the accepted rows again, from
+ * the inputs the verify computed (the verify's tape).
  *
  * Tensor parallel ([tp] size > 1): the engine opens the communicator
  * (its handshake comparing the ranks' fingerprints) before the layers;
  * rank 0 sends each state-changing call to the others (tpsync.h), which
  * replay them in tf_engine_follow.  A speculative step's parts travel so
- * too: its drafting (rank 0 tells the followers the drafts it picks when
- * [mtp] p_min or sampled drafts make the pick rank 0's own), its verify
- * (which tapes on every rank) and the undoing of rejected drafts (each
- * rank from its own tape).
+ * too: its MTP rows (the drafter runs on rank 0, which tells the
+ * followers each row's token), its verify (which tapes on every rank) and
+ * the undoing of rejected drafts (each rank from its own tape).
  */
 #include "tf/engine.h"
 
@@ -32,13 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mtp_policy.h"
 #include "pipeline.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "seqstate.h"
 #include "tf/backend.h"
 #include "tf/diag.h"
+#include "tf/drafter.h"
 #include "tf/tp.h"
 #include "tpsync.h"
 
@@ -57,7 +57,7 @@ struct tf_seq {
 	int32_t *tok;                   /* [len] of [cap] */
 	int64_t cap;
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
-	tf_mtp_policy pol;              /* [mtp] adaptive: its depth */
+	void *dseq;                     /* the drafter's state of it */
 	int32_t pending;                /* the next token, chosen already, or -1 */
 
 	/* While a batch is checked and run. */
@@ -85,16 +85,20 @@ struct tf_engine {
 	float *hid;                     /* [hid_cap, hidden] backend memory */
 	int64_t hid_cap;
 
-	/* [mtp] enabled: the drafts' hidden [hidden] (backend memory), their
-	 * logits [vocab] and a verify's [max_depth + 1, vocab]; for [mtp]
-	 * accept = standard the verify's distribution pd [vocab] and the
-	 * drafts' qd [max_depth, vocab], dense. */
-	int mtp_depth;                  /* [mtp] max_depth, or 0: disabled */
-	double mtp_p_min;
-	double mtp_budget;              /* [mtp] budget, for the policy */
-	bool mtp_adaptive, mtp_standard;
+	/* The drafter, its instance and its most drafts (0: none); the MTP
+	 * rows' hidden [hidden] (backend memory) and logits [vocab]; a
+	 * verify's logits [depth + 1, vocab]; for [draft] accept = standard
+	 * the verify's distribution pd [vocab] and the drafts' qd [depth,
+	 * vocab], dense, qset[i] where draft i was drawn (else certain). */
+	const tf_plugin_drafter *dr;
+	void *dinst;
+	bool dinit;                     /* dinst made: fini it */
+	int depth;
+	bool mtp;                       /* the drafter runs the MTP layer */
+	bool standard;                  /* [draft] accept = standard */
 	float *dhid, *dlog, *vlog, *pd, *qd;
-	uint8_t *vout;                  /* [mtp_depth + 1] ones: a verify wants every row */
+	uint8_t *qset;
+	uint8_t *vout;                  /* [depth + 1] ones: a verify wants every row */
 
 	/* [tp] size > 1: the communicator, this rank, the forward calls so
 	 * far (errors name the step), and a follower's received batch and
@@ -117,8 +121,8 @@ struct tf_engine {
 		int64_t row0, n;
 	} owed;
 	int64_t samples;
-	uint64_t *draw_seq, *draw_pos;  /* [mtp_depth + 1]: a device pick's (seq, pos) */
-	int32_t *draw_tok;              /* [mtp_depth + 1]: a verify's picks */
+	uint64_t *draw_seq, *draw_pos;  /* [depth + 1]: a device pick's (seq, pos) */
+	int32_t *draw_tok;              /* [depth + 1]: a verify's picks */
 };
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
@@ -134,6 +138,8 @@ void tf_engine_close(tf_engine *e)
 	tf_tpsync_buf_free(&e->tbuf);
 	free(e->flog);
 	for (int i = 0; e->seq && i < e->max_seqs; i++) {
+		if (e->seq[i].alive && e->dr && e->dr->seq_free)
+			e->dr->seq_free(e->dinst, e->seq[i].dseq);
 		tf_seqstate_free(e->seq[i].st);
 		tf_sampler_free(&e->seq[i].smp);
 		free(e->seq[i].tok);
@@ -146,7 +152,10 @@ void tf_engine_close(tf_engine *e)
 	free(e->vlog);
 	free(e->pd);
 	free(e->qd);
+	free(e->qset);
 	free(e->vout);
+	if (e->dinit)
+		e->dr->fini(e->dinst);
 	free(e->draw_seq);
 	free(e->draw_pos);
 	free(e->draw_tok);
@@ -164,32 +173,41 @@ void tf_engine_close(tf_engine *e)
 	free(e);
 }
 
-static int engine_open_mtp(tf_engine *e)
+/* The drafter's instance and what its steps need: [draft] accept, the
+ * verify's buffers and tape, and the MTP rows' when it runs the layer. */
+static int engine_open_drafter(tf_engine *e)
 {
 	const tf_conf *c = tf_runtime_conf(e->rt);
-	int64_t depth;
-	int standard, rc;
-	if (!tf_pipeline_has_mtp(e->p))
-		return TF_OK;
-	if ((rc = tf_conf_get_int(c, "mtp", "max_depth", 2, &depth)) != TF_OK ||
-	    (rc = tf_conf_get_float(c, "mtp", "p_min", 0, &e->mtp_p_min)) != TF_OK ||
-	    (rc = tf_conf_get_bool(c, "mtp", "adaptive", true, &e->mtp_adaptive)) != TF_OK ||
-	    (rc = tf_conf_get_float(c, "mtp", "budget", TF_MTP_BUDGET, &e->mtp_budget)) != TF_OK ||
-	    (rc = tf_conf_get_enum(c, "mtp", "accept", 0, &standard)) != TF_OK)
+	int accept, rc;
+	if (tf_conf_get(c, "mtp", "accept"))
+		return tf_conf_fail(c, TF_ERR_INVALID, "mtp", "accept",
+				    "moved: write [draft] accept, which judges any drafter's drafts");
+	if ((rc = tf_conf_get_enum(c, "draft", "accept", 0, &accept)) != TF_OK)
 		return rc;
-	e->mtp_depth = (int)depth;
-	e->mtp_standard = standard == 1;
+	e->standard = accept == 1;
+	if (!(e->dr = tf_runtime_drafter(e->rt)))
+		return TF_OK;
+	if ((rc = e->dr->init(tf_runtime_host(e->rt), &e->dinst)) != TF_OK)
+		return tf_diag_prefix(rc, "drafter %s", e->dr->hdr.name);
+	e->dinit = true;
+	e->depth = e->dr->max_depth(e->dinst);
+	if (e->depth < 1 || e->depth > TF_DRAFT_MAX_DEPTH)
+		return tf_diag_set(TF_ERR_INVALID, "drafter %s: its max_depth is %d, outside 1..%d",
+				   e->dr->hdr.name, e->depth, TF_DRAFT_MAX_DEPTH);
+	e->mtp = tf_pipeline_has_mtp(e->p);
 	size_t v = (size_t)e->vocab * sizeof(float);
-	e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float));
+	if (e->mtp && !(e->dhid = e->be->alloc(e->bctx, (size_t)e->hidden * sizeof(float))))
+		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for the MTP rows");
 	e->dlog = malloc(v);
-	e->vlog = malloc((size_t)(e->mtp_depth + 1) * v);
+	e->vlog = malloc((size_t)(e->depth + 1) * v);
 	e->pd = malloc(v);
-	e->qd = malloc((size_t)e->mtp_depth * v);
-	e->vout = malloc((size_t)e->mtp_depth + 1);
-	if (!e->dhid || !e->dlog || !e->vlog || !e->pd || !e->qd || !e->vout)
+	e->qd = malloc((size_t)e->depth * v);
+	e->qset = malloc((size_t)e->depth);
+	e->vout = malloc((size_t)e->depth + 1);
+	if (!e->dlog || !e->vlog || !e->pd || !e->qd || !e->qset || !e->vout)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
-	memset(e->vout, 1, (size_t)e->mtp_depth + 1);
-	return tf_pipeline_tape_open(e->p, e->mtp_depth + 1);
+	memset(e->vout, 1, (size_t)e->depth + 1);
+	return tf_pipeline_tape_open(e->p, e->depth + 1);
 }
 
 /* [tp] size > 1: connect to the other ranks before loading the layers,
@@ -254,12 +272,12 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 		rc = tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
 		goto fail;
 	}
-	if ((rc = engine_open_mtp(e)) != TF_OK)
+	if ((rc = engine_open_drafter(e)) != TF_OK)
 		goto fail;
 	/* A device pick takes one row, or a verify's rows. */
-	e->draw_seq = malloc((size_t)(e->mtp_depth + 1) * sizeof(*e->draw_seq));
-	e->draw_pos = malloc((size_t)(e->mtp_depth + 1) * sizeof(*e->draw_pos));
-	e->draw_tok = malloc((size_t)(e->mtp_depth + 1) * sizeof(*e->draw_tok));
+	e->draw_seq = malloc((size_t)(e->depth + 1) * sizeof(*e->draw_seq));
+	e->draw_pos = malloc((size_t)(e->depth + 1) * sizeof(*e->draw_pos));
+	e->draw_tok = malloc((size_t)(e->depth + 1) * sizeof(*e->draw_tok));
 	if (!e->draw_seq || !e->draw_pos || !e->draw_tok) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
 		goto fail;
@@ -281,7 +299,9 @@ int64_t tf_engine_context(const tf_engine *e) { return e->context; }
 int64_t tf_engine_prefill_chunk(const tf_engine *e) { return tf_runtime_prefill_chunk(e->rt); }
 int tf_engine_max_seqs(const tf_engine *e) { return e->max_seqs; }
 const tf_conf *tf_engine_conf(const tf_engine *e) { return tf_runtime_conf(e->rt); }
-int tf_engine_mtp_depth(const tf_engine *e) { return e->mtp_depth; }
+int tf_engine_draft_depth(const tf_engine *e) { return e->depth; }
+bool tf_engine_has_mtp(const tf_engine *e) { return e->mtp; }
+const char *tf_engine_drafter(const tf_engine *e) { return e->dr ? e->dr->hdr.name : "none"; }
 
 /* ---- sequences ---- */
 
@@ -370,7 +390,14 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 	q->len = 0;
 	q->mark = -1;
 	q->pending = -1;
-	tf_mtp_policy_init(&q->pol, e->mtp_depth, e->mtp_budget);
+	q->dseq = NULL;
+	if (e->dr && e->dr->seq_new && (rc = e->dr->seq_new(e->dinst, &q->dseq)) != TF_OK) {
+		tf_seqstate_free(q->st);
+		tf_sampler_free(&q->smp);
+		q->st = NULL;
+		q->alive = false;
+		return tf_diag_prefix(rc, "drafter %s: a new sequence", e->dr->hdr.name);
+	}
 	*out = seq_id(e, slot);
 	return TF_OK;
 }
@@ -386,6 +413,9 @@ static int seq_free(tf_engine *e, tf_seq_id s)
 	struct tf_seq *q = seq_get(e, s);
 	if (!q)
 		return TF_ERR_INVALID;
+	if (e->dr && e->dr->seq_free)
+		e->dr->seq_free(e->dinst, q->dseq);
+	q->dseq = NULL;
 	tf_seqstate_free(q->st);
 	tf_sampler_free(&q->smp);
 	q->st = NULL;
@@ -894,23 +924,54 @@ static int follow_forward(tf_engine *e, const tf_batch *b, int64_t flags)
 	return engine_forward(e, b, rows ? e->flog : NULL, NULL, (flags & TF_TPSYNC_TAPE) != 0);
 }
 
-static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool told,
-		     int32_t *draft, float *logits, int *got);
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		     float *logits);
+static int mtp_begin(tf_engine *e, struct tf_seq *q, tf_seq_id s);
+static int mtp_end(tf_engine *e, struct tf_seq *q, tf_seq_id s, int rc);
+static int mtp_row(tf_engine *e, struct tf_seq *q, int i, int32_t tok, float *row);
+static int draft_tell(tf_engine *e, int32_t *tok);
+static int mtp_open(const tf_engine *e, tf_seq_id s);
 static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
 		    int64_t verified);
 
-/* SEQ_DRAFT, or SEQ_DRAFT_TOLD: the drafts rank 0 picks. */
-static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth, bool told)
+/* SEQ_DRAFT: tf_seq_draft's greedy drafts, picked alike. */
+static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth)
 {
-	int got;
 	if (depth < 1 || depth > e->context)
 		return tf_diag_set(TF_ERR_PEER, "rank 0 asked for %" PRId64 " drafts", depth);
 	int32_t *draft = malloc((size_t)depth * sizeof(*draft));
 	if (!draft)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " drafts", depth);
-	int rc = seq_draft(e, s, next, (int)depth, told, draft, NULL, &got);
+	int rc = seq_draft(e, s, next, (int)depth, draft, NULL);
 	free(draft);
 	return rc;
+}
+
+/* SEQ_DRAFT_TOLD: the MTP rows of rank 0's drafter, the first fed tok,
+ * each later one the token rank 0 tells, until it tells -1. */
+static int follow_rows(tf_engine *e, tf_seq_id s, int32_t tok, int64_t max)
+{
+	struct tf_seq *q = seq_get(e, s);
+	int rc;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (max < 1 || max > e->depth || tok < 0 || tok >= e->vocab)
+		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 asked for %" PRId64 " MTP rows "
+				   "from token %d", e->rank, max, tok);
+	if ((rc = seq_usable(q, s)) != TF_OK || (rc = mtp_open(e, s)) != TF_OK ||
+	    (rc = mtp_begin(e, q, s)) != TF_OK)
+		return rc;
+	for (int i = 0; rc == TF_OK; i++) {
+		if (i == max) {
+			rc = tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 ran more than %" PRId64
+					 " MTP rows", e->rank, max);
+			break;
+		}
+		if ((rc = mtp_row(e, q, i, tok, e->dlog)) != TF_OK ||
+		    (rc = draft_tell(e, &tok)) != TF_OK || tok < 0)
+			break;
+	}
+	return mtp_end(e, q, s, rc);
 }
 
 /* SEQ_UNDO: keep the first `kept` tokens of s, which its last call, a
@@ -950,10 +1011,9 @@ int tf_engine_follow(tf_engine *e)
 		case TF_TPSYNC_SEQ_ROLLBACK: rc = tf_seq_rollback(e, m.seq); break;
 		case TF_TPSYNC_SEQ_TRUNCATE: rc = tf_seq_truncate(e, m.seq, m.arg); break;
 		case TF_TPSYNC_FORWARD: rc = follow_forward(e, &b, m.arg); break;
-		case TF_TPSYNC_SEQ_DRAFT:
+		case TF_TPSYNC_SEQ_DRAFT: rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n); break;
 		case TF_TPSYNC_SEQ_DRAFT_TOLD:
-			rc = follow_draft(e, m.seq, (int32_t)m.arg, m.n,
-					  m.op == TF_TPSYNC_SEQ_DRAFT_TOLD);
+			rc = follow_rows(e, m.seq, (int32_t)m.arg, m.n);
 			break;
 		case TF_TPSYNC_SEQ_UNDO: rc = follow_undo(e, m.seq, m.arg, m.n); break;
 		case TF_TPSYNC_BEAT: break;
@@ -980,21 +1040,73 @@ static int32_t argmax(const float *x, int n)
 	return best;
 }
 
-/* The largest probability of softmax(x[0..n)): what [mtp] p_min bounds. */
-static double top_prob(const float *x, int n)
-{
-	float m = x[argmax(x, n)];
-	double sum = 0;
-	for (int i = 0; i < n; i++)
-		sum += exp((double)x[i] - (double)m);
-	return 1.0 / sum;
-}
-
 static int mtp_open(const tf_engine *e, tf_seq_id s)
 {
-	if (e->mtp_depth)
+	if (e->mtp)
 		return TF_OK;
-	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: [mtp] enabled is false", s);
+	return tf_diag_set(TF_ERR_INVALID, "sequence %d: the MTP layer is not open: no drafter "
+			   "runs it ([plugins] drafter, [mtp] enabled)", s);
+}
+
+static int drafter_open(const tf_engine *e, tf_seq_id s)
+{
+	if (e->dr)
+		return TF_OK;
+	return tf_diag_set(TF_ERR_INVALID, "sequence %d: no drafts: no drafter ([plugins] "
+			   "drafter, [mtp] enabled)", s);
+}
+
+/*
+ * Tensor parallel: rank 0 sends the token of the MTP row it runs next
+ * (-1: no more rows), the followers take it for theirs.  The drafter runs
+ * on rank 0 alone, so what it feeds the layer is rank 0's to say.
+ */
+static int draft_tell(tf_engine *e, int32_t *tok)
+{
+	int rc = tf_tp_broadcast(e->tp, tok, sizeof(*tok), 0);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "rank %d: a draft's token", e->rank);
+	if (*tok < -1 || *tok >= e->vocab)
+		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent draft token %d, outside the "
+				   "vocabulary [0, %d)", e->rank, *tok, e->vocab);
+	return TF_OK;
+}
+
+/* Before s's first MTP row: the layer catches up with s's rows and marks
+ * its state, which mtp_end goes back to. */
+static int mtp_begin(tf_engine *e, struct tf_seq *q, tf_seq_id s)
+{
+	int rc = tf_pipeline_mtp_catch_up(e->p, q->st);
+	if (rc != TF_OK) {
+		q->broken = true;
+		return tf_diag_prefix(rc, "sequence %d", s);
+	}
+	rc = tf_seqstate_mtp_mark(q->st);
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
+}
+
+/* After s's MTP rows, whose outcome was rc: its MTP state as it was. */
+static int mtp_end(tf_engine *e, struct tf_seq *q, tf_seq_id s, int rc)
+{
+	(void)e;
+	int back = tf_seqstate_mtp_back(q->st);
+	if (back != TF_OK) {
+		q->broken = true;
+		rc = rc == TF_OK ? back : rc;
+	}
+	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+}
+
+/* MTP row i of s, fed tok at position len - 1 + i after row i - 1's
+ * output (row 0: after s's last row), and the head: logits [vocab] into
+ * row.  A collective: every rank runs it. */
+static int mtp_row(tf_engine *e, struct tf_seq *q, int i, int32_t tok, float *row)
+{
+	int rc = tf_pipeline_mtp(e->p, q->st, tok, (int32_t)(q->len - 1 + i), i ? e->dhid : NULL,
+				 e->dhid);
+	if (rc == TF_OK)
+		rc = owed_settle(e, row);
+	return rc == TF_OK ? tf_pipeline_head(e->p, e->dhid, 1, row) : rc;
 }
 
 /*
@@ -1024,96 +1136,109 @@ static int seq_draw(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *ro
 	return TF_OK;
 }
 
-/*
- * Tensor parallel, drafts `told`: rank 0 sends the draft it picked (-1:
- * no more), the followers take it for theirs.  Their logits are rank 0's
- * bit for bit, but their samplers are not set and p_min's exp() is the
- * host's, so the pick is not left to them.
- */
-static int draft_tell(tf_engine *e, int32_t *pick)
-{
-	int rc = tf_tp_broadcast(e->tp, pick, sizeof(*pick), 0);
-	if (rc != TF_OK)
-		return tf_diag_prefix(rc, "rank %d: a draft's pick", e->rank);
-	if (*pick < -1 || *pick >= e->vocab)
-		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 picked draft %d, outside the "
-				   "vocabulary [0, %d)", e->rank, *pick, e->vocab);
-	return TF_OK;
-}
+/* One proposal in flight: tf_draft_req.ctx. */
+struct draft_run {
+	tf_engine *e;
+	struct tf_seq *q;
+	tf_seq_id s;
+	int max;
+	bool sampled;
+	int rows;                       /* MTP rows run */
+	bool begun;                     /* mtp_begin ran: mtp_end owed */
+};
 
-/* Draft i's pick from its MTP logits `row` (seq_drafts): -1 where p_min
- * stops the drafts. */
-static int draft_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
-		      double p_min, bool sampled, int32_t *pick)
+/* tf_draft_req.mtp_row.  Under tensor parallelism row 0 is a SEQ_DRAFT_TOLD
+ * call and each later row's token is told first. */
+static int draft_mtp_row(void *ctx, int i, int32_t tok, const float **logits)
 {
-	*pick = -1;
-	if (p_min > 0 && top_prob(row, q->smp.n_vocab) < p_min)
-		return TF_OK;
-	if (!sampled) {
-		*pick = argmax(row, q->smp.n_vocab);
-		return TF_OK;
-	}
-	return seq_draw(e, q, s, row, q->len + 1 + i, e->qd + (size_t)i * (size_t)e->vocab, pick);
-}
-
-/*
- * Up to depth drafts after s's last token and next (tf_seq_draft),
- * stopping before one whose MTP head's top probability is below p_min;
- * greedy, or with `sampled` drawn by seq_draw into e->qd.  `told`: under
- * tensor parallelism rank 0 picks and tells (draft_tell); otherwise every
- * rank picks greedily alike.  *got: drafts made.  s's MTP state is left
- * as it was.
- */
-static int seq_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
-		      double p_min, bool sampled, bool told, int32_t *draft, float *logits,
-		      int *got)
-{
+	struct draft_run *r = ctx;
+	tf_engine *e = r->e;
 	int rc;
+	if (i != r->rows || i >= r->max)
+		return tf_diag_set(TF_ERR_INVALID, "drafter %s asked for MTP row %d after %d rows "
+				   "(rows go in order, at most %d)", e->dr->hdr.name, i, r->rows,
+				   r->max);
+	if (tok < 0 || tok >= e->vocab)
+		return tf_diag_set(TF_ERR_INVALID, "drafter %s fed the MTP layer token %d, outside "
+				   "the vocabulary [0, %d)", e->dr->hdr.name, tok, e->vocab);
+	if (i == 0) {
+		rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT_TOLD, .seq = r->s,
+						 .arg = tok, .n = r->max }, NULL);
+		if (rc != TF_OK || (rc = mtp_begin(e, r->q, r->s)) != TF_OK)
+			return rc;
+		r->begun = true;
+	} else if (e->tp && (rc = draft_tell(e, &tok)) != TF_OK) {
+		return rc;
+	}
+	r->rows++;
+	*logits = e->dlog;
+	return mtp_row(e, r->q, i, tok, e->dlog);
+}
+
+/* tf_draft_req.draw: draft i from the sequence's sampler, its
+ * distribution kept for the accept rule. */
+static int draft_draw(void *ctx, int i, const float *logits, int32_t *tok)
+{
+	struct draft_run *r = ctx;
+	tf_engine *e = r->e;
+	if (!r->sampled || i < 0 || i >= r->max)
+		return tf_diag_set(TF_ERR_INVALID, "drafter %s drew draft %d (%s)", e->dr->hdr.name,
+				   i, r->sampled ? "outside the drafts asked for" :
+				   "the step judges no drawn drafts");
+	int rc = seq_draw(e, r->q, r->s, logits, r->q->len + 1 + i,
+			  e->qd + (size_t)i * (size_t)e->vocab, tok);
+	if (rc == TF_OK)
+		e->qset[i] = 1;
+	return rc;
+}
+
+/*
+ * Up to depth drafts after s's last token and next, from the drafter,
+ * checked; `sampled`: the step judges drawn drafts (tf_draft_req).  *got:
+ * drafts made.  s is left as it was: the MTP state back at its mark, the
+ * followers told that the rows are over.
+ */
+static int seq_propose(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
+		       bool sampled, int32_t *draft, int *got)
+{
+	struct draft_run r = { .e = e, .q = q, .s = s, .max = depth, .sampled = sampled };
+	const tf_draft_req req = {
+		.tokens = q->tok, .n_tokens = q->len, .next = next, .vocab = q->smp.n_vocab,
+		.max = depth, .sampled = sampled, .ctx = &r,
+		.mtp_row = e->mtp ? draft_mtp_row : NULL, .draw = draft_draw,
+	};
+	const char *name = e->dr->hdr.name;
+	int n = 0, rc;
 	*got = 0;
 	if (!depth)
 		return TF_OK;
-	if ((rc = tf_pipeline_mtp_catch_up(e->p, q->st)) != TF_OK) {
-		q->broken = true;
-		return tf_diag_prefix(rc, "sequence %d", s);
+	memset(e->qset, 0, (size_t)depth);
+	tf_tpsync_beat_lock(e->beat);
+	rc = e->dr->propose(e->dinst, q->dseq, &req, draft, &n);
+	if (r.begun) {
+		int32_t end = -1;
+		int tr = e->tp && e->rank == 0 ? draft_tell(e, &end) : TF_OK;
+		rc = mtp_end(e, q, s, rc == TF_OK ? tr : rc);
 	}
-	if ((rc = tf_seqstate_mtp_mark(q->st)) != TF_OK)
-		return tf_diag_prefix(rc, "sequence %d", s);
-	/* Draft i at position len + i; each MTP row feeds the next. */
-	const float *h = NULL;
-	told = told && e->tp;
-	for (int i = 0; i < depth; i++) {
-		int32_t pos = (int32_t)(q->len - 1 + i);
-		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
-		if ((rc = tf_pipeline_mtp(e->p, q->st, i ? draft[i - 1] : next, pos, h,
-					  e->dhid)) != TF_OK ||
-		    (rc = owed_settle(e, row)) != TF_OK ||
-		    (rc = tf_pipeline_head(e->p, e->dhid, 1, row)) != TF_OK)
-			break;
-		int32_t pick = -1;
-		if (!told || e->rank == 0)
-			rc = draft_pick(e, q, s, row, i, p_min, sampled, &pick);
-		if (told) {     /* a failed pick is told as the end, then fails */
-			int tr = draft_tell(e, &pick);
-			rc = rc == TF_OK ? tr : rc;
-		}
-		if (rc != TF_OK || pick < 0)
-			break;
-		draft[i] = pick;
-		(*got)++;
-		h = e->dhid;
-	}
-	int back = tf_seqstate_mtp_back(q->st);
-	if (back != TF_OK) {
-		q->broken = true;
-		rc = back;
-	}
-	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d: drafting", s);
+	tf_tpsync_beat_unlock(e->beat);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d: drafter %s", s, name);
+	if (n < 0 || n > depth)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s proposed %d drafts, "
+				   "asked for at most %d", s, name, n, depth);
+	for (int i = 0; i < n; i++)
+		if (draft[i] < 0 || draft[i] >= req.vocab)
+			return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s proposed token "
+					   "%d, outside the vocabulary [0, %d)", s, name, draft[i],
+					   req.vocab);
+	*got = n;
+	return TF_OK;
 }
 
-/* tf_seq_draft's checks, then greedy drafts; `told`: rank 0 tells the
- * followers its picks (seq_drafts). */
-static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool told,
-		     int32_t *draft, float *logits, int *got)
+/* tf_seq_draft: greedy MTP drafts after s's last token and next, every
+ * rank alike (the same logits, the same argmax). */
+static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
+		     float *logits)
 {
 	struct tf_seq *q = seq_get(e, s);
 	int rc;
@@ -1130,7 +1255,15 @@ static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, bool to
 		return tf_diag_set(TF_ERR_RANGE, "sequence %d: %d drafts after %" PRId64
 				   " tokens: outside 1..%" PRId64 " ([runtime] context)",
 				   s, depth, q->len, e->context - q->len + 1);
-	return seq_drafts(e, q, s, next, depth, 0, false, told, draft, logits, got);
+	if ((rc = mtp_begin(e, q, s)) != TF_OK)
+		return rc;
+	for (int i = 0; i < depth; i++) {
+		float *row = logits ? logits + (size_t)i * (size_t)e->vocab : e->dlog;
+		if ((rc = mtp_row(e, q, i, i ? draft[i - 1] : next, row)) != TF_OK)
+			break;
+		draft[i] = argmax(row, q->smp.n_vocab);
+	}
+	return mtp_end(e, q, s, rc);
 }
 
 /*
@@ -1171,31 +1304,11 @@ static int spec_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, i
 }
 
 /*
- * Rank 0's drafts for a step (seq_drafts), sent first: greedy ones the
- * followers pick alike, p_min's and sampled ones rank 0 tells them.
- */
-static int spec_drafts(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
-		       double p_min, bool sampled, int32_t *draft, int *got)
-{
-	bool told = p_min > 0 || sampled;
-	*got = 0;
-	if (!depth)
-		return TF_OK;
-	tf_tpsync_beat_lock(e->beat);
-	int rc = tp_send(e, (tf_tpsync_msg){ .op = told ? TF_TPSYNC_SEQ_DRAFT_TOLD :
-					     TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
-					     .n = depth }, NULL);
-	if (rc == TF_OK)
-		rc = seq_drafts(e, q, s, next, depth, p_min, sampled, told, draft, NULL, got);
-	tf_tpsync_beat_unlock(e->beat);
-	return rc;
-}
-
-/*
- * [mtp] accept = standard on sampled drafts: draft i, at position pos,
+ * [draft] accept = standard at a temperature: draft i, at position pos,
  * against the verify's row: the sampler's distribution there (dense into
- * e->pd) and the draft's (e->qd) through the accept rule, at numbers of
- * streams 1 and 2.  *token: the draft, or the residual's draw.
+ * e->pd) and the draft's (e->qd, drawn; or certain: all on the draft)
+ * through the accept rule, at numbers of streams 1 and 2.  *token: the
+ * draft, or the residual's draw.
  */
 static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
 		     int64_t pos, int32_t draft, bool *kept, int32_t *token)
@@ -1208,8 +1321,13 @@ static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *r
 	memset(e->pd, 0, (size_t)e->vocab * sizeof(*e->pd));
 	for (size_t j = 0; j < m; j++)
 		e->pd[c[j].id] = c[j].p;
+	float *qd = e->qd + (size_t)i * (size_t)e->vocab;
+	if (!e->qset[i]) {
+		memset(qd, 0, (size_t)e->vocab * sizeof(*qd));
+		qd[draft] = 1;
+	}
 	uint64_t seed = q->smp.par.seed;
-	*kept = tf_sampler_accept(e->pd, e->qd + (size_t)i * (size_t)e->vocab, q->smp.n_vocab,
+	*kept = tf_sampler_accept(e->pd, qd, q->smp.n_vocab,
 				  draft, tf_sampler_uniform(seed, 1, (uint64_t)pos),
 				  tf_sampler_uniform(seed, 2, (uint64_t)pos), token);
 	return TF_OK;
@@ -1217,14 +1335,14 @@ static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *r
 
 /*
  * One step of s: the next token from logits, up to depth drafts after it
- * (p_min, standard: seq_drafts, seq_judge), the verify and the undoing of
- * what it rejects; no drafts is a plain step.  Exact: a draft is kept when
- * the sampler picks it at its position.  Standard with sampling: a draft
+ * (seq_propose; standard: seq_judge), the verify and the undoing of what
+ * it rejects; no drafts is a plain step.  Exact: a draft is kept when the
+ * sampler picks it at its position.  Standard with sampling: a draft
  * rejected is replaced by the residual's draw, the token to feed next
  * (q->pending).
  */
-static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, double p_min,
-		    bool standard, float *logits, int32_t *tokens, int *n, int *drafted)
+static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, bool standard,
+		    float *logits, int32_t *tokens, int *n, int *drafted)
 {
 	bool sampled = standard && q->smp.par.temperature > 0;
 	int64_t len = q->len;
@@ -1235,8 +1353,7 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	/* logits is written again below: nothing of it is owed any more. */
 	if (e->owed.host == logits)
 		e->owed.n = 0;
-	if ((rc = spec_drafts(e, q, s, tokens[0], depth, p_min, sampled, tokens + 1,
-			      &got)) != TF_OK)
+	if ((rc = seq_propose(e, q, s, tokens[0], depth, sampled, tokens + 1, &got)) != TF_OK)
 		return rc;
 	*drafted = got;
 	if (!got) {
@@ -1290,16 +1407,16 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, doub
 	return TF_OK;
 }
 
-/* Room after s for a step of depth drafts, 1..max ([mtp] max_depth). */
+/* Room after s for a step of depth drafts, min..the drafter's most. */
 static int spec_check(const tf_engine *e, const struct tf_seq *q, tf_seq_id s, int depth,
 		      int min)
 {
 	int rc = seq_usable(q, s);
-	if (rc != TF_OK || (rc = mtp_open(e, s)) != TF_OK)
+	if (rc != TF_OK || (rc = drafter_open(e, s)) != TF_OK)
 		return rc;
-	if (depth < min || depth > e->mtp_depth)
-		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside %d..%d ([mtp] max_depth)",
-				   s, depth, min, e->mtp_depth);
+	if (depth < min || depth > e->depth)
+		return tf_diag_set(TF_ERR_RANGE, "sequence %d: depth %d outside %d..%d (drafter "
+				   "%s's max_depth)", s, depth, min, e->depth, e->dr->hdr.name);
 	if (q->len < 1)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d is empty: nothing to draft after", s);
 	if (q->len + 1 + depth > e->context)
@@ -1315,10 +1432,10 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
 		 float *logits)
 {
 	tf_tpsync_beat_lock(e->beat);
-	int got, rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s,
-						   .arg = next, .n = depth }, NULL);
+	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_DRAFT, .seq = s, .arg = next,
+					     .n = depth }, NULL);
 	if (rc == TF_OK)
-		rc = seq_draft(e, s, next, depth, false, draft, logits, &got);
+		rc = seq_draft(e, s, next, depth, draft, logits);
 	tf_tpsync_beat_unlock(e->beat);
 	return rc;
 }
@@ -1332,7 +1449,7 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
 		return TF_ERR_INVALID;
 	if ((rc = spec_check(e, q, s, depth, 1)) != TF_OK)
 		return rc;
-	return seq_spec(e, q, s, depth, 0, false, logits, tokens, n, &drafted);
+	return seq_spec(e, q, s, depth, false, logits, tokens, n, &drafted);
 }
 
 int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
@@ -1344,26 +1461,32 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		return TF_ERR_INVALID;
 	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	int64_t pending = tf_seqstate_pending_n(q->st);
-	int k = e->mtp_adaptive ? tf_mtp_policy_depth(&q->pol, pending) : e->mtp_depth;
-	if (k > max_depth)
-		k = max_depth;
-	/* While plain decoding is the choice, the MTP layer is not fed the
-	 * rows kept past a step's (feeding it cost ling-nano 1.6-3% of plain
-	 * decoding): a later draft catches up the recent ones and its
-	 * attention skips the rest.  Drafts are proposals, the verify keeps
-	 * the output exact.  Tensor-parallel ranks feed every row, alike. */
-	tf_seqstate_mtp_skip(q->st, e->mtp_adaptive && !e->tp && q->pol.best == 0);
+	/* The drafter's depth; while it expects to decode plainly, the MTP
+	 * layer is not fed the rows kept past a step's (feeding it cost
+	 * ling-nano 1.6-3% of plain decoding): a later draft catches up the
+	 * recent ones and its attention skips the rest.  Drafts are
+	 * proposals, the verify keeps the output exact.  Tensor-parallel
+	 * ranks feed every row, alike. */
+	tf_draft_plan plan = { .max = max_depth,
+			       .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
+	int k = e->dr->depth ? e->dr->depth(e->dinst, q->dseq, &plan) : max_depth;
+	if (k < 0 || k > max_depth)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s chose depth %d, outside "
+				   "0..%d", s, e->dr->hdr.name, k, max_depth);
+	if (e->mtp)
+		tf_seqstate_mtp_skip(q->st, plan.idle && !e->tp);
 	/* The step's seconds, and of them the MTP layer's catching up (before
 	 * drafts, or a plain step's when the rows kept would pass a step's). */
 	double t = tf_pipeline_clock(), c0, c1;
 	int64_t r0, r1;
 	tf_pipeline_mtp_caught(e->p, &c0, &r0);
-	rc = seq_spec(e, q, s, k, e->mtp_p_min, e->mtp_standard, logits, tokens, n, drafted);
+	rc = seq_spec(e, q, s, k, e->standard, logits, tokens, n, drafted);
 	t = tf_pipeline_clock() - t;
 	tf_pipeline_mtp_caught(e->p, &c1, &r1);
-	if (rc == TF_OK)
-		tf_mtp_policy_update(&q->pol, k, *n - 1, t, c1 - c0, r1 - r0);
+	if (rc == TF_OK && e->dr->observe)
+		e->dr->observe(e->dinst, q->dseq, &(tf_draft_outcome){
+			.asked = k, .drafted = *drafted, .accepted = *n - 1, .seconds = t,
+			.catch_seconds = c1 - c0, .caught = r1 - r0 });
 	return rc;
 }
 

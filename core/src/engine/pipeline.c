@@ -302,8 +302,8 @@ static int pipeline_open(tf_runtime *rt, bool prefault, tf_pipeline **out)
 	p->vocab = p->cfg->vocab_size;
 	p->chunk = tf_runtime_prefill_chunk(rt);
 	p->first_legacy = -1;
-	if ((rc = tf_conf_get_bool(tf_runtime_conf(rt), "mtp", "enabled", false, &p->mtp)) ||
-	    (rc = tf_conf_get_bool(tf_runtime_conf(rt), "runtime", "cuda_graph", true, &p->graph)))
+	p->mtp = tf_runtime_mtp(rt);
+	if ((rc = tf_conf_get_bool(tf_runtime_conf(rt), "runtime", "cuda_graph", true, &p->graph)))
 		goto fail;
 	p->graph = p->graph && tf_backend_has_graph(p->be);
 	/* A rank of several reads only its share: paging the whole
@@ -782,7 +782,7 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 	}
 	/* An armed tape takes this step only, and only a verify's shape. */
 	p->tape_n = 0;
-	p->taping = p->taping && n_seg == 1 && n <= p->tape_cap && p->mtp && pos[0] > 0;
+	p->taping = p->taping && n_seg == 1 && n <= p->tape_cap && pos[0] > 0;
 	if (p->taping)
 		memcpy(p->ttok, tokens, (size_t)n * sizeof(*tokens));
 	rc = step_run(p, tokens, pos, n, seg, n_seg, out, hidden);
@@ -834,6 +834,8 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
 			return tf_diag_prefix(rc, "layer %d (%s): replay", i, l->attn->hdr.name);
 		lap(p, l->attn_stage, &t);
 	}
+	if (!p->mtp)
+		return TF_OK;
 	float *rows;
 	if ((rc = tf_seqstate_pend_add(s, pos, p->ttok, n, &rows)) != TF_OK)
 		return rc;

@@ -13,9 +13,9 @@
  * (seqstate.h) holding that sequence's state in every layer: linears and
  * the FFN run over all rows at once, attention per sequence.
  *
- * With [mtp] enabled the MTP layer at index num_hidden_layers opens too,
- * through the plugins chosen for that index, and its state is one more
- * layer of every tf_seqstate.  A step keeps its final-normed rows in their
+ * When the drafter runs the MTP layer (TF_DRAFTER_MTP), the layer at index
+ * num_hidden_layers opens too, through the plugins chosen for that index,
+ * and its state is one more layer of every tf_seqstate.  A step keeps its final-normed rows in their
  * sequences (seqstate.h) instead of feeding them to the MTP layer: decoding
  * without drafts spends nothing on it.  When a draft is wanted
  * (tf_pipeline_mtp_catch_up), or when the rows kept would pass a step's,
@@ -91,7 +91,7 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
  * the last, whose hidden the first draft takes.
  */
 int tf_pipeline_mtp_catch_up(tf_pipeline *p, tf_seqstate *s);
-/* The seconds and rows of every catching up so far, for [mtp] adaptive. */
+/* The seconds and rows of every catching up so far, for the drafter's policy. */
 void tf_pipeline_mtp_caught(const tf_pipeline *p, double *seconds, int64_t *rows);
 
 /*
@@ -109,17 +109,17 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
  * A verify's tape, to undo rejected drafts cheaply.  tf_pipeline_tape_open
  * makes room for up to `rows` rows (at most the step's); tf_pipeline_tape
  * arms it for the next step alone, which then keeps every layer's
- * attention input, its final-normed rows and its tokens, if it is one
- * sequence's rows at positions > 0 with [mtp] enabled.  tf_pipeline_replay
- * takes that sequence, rolled back to before the step, forward by the
- * step's first n rows (positions pos..) through each layer's attention
- * alone: the FFNs, norms and head hold no state, and the rows' attention
- * inputs are those the step computed, so every state (and the rows kept
- * for the MTP layer) is what the step left after its row n - 1.  Once per tape.  No
- * collectives: a tensor-parallel rank replays its own share from the tape
- * its own run of the step kept.  The tape is backend memory, copied there
- * within the step (no download: a verify still runs as graphs); the
- * replay downloads only the final-normed rows.
+ * attention input, its tokens and, with the MTP layer open, its
+ * final-normed rows, if it is one sequence's rows at positions > 0.
+ * tf_pipeline_replay takes that sequence, rolled back to before the step,
+ * forward by the step's first n rows (positions pos..) through each
+ * layer's attention alone: the FFNs, norms and head hold no state, and the
+ * rows' attention inputs are those the step computed, so every state (and
+ * the rows kept for the MTP layer) is what the step left after its row
+ * n - 1.  Once per tape.  No collectives: a tensor-parallel rank replays
+ * its own share from the tape its own run of the step kept.  The tape is
+ * backend memory, copied there within the step (no download: a verify
+ * still runs as graphs); the replay downloads only the final-normed rows.
  */
 int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows);
 void tf_pipeline_tape(tf_pipeline *p);

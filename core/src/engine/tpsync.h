@@ -38,11 +38,13 @@ typedef enum tf_tpsync_op {
 	TF_TPSYNC_SEQ_ROLLBACK,         /* seq */
 	TF_TPSYNC_SEQ_TRUNCATE,         /* seq, arg: the length kept */
 	TF_TPSYNC_FORWARD,              /* the batch; arg: TF_TPSYNC_LOGITS, _TAPE */
-	TF_TPSYNC_SEQ_DRAFT,            /* seq, arg: the next token, n: the depth */
+	TF_TPSYNC_SEQ_DRAFT,            /* seq, arg: the next token, n: the depth;
+					 * greedy MTP drafts (tf_seq_draft) */
 	TF_TPSYNC_BEAT,                 /* rank 0 is idle but alive */
-	TF_TPSYNC_SEQ_DRAFT_TOLD,       /* as SEQ_DRAFT, then rank 0 broadcasts each
-					 * draft it picks ([mtp] p_min, sampled
-					 * drafts), -1 where it stops */
+	TF_TPSYNC_SEQ_DRAFT_TOLD,       /* seq, arg: MTP row 0's token, n: the most
+					 * rows; after each row rank 0 broadcasts
+					 * the next row's token, -1 where its
+					 * drafter stops */
 	TF_TPSYNC_SEQ_UNDO,             /* seq, arg: the length kept, n: the rows of
 					 * the verify just run, undone from its tape */
 } tf_tpsync_op;
@@ -56,7 +58,7 @@ typedef struct tf_tpsync_msg {
 	int32_t op;
 	tf_seq_id seq;
 	int64_t arg;
-	int64_t n;                      /* FORWARD: tokens; SEQ_DRAFT: depth */
+	int64_t n;                      /* FORWARD: tokens; SEQ_DRAFT*: depth */
 	uint32_t has;                   /* FORWARD: which of seq, pos, out follow */
 	uint32_t pad;
 } tf_tpsync_msg;

@@ -1,5 +1,5 @@
 /*
- * [mtp] adaptive's policy (core/src/engine/mtp_policy.c) on simulated
+ * [mtp] adaptive's policy (plugins/mtp/policy.c) on simulated
  * steps: a step at depth k takes cost(k) seconds, +-10% noise, and keeps
  * draft i with probability acc[i] when draft i - 1 was kept; the MTP
  * layer is fed the rows kept since the last draft before a drafting
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/mtp_policy.h"
+#include "policy.h"
 
 enum { MAXD = 3, STEPS = 4000, CHUNK = 64 };
 

@@ -1,5 +1,5 @@
-/* mtp_policy.c - see mtp_policy.h. */
-#include "mtp_policy.h"
+/* policy.c - see policy.h. */
+#include "policy.h"
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
 /*
- * mtp_policy.h - how deep one sequence drafts ([mtp] adaptive).
+ * policy.h - how deep one sequence drafts ([mtp] adaptive).
  *
  * The policy picks the depth k (0: a plain step, no drafts) with the most
  * tokens per second, from what the sequence measured itself:
