@@ -221,6 +221,37 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
 int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
 		int *n, int *drafted);
 
+/*
+ * One decode step of several sequences in one batch: each samples its
+ * next token from its logits and drafts up to max_depth more as the
+ * drafter chooses (0, or no drafter: a plain step), then one forward of
+ * the main model verifies every sequence's rows at once, and each keeps
+ * or undoes its own drafts as tf_seq_step would alone.  A sequence's
+ * tokens never depend on the others in the step: with [draft] accept =
+ * exact they are serial decoding's.  The arrays are the caller's; each
+ * step's logits is read first and written last, so a row of a shared
+ * buffer is fine.  A sequence whose own part fails (its drafter, a
+ * refusal) has its status and message set and is left as it was; the
+ * others go on.  Returns TF_OK, or the shared forward's failure (every
+ * sequence in it then has it as its status).
+ *
+ *     tf_spec_step st[2] = { { .seq = a, .max_depth = 3, .logits = la, .tokens = ta },
+ *                            { .seq = b, .max_depth = 3, .logits = lb, .tokens = tb } };
+ *     tf_engine_step(e, st, 2);   // st[0].n tokens ta[0..n) joined a, ...
+ */
+typedef struct tf_spec_step {
+	tf_seq_id seq;                  /* in: each sequence at most once */
+	int max_depth;                  /* in: 0..tf_engine_draft_depth */
+	float *logits;                  /* in: [vocab], its last token's; out: its new last's */
+	int32_t *tokens;                /* out: [max_depth + 1], the tokens it gained */
+	int n;                          /* out: how many (0 when its status is not TF_OK) */
+	int drafted;                    /* out: drafts made, the first n - 1 kept */
+	int status;                     /* out: TF_OK, or why its step failed */
+	char error[256];                /* out: the failure's message */
+} tf_spec_step;
+
+int tf_engine_step(tf_engine *e, tf_spec_step *steps, int n);
+
 /* --- steps --- */
 
 /*

@@ -48,6 +48,10 @@
 #define SEQ_SLOT_BITS 12
 #define SEQ_GEN_MASK ((1u << (31 - SEQ_SLOT_BITS)) - 1)
 
+/* The most rows a verify's tape keeps (engine_open_drafter): 16 sequences
+ * drafting 3 deep. */
+#define TAPE_ROWS 64
+
 struct tf_seq {
 	uint32_t gen;
 	bool alive;
@@ -99,6 +103,10 @@ struct tf_engine {
 	float *dhid, *dlog, *vlog, *pd, *qd;
 	uint8_t *qset;
 	uint8_t *vout;                  /* [depth + 1] ones: a verify wants every row */
+	int spec_cap;                   /* sequences vlog, qd, qset and vout hold */
+	int32_t *btok;                  /* tf_engine_step's batch: [spec_cap * (depth + 1)] */
+	tf_seq_id *bseq;
+	struct spec *specs;             /* [spec_cap] */
 
 	/* [tp] size > 1: the communicator, this rank, the forward calls so
 	 * far (errors name the step), and a follower's received batch and
@@ -154,6 +162,9 @@ void tf_engine_close(tf_engine *e)
 	free(e->qd);
 	free(e->qset);
 	free(e->vout);
+	free(e->btok);
+	free(e->bseq);
+	free(e->specs);
 	if (e->dinit)
 		e->dr->fini(e->dinst);
 	free(e->draw_seq);
@@ -207,7 +218,11 @@ static int engine_open_drafter(tf_engine *e)
 	if (!e->dlog || !e->vlog || !e->pd || !e->qd || !e->qset || !e->vout)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
 	memset(e->vout, 1, (size_t)e->depth + 1);
-	return tf_pipeline_tape_open(e->p, e->depth + 1);
+	e->spec_cap = 1;
+	/* A verify of several sequences (tf_engine_step) tapes up to TAPE_ROWS
+	 * rows; a longer one undoes by replaying through the whole model. */
+	int64_t tape = (int64_t)(e->depth + 1) * e->max_seqs;
+	return tf_pipeline_tape_open(e->p, tape < TAPE_ROWS ? tape : TAPE_ROWS);
 }
 
 /* [tp] size > 1: connect to the other ranks before loading the layers,
@@ -932,7 +947,7 @@ static int mtp_row(tf_engine *e, struct tf_seq *q, int i, int32_t tok, float *ro
 static int draft_tell(tf_engine *e, int32_t *tok);
 static int mtp_open(const tf_engine *e, tf_seq_id s);
 static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
-		    int64_t verified);
+		    int64_t verified, int64_t row0);
 
 /* SEQ_DRAFT: tf_seq_draft's greedy drafts, picked alike. */
 static int follow_draft(tf_engine *e, tf_seq_id s, int32_t next, int64_t depth)
@@ -975,8 +990,8 @@ static int follow_rows(tf_engine *e, tf_seq_id s, int32_t tok, int64_t max)
 }
 
 /* SEQ_UNDO: keep the first `kept` tokens of s, which its last call, a
- * verify of `verified` rows, left longer. */
-static int follow_undo(tf_engine *e, tf_seq_id s, int64_t kept, int64_t verified)
+ * verify of `verified` rows from the step's row row0 on, left longer. */
+static int follow_undo(tf_engine *e, tf_seq_id s, int64_t kept, int64_t verified, int64_t row0)
 {
 	struct tf_seq *q = seq_get(e, s);
 	if (!q)
@@ -986,7 +1001,7 @@ static int follow_undo(tf_engine *e, tf_seq_id s, int64_t kept, int64_t verified
 		return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 undid sequence %d of %" PRId64
 				   " tokens to %" PRId64 " after a verify of %" PRId64,
 				   e->rank, s, q->len, kept, verified);
-	return seq_undo(e, q, s, len, kept - len, verified);
+	return seq_undo(e, q, s, len, kept - len, verified, row0);
 }
 
 int tf_engine_follow(tf_engine *e)
@@ -1015,7 +1030,7 @@ int tf_engine_follow(tf_engine *e)
 		case TF_TPSYNC_SEQ_DRAFT_TOLD:
 			rc = follow_rows(e, m.seq, (int32_t)m.arg, m.n);
 			break;
-		case TF_TPSYNC_SEQ_UNDO: rc = follow_undo(e, m.seq, m.arg, m.n); break;
+		case TF_TPSYNC_SEQ_UNDO: rc = follow_undo(e, m.seq, m.arg, m.n, m.row0); break;
 		case TF_TPSYNC_BEAT: break;
 		default:
 			return tf_diag_set(TF_ERR_PEER, "rank %d: rank 0 sent call %d, which this "
@@ -1143,6 +1158,8 @@ struct draft_run {
 	tf_seq_id s;
 	int max;
 	bool sampled;
+	float *qd;                      /* [max, vocab]: drawn drafts' distributions */
+	uint8_t *qset;                  /* [max]: which were drawn */
 	int rows;                       /* MTP rows run */
 	bool begun;                     /* mtp_begin ran: mtp_end owed */
 };
@@ -1186,52 +1203,67 @@ static int draft_draw(void *ctx, int i, const float *logits, int32_t *tok)
 				   i, r->sampled ? "outside the drafts asked for" :
 				   "the step judges no drawn drafts");
 	int rc = seq_draw(e, r->q, r->s, logits, r->q->len + 1 + i,
-			  e->qd + (size_t)i * (size_t)e->vocab, tok);
+			  r->qd + (size_t)i * (size_t)e->vocab, tok);
 	if (rc == TF_OK)
-		e->qset[i] = 1;
+		r->qset[i] = 1;
 	return rc;
 }
 
+/* One sequence's speculative step (seq_spec, tf_engine_step). */
+struct spec {
+	struct tf_seq *q;
+	tf_seq_id s;
+	int64_t len;                    /* its length before the step */
+	bool sampled;                   /* drafts judged by standard's rule, drawn */
+	int32_t *tokens;                /* [depth + 1]: the sampled token, then the drafts */
+	int got;                        /* drafts */
+	float *qd;                      /* [depth, vocab]: drawn drafts' distributions */
+	uint8_t *qset;                  /* [depth]: which drafts were drawn */
+	int64_t row0;                   /* its first row in the verify */
+	int32_t fix;                    /* standard: a rejected draft's replacement */
+};
+
 /*
- * Up to depth drafts after s's last token and next, from the drafter,
- * checked; `sampled`: the step judges drawn drafts (tf_draft_req).  *got:
- * drafts made.  s is left as it was: the MTP state back at its mark, the
+ * Up to depth drafts after sp's sampled token, from the drafter, checked.
+ * The sequence is left as it was: its MTP state back at its mark, the
  * followers told that the rows are over.
  */
-static int seq_propose(tf_engine *e, struct tf_seq *q, tf_seq_id s, int32_t next, int depth,
-		       bool sampled, int32_t *draft, int *got)
+static int seq_propose(tf_engine *e, struct spec *sp, int depth)
 {
-	struct draft_run r = { .e = e, .q = q, .s = s, .max = depth, .sampled = sampled };
+	struct tf_seq *q = sp->q;
+	struct draft_run r = { .e = e, .q = q, .s = sp->s, .max = depth, .sampled = sp->sampled,
+			       .qd = sp->qd, .qset = sp->qset };
 	const tf_draft_req req = {
-		.tokens = q->tok, .n_tokens = q->len, .next = next, .vocab = q->smp.n_vocab,
-		.max = depth, .sampled = sampled, .ctx = &r,
+		.tokens = q->tok, .n_tokens = q->len, .next = sp->tokens[0],
+		.vocab = q->smp.n_vocab, .max = depth, .sampled = sp->sampled, .ctx = &r,
 		.mtp_row = e->mtp ? draft_mtp_row : NULL, .draw = draft_draw,
 	};
 	const char *name = e->dr->hdr.name;
+	int32_t *draft = sp->tokens + 1;
 	int n = 0, rc;
-	*got = 0;
+	sp->got = 0;
 	if (!depth)
 		return TF_OK;
-	memset(e->qset, 0, (size_t)depth);
+	memset(sp->qset, 0, (size_t)depth);
 	tf_tpsync_beat_lock(e->beat);
 	rc = e->dr->propose(e->dinst, q->dseq, &req, draft, &n);
 	if (r.begun) {
 		int32_t end = -1;
 		int tr = e->tp && e->rank == 0 ? draft_tell(e, &end) : TF_OK;
-		rc = mtp_end(e, q, s, rc == TF_OK ? tr : rc);
+		rc = mtp_end(e, q, sp->s, rc == TF_OK ? tr : rc);
 	}
 	tf_tpsync_beat_unlock(e->beat);
 	if (rc != TF_OK)
-		return tf_diag_prefix(rc, "sequence %d: drafter %s", s, name);
+		return tf_diag_prefix(rc, "sequence %d: drafter %s", sp->s, name);
 	if (n < 0 || n > depth)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s proposed %d drafts, "
-				   "asked for at most %d", s, name, n, depth);
+				   "asked for at most %d", sp->s, name, n, depth);
 	for (int i = 0; i < n; i++)
 		if (draft[i] < 0 || draft[i] >= req.vocab)
 			return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s proposed token "
-					   "%d, outside the vocabulary [0, %d)", s, name, draft[i],
+					   "%d, outside the vocabulary [0, %d)", sp->s, name, draft[i],
 					   req.vocab);
-	*got = n;
+	sp->got = n;
 	return TF_OK;
 }
 
@@ -1268,19 +1300,20 @@ static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t
 
 /*
  * Keep the first n of the `verified` rows s just ran after its first len
- * tokens: back to the snapshot taken before them, then the attention of
- * those rows again from the verify's tape (pipeline.h), without the FFNs
- * and the head.  A verify longer than one step kept no tape: truncating
- * replays the rows through the whole model instead.
+ * tokens, rows row0.. of the verify: back to the snapshot taken before
+ * them, then the attention of those rows again from the verify's tape
+ * (pipeline.h), without the FFNs and the head.  A verify the tape could
+ * not hold (longer than a step, say): truncating replays the rows
+ * through the whole model instead.
  */
 static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
-		    int64_t verified)
+		    int64_t verified, int64_t row0)
 {
-	if (verified > e->rows)
+	if (row0 + verified > tf_pipeline_taped(e->p))
 		return seq_truncate(e, s, len + n);
 	int rc = tf_seqstate_rollback(q->st);
 	if (rc == TF_OK)
-		rc = tf_pipeline_replay(e->p, q->st, (int32_t)len, n);
+		rc = tf_pipeline_replay(e->p, q->st, row0, (int32_t)len, n);
 	if (rc != TF_OK) {
 		q->broken = true;
 		return tf_diag_prefix(rc, "sequence %d: undoing drafts", s);
@@ -1292,37 +1325,39 @@ static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, in
 /* Rank 0's seq_undo, sent: each follower undoes from its own tape, which
  * its own run of the verify left (follow_undo). */
 static int spec_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
-		     int64_t verified)
+		     int64_t verified, int64_t row0)
 {
 	tf_tpsync_beat_lock(e->beat);
 	int rc = tp_send(e, (tf_tpsync_msg){ .op = TF_TPSYNC_SEQ_UNDO, .seq = s, .arg = len + n,
-					     .n = verified }, NULL);
+					     .n = verified, .row0 = (uint32_t)row0 }, NULL);
 	if (rc == TF_OK)
-		rc = seq_undo(e, q, s, len, n, verified);
+		rc = seq_undo(e, q, s, len, n, verified, row0);
 	tf_tpsync_beat_unlock(e->beat);
 	return rc;
 }
 
 /*
- * [draft] accept = standard at a temperature: draft i, at position pos,
- * against the verify's row: the sampler's distribution there (dense into
- * e->pd) and the draft's (e->qd, drawn; or certain: all on the draft)
+ * [draft] accept = standard at a temperature: draft i of sp, at position
+ * pos, against the verify's row: the sampler's distribution there (dense
+ * into e->pd) and the draft's (drawn; or certain: all on the draft)
  * through the accept rule, at numbers of streams 1 and 2.  *token: the
  * draft, or the residual's draw.
  */
-static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *row, int i,
-		     int64_t pos, int32_t draft, bool *kept, int32_t *token)
+static int seq_judge(tf_engine *e, struct spec *sp, const float *row, int i, int64_t pos,
+		     bool *kept, int32_t *token)
 {
+	struct tf_seq *q = sp->q;
+	int32_t draft = sp->tokens[i + 1];
 	const tf_sampler_cand *c;
 	size_t m;
 	int rc = tf_sampler_dist(&q->smp, row, q->tok, (size_t)pos, &c, &m);
 	if (rc != TF_OK)
-		return tf_diag_prefix(rc, "sequence %d", s);
+		return tf_diag_prefix(rc, "sequence %d", sp->s);
 	memset(e->pd, 0, (size_t)e->vocab * sizeof(*e->pd));
 	for (size_t j = 0; j < m; j++)
 		e->pd[c[j].id] = c[j].p;
-	float *qd = e->qd + (size_t)i * (size_t)e->vocab;
-	if (!e->qset[i]) {
+	float *qd = sp->qd + (size_t)i * (size_t)e->vocab;
+	if (!sp->qset[i]) {
 		memset(qd, 0, (size_t)e->vocab * sizeof(*qd));
 		qd[draft] = 1;
 	}
@@ -1333,66 +1368,91 @@ static int seq_judge(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *r
 	return TF_OK;
 }
 
+/* The first half of sp's step: the next token from logits, then up to
+ * depth drafts after it. */
+static int spec_draft(tf_engine *e, struct spec *sp, const float *logits, int depth,
+		      bool standard)
+{
+	int rc;
+	sp->sampled = standard && sp->q->smp.par.temperature > 0;
+	sp->len = sp->q->len;
+	sp->fix = -1;
+	sp->got = 0;
+	if ((rc = tf_seq_sample(e, sp->s, logits, &sp->tokens[0])) != TF_OK)
+		return rc;
+	/* logits is written again after the verify: nothing of it is owed
+	 * any more. */
+	if (e->owed.host == logits)
+		e->owed.n = 0;
+	return seq_propose(e, sp, depth);
+}
+
 /*
- * One step of s: the next token from logits, up to depth drafts after it
- * (seq_propose; standard: seq_judge), the verify and the undoing of what
- * it rejects; no drafts is a plain step.  Exact: a draft is kept when the
- * sampler picks it at its position.  Standard with sampling: a draft
- * rejected is replaced by the residual's draw, the token to feed next
- * (q->pending).
+ * The second half, after the verify ran sp's rows into rows [got + 1,
+ * vocab] (host memory, or still owed from the device): the drafts kept,
+ * *kept of them, up to the first one the accept rule refuses, the rest
+ * undone.  Exact: a draft is kept when the sampler picks it at its
+ * position.  Standard with sampling: a draft rejected is replaced by the
+ * residual's draw, the token to feed next (q->pending).
  */
+static int spec_judge(tf_engine *e, struct spec *sp, const float *rows, int *kept)
+{
+	struct tf_seq *q = sp->q;
+	int a = 0, rc;
+	/* Exact: the sampler's picks at every draft's position at once, on
+	 * the device where it can; the rest, and standard's distributions,
+	 * on the host. */
+	bool dev = false;
+	if (!sp->sampled) {
+		rc = seq_pick_dev(e, q, rows, sp->len + 1, sp->got, e->draw_tok);
+		if (rc != TF_OK && rc != TF_ERR_UNSUPPORTED)
+			return tf_diag_prefix(rc, "sequence %d", sp->s);
+		dev = rc == TF_OK;
+	}
+	if (!dev && (rc = owed_pay(e)) != TF_OK)
+		return rc;
+	for (; a < sp->got; a++) {
+		const float *row = rows + (size_t)a * (size_t)e->vocab;
+		int32_t *pick = &e->draw_tok[a];
+		int64_t pos = sp->len + 1 + a;
+		bool ok = false;
+		if (sp->sampled)
+			rc = seq_judge(e, sp, row, a, pos, &ok, &sp->fix);
+		else if ((dev && *pick >= 0) || (rc = seq_pick(e, q, sp->s, row, pos, pick)) == TF_OK)
+			ok = *pick == sp->tokens[a + 1];
+		if (rc != TF_OK)
+			return rc;
+		if (!ok)
+			break;
+	}
+	if (a < sp->got &&
+	    (rc = spec_undo(e, q, sp->s, sp->len, a + 1, sp->got + 1, sp->row0)) != TF_OK)
+		return rc;
+	q->pending = a < sp->got ? sp->fix : -1;
+	*kept = a;
+	return TF_OK;
+}
+
+/* One step of s (spec_draft, one verify, spec_judge); no drafts is a
+ * plain step. */
 static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, bool standard,
 		    float *logits, int32_t *tokens, int *n, int *drafted)
 {
-	bool sampled = standard && q->smp.par.temperature > 0;
-	int64_t len = q->len;
-	int32_t fix = -1;
-	int got, a = 0, rc;
-	if ((rc = tf_seq_sample(e, s, logits, &tokens[0])) != TF_OK)
+	struct spec sp = { .q = q, .s = s, .tokens = tokens, .qd = e->qd, .qset = e->qset };
+	int a = 0, rc = spec_draft(e, &sp, logits, depth, standard);
+	if (rc != TF_OK)
 		return rc;
-	/* logits is written again below: nothing of it is owed any more. */
-	if (e->owed.host == logits)
-		e->owed.n = 0;
-	if ((rc = seq_propose(e, q, s, tokens[0], depth, sampled, tokens + 1, &got)) != TF_OK)
-		return rc;
-	*drafted = got;
-	if (!got) {
+	*drafted = sp.got;
+	if (!sp.got) {
 		const tf_batch b = { .n = 1, .token = tokens, .one_seq = s };
 		*n = 1;
 		return tf_engine_forward(e, &b, logits, NULL);
 	}
 	if ((rc = tf_seq_snapshot(e, s)) != TF_OK)
 		return rc;
-	const tf_batch b = { .n = got + 1, .token = tokens, .one_seq = s, .out = e->vout };
-	if ((rc = engine_forward(e, &b, e->vlog, NULL, true)) != TF_OK)
-		return rc;
-	/* Exact: the sampler's picks at every draft's position at once, on
-	 * the device where it can; the rest, and standard's distributions,
-	 * on the host. */
-	bool dev = false;
-	if (!sampled) {
-		rc = seq_pick_dev(e, q, e->vlog, len + 1, got, e->draw_tok);
-		if (rc != TF_OK && rc != TF_ERR_UNSUPPORTED)
-			return tf_diag_prefix(rc, "sequence %d", s);
-		dev = rc == TF_OK;
-	}
-	if (!dev && (rc = owed_pay(e)) != TF_OK)
-		return rc;
-	for (; a < got; a++) {
-		const float *row = e->vlog + (size_t)a * (size_t)e->vocab;
-		int32_t *pick = &e->draw_tok[a];
-		bool kept = false;
-		if (sampled)
-			rc = seq_judge(e, q, s, row, a, len + 1 + a, tokens[a + 1], &kept, &fix);
-		else if ((dev && *pick >= 0) ||
-			 (rc = seq_pick(e, q, s, row, len + 1 + a, pick)) == TF_OK)
-			kept = *pick == tokens[a + 1];
-		if (rc != TF_OK)
-			return rc;
-		if (!kept)
-			break;
-	}
-	if (a < got && (rc = spec_undo(e, q, s, len, a + 1, got + 1)) != TF_OK)
+	const tf_batch b = { .n = sp.got + 1, .token = tokens, .one_seq = s, .out = e->vout };
+	if ((rc = engine_forward(e, &b, e->vlog, NULL, true)) != TF_OK ||
+	    (rc = spec_judge(e, &sp, e->vlog, &a)) != TF_OK)
 		return rc;
 	if (e->owed.n) {                /* row a is owed to logits now */
 		e->owed.host = logits;
@@ -1402,7 +1462,6 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, bool
 		memcpy(logits, e->vlog + (size_t)a * (size_t)e->vocab,
 		       (size_t)e->vocab * sizeof(float));
 	}
-	q->pending = a < got ? fix : -1;
 	*n = a + 1;
 	return TF_OK;
 }
@@ -1487,6 +1546,170 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		e->dr->observe(e->dinst, q->dseq, &(tf_draft_outcome){
 			.asked = k, .drafted = *drafted, .accepted = *n - 1, .seconds = t,
 			.catch_seconds = c1 - c0, .caught = r1 - r0 });
+	return rc;
+}
+
+/* Room for a batched step of n sequences: its verify's logits, its drafts'
+ * distributions, its tokens. */
+static int spec_reserve(tf_engine *e, int n)
+{
+	if (n <= e->spec_cap)
+		return TF_OK;
+	size_t d = (size_t)e->depth, v = (size_t)e->vocab, m = (size_t)n;
+	float *vlog = realloc(e->vlog, m * (d + 1) * v * sizeof(*vlog));
+	if (vlog)
+		e->vlog = vlog;
+	float *qd = vlog ? realloc(e->qd, m * (d ? d : 1) * v * sizeof(*qd)) : NULL;
+	if (qd)
+		e->qd = qd;
+	uint8_t *qset = qd ? realloc(e->qset, m * (d ? d : 1)) : NULL;
+	if (qset)
+		e->qset = qset;
+	uint8_t *vout = qset ? realloc(e->vout, m * (d + 1)) : NULL;
+	if (vout)
+		e->vout = vout;
+	int32_t *btok = vout ? realloc(e->btok, m * (d + 1) * sizeof(*btok)) : NULL;
+	if (btok)
+		e->btok = btok;
+	tf_seq_id *bseq = btok ? realloc(e->bseq, m * (d + 1) * sizeof(*bseq)) : NULL;
+	if (bseq)
+		e->bseq = bseq;
+	struct spec *sp = bseq ? realloc(e->specs, m * sizeof(*sp)) : NULL;
+	if (!sp)
+		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for a step of %d sequences",
+				   n);
+	e->specs = sp;
+	memset(e->vout, 1, m * (d + 1));
+	e->spec_cap = n;
+	return TF_OK;
+}
+
+/* A sequence of the step failed: its status and message. */
+static void step_fail(tf_spec_step *st, int rc)
+{
+	st->status = rc;
+	snprintf(st->error, sizeof(st->error), "%s", tf_diag_msg());
+}
+
+/* What a step's sequence tells its drafter afterwards. */
+struct step_acct {
+	int asked;                      /* the depth the drafter chose */
+	double catch_s;                 /* the MTP layer's catching up while drafting */
+	int64_t caught;
+};
+
+/* The first half of st's step (spec_draft) into sp, its drafts'
+ * distributions into qd and qset, checked. */
+static int step_draft(tf_engine *e, tf_spec_step *st, struct spec *sp, float *qd,
+		      uint8_t *qset, struct step_acct *acct)
+{
+	struct tf_seq *q = seq_get(e, st->seq);
+	int rc, k = 0;
+	if (!q)
+		return TF_ERR_INVALID;
+	if (q->nb)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d is twice in one step", st->seq);
+	if (e->dr || st->max_depth)
+		rc = spec_check(e, q, st->seq, st->max_depth, 0);
+	else
+		rc = seq_usable(q, st->seq);
+	if (rc != TF_OK)
+		return rc;
+	if (st->max_depth) {
+		tf_draft_plan plan = { .max = st->max_depth,
+				       .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
+		k = e->dr->depth ? e->dr->depth(e->dinst, q->dseq, &plan) : st->max_depth;
+		if (k < 0 || k > st->max_depth)
+			return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s chose depth %d, "
+					   "outside 0..%d", st->seq, e->dr->hdr.name, k,
+					   st->max_depth);
+		if (e->mtp)
+			tf_seqstate_mtp_skip(q->st, plan.idle && !e->tp);
+	}
+	*sp = (struct spec){ .q = q, .s = st->seq, .tokens = st->tokens, .qd = qd, .qset = qset };
+	double c0, c1;
+	int64_t r0, r1;
+	tf_pipeline_mtp_caught(e->p, &c0, &r0);
+	rc = spec_draft(e, sp, st->logits, k, e->standard);
+	tf_pipeline_mtp_caught(e->p, &c1, &r1);
+	*acct = (struct step_acct){ .asked = k, .catch_s = c1 - c0, .caught = r1 - r0 };
+	if (rc == TF_OK && sp->got && (rc = tf_seq_snapshot(e, st->seq)) != TF_OK)
+		return rc;
+	q->nb = 1;                      /* in the step: once */
+	return rc;
+}
+
+int tf_engine_step(tf_engine *e, tf_spec_step *steps, int n)
+{
+	double t = tf_pipeline_clock();
+	int64_t rows = 0;
+	int live = 0, rc;
+	if (n < 1 || n > e->max_seqs)
+		return tf_diag_set(TF_ERR_INVALID, "a step of %d sequences: 1..%d ([runtime] "
+				   "sequences)", n, e->max_seqs);
+	if ((rc = spec_reserve(e, n)) != TF_OK || (rc = owed_pay(e)) != TF_OK)
+		return rc;
+	struct step_acct *acct = calloc((size_t)n, sizeof(*acct));
+	if (!acct)
+		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for a step");
+	size_t d = (size_t)(e->depth ? e->depth : 1);
+	for (int i = 0; i < n; i++) {
+		tf_spec_step *st = &steps[i];
+		struct spec *sp = &e->specs[i];
+		st->status = TF_OK;
+		st->error[0] = 0;
+		st->n = st->drafted = 0;
+		sp->q = NULL;
+		if ((rc = step_draft(e, st, sp, e->qd + (size_t)i * d * (size_t)e->vocab,
+				     e->qset + (size_t)i * d, &acct[i])) != TF_OK) {
+			step_fail(st, rc);
+			sp->q = NULL;
+			continue;
+		}
+		sp->row0 = rows;
+		for (int j = 0; j <= sp->got; j++) {
+			e->btok[rows] = sp->tokens[j];
+			e->bseq[rows++] = sp->s;
+		}
+		st->drafted = sp->got;
+		live++;
+	}
+	for (int i = 0; i < n; i++)
+		if (e->specs[i].q)
+			e->specs[i].q->nb = 0;
+	rc = TF_OK;
+	if (live) {
+		const tf_batch b = { .n = rows, .token = e->btok, .seq = e->bseq, .out = e->vout };
+		rc = engine_forward(e, &b, e->vlog, NULL, rows > live);
+	}
+	for (int i = 0; i < n; i++) {
+		tf_spec_step *st = &steps[i];
+		struct spec *sp = &e->specs[i];
+		int a = 0;
+		if (!sp->q)
+			continue;
+		if (rc != TF_OK) {
+			step_fail(st, rc);
+			continue;
+		}
+		int sr = sp->got ? spec_judge(e, sp, e->vlog + (size_t)sp->row0 * (size_t)e->vocab,
+					      &a) : TF_OK;
+		if (sr == TF_OK)
+			sr = owed_pay(e);
+		if (sr != TF_OK) {
+			step_fail(st, sr);
+			continue;
+		}
+		memcpy(st->logits, e->vlog + (size_t)(sp->row0 + a) * (size_t)e->vocab,
+		       (size_t)e->vocab * sizeof(float));
+		st->n = a + 1;
+		if (e->dr && e->dr->observe && st->max_depth)
+			e->dr->observe(e->dinst, sp->q->dseq, &(tf_draft_outcome){
+				.asked = acct[i].asked, .drafted = sp->got, .accepted = a,
+				.seconds = tf_pipeline_clock() - t, .catch_seconds = acct[i].catch_s,
+				.caught = acct[i].caught });
+	}
+	free(acct);
 	return rc;
 }
 

@@ -780,9 +780,12 @@ int tf_pipeline_step(tf_pipeline *p, const int32_t *tokens, const int32_t *pos, 
 			return rc;
 		}
 	}
-	/* An armed tape takes this step only, and only a verify's shape. */
+	/* An armed tape takes this step only, and only a verify's shape:
+	 * sequences that continue. */
 	p->tape_n = 0;
-	p->taping = p->taping && n_seg == 1 && n <= p->tape_cap && pos[0] > 0;
+	p->taping = p->taping && n <= p->tape_cap;
+	for (int k = 0; p->taping && k < n_seg; k++)
+		p->taping = pos[seg[k].row0] > 0;
 	if (p->taping)
 		memcpy(p->ttok, tokens, (size_t)n * sizeof(*tokens));
 	rc = step_run(p, tokens, pos, n, seg, n_seg, out, hidden);
@@ -811,23 +814,25 @@ void tf_pipeline_tape(tf_pipeline *p)
 	p->taping = p->tape_cap > 0;
 }
 
-int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
+int64_t tf_pipeline_taped(const tf_pipeline *p) { return p->tape_n; }
+
+int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int64_t row0, int32_t pos, int64_t n)
 {
 	size_t slot = (size_t)p->tape_cap * (size_t)p->hidden;
+	size_t at = (size_t)row0 * (size_t)p->hidden;
 	size_t bytes = (size_t)n * (size_t)p->hidden * sizeof(float);
 	const tf_pipe_seg seg = { .state = s, .row0 = 0, .n = n };
 	double t = tf_pipeline_clock();
 	int rc;
 
-	if (n < 1 || n > p->tape_n)
-		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: replay of %" PRId64
-				   " rows from a tape of %" PRId64, n, p->tape_n);
-	p->tape_n = 0;          /* once: the states move on */
+	if (row0 < 0 || n < 1 || row0 + n > p->tape_n)
+		return tf_diag_set(TF_ERR_INTERNAL, "pipeline: replay of rows %" PRId64 "..%" PRId64
+				   " from a tape of %" PRId64, row0, row0 + n - 1, p->tape_n);
 	for (int64_t r = 0; r < n; r++)
 		p->tpos[r] = pos + (int32_t)r;
 	for (int i = 0; i < p->n_layers; i++) {
 		struct tf_layer *l = &p->layers[i];
-		if ((rc = p->be->convert(p->bctx, p->xbuf, TF_DTYPE_F32, p->tape + (size_t)i * slot,
+		if ((rc = p->be->convert(p->bctx, p->xbuf, TF_DTYPE_F32, p->tape + (size_t)i * slot + at,
 					 TF_DTYPE_F32, n * p->hidden)) != TF_OK)
 			return tf_diag_prefix(rc, "pipeline: a verify's tape");
 		if ((rc = attend(p, i, p->tpos, n, &seg, 1, true)) != TF_OK)
@@ -837,9 +842,9 @@ int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n)
 	if (!p->mtp)
 		return TF_OK;
 	float *rows;
-	if ((rc = tf_seqstate_pend_add(s, pos, p->ttok, n, &rows)) != TF_OK)
+	if ((rc = tf_seqstate_pend_add(s, pos, p->ttok + row0, n, &rows)) != TF_OK)
 		return rc;
-	rc = p->be->download(p->bctx, rows, p->tape + (size_t)p->n_layers * slot, bytes);
+	rc = p->be->download(p->bctx, rows, p->tape + (size_t)p->n_layers * slot + at, bytes);
 	return rc == TF_OK ? TF_OK : tf_diag_set(rc, "pipeline: tape download failed");
 }
 

@@ -110,20 +110,24 @@ int tf_pipeline_mtp(tf_pipeline *p, tf_seqstate *s, int32_t token, int32_t pos,
  * makes room for up to `rows` rows (at most the step's); tf_pipeline_tape
  * arms it for the next step alone, which then keeps every layer's
  * attention input, its tokens and, with the MTP layer open, its
- * final-normed rows, if it is one sequence's rows at positions > 0.
- * tf_pipeline_replay takes that sequence, rolled back to before the step,
- * forward by the step's first n rows (positions pos..) through each
- * layer's attention alone: the FFNs, norms and head hold no state, and the
- * rows' attention inputs are those the step computed, so every state (and
- * the rows kept for the MTP layer) is what the step left after its row
- * n - 1.  Once per tape.  No collectives: a tensor-parallel rank replays
- * its own share from the tape its own run of the step kept.  The tape is
- * backend memory, copied there within the step (no download: a verify
- * still runs as graphs); the replay downloads only the final-normed rows.
+ * final-normed rows, if its rows fit and each of its sequences continues
+ * (its first row at a position > 0); tf_pipeline_taped says how many rows
+ * the last step kept (0: none).  tf_pipeline_replay takes one of the
+ * step's sequences, rolled back to before the step, forward by n of its
+ * rows (the step's rows row0.., positions pos..) through each layer's
+ * attention alone: the FFNs, norms and head hold no state, and the rows'
+ * attention inputs are those the step computed, so every state (and the
+ * rows kept for the MTP layer) is what the step left after those rows.
+ * At most once per sequence of the step.  No collectives: a
+ * tensor-parallel rank replays its own share from the tape its own run of
+ * the step kept.  The tape is backend memory, copied there within the
+ * step (no download: a verify still runs as graphs); the replay downloads
+ * only the final-normed rows.
  */
 int tf_pipeline_tape_open(tf_pipeline *p, int64_t rows);
 void tf_pipeline_tape(tf_pipeline *p);
-int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int32_t pos, int64_t n);
+int64_t tf_pipeline_taped(const tf_pipeline *p);
+int tf_pipeline_replay(tf_pipeline *p, tf_seqstate *s, int64_t row0, int32_t pos, int64_t n);
 
 /* logits [n, vocab] (host memory) = lm_head(hidden [n, hidden_size]). */
 int tf_pipeline_head(tf_pipeline *p, const float *hidden, int64_t n, float *logits);

@@ -60,7 +60,7 @@ typedef struct tf_tpsync_msg {
 	int64_t arg;
 	int64_t n;                      /* FORWARD: tokens; SEQ_DRAFT*: depth */
 	uint32_t has;                   /* FORWARD: which of seq, pos, out follow */
-	uint32_t pad;
+	uint32_t row0;                  /* SEQ_UNDO: the sequence's first row in the verify */
 } tf_tpsync_msg;
 
 /* A received FORWARD's arrays, grown as needed. */
