@@ -999,3 +999,41 @@ Test(engine, a_batched_steps_failures_stay_its_own)
 	free(lg);
 	tf_engine_close(e);
 }
+
+/* The verify's snapshot is its own: speculative steps that undo drafts
+ * leave the caller's (tf_seq_snapshot) where it was, and rolling back to
+ * it gives what it gave before, bit for bit. */
+Test(engine, speculation_leaves_the_callers_snapshot)
+{
+	const char *sets[] = { "mtp.enabled=true", "mtp.max_depth=3", "mtp.adaptive=false",
+			       "runtime.kv_cache=f32" };
+	tf_engine *e = NULL;
+	cr_assert_eq(tf_engine_open(ini, sets, 4, &e), TF_OK, "%s", tf_engine_errmsg());
+	int V = tf_engine_vocab(e), n, drafted, undone = 0;
+	int32_t *p = tokens(960, SP_PROMPT, V), spec[SP_DEPTH + 1];
+	float *la = rows_alloc(1, V), *lb = rows_alloc(1, V);
+	tf_seq_id a = seq_new(e);
+	sp_sampling(e, a, 0, false);
+	feed(e, a, p, SP_PROMPT - 1, CHUNK, NULL, NULL);
+	cr_assert_eq(tf_seq_snapshot(e, a), TF_OK);
+	feed(e, a, p + SP_PROMPT - 1, 1, 1, la, NULL);
+	memcpy(lb, la, (size_t)V * sizeof(*la));
+	for (int k = 0; k < 6; k++) {
+		cr_assert_eq(tf_seq_step(e, a, SP_DEPTH, lb, spec, &n, &drafted), TF_OK, "%s",
+			     tf_engine_errmsg());
+		undone += n - 1 < drafted;
+	}
+	tf_spec_step st = { .seq = a, .max_depth = SP_DEPTH, .logits = lb, .tokens = spec };
+	cr_assert_eq(tf_engine_step(e, &st, 1), TF_OK);
+	cr_assert_eq(st.status, TF_OK, "%s", st.error);
+	undone += st.n - 1 < st.drafted;
+	cr_assert_gt(undone, 0, "no step undid drafts");
+	cr_assert_eq(tf_seq_rollback(e, a), TF_OK, "%s", tf_engine_errmsg());
+	cr_assert_eq(tf_seq_len(e, a), SP_PROMPT - 1);
+	feed(e, a, p + SP_PROMPT - 1, 1, 1, lb, NULL);
+	cr_assert_eq(memcmp(la, lb, (size_t)V * sizeof(*la)), 0);
+	free(p);
+	free(la);
+	free(lb);
+	tf_engine_close(e);
+}

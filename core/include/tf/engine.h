@@ -194,11 +194,11 @@ int tf_seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *dr
  * not have chosen at its position.  tokens [depth + 1] receives the *n
  * tokens s now holds beyond what it held (the sampled one and the drafts
  * kept), logits the logits of the last of them: the state serial decoding
- * reaches after *n tokens.  Uses s's snapshot (tf_seq_snapshot), replacing
- * its mark; the drafts not kept are undone by going back to the mark and
- * running the attention of the kept rows again from the inputs the verify
- * computed (the FFNs and the head hold no state).  TF_ERR_RANGE when
- * depth + 1 tokens do not fit the context.
+ * reaches after *n tokens.  The verify takes a snapshot of its own (s's
+ * from tf_seq_snapshot stays where it was); the drafts not kept are
+ * undone by going back to it and running the attention of the kept rows
+ * again from the inputs the verify computed (the FFNs and the head hold
+ * no state).  TF_ERR_RANGE when depth + 1 tokens do not fit the context.
  */
 int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_t *tokens,
 		     int *n);

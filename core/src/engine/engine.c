@@ -103,7 +103,7 @@ struct tf_engine {
 	float *dhid, *dlog, *vlog, *pd, *qd;
 	uint8_t *qset;
 	uint8_t *vout;                  /* [depth + 1] ones: a verify wants every row */
-	int spec_cap;                   /* sequences vlog, qd, qset and vout hold */
+	int spec_cap;                   /* sequences tf_engine_step's buffers hold */
 	int32_t *btok;                  /* tf_engine_step's batch: [spec_cap * (depth + 1)] */
 	tf_seq_id *bseq;
 	struct spec *specs;             /* [spec_cap] */
@@ -218,7 +218,6 @@ static int engine_open_drafter(tf_engine *e)
 	if (!e->dlog || !e->vlog || !e->pd || !e->qd || !e->qset || !e->vout)
 		return tf_diag_set(TF_ERR_NOMEM, "engine: out of memory for drafts");
 	memset(e->vout, 1, (size_t)e->depth + 1);
-	e->spec_cap = 1;
 	/* A verify of several sequences (tf_engine_step) tapes up to TAPE_ROWS
 	 * rows; a longer one undoes by replaying through the whole model. */
 	int64_t tape = (int64_t)(e->depth + 1) * e->max_seqs;
@@ -501,7 +500,7 @@ int tf_seq_snapshot(tf_engine *e, tf_seq_id s)
 	    (rc = seq_usable(q, s)) != TF_OK)
 		return rc;
 	q->mark = -1;
-	if ((rc = tf_seqstate_snapshot(q->st)) != TF_OK)
+	if ((rc = tf_seqstate_snapshot(q->st, TF_SNAP_USER)) != TF_OK)
 		return tf_diag_prefix(rc, "sequence %d", s);
 	q->mark = q->len;
 	return TF_OK;
@@ -517,7 +516,7 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 		return rc;
 	if (q->mark < 0)
 		return tf_diag_set(TF_ERR_INVALID, "sequence %d has no snapshot to roll back to", s);
-	if ((rc = tf_seqstate_rollback(q->st)) != TF_OK) {
+	if ((rc = tf_seqstate_rollback(q->st, TF_SNAP_USER)) != TF_OK) {
 		q->broken = true;
 		return tf_diag_prefix(rc, "sequence %d", s);
 	}
@@ -528,7 +527,28 @@ int tf_seq_rollback(tf_engine *e, tf_seq_id s)
 }
 
 static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
-		      bool no_out);
+		      bool no_out, bool verify);
+
+/* Run q's tokens from..len again through the whole model, its state at
+ * from (q->len is from). */
+static int seq_replay(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t from, int64_t len)
+{
+	if (from == len)
+		return TF_OK;
+	/* The replayed tokens are rewritten in place; run a copy. */
+	int32_t *again = malloc((size_t)(len - from) * sizeof(*again));
+	if (!again) {
+		q->broken = true;
+		return tf_diag_set(TF_ERR_NOMEM, "sequence %d: out of memory to replay", s);
+	}
+	memcpy(again, q->tok + from, (size_t)(len - from) * sizeof(*again));
+	const tf_batch b = { .n = len - from, .token = again, .one_seq = s };
+	int rc = engine_run(e, &b, NULL, NULL, true, false);
+	free(again);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
+	return TF_OK;
+}
 
 static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 {
@@ -544,7 +564,7 @@ static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 		return TF_OK;
 	int64_t from = 0;
 	if (q->mark >= 0 && q->mark <= len) {
-		if ((rc = tf_seqstate_rollback(q->st)) != TF_OK) {
+		if ((rc = tf_seqstate_rollback(q->st, TF_SNAP_USER)) != TF_OK) {
 			q->broken = true;
 			return tf_diag_prefix(rc, "sequence %d", s);
 		}
@@ -556,21 +576,7 @@ static int seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
 	q->len = from;
 	q->broken = false;
 	q->pending = -1;
-	if (from == len)
-		return TF_OK;
-	/* The replayed tokens are rewritten in place; run a copy. */
-	int32_t *again = malloc((size_t)(len - from) * sizeof(*again));
-	if (!again) {
-		q->broken = true;
-		return tf_diag_set(TF_ERR_NOMEM, "sequence %d: out of memory to truncate", s);
-	}
-	memcpy(again, q->tok + from, (size_t)(len - from) * sizeof(*again));
-	const tf_batch b = { .n = len - from, .token = again, .one_seq = s };
-	rc = engine_run(e, &b, NULL, NULL, true);
-	free(again);
-	if (rc != TF_OK)
-		return tf_diag_prefix(rc, "sequence %d: replaying %" PRId64 " tokens", s, len - from);
-	return TF_OK;
+	return seq_replay(e, q, s, from, len);
 }
 
 int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len)
@@ -816,8 +822,11 @@ static int batch_step(tf_engine *e, const tf_batch *b, int64_t r0, int64_t m)
 				e->hid);
 }
 
+/* A batch's rows through the pipeline; `verify`: each sequence with
+ * several rows in it is snapshot first (TF_SNAP_VERIFY), to undo drafts
+ * from. */
 static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hidden,
-		      bool no_out)
+		      bool no_out, bool verify)
 {
 	int n_touched = 0, rc;
 	int64_t n_out = 0;
@@ -827,6 +836,14 @@ static int engine_run(tf_engine *e, const tf_batch *b, float *logits, float *hid
 	if ((rc = batch_check(e, b, &n_touched)) != TF_OK ||
 	    (rc = batch_reserve(e, b->n, no_out ? 0 : tf_batch_outputs(b))) != TF_OK)
 		goto out;
+	for (int k = 0; verify && k < n_touched; k++) {
+		struct tf_seq *q = &e->seq[e->touched[k]];
+		if (q->nb > 1 && (rc = tf_seqstate_snapshot(q->st, TF_SNAP_VERIFY)) != TF_OK) {
+			rc = tf_diag_prefix(rc, "sequence %d: before a verify",
+					    seq_id(e, e->touched[k]));
+			goto out;
+		}
+	}
 
 	/* Group rows by sequence, first seen first; number the outputs. */
 	for (int k = 0, row = 0; k < n_touched; k++) {
@@ -903,7 +920,7 @@ static int engine_forward(tf_engine *e, const tf_batch *b, float *logits, float 
 	if (rc == TF_OK) {
 		if (tape)
 			tf_pipeline_tape(e->p);
-		rc = engine_run(e, b, logits, hidden, false);
+		rc = engine_run(e, b, logits, hidden, false, tape);
 	}
 	tf_tpsync_beat_unlock(e->beat);
 	e->steps++;
@@ -1300,18 +1317,22 @@ static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t
 
 /*
  * Keep the first n of the `verified` rows s just ran after its first len
- * tokens, rows row0.. of the verify: back to the snapshot taken before
- * them, then the attention of those rows again from the verify's tape
- * (pipeline.h), without the FFNs and the head.  A verify the tape could
- * not hold (longer than a step, say): truncating replays the rows
- * through the whole model instead.
+ * tokens, rows row0.. of the verify: back to the snapshot the verify took
+ * (TF_SNAP_VERIFY; the caller's own stays), then the attention of those
+ * rows again from the verify's tape (pipeline.h), without the FFNs and
+ * the head.  A verify the tape could not hold (longer than a step, say)
+ * runs the kept rows through the whole model again instead.
  */
 static int seq_undo(tf_engine *e, struct tf_seq *q, tf_seq_id s, int64_t len, int64_t n,
 		    int64_t verified, int64_t row0)
 {
-	if (row0 + verified > tf_pipeline_taped(e->p))
-		return seq_truncate(e, s, len + n);
-	int rc = tf_seqstate_rollback(q->st);
+	bool taped = row0 + verified <= tf_pipeline_taped(e->p);
+	int rc = tf_seqstate_rollback(q->st, TF_SNAP_VERIFY);
+	if (rc == TF_OK && !taped) {
+		q->len = len;
+		q->pending = -1;
+		return seq_replay(e, q, s, len, len + n);
+	}
 	if (rc == TF_OK)
 		rc = tf_pipeline_replay(e->p, q->st, row0, (int32_t)len, n);
 	if (rc != TF_OK) {
@@ -1448,8 +1469,6 @@ static int seq_spec(tf_engine *e, struct tf_seq *q, tf_seq_id s, int depth, bool
 		*n = 1;
 		return tf_engine_forward(e, &b, logits, NULL);
 	}
-	if ((rc = tf_seq_snapshot(e, s)) != TF_OK)
-		return rc;
 	const tf_batch b = { .n = sp.got + 1, .token = tokens, .one_seq = s, .out = e->vout };
 	if ((rc = engine_forward(e, &b, e->vlog, NULL, true)) != TF_OK ||
 	    (rc = spec_judge(e, &sp, e->vlog, &a)) != TF_OK)
@@ -1633,7 +1652,7 @@ static int step_draft(tf_engine *e, tf_spec_step *st, struct spec *sp, float *qd
 	rc = spec_draft(e, sp, st->logits, k, e->standard);
 	tf_pipeline_mtp_caught(e->p, &c1, &r1);
 	*acct = (struct step_acct){ .asked = k, .catch_s = c1 - c0, .caught = r1 - r0 };
-	if (rc == TF_OK && sp->got && (rc = tf_seq_snapshot(e, st->seq)) != TF_OK)
+	if (rc != TF_OK)
 		return rc;
 	q->nb = 1;                      /* in the step: once */
 	return rc;

@@ -21,13 +21,18 @@ struct tf_seqstate {
 	tf_pipeline *p;
 	int n;                          /* layers */
 	void **state;                   /* [n]: the plugin's state, or its instance */
-	void **snap;                    /* [n]: snapshot buffers, once taken */
-	size_t *snap_cap;               /* [n]: their sizes */
-	bool has_snap;
+	/* The snapshots, each with its buffers (once taken) and the MTP
+	 * layer's rows not fed yet at the time. */
+	struct ss_snap {
+		void **buf;             /* [n] */
+		size_t *cap;            /* [n] */
+		bool has;
+		struct ss_pend pend;
+	} snap[TF_SNAP_SLOTS];
 
-	/* With the MTP layer: the rows it has not been fed, as now and at
-	 * the snapshot; and the MTP layer's own mark while drafting. */
-	struct ss_pend pend, snap_pend;
+	/* With the MTP layer: the rows it has not been fed; and the MTP
+	 * layer's own mark while drafting. */
+	struct ss_pend pend;
 	bool skip;                      /* tf_seqstate_mtp_skip */
 	size_t bytes;                   /* a hidden row's */
 	void *mark;
@@ -43,17 +48,20 @@ void tf_seqstate_free(tf_seqstate *s)
 		const tf_plugin_attention *a = tf_pipeline_attn(s->p, i, &inst);
 		if (s->state[i] && tf_pipeline_attn_batched(s->p, i))
 			a->state_free(inst, s->state[i]);
-		free(s->snap ? s->snap[i] : NULL);
+		for (int k = 0; k < TF_SNAP_SLOTS; k++)
+			free(s->snap[k].buf ? s->snap[k].buf[i] : NULL);
 	}
 	tf_pipeline_legacy_release(s->p, s);
 	free(s->pend.hidden);
 	free(s->pend.tok);
-	free(s->snap_pend.hidden);
-	free(s->snap_pend.tok);
+	for (int k = 0; k < TF_SNAP_SLOTS; k++) {
+		free(s->snap[k].pend.hidden);
+		free(s->snap[k].pend.tok);
+		free(s->snap[k].buf);
+		free(s->snap[k].cap);
+	}
 	free(s->mark);
 	free(s->state);
-	free(s->snap);
-	free(s->snap_cap);
 	free(s);
 }
 
@@ -66,11 +74,15 @@ int tf_seqstate_new(tf_pipeline *p, int64_t max_ctx, tf_seqstate **out)
 	s->p = p;
 	s->n = tf_pipeline_layers(p);
 	s->state = calloc((size_t)s->n, sizeof(*s->state));
-	s->snap = calloc((size_t)s->n, sizeof(*s->snap));
-	s->snap_cap = calloc((size_t)s->n, sizeof(*s->snap_cap));
+	bool ok = s->state != NULL;
+	for (int k = 0; k < TF_SNAP_SLOTS; k++) {
+		s->snap[k].buf = calloc((size_t)s->n, sizeof(*s->snap[k].buf));
+		s->snap[k].cap = calloc((size_t)s->n, sizeof(*s->snap[k].cap));
+		ok = ok && s->snap[k].buf && s->snap[k].cap;
+	}
 	if (tf_pipeline_has_mtp(p))
 		s->bytes = (size_t)tf_pipeline_hidden_size(p) * sizeof(float);
-	if (!s->state || !s->snap || !s->snap_cap) {
+	if (!ok) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "sequence state: out of memory");
 		goto fail;
 	}
@@ -187,40 +199,42 @@ static int ss_back(tf_seqstate *s, int i, const void *buf)
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "layer %d (%s): rollback", i, a->hdr.name);
 }
 
-int tf_seqstate_snapshot(tf_seqstate *s)
+int tf_seqstate_snapshot(tf_seqstate *s, tf_snap_slot slot)
 {
+	struct ss_snap *sn = &s->snap[slot];
 	for (int i = 0; i < s->n; i++) {
 		size_t need = ss_snap_size(s, i);
-		if (need > s->snap_cap[i]) {
-			void *b = realloc(s->snap[i], need);
+		if (need > sn->cap[i]) {
+			void *b = realloc(sn->buf[i], need);
 			if (!b)
 				return tf_diag_set(TF_ERR_NOMEM,
 						   "layer %d: out of memory for a %zu-byte snapshot",
 						   i, need);
-			s->snap[i] = b;
-			s->snap_cap[i] = need;
+			sn->buf[i] = b;
+			sn->cap[i] = need;
 		}
 	}
-	s->has_snap = false;            /* until every layer has taken it */
-	int rc = pend_copy(&s->snap_pend, &s->pend, s->bytes);
+	sn->has = false;                /* until every layer has taken it */
+	int rc = pend_copy(&sn->pend, &s->pend, s->bytes);
 	for (int i = 0; rc == TF_OK && i < s->n; i++)
-		rc = ss_take(s, i, s->snap[i]);
+		rc = ss_take(s, i, sn->buf[i]);
 	if (rc != TF_OK)
 		return rc;
-	s->has_snap = true;
+	sn->has = true;
 	return TF_OK;
 }
 
-int tf_seqstate_rollback(tf_seqstate *s)
+int tf_seqstate_rollback(tf_seqstate *s, tf_snap_slot slot)
 {
-	if (!s->has_snap)
+	struct ss_snap *sn = &s->snap[slot];
+	if (!sn->has)
 		return tf_diag_set(TF_ERR_INVALID, "no snapshot to roll back to");
 	for (int i = 0; i < s->n; i++) {
-		int rc = ss_back(s, i, s->snap[i]);
+		int rc = ss_back(s, i, sn->buf[i]);
 		if (rc != TF_OK)
 			return rc;
 	}
-	return pend_copy(&s->pend, &s->snap_pend, s->bytes);
+	return pend_copy(&s->pend, &sn->pend, s->bytes);
 }
 
 int tf_seqstate_mtp_mark(tf_seqstate *s)

@@ -7,8 +7,9 @@
  * seqstate exists at a time (TF_ERR_UNSUPPORTED names the layer), and it
  * cannot be copied.
  *
- * Each seqstate keeps one snapshot (tf_seqstate_snapshot), its buffers
- * taken on first use and kept for the next.
+ * Each seqstate keeps a snapshot per slot (tf_seqstate_snapshot): the
+ * caller's (tf_seq_snapshot) and a verify's, so that undoing drafts never
+ * moves the caller's; buffers taken on first use and kept for the next.
  */
 #ifndef TF_SEQSTATE_H
 #define TF_SEQSTATE_H
@@ -28,10 +29,16 @@ void tf_seqstate_reset(tf_seqstate *s);
  * pre-1.5 layer. */
 int tf_seqstate_copy(tf_seqstate *dst, const tf_seqstate *src);
 
-/* Save the state as it is now, replacing the previous snapshot; go back
+typedef enum tf_snap_slot {
+	TF_SNAP_USER,                   /* tf_seq_snapshot's */
+	TF_SNAP_VERIFY,                 /* taken before a verify, to undo drafts */
+	TF_SNAP_SLOTS
+} tf_snap_slot;
+
+/* Save the state as it is now in `slot`, replacing what it held; go back
  * to it (TF_ERR_INVALID when none was taken). */
-int tf_seqstate_snapshot(tf_seqstate *s);
-int tf_seqstate_rollback(tf_seqstate *s);
+int tf_seqstate_snapshot(tf_seqstate *s, tf_snap_slot slot);
+int tf_seqstate_rollback(tf_seqstate *s, tf_snap_slot slot);
 
 /*
  * With the MTP layer (pipeline.h): mark its state alone, apart from the
