@@ -65,7 +65,13 @@ static int ngram_propose(void *inst, void *seq, const tf_draft_req *r, int32_t *
 {
 	const struct ngram *g = inst;
 	(void)seq;
-	*n = tf_ngram_lookup(r->tokens, r->n_tokens, r->next, g->min_n, g->max_n, r->max, draft);
+	int got = tf_ngram_lookup(r->tokens, r->n_tokens, r->next, g->min_n, g->max_n, r->max,
+				  draft);
+	/* A prompt may hold ids the sampler never picks (special tokens past
+	 * its vocabulary): the proposal stops before the first. */
+	*n = 0;
+	while (*n < got && draft[*n] < r->vocab)
+		(*n)++;
 	return TF_OK;
 }
 

@@ -8,7 +8,10 @@ VENV (python3-venv) and pip-installs `openai` from PyPI into it, later runs
 reuse it.  Without the network that first run FAILS, saying so: a skipped
 client test would pass unseen.  The script then runs again under the venv's
 Python and checks the endpoints through the client against ling-nano.
+With a drafter set (`--set plugins.drafter=...`), every check runs on the
+drafting server, and t_drafts holds its replies to a plain server's.
 """
+import concurrent.futures
 import contextlib
 import io
 import math
@@ -39,7 +42,7 @@ if os.path.realpath(sys.prefix) != os.path.realpath(sys.argv[1]):
     os.execv(py, [py] + sys.argv)
 
 import openai                                   # noqa: E402 (the venv's)
-from serve_test import KEY, TIMEOUT, run, sets_of   # noqa: E402
+from serve_test import KEY, TIMEOUT, Server, run, sets_of   # noqa: E402
 
 MODEL = "ling-nano"
 
@@ -201,7 +204,47 @@ def t_errors(srv):
         assert e.param == "top_logprobs", e
 
 
+DRAFTING = ("plugins.drafter", "ngram.", "mtp.")
+
+
+def t_drafts(srv):
+    """A drafting server's replies are a plain server's, greedy and seeded,
+    chat and completions, streamed, one at a time and four at once (one
+    verify for all of them); /metrics counts its drafts."""
+    plain = Server(srv.tfrun, srv.ini, [s for s in srv.overrides if not s.startswith(DRAFTING)])
+    verse = "And God said, Let there be light: and there was light. "
+    prompts = [verse * 3 + "And God said", "In the beginning God created",
+               "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"]
+    cases = [(p, {"temperature": 0}) for p in prompts] + \
+            [(p, {"temperature": 0.8, "seed": k}) for k, p in enumerate(prompts)]
+
+    def go(s, case):
+        p, kw = case
+        chat = ask(s, p, max_tokens=40, **kw).choices[0].message.content
+        text = client(s).completions.create(model=MODEL, prompt=p, max_tokens=40,
+                                            **kw).choices[0].text
+        parts = client(s).completions.create(model=MODEL, prompt=p, max_tokens=40,
+                                             stream=True, **kw)
+        return chat, text, "".join(c.choices[0].text for c in parts)
+
+    try:
+        want = [go(plain, c) for c in cases]
+    finally:
+        plain.stop()
+    assert [go(srv, c) for c in cases] == want
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda c: go(srv, c), cases)) == want
+    _, _, text = srv.request("GET", "/metrics")
+    counts = dict(line.rsplit(" ", 1) for line in text.decode().splitlines()
+                  if line.startswith("tf_draft"))
+    assert float(counts["tf_drafted_tokens_total"]) > 0, counts
+    assert float(counts["tf_draft_accepted_tokens_total"]) > 0, counts
+    assert counts['tf_draft_position_tokens_total{position="1",outcome="drafted"}'], counts
+
+
 if __name__ == "__main__":
-    run(sys.argv[2], sys.argv[3], sets_of(sys.argv[4:]),
+    sets = sets_of(sys.argv[4:])
+    drafts = [t_drafts] if any(s.startswith(DRAFTING) for s in sets) else []
+    run(sys.argv[2], sys.argv[3], sets,
         [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs,
-         t_completion_logprobs, t_readme, t_errors])
+         t_completion_logprobs, t_readme, t_errors] + drafts)

@@ -1,9 +1,42 @@
 /* metrics.c - GET /metrics: counters in Prometheus' text format. */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "serve.h"
 #include "util.h"
+
+/* text with the drafting counters appended (text freed), or NULL. */
+static char *drafts_text(const serve *s, char *text)
+{
+	const serve_metrics *m = &s->m;
+	char *out = NULL;
+	int n = asprintf(&out, "%s"
+			 "# HELP tf_draft_steps_total Requests' steps that drafted (drafter %s).\n"
+			 "# TYPE tf_draft_steps_total counter\n"
+			 "tf_draft_steps_total %llu\n"
+			 "# HELP tf_drafted_tokens_total Tokens drafted.\n"
+			 "# TYPE tf_drafted_tokens_total counter\n"
+			 "tf_drafted_tokens_total %llu\n"
+			 "# HELP tf_draft_accepted_tokens_total Drafted tokens the verify kept.\n"
+			 "# TYPE tf_draft_accepted_tokens_total counter\n"
+			 "tf_draft_accepted_tokens_total %llu\n"
+			 "# HELP tf_draft_position_tokens_total Drafts made and kept at each position.\n"
+			 "# TYPE tf_draft_position_tokens_total counter\n",
+			 text, tf_engine_drafter(s->e), (unsigned long long)m->draft_steps,
+			 (unsigned long long)m->drafted, (unsigned long long)m->accepted);
+	free(text);
+	for (int p = 0; n >= 0 && p < tf_engine_draft_depth(s->e); p++) {
+		char *more = NULL;
+		n = asprintf(&more, "%stf_draft_position_tokens_total{position=\"%d\",outcome=\"drafted\"} %llu\n"
+			     "tf_draft_position_tokens_total{position=\"%d\",outcome=\"accepted\"} %llu\n",
+			     out, p + 1, (unsigned long long)m->tried_at[p], p + 1,
+			     (unsigned long long)m->kept_at[p]);
+		free(out);
+		out = n >= 0 ? more : NULL;
+	}
+	return n >= 0 ? out : NULL;
+}
 
 char *serve_metrics_text(const serve *s)
 {
@@ -74,5 +107,5 @@ char *serve_metrics_text(const serve *s)
 		     s->n_queued, s->n_active, tps, m->ttft_sum,
 		     (unsigned long long)m->ttft_count, tf_cli_now_s() - s->t_start) < 0)
 		return NULL;
-	return text;
+	return tf_engine_draft_depth(s->e) ? drafts_text(s, text) : text;
 }

@@ -1,4 +1,12 @@
-/* sched.c - the thread that owns the engine: continuous batching. */
+/*
+ * sched.c - the thread that owns the engine: continuous batching.
+ *
+ * Each step runs one forward of every request's next token or prompt
+ * chunk.  With a drafter, a request past its prompt (and not asking for
+ * logprobs, which need each token's own logits) steps instead with the
+ * other drafting requests in tf_engine_step: drafts, one verify, each
+ * keeping what it keeps; the tokens are those of the plain path.
+ */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +30,10 @@ struct sched {
 	int vocab;
 	int64_t chunk;                  /* prompt tokens a request adds per step */
 	serve_prefix pc;
+	int depth;                      /* the drafter's most drafts; 0: no drafter */
+	tf_spec_step *spec;             /* [slots]: a drafting step's requests */
+	int *spec_at;                   /* [slots]: their places in active */
+	int32_t *spec_tok;              /* [slots, depth + 1] */
 };
 
 int serve_submit(serve *s, serve_req *r, serve_err *err)
@@ -118,6 +130,8 @@ static void retire(struct sched *sc, int i, bool keep)
 		tf_seq_free(s->e, r->sid);
 	tf_detok_free(&r->dt);
 	tf_reply_free(&r->rp);
+	free(r->logits);
+	r->logits = NULL;
 	sc->active[i] = sc->active[--sc->n];
 	pthread_mutex_lock(&s->lock);
 	r->done = true;
@@ -162,6 +176,12 @@ static bool start(struct sched *sc, serve_req *r)
 		return false;
 	}
 	r->fed = r->cached;
+	r->drafting = sc->depth > 0 && !r->logprobs;
+	r->ready = false;
+	if (r->drafting && !(r->logits = malloc((size_t)sc->vocab * sizeof(float)))) {
+		fprintf(stderr, "tfrun serve: %s: out of memory for its logits\n", r->id);
+		return false;
+	}
 	mark_prompt(sc, r);
 	pthread_mutex_lock(&s->lock);
 	s->m.cached_tokens += (uint64_t)r->cached;
@@ -170,15 +190,13 @@ static bool start(struct sched *sc, serve_req *r)
 	return (r->calls = tf_val_list()) != NULL;
 }
 
-/* The token r sampled from its row of logits, and whether r goes on. */
-static bool advance(serve *s, serve_req *r, const float *row)
+/* r's next token t (row: the logits it came from, for logprobs), and
+ * whether r goes on. */
+static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 {
-	int32_t t;
 	const char *text;
 	size_t len;
 
-	if (tf_seq_sample(s->e, r->sid, row, &t))
-		goto fail;
 	if (!r->n_gen++) {
 		r->t_first = tf_cli_now_s();
 		pthread_mutex_lock(&s->lock);
@@ -214,6 +232,18 @@ fail:
 	return false;
 }
 
+/* The token r samples from its row of logits, and whether r goes on. */
+static bool advance(serve *s, serve_req *r, const float *row)
+{
+	int32_t t;
+	if (tf_seq_sample(s->e, r->sid, row, &t)) {
+		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
+		r->finish = "length";
+		return false;
+	}
+	return consume(s, r, t, row);
+}
+
 /* Admit queued requests into free slots (the lock held). */
 static void admit(struct sched *sc)
 {
@@ -230,8 +260,94 @@ static void admit(struct sched *sc)
 	s->n_active = sc->n;
 }
 
-/* One batched step: each request its next token or a chunk of its prompt;
- * false when the step failed (every request in it is ended). */
+/* A step's forward failed; after a peer's no step can run again. */
+static void step_failed(serve *s, int rc)
+{
+	fprintf(stderr, "tfrun serve: a step failed: %s\n", tf_engine_errmsg());
+	if (rc == TF_ERR_PEER) {        /* shut down */
+		pthread_mutex_lock(&s->lock);
+		s->peer_lost = true;
+		pthread_mutex_unlock(&s->lock);
+		kill(getpid(), SIGTERM);
+	}
+}
+
+/* r's drafts this step: at most the drafter's most, the tokens r may
+ * still make and the room its context has. */
+static int draft_depth(const struct sched *sc, const serve_req *r)
+{
+	int64_t d = sc->depth;
+	int64_t room = tf_engine_context(sc->s->e) - tf_seq_len(sc->s->e, r->sid) - 1;
+	int64_t left = r->max_tokens - r->n_gen - 1;
+	d = d < room ? d : room;
+	d = d < left ? d : left;
+	return d > 0 ? (int)d : 0;
+}
+
+/* The drafting requests past their prompts, in one tf_engine_step: each
+ * request's tokens consumed in order (those past its end are dropped);
+ * *tokens: how many they gained.  False when the step's forward failed. */
+static bool step_drafts(struct sched *sc, int *tokens)
+{
+	serve *s = sc->s;
+	serve_metrics d = { 0 };
+	int k = 0;
+	for (int i = 0; i < sc->n; i++) {
+		serve_req *r = sc->active[i];
+		if (!r->drafting || !r->ready)
+			continue;
+		sc->spec[k] = (tf_spec_step){ .seq = r->sid, .max_depth = draft_depth(sc, r),
+					      .logits = r->logits,
+					      .tokens = sc->spec_tok + (size_t)k * (size_t)(sc->depth + 1) };
+		sc->spec_at[k++] = i;
+	}
+	if (!k)
+		return true;
+	int rc = tf_engine_step(s->e, sc->spec, k);
+	if (rc) {
+		step_failed(s, rc);
+		return false;
+	}
+	/* Downwards: retire() moves the last request into the freed place. */
+	for (int j = k - 1; j >= 0; j--) {
+		const tf_spec_step *st = &sc->spec[j];
+		serve_req *r = sc->active[sc->spec_at[j]];
+		bool go = st->status == TF_OK;
+		if (!go) {
+			fprintf(stderr, "tfrun serve: %s: %s\n", r->id, st->error);
+			r->finish = "length";
+		}
+		for (int t = 0; go && t < st->n; t++)
+			go = consume(s, r, st->tokens[t], NULL);
+		*tokens += st->n;
+		d.draft_steps += st->drafted > 0;
+		d.drafted += (uint64_t)st->drafted;
+		d.accepted += st->n ? (uint64_t)(st->n - 1) : 0;
+		for (int p = 0; p < st->drafted; p++) {
+			d.tried_at[p]++;
+			d.kept_at[p] += p < st->n - 1;
+		}
+		if (!go) {
+			if (finish(s, r))
+				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
+			retire(sc, sc->spec_at[j], st->status == TF_OK);
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	s->m.draft_steps += d.draft_steps;
+	s->m.drafted += d.drafted;
+	s->m.accepted += d.accepted;
+	for (int p = 0; p < sc->depth; p++) {
+		s->m.tried_at[p] += d.tried_at[p];
+		s->m.kept_at[p] += d.kept_at[p];
+	}
+	pthread_mutex_unlock(&s->lock);
+	return true;
+}
+
+/* One batched step: each request its next token or a chunk of its prompt
+ * (a drafting request past its prompt: step_drafts); false when the step
+ * failed (every request in it is ended). */
 static bool step(struct sched *sc)
 {
 	serve *s = sc->s;
@@ -243,6 +359,9 @@ static bool step(struct sched *sc)
 		serve_req *r = sc->active[i];
 		int64_t left = (int64_t)r->prompt.n - r->fed;
 		int64_t m = !left ? 1 : left < sc->chunk ? left : sc->chunk;
+		r->row = -1;
+		if (!left && r->drafting)
+			continue;
 		if (m == left && left > 1 && wants_mark(sc, r))
 			m--;
 		for (int64_t k = 0; k < m; k++) {
@@ -255,35 +374,43 @@ static bool step(struct sched *sc)
 		r->fed += left ? m : 0;
 	}
 	const tf_batch b = { .n = n, .token = sc->tok, .seq = sc->seq, .out = sc->out };
-	int rc = tf_engine_forward(s->e, &b, sc->logits, NULL);
+	int rc = n ? tf_engine_forward(s->e, &b, sc->logits, NULL) : TF_OK;
 	if (rc) {
-		fprintf(stderr, "tfrun serve: a step failed: %s\n", tf_engine_errmsg());
-		if (rc == TF_ERR_PEER) {        /* no step can run again: shut down */
-			pthread_mutex_lock(&s->lock);
-			s->peer_lost = true;
-			pthread_mutex_unlock(&s->lock);
-			kill(getpid(), SIGTERM);
-		}
+		step_failed(s, rc);
 		return false;
 	}
 	/* Downwards: retire() moves the last request into the freed place. */
 	for (int i = sc->n - 1; i >= 0; i--) {
 		serve_req *r = sc->active[i];
+		const float *row = sc->logits + (size_t)(r->row < 0 ? 0 : r->row) * (size_t)sc->vocab;
 		if (r->row < 0) {
 			mark_prompt(sc, r);
 			continue;
 		}
-		if (!advance(s, r, sc->logits + (size_t)r->row * (size_t)sc->vocab)) {
+		if (r->drafting) {      /* its prompt is in: it drafts from here */
+			if ((rc = tf_engine_logits_wait(s->e)) != TF_OK) {
+				step_failed(s, rc);
+				return false;
+			}
+			memcpy(r->logits, row, (size_t)sc->vocab * sizeof(float));
+			r->ready = true;
+			rows--;
+			continue;
+		}
+		if (!advance(s, r, row)) {
 			if (finish(s, r))
 				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
 			retire(sc, i, true);
 		}
 	}
+	int drafted = 0;
+	if (sc->depth && !step_drafts(sc, &drafted))
+		return false;
 	pthread_mutex_lock(&s->lock);
 	s->m.step_seconds += tf_cli_now_s() - t0;
-	s->m.step_tokens += (uint64_t)decoding;
+	s->m.step_tokens += (uint64_t)(decoding + drafted);
 	s->m.steps++;
-	s->m.gen_tokens += (uint64_t)rows;
+	s->m.gen_tokens += (uint64_t)(rows + drafted);
 	s->m.device_samples = (uint64_t)tf_engine_device_samples(s->e);
 	s->m.graphs = tf_engine_graph_stats(s->e);
 	pthread_mutex_unlock(&s->lock);
@@ -311,6 +438,9 @@ static void sched_free(struct sched *sc)
 	free(sc->seq);
 	free(sc->out);
 	free(sc->logits);
+	free(sc->spec);
+	free(sc->spec_at);
+	free(sc->spec_tok);
 	free(sc);
 }
 
@@ -367,6 +497,7 @@ int serve_sched_start(serve *s, pthread_t *thread)
 		.vocab = tf_engine_vocab(s->e),
 		/* A prompt's chunk shares the step with the decoders. */
 		.chunk = tf_engine_prefill_chunk(s->e),
+		.depth = tf_engine_draft_depth(s->e),
 	};
 	if (serve_prefix_init(&sc->pc, s->e, s->conf.prefix_cache)) {
 		free(sc);
@@ -381,7 +512,11 @@ int serve_sched_start(serve *s, pthread_t *thread)
 	sc->seq = calloc((size_t)cap, sizeof(*sc->seq));
 	sc->out = calloc((size_t)cap, 1);
 	sc->logits = calloc((size_t)slots * (size_t)sc->vocab, sizeof(float));
-	if (!sc->active || !sc->tok || !sc->seq || !sc->out || !sc->logits ||
+	sc->spec = calloc((size_t)slots, sizeof(*sc->spec));
+	sc->spec_at = calloc((size_t)slots, sizeof(*sc->spec_at));
+	sc->spec_tok = calloc((size_t)slots * (size_t)(sc->depth + 1), sizeof(*sc->spec_tok));
+	if (!sc->active || !sc->tok || !sc->seq || !sc->out || !sc->logits || !sc->spec ||
+	    !sc->spec_at || !sc->spec_tok ||
 	    pthread_create(thread, NULL, run, sc)) {
 		sched_free(sc);
 		return tf_diag_set(TF_ERR_NOMEM, "cannot start the scheduler");

@@ -19,6 +19,7 @@
 #include "tf/chat.h"
 #include "tf/conf.h"
 #include "tf/detok.h"
+#include "tf/drafter.h"
 #include "tf/engine.h"
 #include "tf/reply.h"
 #include "tf/stopstr.h"
@@ -62,6 +63,11 @@ typedef struct serve_req {
 	int64_t cached;                 /* of them, taken from a kept sequence */
 	int64_t mark;                   /* where sid's snapshot stands, or -1 */
 	int32_t next;                   /* sampled, to be run next step */
+	/* Drafting (the INI's drafter; not with logprobs): past its prompt it
+	 * steps with tf_engine_step from its last token's logits. */
+	bool drafting;
+	bool ready;                     /* logits hold its last token's */
+	float *logits;                  /* [vocab] */
 	tf_detok dt;
 	tf_reply rp;
 	int64_t n_gen;
@@ -91,6 +97,10 @@ typedef struct serve_metrics {
 	uint64_t steps;
 	uint64_t device_samples;        /* tokens the backend's sampler picked */
 	tf_graph_stats graphs;          /* steps run as device graphs */
+	/* Drafting: requests' steps that drafted, drafts made and kept, and
+	 * by draft position how many were made and kept there. */
+	uint64_t draft_steps, drafted, accepted;
+	uint64_t tried_at[TF_DRAFT_MAX_DEPTH], kept_at[TF_DRAFT_MAX_DEPTH];
 } serve_metrics;
 
 typedef struct serve serve;
