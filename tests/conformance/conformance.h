@@ -14,7 +14,8 @@
  * dequantized weight: its own, or its CPU twin's for a device linear;
  * quant_cases.c) and attention (the kda and
  * mla types against their float64 layers, every type to the kind's
- * contract on the tiny test model; attention_cases.c).
+ * contract on the tiny test model; attention_cases.c) and drafter (the
+ * engine's tokens with it against serial decoding; drafter_cases.c).
  */
 #ifndef TF_CONFORMANCE_H
 #define TF_CONFORMANCE_H
@@ -61,5 +62,7 @@ void cf_check_quant(const tf_registry *r, const tf_candidate *impl, const tf_can
 void cf_quant_done(void);
 void cf_check_attention(const tf_registry *r, const tf_candidate *impl,
 			const tf_candidate *ref, const tf_host *h, cf_tally *t);
+void cf_check_drafter(const tf_registry *r, const tf_candidate *impl, const tf_candidate *ref,
+		      const tf_host *h, cf_tally *t);
 
 #endif /* TF_CONFORMANCE_H */

@@ -88,6 +88,7 @@ static const struct {
 	{ TF_KIND_ROUTER, "ling-ref", cf_check_router, NULL },
 	{ TF_KIND_QUANT, NULL, cf_check_quant, cf_quant_done },
 	{ TF_KIND_ATTENTION, NULL, cf_check_attention, NULL },
+	{ TF_KIND_DRAFTER, NULL, cf_check_drafter, NULL },
 };
 
 static bool wanted(int argc, char **argv, tf_plugin_kind kind)

@@ -842,30 +842,16 @@ Test(engine, mtp_undo_equals_a_full_replay)
 /*
  * ---- speculation in batched steps ----
  *
- * tf_engine_step over three sequences (greedy, and two seeded draws, one
- * of them decoding plainly in the batch) against each sequence stepped
- * alone with tf_seq_step at the same depth: the same tokens and the same
- * counts of drafts, and logits within the batched-vs-alone bound (other
- * rows beside them, BATCH_MAX_REL_F32).  With the mtp drafter (ling-tiny's
- * random head: nearly every draft rejected, each undone from the verify's
- * shared tape) and ngram on a vocabulary of 8 ids (the text repeats:
- * drafts kept).  Then a
- * step with a sequence that does not exist and one given twice: those
- * fail on their own, naming why, and the others step.
+ * Every drafter's batched steps against serial decoding are the
+ * conformance suite's (tests/conformance/drafter_cases.c).  Here: a step
+ * with a sequence that does not exist and one given twice, which fail on
+ * their own, naming why, while the others step; and the caller's
+ * snapshot, which speculation leaves alone.
  */
-enum { SP_SEQS = 3, SP_PROMPT = 24, SP_STEPS = 10, SP_DEPTH = 3 };
+enum { SP_PROMPT = 24, SP_DEPTH = 3, SP_SMALL = 8 };
 
-struct sp_run {
-	int32_t tok[SP_SEQS][SP_STEPS * (SP_DEPTH + 1)];
-	int n[SP_SEQS], drafted[SP_SEQS];
-	float *logits[SP_SEQS];
-	int vocab;
-};
-
-/* With `small`, tokens from the first SP_SMALL ids only: a random model
- * soon repeats itself there, and ngram drafts what it repeats. */
-enum { SP_SMALL = 8 };
-
+/* Greedy, or seeded draws; with `small` over the first SP_SMALL ids only:
+ * a random model soon repeats itself there, and ngram drafts that. */
 static void sp_sampling(tf_engine *e, tf_seq_id s, int i, bool small)
 {
 	tf_sampler_params p;
@@ -875,100 +861,13 @@ static void sp_sampling(tf_engine *e, tf_seq_id s, int i, bool small)
 	cr_assert_eq(tf_seq_set_sampling(e, s, &p, small ? SP_SMALL : 0), TF_OK);
 }
 
-/* Sequence i's prompt: SP_PROMPT tokens, with `small` of SP_SMALL ids. */
-static int32_t *sp_prompt(int i, int vocab, bool small)
-{
-	return tokens(950 + (uint64_t)i, SP_PROMPT, small ? SP_SMALL : vocab);
-}
-
-static int sp_depth(int i) { return i == 2 ? 0 : SP_DEPTH; }
-
-/* SP_STEPS steps of every sequence, batched or each alone. */
-static void sp_go(const char *const *sets, int n_sets, bool small, bool batched,
-		  struct sp_run *out)
-{
-	tf_engine *e = NULL;
-	cr_assert_eq(tf_engine_open(ini, sets, n_sets, &e), TF_OK, "%s", tf_engine_errmsg());
-	int V = out->vocab = tf_engine_vocab(e);
-	tf_seq_id s[SP_SEQS];
-	tf_spec_step st[SP_SEQS];
-	int32_t spec[SP_SEQS][SP_DEPTH + 1];
-	memset(out->n, 0, sizeof(out->n));
-	memset(out->drafted, 0, sizeof(out->drafted));
-	for (int i = 0; i < SP_SEQS; i++) {
-		int32_t *p = sp_prompt(i, V, small);
-		s[i] = seq_new(e);
-		sp_sampling(e, s[i], i, small);
-		out->logits[i] = rows_alloc(1, V);
-		feed(e, s[i], p, SP_PROMPT - 1, CHUNK, NULL, NULL);
-		feed(e, s[i], p + SP_PROMPT - 1, 1, 1, out->logits[i], NULL);
-		free(p);
-	}
-	for (int k = 0; k < SP_STEPS; k++) {
-		for (int i = 0; i < SP_SEQS; i++) {
-			st[i] = (tf_spec_step){ .seq = s[i], .max_depth = sp_depth(i),
-						.logits = out->logits[i], .tokens = spec[i] };
-			if (!batched) {
-				int rc = tf_seq_step(e, s[i], sp_depth(i), out->logits[i], spec[i],
-						     &st[i].n, &st[i].drafted);
-				cr_assert_eq(rc, TF_OK, "%s", tf_engine_errmsg());
-			}
-		}
-		if (batched)
-			cr_assert_eq(tf_engine_step(e, st, SP_SEQS), TF_OK, "%s", tf_engine_errmsg());
-		for (int i = 0; i < SP_SEQS; i++) {
-			cr_assert_eq(st[i].status, TF_OK, "%s", st[i].error);
-			cr_assert(st[i].n >= 1 && st[i].n <= sp_depth(i) + 1);
-			memcpy(out->tok[i] + out->n[i], spec[i], (size_t)st[i].n * sizeof(int32_t));
-			out->n[i] += st[i].n;
-			out->drafted[i] += st[i].drafted;
-		}
-	}
-	for (int i = 0; i < SP_SEQS; i++)
-		cr_assert_eq(tf_seq_len(e, s[i]), SP_PROMPT + out->n[i]);
-	tf_engine_close(e);
-}
-
-static void sp_compare(const char *const *sets, int n_sets, bool small, bool keeps)
-{
-	static struct sp_run alone, batch;
-	sp_go(sets, n_sets, small, false, &alone);
-	sp_go(sets, n_sets, small, true, &batch);
-	int drafted = 0, kept = 0;
-	for (int i = 0; i < SP_SEQS; i++) {
-		cr_assert_eq(batch.n[i], alone.n[i], "sequence %d: %d tokens, alone %d", i,
-			     batch.n[i], alone.n[i]);
-		cr_assert_eq(memcmp(batch.tok[i], alone.tok[i], (size_t)alone.n[i] * sizeof(int32_t)),
-			     0, "sequence %d: its tokens", i);
-		cr_assert_eq(batch.drafted[i], alone.drafted[i], "sequence %d", i);
-		cr_assert_lt(rel_diff(batch.logits[i], alone.logits[i], alone.vocab), BATCH_MAX_REL_F32);
-		drafted += batch.drafted[i];
-		kept += batch.n[i] - SP_STEPS;
-		free(alone.logits[i]);
-		free(batch.logits[i]);
-	}
-	fprintf(stderr, "%s: %d drafted, %d kept\n", sets[0], drafted, kept);
-	cr_assert_gt(drafted, 0, "nothing drafted");
-	cr_assert(keeps ? kept > 0 : drafted > kept, "%d drafted, %d kept", drafted, kept);
-}
-
-Test(engine, batched_speculation_is_each_alone)
-{
-	const char *mtp[] = { "mtp.enabled=true", "mtp.max_depth=3", "mtp.adaptive=false",
-			      "runtime.kv_cache=f32" };
-	sp_compare(mtp, 4, false, false);
-	const char *ngram[] = { "plugins.drafter=ngram", "ngram.max_depth=3", "ngram.min_n=1",
-				"runtime.kv_cache=f32" };
-	sp_compare(ngram, 4, true, true);
-}
-
 Test(engine, a_batched_steps_failures_stay_its_own)
 {
 	const char *sets[] = { "plugins.drafter=ngram", "ngram.max_depth=3", "ngram.min_n=1" };
 	tf_engine *e = NULL;
 	cr_assert_eq(tf_engine_open(ini, sets, 3, &e), TF_OK, "%s", tf_engine_errmsg());
 	int V = tf_engine_vocab(e);
-	int32_t *p = sp_prompt(0, V, true), spec[4][SP_DEPTH + 1];
+	int32_t *p = tokens(950, SP_PROMPT, SP_SMALL), spec[4][SP_DEPTH + 1];
 	float *lg = rows_alloc(4, V);
 	tf_seq_id a = seq_new(e), gone = seq_new(e);
 	feed(e, a, p, SP_PROMPT, CHUNK, NULL, NULL);

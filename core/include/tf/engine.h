@@ -242,6 +242,8 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 typedef struct tf_spec_step {
 	tf_seq_id seq;                  /* in: each sequence at most once */
 	int max_depth;                  /* in: 0..tf_engine_draft_depth */
+	bool fixed;                     /* in: draft max_depth, not the drafter's choice
+					 * (as tf_seq_speculate) */
 	float *logits;                  /* in: [vocab], its last token's; out: its new last's */
 	int32_t *tokens;                /* out: [max_depth + 1], the tokens it gained */
 	int n;                          /* out: how many (0 when its status is not TF_OK) */

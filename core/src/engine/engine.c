@@ -1637,7 +1637,8 @@ static int step_draft(tf_engine *e, tf_spec_step *st, struct spec *sp, float *qd
 	if (st->max_depth) {
 		tf_draft_plan plan = { .max = st->max_depth,
 				       .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
-		k = e->dr->depth ? e->dr->depth(e->dinst, q->dseq, &plan) : st->max_depth;
+		k = e->dr->depth && !st->fixed ? e->dr->depth(e->dinst, q->dseq, &plan)
+					       : st->max_depth;
 		if (k < 0 || k > st->max_depth)
 			return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s chose depth %d, "
 					   "outside 0..%d", st->seq, e->dr->hdr.name, k,
@@ -1722,7 +1723,7 @@ int tf_engine_step(tf_engine *e, tf_spec_step *steps, int n)
 		memcpy(st->logits, e->vlog + (size_t)(sp->row0 + a) * (size_t)e->vocab,
 		       (size_t)e->vocab * sizeof(float));
 		st->n = a + 1;
-		if (e->dr && e->dr->observe && st->max_depth)
+		if (e->dr && e->dr->observe && st->max_depth && !st->fixed)
 			e->dr->observe(e->dinst, sp->q->dseq, &(tf_draft_outcome){
 				.asked = acct[i].asked, .drafted = sp->got, .accepted = a,
 				.seconds = tf_pipeline_clock() - t, .catch_seconds = acct[i].catch_s,
