@@ -7,6 +7,7 @@
 #include "registry.h"
 #include "support/testhost.h"
 #include "tf/diag.h"
+#include "tf/drafter.h"
 #include "tf/quant.h"
 
 #define IN 53
@@ -146,4 +147,65 @@ Test(example, probe_wants_a_host_memory_backend)
 	const char *reason = NULL;
 	cr_assert_eq(q->hdr.probe(&bare, &reason), 0);
 	cr_assert_str_eq(reason, "needs a backend");
+}
+
+/*
+ * The example drafter: each token's last successor, chained from next;
+ * learnt again after the sequence is cut shorter; as deep as its recent
+ * steps kept, plus one.  (That its drafts never change what is generated
+ * is the conformance suite's part, as for any drafter.)
+ */
+static int succ_propose(const tf_plugin_drafter *d, void *inst, void *seq,
+			const int32_t *tok, int64_t n, int32_t next, int max, int32_t *draft)
+{
+	const tf_draft_req req = { .tokens = tok, .n_tokens = n, .next = next, .vocab = 16,
+				   .max = max };
+	int got = -1;
+	for (int i = 0; i < 8; i++)
+		draft[i] = -7;
+	cr_assert_eq(d->propose(inst, seq, &req, draft, &got), TF_OK);
+	return got;
+}
+
+Test(example, successor_drafter)
+{
+	tf_model_config cfg = { .vocab_size = 16 };
+	tf_testhost *dh = tf_testhost_new(&cfg, 1);
+	const tf_host *hh = tf_testhost_host(dh);
+	const tf_candidate *c;
+	tf_registry_probe(reg, TF_KIND_DRAFTER, hh);
+	cr_assert_eq(tf_registry_select(reg, TF_KIND_DRAFTER, NULL, "example-successor", &c),
+		     TF_OK, "%s", tf_diag_msg());
+	const tf_plugin_drafter *d = (const tf_plugin_drafter *)c->desc;
+	void *inst, *seq;
+	int32_t draft[8];
+	cr_assert_eq(d->init(hh, &inst), TF_OK);
+	cr_assert_eq(d->max_depth(inst), 4);
+	cr_assert_eq(d->seq_new(inst, &seq), TF_OK);
+
+	/* 1 2 3 1 2 then 3: 3 was followed by 1, 1 by 2, 2 by 3 (just now). */
+	const int32_t t[] = { 1, 2, 3, 1, 2, 9, 5 };
+	cr_assert_eq(succ_propose(d, inst, seq, t, 5, 3, 4, draft), 4);
+	cr_assert(draft[0] == 1 && draft[1] == 2 && draft[2] == 3 && draft[3] == 1);
+	cr_assert_eq(succ_propose(d, inst, seq, t, 5, 3, 2, draft), 2);
+	cr_assert_eq(draft[2], -7);
+	/* Since, 2 was followed by 9, 9 by 5, and 5 now by 2. */
+	cr_assert_eq(succ_propose(d, inst, seq, t, 7, 2, 4, draft), 4);
+	cr_assert(draft[0] == 9 && draft[1] == 5 && draft[2] == 2 && draft[3] == 9);
+	/* 7 never came: nothing. */
+	cr_assert_eq(succ_propose(d, inst, seq, t, 7, 7, 4, draft), 0);
+	cr_assert_eq(draft[0], -7);
+	/* Cut shorter: learnt again from 1 2 alone; 4 never came. */
+	cr_assert_eq(succ_propose(d, inst, seq, t, 2, 4, 4, draft), 0);
+	cr_assert_eq(succ_propose(d, inst, seq, t, 2, 1, 3, draft), 3);
+	cr_assert(draft[0] == 2 && draft[1] == 1 && draft[2] == 2);
+
+	tf_draft_plan plan = { .max = 3 };
+	cr_assert_eq(d->depth(inst, seq, &plan), 1);
+	for (int i = 0; i < 8; i++)
+		d->observe(inst, seq, &(tf_draft_outcome){ .asked = 3, .drafted = 3, .accepted = 3 });
+	cr_assert_eq(d->depth(inst, seq, &plan), 3);
+	d->seq_free(inst, seq);
+	d->fini(inst);
+	tf_testhost_free(dh);
 }
