@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""bench_mtp - decode tok/s with MTP speculative decoding off, at fixed
-depths and adaptive, in one run.
+"""bench_mtp - decode tok/s with speculative decoding off, with the MTP
+drafter at fixed depths and adaptive, and with the ngram drafter, in one run.
 
     bench/mtp/bench_mtp.py [-r R] [-n N] [--threads T] [--temp T] [--seed S]
-                           [--depths 1,2,3] [--p-min P] [--tfrun PATH]
-                           MODEL.ini [MODEL.ini ...]
+                           [--depths 1,2,3] [--p-min P] [--workload W]
+                           [--tfrun PATH] MODEL.ini [MODEL.ini ...]
 
 Each repeat runs every configuration once, in an order rotated by the
 repeat (so a slow spell of a shared machine does not always hit the same
@@ -20,6 +20,13 @@ over the repeats.  Configurations:
     depth k    enabled, adaptive = false, max_depth = k, p_min = 0
     adaptive   enabled, adaptive = true, max_depth = the deepest of --depths,
                p_min = --p-min, else the INI's (the configuration as shipped)
+    ngram      [plugins] drafter = ngram, max_depth = the deepest of --depths
+
+Workloads (--workload): story, a prompt to continue freely; repeat, a
+passage given twice and begun a third time, which a model that follows
+its prompt copies (what prompt lookup is for: editing, quoting, code).
+The step columns divide decode time by main-model passes (plain steps or
+verifies, with their drafts and undoing).
 
 [draft] accept = exact keeps the tokens of serial decoding, so every
 configuration generates the same text; the script checks that and fails
@@ -35,8 +42,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
-PROMPT = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. "
-          "One night, as the storm grew stronger, he saw a small boat")
+STORY = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. "
+         "One night, as the storm grew stronger, he saw a small boat")
+PASSAGE = ("And God said, Let there be light: and there was light. And God saw the light, "
+           "that it was good: and God divided the light from the darkness. And God called "
+           "the light Day, and the darkness he called Night. ")
+WORKLOADS = {"story": STORY, "repeat": PASSAGE * 2 + PASSAGE[:40]}
 
 
 def configs(depths, p_min):
@@ -47,10 +58,12 @@ def configs(depths, p_min):
     yield "adaptive", ["mtp.enabled=true", "mtp.adaptive=true",
                        f"mtp.max_depth={max(depths)}"] + (
                            [f"mtp.p_min={p_min}"] if p_min is not None else [])
+    yield "ngram", ["mtp.enabled=false", "plugins.drafter=ngram",
+                    f"ngram.max_depth={max(depths)}"]
 
 
 def run(a, ini, sets):
-    cmd = [a.tfrun, ini, "-p", PROMPT, "-n", str(a.n), "--json",
+    cmd = [a.tfrun, ini, "-p", WORKLOADS[a.workload], "-n", str(a.n), "--json",
            "--set", "chat.template=raw", "--set", f"sampling.temperature={a.temp}",
            "--set", f"sampling.seed={a.seed}", "--set", "draft.accept=exact",
            "--set", f"runtime.threads={a.threads}"]
@@ -93,7 +106,7 @@ def bench(a, ini):
             print(f"  {os.path.basename(ini)} repeat {r + 1} {name}: "
                   f"{out['decode_tps']:.1f} tok/s", file=sys.stderr, flush=True)
     off = statistics.median(tps["off"])
-    print(f"\n{ini}: {a.n} tokens, {a.threads} threads, temperature {a.temp}, "
+    print(f"\n{ini}: {a.workload}, {a.n} tokens, {a.threads} threads, temperature {a.temp}, "
           f"median of {a.repeats}; load average after: {os.getloadavg()[0]:.1f}")
     print("| config | decode tok/s (min-max) | vs off | accepted by position | tokens/pass "
           "| ms/step | step vs off |")
@@ -120,6 +133,7 @@ def main():
                     help="adaptive's [mtp] p_min (default: the INI's)")
     ap.add_argument("--temp", type=float, default=0.7)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="story")
     ap.add_argument("--tfrun", default=os.path.join(ROOT, "build", "bin", "tfrun"))
     a = ap.parse_args()
     a.depths = [int(d) for d in a.depths.split(",")]
