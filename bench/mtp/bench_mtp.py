@@ -21,6 +21,7 @@ over the repeats.  Configurations:
     adaptive   enabled, adaptive = true, max_depth = the deepest of --depths,
                p_min = --p-min, else the INI's (the configuration as shipped)
     ngram      [plugins] drafter = ngram, max_depth = the deepest of --depths
+    ngram adaptive   the same with [ngram] adaptive = true (its default budget)
 
 Workloads (--workload): story, a prompt to continue freely; repeat, a
 passage given twice and begun a third time, which a model that follows
@@ -60,6 +61,8 @@ def configs(depths, p_min):
                            [f"mtp.p_min={p_min}"] if p_min is not None else [])
     yield "ngram", ["mtp.enabled=false", "plugins.drafter=ngram",
                     f"ngram.max_depth={max(depths)}"]
+    yield "ngram adaptive", ["mtp.enabled=false", "plugins.drafter=ngram",
+                             f"ngram.max_depth={max(depths)}", "ngram.adaptive=true"]
 
 
 def run(a, ini, sets):

@@ -31,9 +31,9 @@
  * measured 2.2 for depth 1). */
 #define FIRST_EXTRA(k) ((k) + 1)
 
-void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth, double budget)
+void tf_draft_policy_init(tf_draft_policy *p, int max_depth, double budget)
 {
-	*p = (tf_mtp_policy){ .max = max_depth, .budget = budget, .probe = PROBE_MIN, .side = 1,
+	*p = (tf_draft_policy){ .max = max_depth, .budget = budget, .probe = PROBE_MIN, .side = 1,
 			      .probing = -1 };
 	for (int i = 1; i <= max_depth; i++)
 		p->acc[i] = -1;         /* not measured: as the position before */
@@ -42,7 +42,7 @@ void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth, double budget)
 
 /* a_i as measured, or the nearest measured position before it (1: all
  * kept, until a draft is judged). */
-static double acc_at(const tf_mtp_policy *p, int i)
+static double acc_at(const tf_draft_policy *p, int i)
 {
 	while (i > 0 && p->acc[i] < 0)
 		i--;
@@ -52,7 +52,7 @@ static double acc_at(const tf_mtp_policy *p, int i)
 /* seconds(k) as measured, or else each draft past depth 1 costing what
  * depth 1 costs over a plain step (a draft row and a verify row more);
  * 0: not known. */
-static double sec_at(const tf_mtp_policy *p, int k)
+static double sec_at(const tf_draft_policy *p, int k)
 {
 	if (p->sec[k] > 0 || k < 2 || p->sec[0] <= 0 || p->sec[1] <= 0)
 		return p->sec[k];
@@ -62,7 +62,7 @@ static double sec_at(const tf_mtp_policy *p, int k)
 /* Expected tokens per second of depth k; with `all`, as if every draft
  * were kept (the most depth k can give).  Drafting at depth k for good
  * feeds the MTP layer every token it keeps. */
-static double rate(const tf_mtp_policy *p, int k, bool all)
+static double rate(const tf_draft_policy *p, int k, bool all)
 {
 	double tokens = 1.0, chain = 1.0, s = sec_at(p, k);
 	for (int i = 1; i <= k; i++) {
@@ -73,7 +73,7 @@ static double rate(const tf_mtp_policy *p, int k, bool all)
 }
 
 /* Whether the budget covers a step at depth k > 0 after `pending` rows. */
-static bool affordable(const tf_mtp_policy *p, int k, int64_t pending)
+static bool affordable(const tf_draft_policy *p, int k, int64_t pending)
 {
 	double extra = p->n_sec[1] ? sec_at(p, k) - p->sec[0] : FIRST_EXTRA(k) * p->sec[0];
 	extra += (double)pending * p->catch_row;
@@ -82,7 +82,7 @@ static bool affordable(const tf_mtp_policy *p, int k, int64_t pending)
 
 /* The depth the estimates ask for: plain until measured, depth 1 until
  * measured, then the choice or every `probe` steps a depth next to it. */
-static int choose(tf_mtp_policy *p)
+static int choose(tf_draft_policy *p)
 {
 	for (int k = 0; k <= 1 && k <= p->max; k++)
 		if (p->n_sec[k] < WARM) {
@@ -113,7 +113,7 @@ static int choose(tf_mtp_policy *p)
 	return k;
 }
 
-int tf_mtp_policy_depth(tf_mtp_policy *p, int64_t pending)
+int tf_draft_policy_depth(tf_draft_policy *p, int64_t pending)
 {
 	int side = p->side, k = choose(p);
 	if (k == 0 || affordable(p, k, pending))
@@ -127,8 +127,8 @@ int tf_mtp_policy_depth(tf_mtp_policy *p, int64_t pending)
 	return 0;
 }
 
-void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds,
-			  double catch_s, int64_t caught)
+void tf_draft_policy_update(tf_draft_policy *p, int k, int accepted, double seconds,
+			    double catch_s, int64_t caught)
 {
 	int was = p->best;
 

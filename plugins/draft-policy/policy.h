@@ -1,5 +1,6 @@
 /*
- * policy.h - how deep one sequence drafts ([mtp] adaptive).
+ * policy.h - how deep one sequence drafts: [mtp] adaptive, [ngram]
+ * adaptive.  A library the drafters link (tfdraftpolicy).
  *
  * The policy picks the depth k (0: a plain step, no drafts) with the most
  * tokens per second, from what the sequence measured itself:
@@ -8,7 +9,8 @@
  *     tokens(k) = 1 + sum over i = 1..k of a_1 a_2 ... a_i
  *
  * a_i is an EMA of whether draft i was made and kept when draft i - 1 was
- * (a draft [mtp] p_min cuts counts as not kept), seconds(k) an EMA of a
+ * (a draft not made counts as not kept: one [mtp] p_min cuts, one ngram
+ * found no match for), seconds(k) an EMA of a
  * step's wall time at depth k: the drafts, the wider verify, the undoing
  * of rejected drafts, all measured, so the union of experts a wider verify
  * reads and the machine's speed are in it.  `catch` is what feeding the
@@ -33,25 +35,26 @@
  * budget covers a verify of two rows at two plain steps' cost.
  * bench/mtp/README.md has the measurements behind the constants.
  */
-#ifndef TF_MTP_POLICY_H
-#define TF_MTP_POLICY_H
+#ifndef TF_DRAFT_POLICY_H
+#define TF_DRAFT_POLICY_H
 
 #include <stdint.h>
 
-#define TF_MTP_MAX_DEPTH 16     /* [mtp] max_depth's range ends here */
+#include "tf/drafter.h"
+
 /* [mtp] budget's default: 3% (adaptive's bound against [mtp] off, in
  * bench/mtp) less a margin for one step's misestimate and for feeding
  * the MTP layer while decoding plainly (ling-nano: 1.2%), which is not
  * the policy's choice. */
-#define TF_MTP_BUDGET 0.02
+#define TF_DRAFT_BUDGET 0.02
 
-typedef struct tf_mtp_policy {
-	int max;                                /* [mtp] max_depth */
-	double budget;                          /* [mtp] budget */
-	double acc[TF_MTP_MAX_DEPTH + 1];       /* [1..max]: a_i, -1: not measured */
-	double sec[TF_MTP_MAX_DEPTH + 1];       /* [0..max]: seconds(k), 0: not measured */
-	int n_acc[TF_MTP_MAX_DEPTH + 1];        /* acceptance samples, capped */
-	int64_t n_sec[TF_MTP_MAX_DEPTH + 1];    /* steps measured */
+typedef struct tf_draft_policy {
+	int max;                                /* the drafter's max_depth */
+	double budget;                          /* its budget key */
+	double acc[TF_DRAFT_MAX_DEPTH + 1];     /* [1..max]: a_i, -1: not measured */
+	double sec[TF_DRAFT_MAX_DEPTH + 1];     /* [0..max]: seconds(k), 0: not measured */
+	int n_acc[TF_DRAFT_MAX_DEPTH + 1];      /* acceptance samples, capped */
+	int64_t n_sec[TF_DRAFT_MAX_DEPTH + 1];  /* steps measured */
 	int best;                               /* the choice */
 	int64_t until;                          /* steps to the next probe */
 	int64_t probe;                          /* the probe interval now */
@@ -60,18 +63,18 @@ typedef struct tf_mtp_policy {
 	double catch_row;                       /* seconds to feed the MTP layer a row, 0: not measured */
 	double spent;                           /* drafting's seconds beyond plain decoding */
 	double elapsed;                         /* seconds of every step */
-} tf_mtp_policy;
+} tf_draft_policy;
 
-void tf_mtp_policy_init(tf_mtp_policy *p, int max_depth, double budget);
+void tf_draft_policy_init(tf_draft_policy *p, int max_depth, double budget);
 
 /* The depth of the sequence's next step, when drafting would first feed
  * the MTP layer `pending` rows. */
-int tf_mtp_policy_depth(tf_mtp_policy *p, int64_t pending);
+int tf_draft_policy_depth(tf_draft_policy *p, int64_t pending);
 
 /* A step asked for depth k took `seconds` and kept its first `accepted`
- * drafts; a draft [mtp] p_min cut counts as rejected (it gave no token).
+ * drafts; a draft not made counts as rejected (it gave no token).
  * Of those seconds, `catch_s` fed the MTP layer `caught` rows. */
-void tf_mtp_policy_update(tf_mtp_policy *p, int k, int accepted, double seconds,
-			  double catch_s, int64_t caught);
+void tf_draft_policy_update(tf_draft_policy *p, int k, int accepted, double seconds,
+			    double catch_s, int64_t caught);
 
-#endif /* TF_MTP_POLICY_H */
+#endif /* TF_DRAFT_POLICY_H */

@@ -2,7 +2,7 @@
  * plugin.c - the drafter "mtp": the checkpoint's MTP layer, run by the
  * host (tf_draft_req.mtp_row), drafts one token per row, each row fed the
  * one before; [mtp] p_min stops the chain where the head is unsure, and
- * [mtp] adaptive picks each sequence's depth (policy.h).
+ * [mtp] adaptive picks each sequence's depth (plugins/draft-policy).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ struct mtp {
 
 static const tf_plugin_key mtp_keys[] = {
 	{ .section = "mtp", .name = "max_depth", .type = TF_KEY_INT, .min = 1,
-	  .max = TF_MTP_MAX_DEPTH, .def = "2",
+	  .max = TF_DRAFT_MAX_DEPTH, .def = "2",
 	  .help = "Most tokens drafted per step; every step drafts this many when `adaptive` "
 		  "is false." },
 	{ .section = "mtp", .name = "p_min", .type = TF_KEY_FLOAT, .min = 0, .max = 1,
@@ -54,7 +54,7 @@ static int mtp_init(const tf_host *h, void **inst)
 	if ((rc = h->conf_int(h, "mtp", "max_depth", 2, &max)) != TF_OK ||
 	    (rc = h->conf_float(h, "mtp", "p_min", 0, &m->p_min)) != TF_OK ||
 	    (rc = h->conf_bool(h, "mtp", "adaptive", true, &m->adaptive)) != TF_OK ||
-	    (rc = h->conf_float(h, "mtp", "budget", TF_MTP_BUDGET, &m->budget)) != TF_OK) {
+	    (rc = h->conf_float(h, "mtp", "budget", TF_DRAFT_BUDGET, &m->budget)) != TF_OK) {
 		free(m);
 		return rc;
 	}
@@ -70,10 +70,10 @@ static int mtp_max_depth(void *inst) { return ((struct mtp *)inst)->max; }
 static int mtp_seq_new(void *inst, void **seq)
 {
 	const struct mtp *m = inst;
-	tf_mtp_policy *p = malloc(sizeof(*p));
+	tf_draft_policy *p = malloc(sizeof(*p));
 	if (!p)
 		return TF_ERR_NOMEM;
-	tf_mtp_policy_init(p, m->max, m->budget);
+	tf_draft_policy_init(p, m->max, m->budget);
 	*seq = p;
 	return TF_OK;
 }
@@ -135,8 +135,8 @@ static int mtp_propose(void *inst, void *seq, const tf_draft_req *r, int32_t *dr
 static int mtp_depth(void *inst, void *seq, tf_draft_plan *plan)
 {
 	const struct mtp *m = inst;
-	tf_mtp_policy *p = seq;
-	int k = m->adaptive ? tf_mtp_policy_depth(p, plan->pending) : m->max;
+	tf_draft_policy *p = seq;
+	int k = m->adaptive ? tf_draft_policy_depth(p, plan->pending) : m->max;
 	plan->idle = m->adaptive && p->best == 0;
 	return k < plan->max ? k : plan->max;
 }
@@ -144,7 +144,7 @@ static int mtp_depth(void *inst, void *seq, tf_draft_plan *plan)
 static void mtp_observe(void *inst, void *seq, const tf_draft_outcome *o)
 {
 	(void)inst;
-	tf_mtp_policy_update(seq, o->asked, o->accepted, o->seconds, o->catch_seconds,
+	tf_draft_policy_update(seq, o->asked, o->accepted, o->seconds, o->catch_seconds,
 			     o->caught);
 }
 

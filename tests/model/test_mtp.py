@@ -300,13 +300,16 @@ class Drafters(unittest.TestCase):
 
     def test_ngram_is_exact(self):
         """A prompt that repeats: ngram drafts and is accepted, and the ids
-        are serial decoding's at every depth and n-gram size."""
+        are serial decoding's at every depth and n-gram size, and with its
+        depth chosen by the policy."""
         vocab = tm.vocab_of(NANO)
         rep = tm.prompt(12, 31, vocab)
         prompts = [rep * 3 + rep[:5], tm.prompt(24, 32, vocab)]
         ngram = [(f"ngram depth {k} n {lo}..{hi}",
                   ("plugins.drafter=ngram", f"ngram.max_depth={k}", f"ngram.min_n={lo}",
-                   f"ngram.max_n={hi}")) for k, lo, hi in ((1, 1, 1), (4, 2, 4), (8, 1, 3))]
+                   f"ngram.max_n={hi}")) for k, lo, hi in ((1, 1, 1), (4, 2, 4), (8, 1, 3))] + [
+            ("ngram adaptive", ("plugins.drafter=ngram", "ngram.min_n=1", "ngram.adaptive=true",
+                                "ngram.budget=1"))]
         with tempfile.TemporaryDirectory(prefix="tf-mtp-") as d:
             sets = nano_sets(d)
             base = [a for kv in sets for a in ("--set", kv)]

@@ -1,5 +1,5 @@
 /*
- * [mtp] adaptive's policy (plugins/mtp/policy.c) on simulated
+ * The drafters' depth policy (plugins/draft-policy/policy.c) on simulated
  * steps: a step at depth k takes cost(k) seconds, +-10% noise, and keeps
  * draft i with probability acc[i] when draft i - 1 was kept; the MTP
  * layer is fed the rows kept since the last draft before a drafting
@@ -57,17 +57,17 @@ static double step(struct world *w, int k, int *kept, double *catch_s, int64_t *
  * policy's steps by depth. */
 static double run_for(struct world w, int fixed, int at[MAXD + 1], int steps)
 {
-	tf_mtp_policy p;
+	tf_draft_policy p;
 	double sec = 0, tokens = 0, catch_s;
 	int64_t caught;
-	tf_mtp_policy_init(&p, MAXD, TF_MTP_BUDGET);
+	tf_draft_policy_init(&p, MAXD, TF_DRAFT_BUDGET);
 	if (fixed == 0)
 		w.catch_row = 0;
 	for (int i = 0; i < steps; i++) {
-		int k = fixed >= 0 ? fixed : tf_mtp_policy_depth(&p, w.pending), kept;
+		int k = fixed >= 0 ? fixed : tf_draft_policy_depth(&p, w.pending), kept;
 		double t = step(&w, k, &kept, &catch_s, &caught);
 		if (fixed < 0) {
-			tf_mtp_policy_update(&p, k, kept, t, catch_s, caught);
+			tf_draft_policy_update(&p, k, kept, t, catch_s, caught);
 			at[k]++;
 		}
 		sec += t;
@@ -143,18 +143,18 @@ Test(mtp_policy, follows_a_change_of_text)
 	 * must leave depth 3 for plain decoding. */
 	struct world w = { .cost = { 1.0, 1.2, 1.4, 1.6 }, .acc = { 0, 0.9, 0.9, 0.9 },
 			   .rng = 3 };
-	tf_mtp_policy p;
+	tf_draft_policy p;
 	int early = 0, late0 = 0, kept;
 	double catch_s;
 	int64_t caught;
-	tf_mtp_policy_init(&p, MAXD, TF_MTP_BUDGET);
+	tf_draft_policy_init(&p, MAXD, TF_DRAFT_BUDGET);
 	for (int i = 0; i < STEPS; i++) {
 		if (i == STEPS / 2)
 			w.acc[1] = w.acc[2] = w.acc[3] = 0.05;
-		int k = tf_mtp_policy_depth(&p, w.pending);
+		int k = tf_draft_policy_depth(&p, w.pending);
 		early += i >= STEPS / 4 && i < STEPS / 2 && k == MAXD;
 		double t = step(&w, k, &kept, &catch_s, &caught);
-		tf_mtp_policy_update(&p, k, kept, t, catch_s, caught);
+		tf_draft_policy_update(&p, k, kept, t, catch_s, caught);
 		late0 += i >= STEPS * 3 / 4 && k == 0;
 	}
 	cr_expect_gt(early, STEPS / 4 * 0.9, "depth %d steps in the second quarter: %d", MAXD,
