@@ -486,11 +486,35 @@ def t_device(srv):
             cpu.proc.kill()
 
 
+def t_drafter_fails(srv):
+    """A drafter that fails its step (bad-drafter, mode fail): a drafting
+    request ends with an OpenAI-shaped error naming it, non-streamed (500)
+    or as a streamed reply's last event; a request with logprobs, which
+    decodes plainly beside them, is answered as usual."""
+    def fails():
+        e = check_error(srv, 500, "POST", "/v1/chat/completions",
+                        chat("In the beginning", max_tokens=8))
+        assert "drafter bad-drafter" in e["message"] and e["type"] == "server_error", e
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        bad = [pool.submit(fails) for _ in range(2)]
+        status, r = srv.json("POST", "/v1/chat/completions",
+                             chat("In the beginning", max_tokens=8, temperature=0,
+                                  logprobs=True))
+        for f in bad:
+            f.result()
+    assert status == 200 and r["choices"][0]["message"]["content"], r
+    events = srv.stream("/v1/chat/completions", chat("In the beginning", max_tokens=8,
+                                                      stream=True))
+    assert "drafter bad-drafter" in events[-1]["error"]["message"], events[-1]
+
+
 SUITES = {
     "nano": [t_chat, t_stream, t_completions, t_models_health_metrics, t_seed, t_stop,
              t_concurrent, t_errors, t_vanish, t_prefix, t_prefix_bound],
     "tiny": [t_reasoning, t_queue_full, t_sigterm],
     "device": [t_device],
+    "baddrafter": [t_drafter_fails],
 }
 
 

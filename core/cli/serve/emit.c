@@ -392,6 +392,28 @@ int serve_emit_end(serve *s, serve_req *r)
 	return rc;
 }
 
+int serve_emit_error(serve *s, serve_req *r, int status, const char *msg)
+{
+	serve_err err;
+	serve_fail(&err, status, NULL, "%s", msg);
+	char *text = serve_err_json(&err);
+	int rc = TF_OK;
+	if (!text)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	pthread_mutex_lock(&s->lock);
+	if (!r->stream)
+		r->out.len = 0;         /* the error alone */
+	r->failed = status;
+	if ((r->stream && tf_bytes_append(&r->out, "data: ", 6)) ||
+	    tf_bytes_append(&r->out, text, strlen(text)) ||
+	    (r->stream && tf_bytes_append(&r->out, "\n\ndata: [DONE]\n\n", 16)))
+		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	pthread_cond_broadcast(&s->progress);
+	pthread_mutex_unlock(&s->lock);
+	free(text);
+	return rc;
+}
+
 char *serve_models_json(const serve *s)
 {
 	cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "data");

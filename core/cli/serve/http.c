@@ -126,9 +126,10 @@ static enum MHD_Result wait_whole(struct MHD_Connection *c, serve_req *r)
 		memcpy(text, r->out.p, r->out.len);
 		text[r->out.len] = 0;
 	}
+	int status = r->failed ? r->failed : 200;
 	pthread_mutex_unlock(&s->lock);
 	if (text)
-		return reply(c, 200, "application/json", text);
+		return reply(c, status, "application/json", text);
 	serve_fail(&err, 500, NULL, "the reply failed (see the server's log)");
 	return reply_err(c, &err);
 }

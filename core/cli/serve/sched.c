@@ -313,9 +313,12 @@ static bool step_drafts(struct sched *sc, int *tokens)
 		const tf_spec_step *st = &sc->spec[j];
 		serve_req *r = sc->active[sc->spec_at[j]];
 		bool go = st->status == TF_OK;
-		if (!go) {
+		if (!go) {              /* its step failed alone: it ends with the error */
 			fprintf(stderr, "tfrun serve: %s: %s\n", r->id, st->error);
-			r->finish = "length";
+			if (serve_emit_error(s, r, 500, st->error))
+				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
+			retire(sc, sc->spec_at[j], false);
+			continue;
 		}
 		for (int t = 0; go && t < st->n; t++)
 			go = consume(s, r, st->tokens[t], NULL);
@@ -330,7 +333,7 @@ static bool step_drafts(struct sched *sc, int *tokens)
 		if (!go) {
 			if (finish(s, r))
 				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
-			retire(sc, sc->spec_at[j], st->status == TF_OK);
+			retire(sc, sc->spec_at[j], true);
 		}
 	}
 	pthread_mutex_lock(&s->lock);

@@ -78,6 +78,7 @@ typedef struct serve_req {
 	tf_val *calls;
 	struct cJSON *lp;               /* logprob entries no chunk took yet */
 	const char *finish;             /* stop, length, tool_calls */
+	int failed;                     /* an error's HTTP status: out holds its body */
 
 	/* Under the server lock. */
 	tf_bytes out;                   /* for the client, not yet sent */
@@ -160,6 +161,10 @@ int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call);
 /* Token t's logprob entry from its row of logits, for the next chunk. */
 int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row);
 int serve_emit_end(serve *s, serve_req *r);
+/* The reply ends with an error instead (OpenAI's shape): a non-streamed
+ * one is answered with `status` and the error alone, a streamed one gets
+ * it as its last event before [DONE]. */
+int serve_emit_error(serve *s, serve_req *r, int status, const char *msg);
 /* GET /v1/models's body, malloc'd. */
 char *serve_models_json(const serve *s);
 
