@@ -9,7 +9,8 @@ reuse it.  Without the network that first run FAILS, saying so: a skipped
 client test would pass unseen.  The script then runs again under the venv's
 Python and checks the endpoints through the client against ling-nano.
 With a drafter set (`--set plugins.drafter=...`), every check runs on the
-drafting server, and t_drafts holds its replies to a plain server's.
+drafting server, and t_drafts holds its replies to a plain server's (one
+rank, even when `--tp-local N` shards the server under test).
 """
 import concurrent.futures
 import contextlib
@@ -245,6 +246,7 @@ def t_drafts(srv):
 if __name__ == "__main__":
     sets = sets_of(sys.argv[4:])
     drafts = [t_drafts] if any(s.startswith(DRAFTING) for s in sets) else []
+    tp = sys.argv[sys.argv.index("--tp-local"):][:2] if "--tp-local" in sys.argv else []
     run(sys.argv[2], sys.argv[3], sets,
         [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs,
-         t_completion_logprobs, t_readme, t_errors] + drafts)
+         t_completion_logprobs, t_readme, t_errors] + drafts, flags=tp)

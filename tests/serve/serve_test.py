@@ -33,11 +33,12 @@ def free_port():
 
 
 class Server:
-    def __init__(self, tfrun, ini, sets, wait=True):
+    def __init__(self, tfrun, ini, sets, wait=True, flags=()):
         self.port = free_port()
         self.tfrun, self.ini, self.overrides = tfrun, ini, list(sets)
         self.sets = [a for s in sets for a in ("--set", s)]
-        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY] + self.sets
+        args = [tfrun, "serve", ini, "--port", str(self.port), "--api-key", KEY] + self.sets + \
+            list(flags)
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         if not wait:
             return
@@ -518,9 +519,10 @@ SUITES = {
 }
 
 
-def run(tfrun, ini, sets, tests):
-    """Start the server, run tests against it, stop it; exit 1 if one failed."""
-    srv = Server(tfrun, ini, sets)
+def run(tfrun, ini, sets, tests, flags=()):
+    """Start the server (flags: more of tfrun serve's), run tests against
+    it, stop it; exit 1 if one failed."""
+    srv = Server(tfrun, ini, sets, flags=flags)
     failed = 0
     try:
         for t in tests:
