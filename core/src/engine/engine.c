@@ -959,7 +959,7 @@ static int follow_forward(tf_engine *e, const tf_batch *b, int64_t flags)
 static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t *draft,
 		     float *logits);
 static int mtp_begin(tf_engine *e, struct tf_seq *q, tf_seq_id s);
-static int mtp_end(tf_engine *e, struct tf_seq *q, tf_seq_id s, int rc);
+static int mtp_end(struct tf_seq *q, tf_seq_id s, int rc);
 static int mtp_row(tf_engine *e, struct tf_seq *q, int i, int32_t tok, float *row);
 static int draft_tell(tf_engine *e, int32_t *tok);
 static int mtp_open(const tf_engine *e, tf_seq_id s);
@@ -1003,7 +1003,7 @@ static int follow_rows(tf_engine *e, tf_seq_id s, int32_t tok, int64_t max)
 		    (rc = draft_tell(e, &tok)) != TF_OK || tok < 0)
 			break;
 	}
-	return mtp_end(e, q, s, rc);
+	return mtp_end(q, s, rc);
 }
 
 /* SEQ_UNDO: keep the first `kept` tokens of s, which its last call, a
@@ -1118,9 +1118,8 @@ static int mtp_begin(tf_engine *e, struct tf_seq *q, tf_seq_id s)
 }
 
 /* After s's MTP rows, whose outcome was rc: its MTP state as it was. */
-static int mtp_end(tf_engine *e, struct tf_seq *q, tf_seq_id s, int rc)
+static int mtp_end(struct tf_seq *q, tf_seq_id s, int rc)
 {
-	(void)e;
 	int back = tf_seqstate_mtp_back(q->st);
 	if (back != TF_OK) {
 		q->broken = true;
@@ -1267,7 +1266,7 @@ static int seq_propose(tf_engine *e, struct spec *sp, int depth)
 	if (r.begun) {
 		int32_t end = -1;
 		int tr = e->tp && e->rank == 0 ? draft_tell(e, &end) : TF_OK;
-		rc = mtp_end(e, q, sp->s, rc == TF_OK ? tr : rc);
+		rc = mtp_end(q, sp->s, rc == TF_OK ? tr : rc);
 	}
 	tf_tpsync_beat_unlock(e->beat);
 	if (rc != TF_OK)
@@ -1312,7 +1311,7 @@ static int seq_draft(tf_engine *e, tf_seq_id s, int32_t next, int depth, int32_t
 			break;
 		draft[i] = argmax(row, q->smp.n_vocab);
 	}
-	return mtp_end(e, q, s, rc);
+	return mtp_end(q, s, rc);
 }
 
 /*
@@ -1530,6 +1529,27 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
 	return seq_spec(e, q, s, depth, false, logits, tokens, n, &drafted);
 }
 
+/*
+ * *k, the depth of s's next step: the drafter's choice, 0..max, or max
+ * where it has no policy or the caller fixed it.  While the drafter
+ * expects to decode plainly, the MTP layer is not fed the rows kept past
+ * a step's (feeding it cost ling-nano 1.6-3% of plain decoding): a later
+ * draft catches up the recent ones and its attention skips the rest.
+ * Drafts are proposals, the verify keeps the output exact.
+ * Tensor-parallel ranks feed every row, alike.
+ */
+static int seq_plan(tf_engine *e, struct tf_seq *q, tf_seq_id s, int max, bool fixed, int *k)
+{
+	tf_draft_plan plan = { .max = max, .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
+	*k = e->dr->depth && !fixed ? e->dr->depth(e->dinst, q->dseq, &plan) : max;
+	if (*k < 0 || *k > max)
+		return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s chose depth %d, outside "
+				   "0..%d", s, e->dr->hdr.name, *k, max);
+	if (e->mtp)
+		tf_seqstate_mtp_skip(q->st, plan.idle && !e->tp);
+	return TF_OK;
+}
+
 int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t *tokens,
 		int *n, int *drafted)
 {
@@ -1539,20 +1559,9 @@ int tf_seq_step(tf_engine *e, tf_seq_id s, int max_depth, float *logits, int32_t
 		return TF_ERR_INVALID;
 	if ((rc = spec_check(e, q, s, max_depth, 0)) != TF_OK)
 		return rc;
-	/* The drafter's depth; while it expects to decode plainly, the MTP
-	 * layer is not fed the rows kept past a step's (feeding it cost
-	 * ling-nano 1.6-3% of plain decoding): a later draft catches up the
-	 * recent ones and its attention skips the rest.  Drafts are
-	 * proposals, the verify keeps the output exact.  Tensor-parallel
-	 * ranks feed every row, alike. */
-	tf_draft_plan plan = { .max = max_depth,
-			       .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
-	int k = e->dr->depth ? e->dr->depth(e->dinst, q->dseq, &plan) : max_depth;
-	if (k < 0 || k > max_depth)
-		return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s chose depth %d, outside "
-				   "0..%d", s, e->dr->hdr.name, k, max_depth);
-	if (e->mtp)
-		tf_seqstate_mtp_skip(q->st, plan.idle && !e->tp);
+	int k;
+	if ((rc = seq_plan(e, q, s, max_depth, false, &k)) != TF_OK)
+		return rc;
 	/* The step's seconds, and of them the MTP layer's catching up (before
 	 * drafts, or a plain step's when the rows kept would pass a step's). */
 	double t = tf_pipeline_clock(), c0, c1;
@@ -1635,16 +1644,8 @@ static int step_draft(tf_engine *e, tf_spec_step *st, struct spec *sp, float *qd
 	if (rc != TF_OK)
 		return rc;
 	if (st->max_depth) {
-		tf_draft_plan plan = { .max = st->max_depth,
-				       .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
-		k = e->dr->depth && !st->fixed ? e->dr->depth(e->dinst, q->dseq, &plan)
-					       : st->max_depth;
-		if (k < 0 || k > st->max_depth)
-			return tf_diag_set(TF_ERR_INVALID, "sequence %d: drafter %s chose depth %d, "
-					   "outside 0..%d", st->seq, e->dr->hdr.name, k,
-					   st->max_depth);
-		if (e->mtp)
-			tf_seqstate_mtp_skip(q->st, plan.idle && !e->tp);
+		if ((rc = seq_plan(e, q, st->seq, st->max_depth, st->fixed, &k)) != TF_OK)
+			return rc;
 	}
 	*sp = (struct spec){ .q = q, .s = st->seq, .tokens = st->tokens, .qd = qd, .qset = qset };
 	double c0, c1;
