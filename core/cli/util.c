@@ -34,7 +34,7 @@ int tf_cli_model_file(const tf_conf *conf, const char *file, char *path, size_t 
 
 int tf_cli_sampling(const tf_conf *c, tf_sampler_params *sp, int64_t *max_tokens)
 {
-	double temp, top_p, min_p, rep, pres;
+	double temp, top_p, min_p, rep, pres, freq;
 	int64_t top_k, last_n, seed;
 	int rc;
 
@@ -45,6 +45,7 @@ int tf_cli_sampling(const tf_conf *c, tf_sampler_params *sp, int64_t *max_tokens
 	    (rc = tf_conf_get_float(c, "sampling", "repeat_penalty", sp->repeat_penalty, &rep)) ||
 	    (rc = tf_conf_get_float(c, "sampling", "presence_penalty", sp->presence_penalty,
 				    &pres)) ||
+	    (rc = tf_conf_get_float(c, "sampling", "frequency_penalty", 0, &freq)) ||
 	    (rc = tf_conf_get_int(c, "sampling", "top_k", sp->top_k, &top_k)) ||
 	    (rc = tf_conf_get_int(c, "sampling", "repeat_last_n", 64, &last_n)) ||
 	    (rc = tf_conf_get_int(c, "sampling", "seed", 0, &seed)) ||
@@ -55,6 +56,7 @@ int tf_cli_sampling(const tf_conf *c, tf_sampler_params *sp, int64_t *max_tokens
 	sp->min_p = (float)min_p;
 	sp->repeat_penalty = (float)rep;
 	sp->presence_penalty = (float)pres;
+	sp->frequency_penalty = (float)freq;
 	sp->top_k = (int)top_k;
 	sp->repeat_last_n = (int)last_n;
 	sp->seed = seed < 0 ? (uint64_t)time(NULL) : (uint64_t)seed;

@@ -81,6 +81,7 @@ static const struct conf_key conf_schema[] = {
 	RANGE("sampling", "min_p", T_FLOAT, 0, 1),
 	RANGE("sampling", "repeat_penalty", T_FLOAT, 0, 100),
 	RANGE("sampling", "presence_penalty", T_FLOAT, -100, 100),
+	RANGE("sampling", "frequency_penalty", T_FLOAT, -100, 100),
 	RANGE("sampling", "repeat_last_n", T_INT, 0, 1 << 30),
 	RANGE("sampling", "seed", T_INT, -1, 9007199254740991.0),
 	RANGE("sampling", "max_tokens", T_INT, 1, 1 << 30),
@@ -105,6 +106,8 @@ static const struct conf_key conf_schema[] = {
 	RANGE("server", "max_prompt", T_INT, 1, 1 << 30),
 	RANGE("server", "grace", T_FLOAT, 0, 3600),
 	RANGE("server", "prefix_cache", T_INT, 0, 4096),
+	RANGE("server", "max_n", T_INT, 1, 4096),
+	KEY("server", "cors", T_STR),
 
 	RANGE("tp", "size", T_INT, 1, 64),
 	RANGE("tp", "rank", T_INT, 0, 63),

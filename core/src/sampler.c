@@ -36,15 +36,37 @@ int tf_sampler_init(tf_sampler *s, const tf_sampler_params *p, int n_vocab)
 		return tf_diag_set(TF_ERR_INVALID, "sampler: presence_penalty %g", p->presence_penalty);
 	if (p->repeat_last_n < -1)
 		return tf_diag_set(TF_ERR_INVALID, "sampler: repeat_last_n %d", p->repeat_last_n);
+	if (!isfinite(p->frequency_penalty))
+		return tf_diag_set(TF_ERR_INVALID, "sampler: frequency_penalty %g",
+				   p->frequency_penalty);
+	if (p->penalty_from < 0)
+		return tf_diag_set(TF_ERR_INVALID, "sampler: penalty_from %lld",
+				   (long long)p->penalty_from);
+	if (p->n_logit_bias < 0 || (p->n_logit_bias && !p->logit_bias))
+		return tf_diag_set(TF_ERR_INVALID, "sampler: %d logit biases", p->n_logit_bias);
+	for (int i = 0; i < p->n_logit_bias; i++) {
+		const tf_logit_bias *b = &p->logit_bias[i];
+		if (b->id < 0 || b->id >= n_vocab)
+			return tf_diag_set(TF_ERR_INVALID, "sampler: logit bias for token %d, "
+					   "outside the vocabulary (0..%d)", b->id, n_vocab - 1);
+		if (!(b->bias >= -100 && b->bias <= 100))
+			return tf_diag_set(TF_ERR_INVALID, "sampler: logit bias %g for token %d "
+					   "(want -100..100)", b->bias, b->id);
+	}
 	s->par = *p;
 	s->n_vocab = n_vocab;
 	s->logit = malloc((size_t)n_vocab * sizeof(*s->logit));
 	s->cand = malloc((size_t)n_vocab * sizeof(*s->cand));
-	s->seen = calloc((size_t)n_vocab, 1);
-	if (!s->logit || !s->cand || !s->seen) {
+	s->count = calloc((size_t)n_vocab, sizeof(*s->count));
+	if (p->n_logit_bias)
+		s->bias = malloc((size_t)p->n_logit_bias * sizeof(*s->bias));
+	if (!s->logit || !s->cand || !s->count || (p->n_logit_bias && !s->bias)) {
 		tf_sampler_free(s);
 		return tf_diag_set(TF_ERR_NOMEM, "sampler: out of memory");
 	}
+	if (p->n_logit_bias)
+		memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof(*s->bias));
+	s->par.logit_bias = s->bias;
 	return TF_OK;
 }
 
@@ -52,7 +74,8 @@ void tf_sampler_free(tf_sampler *s)
 {
 	free(s->logit);
 	free(s->cand);
-	free(s->seen);
+	free(s->count);
+	free(s->bias);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -74,8 +97,9 @@ double tf_sampler_uniform(uint64_t seed, uint64_t seq, uint64_t pos)
 
 /* ---- shared steps ---- */
 
-/* s->logit = logits with NaN as -inf and the penalties applied to the
- * distinct tokens of the window (the CTRL rule for repeat_penalty). */
+/* s->logit = logits with NaN as -inf, the penalties applied to the
+ * distinct tokens of the window (the CTRL rule for repeat_penalty; presence
+ * once, frequency once per occurrence, as OpenAI's), then the bias. */
 static void penalize(tf_sampler *s, const float *logits, const int32_t *hist, size_t n_hist)
 {
 	const tf_sampler_params *p = &s->par;
@@ -83,24 +107,32 @@ static void penalize(tf_sampler *s, const float *logits, const int32_t *hist, si
 
 	for (i = 0; i < (size_t)s->n_vocab; i++)
 		s->logit[i] = isnan(logits[i]) ? -INFINITY : logits[i];
-	if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f)
-		return;
+	if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f &&
+	    p->frequency_penalty == 0.0f)
+		goto bias;
 	if (p->repeat_last_n >= 0 && n_hist > (size_t)p->repeat_last_n)
 		from = n_hist - (size_t)p->repeat_last_n;
+	if ((int64_t)from < p->penalty_from)
+		from = (size_t)p->penalty_from;
+	for (i = from; i < n_hist; i++)
+		if (hist[i] >= 0 && hist[i] < s->n_vocab)
+			s->count[hist[i]]++;
 	for (i = from; i < n_hist; i++) {
 		int32_t id = hist[i];
 		float *l;
 
-		if (id < 0 || id >= s->n_vocab || s->seen[id])
+		if (id < 0 || id >= s->n_vocab || !s->count[id])
 			continue;
-		s->seen[id] = 1;
 		l = &s->logit[id];
 		*l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
-		*l -= p->presence_penalty;
+		*l -= p->presence_penalty + p->frequency_penalty * (float)s->count[id];
+		s->count[id] = 0;
 	}
-	for (i = from; i < n_hist; i++)
-		if (hist[i] >= 0 && hist[i] < s->n_vocab)
-			s->seen[hist[i]] = 0;
+bias:
+	for (int b = 0; b < p->n_logit_bias; b++) {
+		float *l = &s->logit[p->logit_bias[b].id];
+		*l = p->logit_bias[b].bias <= -100 ? -INFINITY : *l + p->logit_bias[b].bias;
+	}
 }
 
 /* Larger p (a logit or a probability) first, lower id on ties: the one

@@ -27,7 +27,8 @@ typedef struct tf_sampler {
 	int n_vocab;
 	float *logit;           /* penalised copy of the logits */
 	tf_sampler_cand *cand;  /* n_vocab candidates */
-	uint8_t *seen;          /* n_vocab flags for the penalty window */
+	uint32_t *count;        /* n_vocab: occurrences in the penalty window */
+	tf_logit_bias *bias;    /* the params' logit_bias, owned */
 } tf_sampler;
 
 /* Checks the ranges (TF_ERR_INVALID names the bad parameter). */

@@ -168,6 +168,83 @@ Test(sampler, penalties)
 	tf_sampler_free(&s);
 }
 
+/* The logits every penalty and the bias make, written plainly: counts
+ * over the window [max(from, n - last_n), n), then the bias. */
+static void penalized_ref(const float *l, float *out, int n, const int32_t *hist, int n_hist,
+			  const tf_sampler_params *p)
+{
+	int from = p->repeat_last_n < 0 || n_hist <= p->repeat_last_n ? 0 :
+		   n_hist - p->repeat_last_n;
+	from = from > (int)p->penalty_from ? from : (int)p->penalty_from;
+	for (int v = 0; v < n; v++) {
+		int c = 0;
+		for (int i = from; i < n_hist; i++)
+			c += hist[i] == v;
+		out[v] = l[v];
+		if (c) {
+			out[v] = out[v] > 0 ? out[v] / p->repeat_penalty : out[v] * p->repeat_penalty;
+			out[v] -= p->presence_penalty + p->frequency_penalty * (float)c;
+		}
+	}
+	for (int b = 0; b < p->n_logit_bias; b++)
+		out[p->logit_bias[b].id] = p->logit_bias[b].bias <= -100 ? -INFINITY :
+					   out[p->logit_bias[b].id] + p->logit_bias[b].bias;
+}
+
+Test(sampler, frequency_penalty_window_and_bias_against_a_reference)
+{
+	float l[NV], want[NV];
+	int32_t hist[64];
+	tf_logit_bias bias[8];
+
+	for (int trial = 0; trial < 40; trial++) {
+		tf_sampler_params par = params(1.0f);
+		const tf_sampler_cand *c;
+		size_t m;
+		double z = 0;
+
+		random_logits(l, NV, 500 + (unsigned)trial);
+		for (int i = 0; i < 64; i++)    /* few distinct ids: many repeats */
+			hist[i] = rand() % 24;
+		for (int b = 0; b < 8; b++)
+			bias[b] = (tf_logit_bias){ .id = rand() % 32,
+						   .bias = b == 0 ? -100.0f : (float)(rand() % 9) - 4 };
+		for (int b = 1; b < 8; b++)     /* distinct ids: the order then does not matter */
+			bias[b].id = 32 + b;
+		par.presence_penalty = (float)(trial % 3) * 0.4f;
+		par.frequency_penalty = (float)(trial % 4) * 0.3f - 0.2f;
+		par.repeat_penalty = trial % 2 ? 1.0f : 1.25f;
+		par.repeat_last_n = trial % 5 == 0 ? -1 : 16 + trial;
+		par.penalty_from = trial % 3 == 0 ? 0 : 10 + trial;
+		par.logit_bias = bias;
+		par.n_logit_bias = trial % 2 ? 8 : 0;
+		tf_sampler s = make(par, NV);
+		penalized_ref(l, want, NV, hist, 64, &par);
+		for (int v = 0; v < NV; v++)
+			z += isinf(want[v]) ? 0 : exp((double)want[v]);
+		cr_assert_eq(tf_sampler_dist(&s, l, hist, 64, &c, &m), 0, "%s", tf_diag_msg());
+		for (size_t i = 0; i < m; i++) {
+			double p = exp((double)want[c[i].id]) / z;
+			cr_assert(fabs(c[i].p - p) <= 1e-5 + 1e-4 * p, "trial %d token %d: %g, want %g",
+				  trial, c[i].id, c[i].p, p);
+		}
+		if (par.n_logit_bias)
+			for (size_t i = 0; i < m; i++)
+				cr_assert(c[i].id != bias[0].id || c[i].p == 0, "a banned token kept");
+		tf_sampler_free(&s);
+	}
+	tf_sampler_params bad = params(1.0f);
+	bad.logit_bias = bias;
+	bad.n_logit_bias = 1;
+	bias[0] = (tf_logit_bias){ .id = NV, .bias = 1 };
+	cr_expect_eq(tf_sampler_init(&(tf_sampler){ 0 }, &bad, NV), TF_ERR_INVALID);
+	bias[0] = (tf_logit_bias){ .id = 1, .bias = 101 };
+	cr_expect_eq(tf_sampler_init(&(tf_sampler){ 0 }, &bad, NV), TF_ERR_INVALID);
+	bad.n_logit_bias = 0;
+	bad.frequency_penalty = NAN;
+	cr_expect_eq(tf_sampler_init(&(tf_sampler){ 0 }, &bad, NV), TF_ERR_INVALID);
+}
+
 Test(sampler, draws_are_keyed_by_seed_sequence_position)
 {
 	float l[NV];

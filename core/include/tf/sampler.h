@@ -1,7 +1,8 @@
 /*
  * tf/sampler.h - how the next token is picked from logits.
  *
- * Order: repetition and presence penalties on the logits; then greedy
+ * Order: repetition, presence and frequency penalties and the logit bias
+ * on the logits; then greedy
  * (temperature <= 0) or temperature, top-k, softmax, top-p, min-p and a
  * draw.  The draw's random number is a pure function of (seed, position):
  * a token does not depend on which other sequences shared its step, nor on
@@ -17,6 +18,13 @@
 extern "C" {
 #endif
 
+/* A token's logit bias, as OpenAI's logit_bias: added to its logit; -100
+ * or less bans it. */
+typedef struct tf_logit_bias {
+	int32_t id;
+	float bias;
+} tf_logit_bias;
+
 typedef struct tf_sampler_params {
 	float temperature;      /* <= 0: greedy (argmax) */
 	int top_k;              /* 0: off */
@@ -26,9 +34,15 @@ typedef struct tf_sampler_params {
 	float presence_penalty; /* 0: off; subtracted once per recent token */
 	int repeat_last_n;      /* the penalties' window; -1: all history */
 	uint64_t seed;
+	/* Read by the host's sampler alone: a backend samples a sequence only
+	 * while they are off. */
+	float frequency_penalty;        /* 0: off; subtracted once per occurrence */
+	int64_t penalty_from;           /* the penalties count tokens from here on */
+	const tf_logit_bias *logit_bias;/* [n_logit_bias], copied by the sampler */
+	int n_logit_bias;
 } tf_sampler_params;
 
-/* Greedy, no penalties, top_p 1, seed 0. */
+/* Greedy, no penalties, top_p 1, seed 0, no bias. */
 void tf_sampler_params_default(tf_sampler_params *p);
 
 #ifdef __cplusplus

@@ -654,14 +654,16 @@ static int64_t owed_row(const tf_engine *e, const float *logits)
 static int seq_pick_dev(tf_engine *e, struct tf_seq *q, const float *logits, int64_t len,
 			int64_t n, int32_t *token)
 {
+	const tf_sampler_params *par = &q->smp.par;
 	int64_t row = owed_row(e, logits);
-	if (row < 0 || owed_row(e, logits + (n - 1) * (int64_t)e->vocab) != row + n - 1)
-		return TF_ERR_UNSUPPORTED;
+	if (row < 0 || owed_row(e, logits + (n - 1) * (int64_t)e->vocab) != row + n - 1 ||
+	    par->frequency_penalty != 0.0f || par->n_logit_bias)
+		return TF_ERR_UNSUPPORTED;      /* the host's alone: see tf/sampler.h */
 	for (int64_t i = 0; i < n; i++) {
 		e->draw_seq[i] = 0;
 		e->draw_pos[i] = (uint64_t)(len + i);
 	}
-	int rc = tf_pipeline_sample(e->p, &q->smp.par, row, n, q->smp.n_vocab, e->draw_seq,
+	int rc = tf_pipeline_sample(e->p, par, row, n, q->smp.n_vocab, e->draw_seq,
 				    e->draw_pos, token);
 	for (int64_t i = 0; rc == TF_OK && i < n; i++)
 		e->samples += token[i] >= 0;
