@@ -54,6 +54,7 @@ static int read_listen(serve *s, const tf_options *o, tf_conf **c, int64_t *rank
 	sc->host = o->host ? o->host : tf_conf_get(*c, "server", "host");
 	sc->host = sc->host ? sc->host : "127.0.0.1";
 	sc->api_key = o->api_key ? o->api_key : tf_conf_get(*c, "server", "api_key");
+	sc->cors = tf_conf_get(*c, "server", "cors");
 	if ((rc = tf_conf_get_int(*c, "server", "port", 8080, &port)) ||
 	    (rc = tf_conf_get_size(*c, "server", "max_body", 1 << 20, &sc->max_body)) ||
 	    (rc = tf_conf_get_int(*c, "tp", "rank", 0, rank)))
@@ -66,7 +67,7 @@ static int read_listen(serve *s, const tf_options *o, tf_conf **c, int64_t *rank
 static int read_server(serve *s, const tf_conf *c)
 {
 	serve_conf *sc = &s->conf;
-	int64_t slots, queue, cache, ctx = tf_engine_context(s->e);
+	int64_t slots, queue, cache, max_n, ctx = tf_engine_context(s->e);
 	int seqs = tf_engine_max_seqs(s->e);
 	int rc;
 
@@ -76,15 +77,21 @@ static int read_server(serve *s, const tf_conf *c)
 	    (rc = tf_conf_get_int(c, "server", "max_messages", 256, &sc->max_messages)) ||
 	    (rc = tf_conf_get_int(c, "server", "max_prompt", ctx, &sc->max_prompt)) ||
 	    (rc = tf_conf_get_float(c, "server", "grace", 10, &sc->grace)) ||
-	    (rc = tf_conf_get_int(c, "server", "prefix_cache", seqs, &cache)))
+	    (rc = tf_conf_get_int(c, "server", "prefix_cache", seqs, &cache)) ||
+	    (rc = tf_conf_get_int(c, "server", "max_n", slots, &max_n)))
 		return rc;
 	sc->slots = (int)slots;
+	sc->max_n = (int)max_n;
 	sc->queue = (int)queue;
 	sc->prefix_cache = (int)cache;
 	if (slots > seqs)
 		return tf_diag_set(TF_ERR_INVALID, "[server] slots = %" PRId64 " needs as many "
 				   "sequences: set [runtime] sequences = %" PRId64 " (now %d)",
 				   slots, slots, seqs);
+	if (max_n > slots)
+		return tf_diag_set(TF_ERR_INVALID, "[server] max_n = %" PRId64 ": a request's "
+				   "choices are decoded together, in at most [server] slots = %"
+				   PRId64, max_n, slots);
 	/* Kept sequences are idle ones of the same table: no more than it holds. */
 	if (cache > seqs)
 		return tf_diag_set(TF_ERR_INVALID, "[server] prefix_cache = %" PRId64 " keeps "

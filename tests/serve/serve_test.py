@@ -250,7 +250,7 @@ def t_errors(srv):
     check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", temperature="hot"))
     check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", max_tokens=0))
     check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", max_tokens=10 ** 6))
-    check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", n=2))
+    check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", n=10 ** 4))
     check_error(srv, 400, "POST", "/v1/chat/completions",
                 {"messages": [{"role": "wizard", "content": "x"}]})
     e = check_error(srv, 400, "POST", "/v1/chat/completions", {"messages": [
@@ -264,7 +264,7 @@ def t_errors(srv):
     check_error(srv, 400, "POST", "/v1/completions", {"prompt": "x", "logprobs": 21})
     check_error(srv, 413, "POST", "/v1/chat/completions", chat("x" * 70000))
     check_error(srv, 404, "GET", "/v1/nothing")
-    check_error(srv, 404, "POST", "/v1/models")
+    check_error(srv, 405, "POST", "/v1/models")
     check_error(srv, 401, "GET", "/v1/models", auth=False)
     check_error(srv, 401, "GET", "/v1/models", auth=False,
                 headers={"Authorization": "Bearer sk-test-kez"})

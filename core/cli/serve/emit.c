@@ -20,6 +20,21 @@ static const char *err_type(int status)
 	}
 }
 
+/* error.code where the failure does not name its own. */
+static const char *err_code(int status)
+{
+	switch (status) {
+	case 400: return "invalid_request";
+	case 401: return "invalid_api_key";
+	case 404: return "not_found";
+	case 405: return "method_not_allowed";
+	case 413: return "request_too_large";
+	case 429: return "rate_limit_exceeded";
+	case 503: return "service_unavailable";
+	default: return "server_error";
+	}
+}
+
 char *serve_err_json(const serve_err *err)
 {
 	cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
@@ -29,58 +44,61 @@ char *serve_err_json(const serve_err *err)
 	    cJSON_AddStringToObject(e, "type", err_type(err->status)) &&
 	    (err->param ? cJSON_AddStringToObject(e, "param", err->param) :
 			  cJSON_AddNullToObject(e, "param")) &&
-	    cJSON_AddNullToObject(e, "code"))
+	    cJSON_AddStringToObject(e, "code", err->code ? err->code : err_code(err->status)))
 		s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;
 }
 
 /* {"id", "object", "created", "model"}: every response starts so. */
-static cJSON *head(const serve *s, const serve_req *r, const char *object)
+static cJSON *head(const serve *s, const serve_job *j, const char *object)
 {
 	cJSON *o = cJSON_CreateObject();
 
-	if (o && cJSON_AddStringToObject(o, "id", r->id) &&
+	if (o && cJSON_AddStringToObject(o, "id", j->id) &&
 	    cJSON_AddStringToObject(o, "object", object) &&
-	    cJSON_AddNumberToObject(o, "created", (double)r->created) &&
+	    cJSON_AddNumberToObject(o, "created", (double)j->created) &&
 	    cJSON_AddStringToObject(o, "model", s->model_name))
 		return o;
 	cJSON_Delete(o);
 	return NULL;
 }
 
-/* One choice of a chunk or body, with its finish_reason (NULL: null). */
-static cJSON *choice(cJSON *o, const char *finish)
+/* r's choice, with its finish_reason (NULL: null). */
+static cJSON *choice(const serve_req *r, const char *finish)
 {
-	cJSON *list = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+	cJSON *c = cJSON_CreateObject();
 
-	if (!list || !c || !cJSON_AddItemToArray(list, c)) {
-		cJSON_Delete(c);
-		return NULL;
-	}
-	if (cJSON_AddNumberToObject(c, "index", 0) && cJSON_AddNullToObject(c, "logprobs") &&
+	if (c && cJSON_AddNumberToObject(c, "index", r->index) &&
+	    cJSON_AddNullToObject(c, "logprobs") &&
 	    (finish ? cJSON_AddStringToObject(c, "finish_reason", finish) :
 		      cJSON_AddNullToObject(c, "finish_reason")))
 		return c;
+	cJSON_Delete(c);
 	return NULL;
 }
 
-/* With prompt_tokens_details.cached_tokens: the prompt tokens a kept
- * sequence spared, as OpenAI counts its own prompt caching. */
-static bool add_usage(cJSON *o, const serve_req *r)
+/* With prompt_tokens_details.cached_tokens: the prompt tokens kept
+ * sequences spared, as OpenAI counts its own prompt caching. */
+static bool add_usage(cJSON *o, const serve_job *j)
 {
 	cJSON *u = cJSON_AddObjectToObject(o, "usage"), *d;
+	int64_t gen = 0, cached = 0;
 
-	return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt.n) &&
-	       cJSON_AddNumberToObject(u, "completion_tokens", (double)r->n_gen) &&
-	       cJSON_AddNumberToObject(u, "total_tokens", (double)r->prompt.n + (double)r->n_gen) &&
+	for (int i = 0; i < j->n; i++) {
+		gen += j->req[i]->n_gen;
+		cached += j->req[i]->fork_of ? 0 : j->req[i]->cached;
+	}
+	return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->prompt_tokens) &&
+	       cJSON_AddNumberToObject(u, "completion_tokens", (double)gen) &&
+	       cJSON_AddNumberToObject(u, "total_tokens", (double)(j->prompt_tokens + gen)) &&
 	       (d = cJSON_AddObjectToObject(u, "prompt_tokens_details")) &&
-	       cJSON_AddNumberToObject(d, "cached_tokens", (double)r->cached);
+	       cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
 }
 
-/* o (consumed) into r->out: a "data: " line when streaming, else the body;
- * the connection is woken. */
-static int put(serve *s, serve_req *r, cJSON *o)
+/* o (consumed) into the job's out: a "data: " line when streaming, else
+ * the body; the connection is woken.  A failed job takes no more. */
+static int put(serve *s, serve_job *j, cJSON *o)
 {
 	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
 	int rc = TF_OK;
@@ -89,9 +107,9 @@ static int put(serve *s, serve_req *r, cJSON *o)
 	if (!text)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_mutex_lock(&s->lock);
-	if ((r->stream && tf_bytes_append(&r->out, "data: ", 6)) ||
-	    tf_bytes_append(&r->out, text, strlen(text)) ||
-	    (r->stream && tf_bytes_append(&r->out, "\n\n", 2)))
+	if (!j->failed && ((j->stream && tf_bytes_append(&j->out, "data: ", 6)) ||
+			   tf_bytes_append(&j->out, text, strlen(text)) ||
+			   (j->stream && tf_bytes_append(&j->out, "\n\n", 2))))
 		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_cond_broadcast(&s->progress);
 	pthread_mutex_unlock(&s->lock);
@@ -112,7 +130,8 @@ static cJSON *columns(cJSON *entries)
 	bool ok = toks && lps && tops && offs;
 
 	cJSON_ArrayForEach(e, entries) {
-		cJSON *alts = cJSON_CreateObject();
+		bool none = !cJSON_GetObjectItem(e, "top_logprobs");
+		cJSON *alts = none ? cJSON_CreateNull() : cJSON_CreateObject();
 		ok = ok && cJSON_AddItemToArray(tops, alts);
 		if (!ok) {
 			cJSON_Delete(alts);
@@ -142,12 +161,12 @@ static bool take_logprobs(serve_req *r, cJSON *c)
 {
 	cJSON *lp, *content = r->lp;
 
-	if (!r->logprobs || (r->stream && !content))
+	if (!r->logprobs || (r->job->stream && !content))
 		return true;
 	r->lp = NULL;
 	if (!content)
 		content = cJSON_CreateArray();
-	if (r->kind == SERVE_COMPLETION) {
+	if (r->job->kind == SERVE_COMPLETION) {
 		lp = content ? columns(content) : NULL;
 		if (!lp || !cJSON_ReplaceItemInObject(c, "logprobs", lp)) {
 			cJSON_Delete(lp);
@@ -169,17 +188,24 @@ static bool take_logprobs(serve_req *r, cJSON *c)
 	return true;
 }
 
-/* A chunk whose one choice is filled by the caller: *c, NULL on failure. */
+/* A chunk whose one choice, r's, is filled by the caller: *c, NULL on
+ * failure. */
 static cJSON *chunk(const serve *s, serve_req *r, const char *finish, cJSON **c)
 {
-	cJSON *o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion.chunk" :
+	const serve_job *j = r->job;
+	cJSON *o = head(s, j, j->kind == SERVE_CHAT ? "chat.completion.chunk" :
 			"text_completion");
+	cJSON *list = o ? cJSON_AddArrayToObject(o, "choices") : NULL;
 
-	*c = o ? choice(o, finish) : NULL;
+	*c = list ? choice(r, finish) : NULL;
+	if (*c && !cJSON_AddItemToArray(list, *c)) {
+		cJSON_Delete(*c);
+		*c = NULL;
+	}
 	if (*c && !take_logprobs(r, *c))
 		*c = NULL;
 	/* With include_usage every chunk says "usage": null but the last. */
-	if (*c && r->include_usage && !cJSON_AddNullToObject(o, "usage"))
+	if (*c && j->include_usage && !cJSON_AddNullToObject(o, "usage"))
 		*c = NULL;
 	return o;
 }
@@ -193,7 +219,7 @@ static cJSON *add_text(cJSON *o, const char *key, const char *text, size_t len)
 	return v;
 }
 
-/* {"token", "logprob", "bytes"} of token id. */
+/* {"token", "logprob", "bytes"} of token id; a NaN logprob is null. */
 static cJSON *lp_entry(const serve *s, int32_t id, double logprob)
 {
 	cJSON *e = cJSON_CreateObject(), *bytes = NULL;
@@ -203,7 +229,8 @@ static cJSON *lp_entry(const serve *s, int32_t id, double logprob)
 
 	if (e && p && !tf_tok_decode(s->tok, &id, 1, 0, &text) &&
 	    add_text(e, "token", text.p ? text.p : "", text.len) &&
-	    cJSON_AddNumberToObject(e, "logprob", logprob))
+	    (isnan(logprob) ? cJSON_AddNullToObject(e, "logprob") :
+			      cJSON_AddNumberToObject(e, "logprob", logprob)))
 		bytes = cJSON_AddArrayToObject(e, "bytes");
 	tf_bytes_free(&text);
 	for (size_t i = 0; bytes && i < len; i++) {
@@ -220,17 +247,17 @@ static cJSON *lp_entry(const serve *s, int32_t id, double logprob)
 	return e;
 }
 
-int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row)
+int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row, int64_t offset)
 {
 	int32_t top[20];
-	int k = 0, want = r->top_logprobs;
-	float max = row[0];
-	double sum = 0, lse;
-	cJSON *e, *alts;
+	int k = 0, want = row ? r->top_logprobs : 0;
+	float max = row ? row[0] : 0;
+	double sum = 0, lse = 0;
+	cJSON *e, *alts = NULL;
 
-	for (int i = 1; i < s->n_vocab; i++)
+	for (int i = 1; row && i < s->n_vocab; i++)
 		max = row[i] > max ? row[i] : max;
-	for (int i = 0; i < s->n_vocab; i++) {
+	for (int i = 0; row && i < s->n_vocab; i++) {
 		sum += exp((double)row[i] - max);
 		/* The `want` likeliest so far, best first: one pass, no sort. */
 		if (want && (k < want || row[i] > row[top[k - 1]])) {
@@ -241,17 +268,19 @@ int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row)
 		}
 	}
 	/* Of the model's own distribution, before temperature and the cuts. */
-	lse = max + log(sum);
+	if (row)
+		lse = max + log(sum);
 	if (!r->lp && !(r->lp = cJSON_CreateArray()))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-	e = lp_entry(s, t, row[t] - lse);
+	e = lp_entry(s, t, row ? row[t] - lse : NAN);
 	/* A completion's token stands at this character of the text. */
-	if (e && r->kind == SERVE_COMPLETION &&
-	    !cJSON_AddNumberToObject(e, "text_offset", (double)r->n_chars)) {
+	if (e && r->job->kind == SERVE_COMPLETION &&
+	    !cJSON_AddNumberToObject(e, "text_offset", (double)offset)) {
 		cJSON_Delete(e);
 		e = NULL;
 	}
-	alts = e ? cJSON_AddArrayToObject(e, "top_logprobs") : NULL;
+	if (e && row)
+		alts = cJSON_AddArrayToObject(e, "top_logprobs");
 	for (int i = 0; alts && i < k; i++) {
 		cJSON *a = lp_entry(s, top[i], row[top[i]] - lse);
 		if (!cJSON_AddItemToArray(alts, a)) {
@@ -259,7 +288,7 @@ int serve_emit_logprob(serve *s, serve_req *r, int32_t t, const float *row)
 			alts = NULL;
 		}
 	}
-	if (!alts || !cJSON_AddItemToArray(r->lp, e)) {
+	if (!e || (row && !alts) || !cJSON_AddItemToArray(r->lp, e)) {
 		cJSON_Delete(e);
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	}
@@ -270,13 +299,13 @@ int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, si
 {
 	cJSON *c, *o, *d;
 
-	if (!r->stream) {
+	if (!r->job->stream) {
 		tf_bytes *b = reasoning ? &r->reasoning : &r->answer;
 		return tf_bytes_append(b, text, len) ? tf_diag_set(TF_ERR_NOMEM, "out of memory")
 						     : TF_OK;
 	}
 	o = chunk(s, r, NULL, &c);
-	if (r->kind == SERVE_COMPLETION) {
+	if (r->job->kind == SERVE_COMPLETION) {
 		if (c && !add_text(c, "text", text, len))
 			c = NULL;
 	} else if (c) {
@@ -291,7 +320,7 @@ int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, si
 		cJSON_Delete(o);
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	}
-	return put(s, r, o);
+	return put(s, r->job, o);
 }
 
 int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call)
@@ -301,11 +330,11 @@ int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call)
 	tf_bytes json = { 0 };
 	cJSON *o, *c, *d, *list, *item = NULL;
 
-	snprintf(id, sizeof(id), "call_%s_%zu", r->id, k);
+	snprintf(id, sizeof(id), "call_%s_%d_%zu", r->job->id, r->index, k);
 	if (tf_val_dict_set(call, "id", 2, tf_val_cstr(id)) ||
 	    tf_val_list_push(r->calls, tf_val_ref(call)))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
-	if (!r->stream)
+	if (!r->job->stream)
 		return TF_OK;
 	o = chunk(s, r, NULL, &c);
 	if (!tf_val_dump_json(call, &json))
@@ -321,17 +350,16 @@ int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	}
 	r->n_chunks++;
-	return put(s, r, o);
+	return put(s, r->job, o);
 }
 
-/* The whole non-streaming body. */
-static cJSON *body(const serve *s, serve_req *r)
+/* r's whole choice, for the non-streaming body. */
+static cJSON *whole(serve_req *r)
 {
-	cJSON *o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion" : "text_completion");
-	cJSON *c = o ? choice(o, r->finish) : NULL;
-	bool ok = c && add_usage(o, r) && take_logprobs(r, c);
+	cJSON *c = choice(r, r->finish);
+	bool ok = c && take_logprobs(r, c);
 
-	if (ok && r->kind == SERVE_COMPLETION) {
+	if (ok && r->job->kind == SERVE_COMPLETION) {
 		ok = add_text(c, "text", r->answer.p ? r->answer.p : "", r->answer.len);
 	} else if (ok) {
 		tf_val *msg = NULL;
@@ -347,21 +375,38 @@ static cJSON *body(const serve *s, serve_req *r)
 		tf_val_unref(msg);
 	}
 	if (!ok) {
+		cJSON_Delete(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* The non-streaming body: every choice in index order, and the usage. */
+static cJSON *body(const serve *s, serve_job *j)
+{
+	cJSON *o = head(s, j, j->kind == SERVE_CHAT ? "chat.completion" : "text_completion");
+	cJSON *list = o ? cJSON_AddArrayToObject(o, "choices") : NULL;
+	bool ok = list && add_usage(o, j);
+
+	for (int i = 0; ok && i < j->n; i++) {
+		ok = j->req[i]->choice && cJSON_AddItemToArray(list, j->req[i]->choice);
+		if (ok)
+			j->req[i]->choice = NULL;
+	}
+	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
 	}
 	return o;
 }
 
-int serve_emit_end(serve *s, serve_req *r)
+/* The streamed reply's last chunk of r's choice. */
+static int last_chunk(serve *s, serve_req *r)
 {
 	cJSON *o, *c = NULL, *d;
-	int rc;
 
-	if (!r->stream)
-		return put(s, r, body(s, r));
 	o = chunk(s, r, r->finish, &c);
-	if (r->kind == SERVE_COMPLETION) {
+	if (r->job->kind == SERVE_COMPLETION) {
 		if (c && !cJSON_AddStringToObject(c, "text", ""))
 			c = NULL;
 	} else if (c) {
@@ -373,27 +418,42 @@ int serve_emit_end(serve *s, serve_req *r)
 		cJSON_Delete(o);
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	}
-	if ((rc = put(s, r, o)))
+	return put(s, r->job, o);
+}
+
+int serve_emit_end(serve *s, serve_req *r)
+{
+	serve_job *j = r->job;
+	int rc;
+
+	if (j->stream)
+		rc = last_chunk(s, r);
+	else
+		rc = (r->choice = whole(r)) ? TF_OK : tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (rc || ++j->n_ended < j->n)
 		return rc;
-	if (r->include_usage) {
-		o = head(s, r, r->kind == SERVE_CHAT ? "chat.completion.chunk" :
-			 "text_completion");
-		if (!o || !cJSON_AddArrayToObject(o, "choices") || !add_usage(o, r)) {
+	if (!j->stream)
+		return put(s, j, body(s, j));
+	if (j->include_usage) {
+		cJSON *o = head(s, j, j->kind == SERVE_CHAT ? "chat.completion.chunk" :
+				"text_completion");
+		if (!o || !cJSON_AddArrayToObject(o, "choices") || !add_usage(o, j)) {
 			cJSON_Delete(o);
 			return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		}
-		if ((rc = put(s, r, o)))
+		if ((rc = put(s, j, o)))
 			return rc;
 	}
 	pthread_mutex_lock(&s->lock);
-	rc = tf_bytes_append(&r->out, "data: [DONE]\n\n", 14) ?
-		tf_diag_set(TF_ERR_NOMEM, "out of memory") : TF_OK;
+	if (!j->failed && tf_bytes_append(&j->out, "data: [DONE]\n\n", 14))
+		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
 int serve_emit_error(serve *s, serve_req *r, int status, const char *msg)
 {
+	serve_job *j = r->job;
 	serve_err err;
 	serve_fail(&err, status, NULL, "%s", msg);
 	char *text = serve_err_json(&err);
@@ -401,35 +461,58 @@ int serve_emit_error(serve *s, serve_req *r, int status, const char *msg)
 	if (!text)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_mutex_lock(&s->lock);
-	if (!r->stream)
-		r->out.len = 0;         /* the error alone */
-	r->failed = status;
-	if ((r->stream && tf_bytes_append(&r->out, "data: ", 6)) ||
-	    tf_bytes_append(&r->out, text, strlen(text)) ||
-	    (r->stream && tf_bytes_append(&r->out, "\n\ndata: [DONE]\n\n", 16)))
-		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (!j->failed) {
+		if (!j->stream)
+			j->out.len = 0;         /* the error alone */
+		if ((j->stream && tf_bytes_append(&j->out, "data: ", 6)) ||
+		    tf_bytes_append(&j->out, text, strlen(text)) ||
+		    (j->stream && tf_bytes_append(&j->out, "\n\ndata: [DONE]\n\n", 16)))
+			rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		j->failed = status;
+		j->gone = true;         /* its other choices stop */
+	}
 	pthread_cond_broadcast(&s->progress);
 	pthread_mutex_unlock(&s->lock);
 	free(text);
 	return rc;
 }
 
+/* The model as /v1/models lists it. */
+static cJSON *model(const serve *s)
+{
+	cJSON *m = cJSON_CreateObject();
+
+	if (m && cJSON_AddStringToObject(m, "id", s->model_name) &&
+	    cJSON_AddStringToObject(m, "object", "model") &&
+	    cJSON_AddNumberToObject(m, "created", (double)s->created) &&
+	    cJSON_AddStringToObject(m, "owned_by", "tensorfold") &&
+	    cJSON_AddNumberToObject(m, "max_model_len", (double)tf_engine_context(s->e)))
+		return m;
+	cJSON_Delete(m);
+	return NULL;
+}
+
 char *serve_models_json(const serve *s)
 {
 	cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "data");
-	cJSON *m = cJSON_CreateObject();
+	cJSON *m = model(s);
 	char *text = NULL;
 
 	if (list && m && cJSON_AddItemToArray(list, m)) {
-		if (cJSON_AddStringToObject(o, "object", "list") &&
-		    cJSON_AddStringToObject(m, "id", s->model_name) &&
-		    cJSON_AddStringToObject(m, "object", "model") &&
-		    cJSON_AddNumberToObject(m, "created", (double)s->created) &&
-		    cJSON_AddStringToObject(m, "owned_by", "tensorfold"))
+		if (cJSON_AddStringToObject(o, "object", "list"))
 			text = cJSON_PrintUnformatted(o);
 	} else {
 		cJSON_Delete(m);
 	}
 	cJSON_Delete(o);
+	return text;
+}
+
+char *serve_model_json(const serve *s)
+{
+	cJSON *m = model(s);
+	char *text = m ? cJSON_PrintUnformatted(m) : NULL;
+
+	cJSON_Delete(m);
 	return text;
 }

@@ -51,6 +51,9 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_requests_rejected_total Requests refused: queue full or shutting down.\n"
 		     "# TYPE tf_requests_rejected_total counter\n"
 		     "tf_requests_rejected_total %llu\n"
+		     "# HELP tf_choices_cancelled_total Choices ended unanswered: the client left or the server stopped.\n"
+		     "# TYPE tf_choices_cancelled_total counter\n"
+		     "tf_choices_cancelled_total %llu\n"
 		     "# HELP tf_prompt_tokens_total Prompt tokens of queued requests.\n"
 		     "# TYPE tf_prompt_tokens_total counter\n"
 		     "tf_prompt_tokens_total %llu\n"
@@ -81,10 +84,10 @@ char *serve_metrics_text(const serve *s)
 		     "# HELP tf_step_seconds_total Seconds in steps: the forward, sampling, the replies' text.\n"
 		     "# TYPE tf_step_seconds_total counter\n"
 		     "tf_step_seconds_total %.6f\n"
-		     "# HELP tf_queue_depth Requests waiting for a slot.\n"
+		     "# HELP tf_queue_depth Choices waiting for a slot.\n"
 		     "# TYPE tf_queue_depth gauge\n"
 		     "tf_queue_depth %d\n"
-		     "# HELP tf_active_requests Requests being decoded.\n"
+		     "# HELP tf_active_requests Choices being decoded (a request's n, each prompt's).\n"
 		     "# TYPE tf_active_requests gauge\n"
 		     "tf_active_requests %d\n"
 		     "# HELP tf_decode_tokens_per_second Decoded tokens per second of step time.\n"
@@ -98,6 +101,7 @@ char *serve_metrics_text(const serve *s)
 		     "# TYPE tf_uptime_seconds gauge\n"
 		     "tf_uptime_seconds %.3f\n",
 		     (unsigned long long)m->requests, (unsigned long long)m->rejected,
+		     (unsigned long long)m->cancelled,
 		     (unsigned long long)m->prompt_tokens, (unsigned long long)m->cached_tokens,
 		     m->cached_seqs, (unsigned long long)m->gen_tokens,
 		     (unsigned long long)m->device_samples, (unsigned long long)m->graphs.steps,

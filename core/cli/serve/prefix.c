@@ -69,7 +69,6 @@ int serve_prefix_seq(serve_prefix *pc, const tf_tokens *prompt, tf_seq_id *sid,
 {
 	int best = -1;
 	int64_t gain = 0;
-	int rc;
 
 	/* The most recently kept wins a tie: later entries are newer. */
 	for (int i = 0; i < pc->n; i++) {
@@ -92,7 +91,15 @@ int serve_prefix_seq(serve_prefix *pc, const tf_tokens *prompt, tf_seq_id *sid,
 	}
 	*reused = 0;
 	*mark = -1;
-	while ((rc = tf_seq_new(pc->e, sid)) == TF_ERR_RANGE && pc->n)
+	return serve_prefix_new(pc, -1, sid);
+}
+
+int serve_prefix_new(serve_prefix *pc, tf_seq_id src, tf_seq_id *sid)
+{
+	int rc;
+
+	while ((rc = src < 0 ? tf_seq_new(pc->e, sid) : tf_seq_fork(pc->e, src, sid)) ==
+	       TF_ERR_RANGE && pc->n)
 		tf_seq_free(pc->e, take(pc, 0).sid);
 	return rc;
 }

@@ -5,7 +5,10 @@
  * chunk.  With a drafter, a request past its prompt (and not asking for
  * logprobs, which need each token's own logits) steps instead with the
  * other drafting requests in tf_engine_step: drafts, one verify, each
- * keeping what it keeps; the tokens are those of the plain path.
+ * keeping what it keeps; the tokens are those of the plain path.  A job's
+ * choices of one prompt are taken together: the first runs the prompt, the
+ * others are forked from it when it is in.  An echo request scores its
+ * prompt: every row of its chunks gives logits.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -18,6 +21,10 @@
 #include "tf/diag.h"
 #include "util.h"
 
+/* The prompt tokens an echo request runs per step: each gives a row of
+ * logits. */
+#define SERVE_ECHO_CHUNK 64
+
 /* What the scheduler holds across steps. */
 struct sched {
 	serve *s;
@@ -26,7 +33,8 @@ struct sched {
 	int32_t *tok;                   /* one step's batch */
 	tf_seq_id *seq;
 	uint8_t *out;
-	float *logits;                  /* [slots, vocab] */
+	float *logits;                  /* [cap_rows, vocab] */
+	int64_t cap_rows;
 	int vocab;
 	int64_t chunk;                  /* prompt tokens a request adds per step */
 	serve_prefix pc;
@@ -36,7 +44,7 @@ struct sched {
 	int32_t *spec_tok;              /* [slots, depth + 1] */
 };
 
-int serve_submit(serve *s, serve_req *r, serve_err *err)
+int serve_submit(serve *s, serve_job *j, serve_err *err)
 {
 	int rc = 0;
 
@@ -45,19 +53,19 @@ int serve_submit(serve *s, serve_req *r, serve_err *err)
 		rc = serve_fail(err, 503, NULL, "the model is loading");
 	else if (s->draining)
 		rc = serve_fail(err, 503, NULL, "the server is shutting down");
-	else if (s->n_active + s->n_queued >= s->conf.slots + s->conf.queue)
+	else if (s->n_active + s->n_queued + j->n > s->conf.slots + s->conf.queue)
 		rc = serve_fail(err, 429, NULL, "%d requests are waiting already: try again later "
 				"([server] queue)", s->n_queued);
 	if (!rc) {
-		r->refs++;
+		j->refs += j->n;
 		if (s->queued_tail)
-			s->queued_tail->next_queued = r;
+			s->queued_tail->next_queued = j;
 		else
-			s->queued = r;
-		s->queued_tail = r;
-		s->n_queued++;
+			s->queued = j;
+		s->queued_tail = j;
+		s->n_queued += j->n;
 		s->m.requests++;
-		s->m.prompt_tokens += r->prompt.n;
+		s->m.prompt_tokens += (uint64_t)j->prompt_tokens;
 		pthread_cond_signal(&s->wake);
 	} else {
 		s->m.rejected++;
@@ -73,10 +81,10 @@ static int on_reply(void *ctx, const tf_reply_event *ev)
 	int rc;
 
 	if (ev->part != TF_REPLY_TOOL_CALL)
-		return serve_emit_text(r->srv, r, ev->part == TF_REPLY_REASONING, ev->text,
+		return serve_emit_text(r->job->srv, r, ev->part == TF_REPLY_REASONING, ev->text,
 				       ev->len);
 	if ((rc = tf_reply_tool_call(ev, &call)) == TF_OK) {
-		rc = serve_emit_tool_call(r->srv, r, call);
+		rc = serve_emit_tool_call(r->job->srv, r, call);
 		tf_val_unref(call);
 	}
 	return rc;
@@ -91,7 +99,7 @@ static int pass_text(serve *s, serve_req *r, const char *text, size_t len)
 
 	if (rc || !n)
 		return rc;
-	if (r->kind == SERVE_CHAT)
+	if (r->job->kind == SERVE_CHAT)
 		return tf_reply_push(&r->rp, out, n);
 	return serve_emit_text(s, r, false, out, n);
 }
@@ -107,10 +115,10 @@ static int finish(serve *s, serve_req *r)
 		rc = pass_text(s, r, text, len);
 	if (!rc) {
 		tf_stopstr_flush(&r->stopstr, &text, &len);
-		rc = r->kind == SERVE_CHAT ? tf_reply_push(&r->rp, text, len) :
+		rc = r->job->kind == SERVE_CHAT ? tf_reply_push(&r->rp, text, len) :
 		     len ? serve_emit_text(s, r, false, text, len) : TF_OK;
 	}
-	if (!rc && r->kind == SERVE_CHAT)
+	if (!rc && r->job->kind == SERVE_CHAT)
 		rc = tf_reply_finish(&r->rp);
 	if (!rc && tf_val_len(r->calls) && !strcmp(r->finish, "stop"))
 		r->finish = "tool_calls";
@@ -118,28 +126,42 @@ static int finish(serve *s, serve_req *r)
 }
 
 /* Take r out of the active set: its sequence kept for a later prompt
- * (keep: its state is what its tokens say) or freed, its client woken. */
+ * (keep: its state is what its tokens say) or freed, its client woken
+ * after the job's last. */
 static void retire(struct sched *sc, int i, bool keep)
 {
 	serve *s = sc->s;
 	serve_req *r = sc->active[i];
+	serve_job *j = r->job;
 
 	if (keep && r->sid >= 0)
 		serve_prefix_keep(&sc->pc, r->sid, r->mark);
-	else
+	else if (r->sid >= 0)
 		tf_seq_free(s->e, r->sid);
+	r->sid = -1;
 	tf_detok_free(&r->dt);
 	tf_reply_free(&r->rp);
 	free(r->logits);
 	r->logits = NULL;
 	sc->active[i] = sc->active[--sc->n];
 	pthread_mutex_lock(&s->lock);
-	r->done = true;
+	j->done = ++j->n_done == j->n;
 	s->n_active = sc->n;
 	s->m.cached_seqs = sc->pc.n;
 	pthread_cond_broadcast(&s->progress);
-	serve_req_unref(r);
+	serve_job_unref(j);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* r ends with an error (its job's reply is the error alone). */
+static void fail(struct sched *sc, int i, int status, const char *msg)
+{
+	serve_req *r = sc->active[i];
+
+	fprintf(stderr, "tfrun serve: %s: %s\n", r->job->id, msg);
+	if (serve_emit_error(sc->s, r, status, msg))
+		fprintf(stderr, "tfrun serve: %s: %s\n", r->job->id, tf_diag_msg());
+	retire(sc, i, false);
 }
 
 /* With the prefix cache, a prompt stops one token short of its end for a
@@ -155,43 +177,100 @@ static void mark_prompt(struct sched *sc, serve_req *r)
 	if (!wants_mark(sc, r) || r->fed != (int64_t)r->prompt.n - 1)
 		return;
 	if (tf_seq_snapshot(sc->s->e, r->sid)) {
-		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
+		fprintf(stderr, "tfrun serve: %s: %s\n", r->job->id, tf_engine_errmsg());
 		r->mark = -1;           /* a failed snapshot drops the one before */
 	} else {
 		r->mark = r->fed;
 	}
 }
 
-/* r's sequence (a kept one it continues, or new), sampler and stream
- * state; false when it cannot start. */
+/* An echo request's prompt as the first of its text: each token's place
+ * in it noted, the first token's entry (it has no logprob) given. */
+static int echo_prompt(serve *s, serve_req *r)
+{
+	tf_detok dt;
+	const char *text;
+	size_t len;
+	int rc = TF_OK;
+
+	if (!(r->echo_at = malloc(r->prompt.n * sizeof(*r->echo_at))))
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	tf_detok_init(&dt, s->tok, 0);
+	for (size_t i = 0; !rc && i <= r->prompt.n; i++) {
+		if (i < r->prompt.n) {
+			r->echo_at[i] = r->n_chars;
+			rc = tf_detok_push(&dt, r->prompt.ids[i], &text, &len);
+		} else {
+			rc = tf_detok_flush(&dt, &text, &len);
+		}
+		if (!rc && len)
+			rc = tf_bytes_append(&r->echoed, text, len) ?
+			     tf_diag_set(TF_ERR_NOMEM, "out of memory") : TF_OK;
+		for (size_t k = 0; k < len; k++)
+			r->n_chars += ((unsigned char)text[k] & 0xc0) != 0x80;
+	}
+	tf_detok_free(&dt);
+	if (!rc && r->logprobs)
+		rc = serve_emit_logprob(s, r, r->prompt.ids[0], NULL, 0);
+	return rc;
+}
+
+/* r's sequence (a kept one it continues, or new; a sibling choice's comes
+ * with the fork), sampler and stream state; false when it cannot start. */
 static bool start(struct sched *sc, serve_req *r)
 {
 	serve *s = sc->s;
+	int rc;
 
 	tf_detok_init(&r->dt, s->tok, TF_TOK_SKIP_SPECIAL);
 	tf_reply_init(&r->rp, r->opened, on_reply, r);
-	if (serve_prefix_seq(&sc->pc, &r->prompt, &r->sid, &r->cached, &r->mark) ||
-	    tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab)) {
-		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
+	r->drafting = sc->depth > 0 && !r->logprobs;
+	r->ready = false;
+	if (!(r->calls = tf_val_list()) ||
+	    (r->drafting && !(r->logits = malloc((size_t)sc->vocab * sizeof(float))))) {
+		tf_diag_set(TF_ERR_NOMEM, "out of memory");
+		return false;
+	}
+	if (r->echo && echo_prompt(s, r))
+		return false;
+	if (r->fork_of) {
+		r->fed = (int64_t)r->prompt.n;  /* run by the first choice */
+		return true;
+	}
+	/* A scored prompt runs whole: a kept sequence would skip its rows. */
+	rc = r->echo ? serve_prefix_new(&sc->pc, -1, &r->sid) :
+	     serve_prefix_seq(&sc->pc, &r->prompt, &r->sid, &r->cached, &r->mark);
+	if (rc || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab)) {
+		tf_diag_set(TF_ERR_INVALID, "%s", tf_engine_errmsg());
 		return false;
 	}
 	r->fed = r->cached;
-	r->drafting = sc->depth > 0 && !r->logprobs;
-	r->ready = false;
-	if (r->drafting && !(r->logits = malloc((size_t)sc->vocab * sizeof(float)))) {
-		fprintf(stderr, "tfrun serve: %s: out of memory for its logits\n", r->id);
-		return false;
-	}
 	mark_prompt(sc, r);
 	pthread_mutex_lock(&s->lock);
 	s->m.cached_tokens += (uint64_t)r->cached;
 	s->m.cached_seqs = sc->pc.n;
 	pthread_mutex_unlock(&s->lock);
-	return (r->calls = tf_val_list()) != NULL;
+	return true;
+}
+
+/* The choices forked from r, whose prompt is in: their sequences, and
+ * r's logits row theirs this step. */
+static bool fork_siblings(struct sched *sc, serve_req *r)
+{
+	for (int i = 0; i < sc->n; i++) {
+		serve_req *c = sc->active[i];
+		if (c->fork_of != r || c->sid >= 0)
+			continue;
+		if (serve_prefix_new(&sc->pc, r->sid, &c->sid) ||
+		    tf_seq_set_sampling(sc->s->e, c->sid, &c->sp, sc->s->n_vocab))
+			return false;
+		c->row = r->row;
+	}
+	return true;
 }
 
 /* r's next token t (row: the logits it came from, for logprobs), and
- * whether r goes on. */
+ * whether r goes on; r->finish NULL when it failed (tf_diag says why). */
 static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 {
 	const char *text;
@@ -201,7 +280,7 @@ static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 		r->t_first = tf_cli_now_s();
 		pthread_mutex_lock(&s->lock);
 		s->m.ttft_count++;
-		s->m.ttft_sum += r->t_first - r->t_arrive;
+		s->m.ttft_sum += r->t_first - r->job->t_arrive;
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (tf_stop_has(&s->stops, t)) {
@@ -211,9 +290,10 @@ static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 	}
 	/* Before its text: the chunk that carries the text carries the entry
 	 * (from logits the step may have left on the device). */
-	if ((r->logprobs && (tf_engine_logits_wait(s->e) || serve_emit_logprob(s, r, t, row))) ||
+	if ((r->logprobs && (tf_engine_logits_wait(s->e) ||
+			     serve_emit_logprob(s, r, t, row, r->n_chars))) ||
 	    tf_detok_push(&r->dt, t, &text, &len) || pass_text(s, r, text, len))
-		goto fail;
+		return false;
 	for (size_t i = 0; i < len; i++)        /* UTF-8: count all but continuations */
 		r->n_chars += ((unsigned char)text[i] & 0xc0) != 0x80;
 	if (r->stopstr.stopped) {
@@ -226,10 +306,6 @@ static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 	}
 	r->next = t;
 	return true;
-fail:
-	fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
-	r->finish = "length";
-	return false;
 }
 
 /* The token r samples from its row of logits, and whether r goes on. */
@@ -237,25 +313,41 @@ static bool advance(serve *s, serve_req *r, const float *row)
 {
 	int32_t t;
 	if (tf_seq_sample(s->e, r->sid, row, &t)) {
-		fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_engine_errmsg());
-		r->finish = "length";
+		tf_diag_set(TF_ERR_INVALID, "%s", tf_engine_errmsg());
 		return false;
 	}
 	return consume(s, r, t, row);
 }
 
-/* Admit queued requests into free slots (the lock held). */
+/* r (active at i) stops: its last words, or its error. */
+static void end(struct sched *sc, int i)
+{
+	serve_req *r = sc->active[i];
+
+	if (!r->finish)
+		fail(sc, i, 500, tf_diag_msg());
+	else if (finish(sc->s, r))
+		fail(sc, i, 500, tf_diag_msg());
+	else
+		retire(sc, i, true);
+}
+
+/* Admit queued choices into free slots, a prompt's all together (the
+ * lock held). */
 static void admit(struct sched *sc)
 {
 	serve *s = sc->s;
 
-	while (s->queued && sc->n < s->conf.slots) {
-		serve_req *r = s->queued;
-		s->queued = r->next_queued;
-		if (!s->queued)
-			s->queued_tail = NULL;
-		s->n_queued--;
-		sc->active[sc->n++] = r;
+	while (s->queued && sc->n + s->queued->n_choices <= s->conf.slots) {
+		serve_job *j = s->queued;
+		for (int c = 0; c < j->n_choices; c++)
+			sc->active[sc->n++] = j->req[j->admitted * j->n_choices + c];
+		s->n_queued -= j->n_choices;
+		if (++j->admitted == j->n_prompts) {
+			s->queued = j->next_queued;
+			if (!s->queued)
+				s->queued_tail = NULL;
+		}
 	}
 	s->n_active = sc->n;
 }
@@ -314,10 +406,7 @@ static bool step_drafts(struct sched *sc, int *tokens)
 		serve_req *r = sc->active[sc->spec_at[j]];
 		bool go = st->status == TF_OK;
 		if (!go) {              /* its step failed alone: it ends with the error */
-			fprintf(stderr, "tfrun serve: %s: %s\n", r->id, st->error);
-			if (serve_emit_error(s, r, 500, st->error))
-				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
-			retire(sc, sc->spec_at[j], false);
+			fail(sc, sc->spec_at[j], 500, st->error);
 			continue;
 		}
 		for (int t = 0; go && t < st->n; t++)
@@ -330,11 +419,8 @@ static bool step_drafts(struct sched *sc, int *tokens)
 			d.tried_at[p]++;
 			d.kept_at[p] += p < st->n - 1;
 		}
-		if (!go) {
-			if (finish(s, r))
-				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
-			retire(sc, sc->spec_at[j], true);
-		}
+		if (!go)
+			end(sc, sc->spec_at[j]);
 	}
 	pthread_mutex_lock(&s->lock);
 	s->m.draft_steps += d.draft_steps;
@@ -348,33 +434,86 @@ static bool step_drafts(struct sched *sc, int *tokens)
 	return true;
 }
 
+/* Room for rows of logits. */
+static bool logits_room(struct sched *sc, int64_t rows)
+{
+	if (rows <= sc->cap_rows)
+		return true;
+	float *l = realloc(sc->logits, (size_t)rows * (size_t)sc->vocab * sizeof(float));
+	if (!l)
+		return false;
+	sc->logits = l;
+	sc->cap_rows = rows;
+	return true;
+}
+
+/* An echo request's rows before its prompt's last: each scores the
+ * prompt's next token. */
+static int score_prompt(struct sched *sc, serve_req *r)
+{
+	int64_t last = r->fed - 1, first = r->fed - r->rows;
+	int rc = TF_OK;
+
+	if (!r->logprobs || first >= (int64_t)r->prompt.n - 1)
+		return TF_OK;
+	if ((rc = tf_engine_logits_wait(sc->s->e)))
+		return tf_diag_set(rc, "%s", tf_engine_errmsg());
+	for (int64_t p = first; !rc && p <= last && p + 1 < (int64_t)r->prompt.n; p++) {
+		const float *row = sc->logits + (size_t)(r->row - (last - p)) * (size_t)sc->vocab;
+		rc = serve_emit_logprob(sc->s, r, r->prompt.ids[p + 1], row, r->echo_at[p + 1]);
+	}
+	return rc;
+}
+
+/* r's prompt is in: an echo request's text first; true when r goes on
+ * to sample (max_tokens 0 has it end there). */
+static bool prompt_in(struct sched *sc, serve_req *r)
+{
+	if (r->echo && serve_emit_text(sc->s, r, false, r->echoed.p ? r->echoed.p : "",
+				       r->echoed.len))
+		return false;
+	if (r->max_tokens)
+		return true;
+	r->finish = "length";
+	return false;
+}
+
 /* One batched step: each request its next token or a chunk of its prompt
  * (a drafting request past its prompt: step_drafts); false when the step
  * failed (every request in it is ended). */
 static bool step(struct sched *sc)
 {
 	serve *s = sc->s;
-	int64_t n = 0;
-	int rows = 0, decoding = 0;
+	int64_t n = 0, rows = 0;
+	int decoding = 0, gen = 0;
 	double t0 = tf_cli_now_s();
 
 	for (int i = 0; i < sc->n; i++) {
 		serve_req *r = sc->active[i];
 		int64_t left = (int64_t)r->prompt.n - r->fed;
-		int64_t m = !left ? 1 : left < sc->chunk ? left : sc->chunk;
+		int64_t chunk = r->echo ? SERVE_ECHO_CHUNK : sc->chunk;
+		int64_t m = !left ? 1 : left < chunk ? left : chunk;
 		r->row = -1;
-		if (!left && r->drafting)
+		r->rows = 0;
+		if ((!left && r->drafting) || r->sid < 0)   /* a sibling not forked yet */
 			continue;
 		if (m == left && left > 1 && wants_mark(sc, r))
 			m--;
 		for (int64_t k = 0; k < m; k++) {
+			bool last = k == m - 1 && m >= left;
 			sc->tok[n] = left ? r->prompt.ids[r->fed + k] : r->next;
 			sc->seq[n] = r->sid;
-			sc->out[n++] = k == m - 1 && m >= left;
+			sc->out[n] = last || (r->echo && left);
+			r->rows += sc->out[n];
+			rows += sc->out[n++];
 		}
 		decoding += !left;
-		r->row = m >= left ? rows++ : -1;
+		r->row = r->rows ? (int)rows - 1 : -1;
 		r->fed += left ? m : 0;
+	}
+	if (!logits_room(sc, rows)) {
+		fprintf(stderr, "tfrun serve: out of memory for %" PRId64 " rows of logits\n", rows);
+		return false;
 	}
 	const tf_batch b = { .n = n, .token = sc->tok, .seq = sc->seq, .out = sc->out };
 	int rc = n ? tf_engine_forward(s->e, &b, sc->logits, NULL) : TF_OK;
@@ -382,12 +521,30 @@ static bool step(struct sched *sc)
 		step_failed(s, rc);
 		return false;
 	}
+	/* A prompt that is in gives its row to the choices forked from it. */
+	for (int i = 0; i < sc->n; i++) {
+		serve_req *r = sc->active[i];
+		if (r->row >= 0 && r->fed == (int64_t)r->prompt.n && !r->n_gen && !r->ready &&
+		    !fork_siblings(sc, r)) {
+			fail(sc, i--, 500, tf_engine_errmsg());
+			continue;
+		}
+	}
 	/* Downwards: retire() moves the last request into the freed place. */
 	for (int i = sc->n - 1; i >= 0; i--) {
 		serve_req *r = sc->active[i];
+		bool in = r->fed == (int64_t)r->prompt.n && !r->n_gen && !r->ready;
 		const float *row = sc->logits + (size_t)(r->row < 0 ? 0 : r->row) * (size_t)sc->vocab;
-		if (r->row < 0) {
+		if (r->echo && r->rows && score_prompt(sc, r)) {
+			fail(sc, i, 500, tf_diag_msg());
+			continue;
+		}
+		if (r->row < 0 || r->fed < (int64_t)r->prompt.n) {
 			mark_prompt(sc, r);
+			continue;
+		}
+		if (in && !prompt_in(sc, r)) {
+			end(sc, i);
 			continue;
 		}
 		if (r->drafting) {      /* its prompt is in: it drafts from here */
@@ -397,14 +554,11 @@ static bool step(struct sched *sc)
 			}
 			memcpy(r->logits, row, (size_t)sc->vocab * sizeof(float));
 			r->ready = true;
-			rows--;
 			continue;
 		}
-		if (!advance(s, r, row)) {
-			if (finish(s, r))
-				fprintf(stderr, "tfrun serve: %s: %s\n", r->id, tf_diag_msg());
-			retire(sc, i, true);
-		}
+		gen++;
+		if (!advance(s, r, row))
+			end(sc, i);
 	}
 	int drafted = 0;
 	if (sc->depth && !step_drafts(sc, &drafted))
@@ -413,20 +567,23 @@ static bool step(struct sched *sc)
 	s->m.step_seconds += tf_cli_now_s() - t0;
 	s->m.step_tokens += (uint64_t)(decoding + drafted);
 	s->m.steps++;
-	s->m.gen_tokens += (uint64_t)(rows + drafted);
+	s->m.gen_tokens += (uint64_t)(gen + drafted);
 	s->m.device_samples = (uint64_t)tf_engine_device_samples(s->e);
 	s->m.graphs = tf_engine_graph_stats(s->e);
 	pthread_mutex_unlock(&s->lock);
 	return true;
 }
 
-/* Requests whose client left, or all of them when stopping or after a
- * failed step (their sequences are not kept then), end unanswered. */
+/* Requests whose client left or whose job failed, or all of them when
+ * stopping or after a failed step (their sequences are not kept then),
+ * end unanswered. */
 static void drop_gone(struct sched *sc, bool all)
 {
 	for (int i = sc->n - 1; i >= 0; i--) {
+		serve_job *j = sc->active[i]->job;
 		pthread_mutex_lock(&sc->s->lock);
-		bool gone = all || sc->active[i]->gone;
+		bool gone = all || j->gone;
+		sc->s->m.cancelled += gone && !j->failed;
 		pthread_mutex_unlock(&sc->s->lock);
 		if (gone)
 			retire(sc, i, !all);
@@ -462,10 +619,8 @@ static void *run(void *arg)
 			admit(sc);
 		pthread_mutex_unlock(&s->lock);
 		for (int i = before; i < sc->n; i++)
-			if (!start(sc, sc->active[i])) {
-				sc->active[i]->finish = "length";
-				retire(sc, i--, false);
-			}
+			if (!start(sc, sc->active[i]))
+				fail(sc, i--, 500, tf_diag_msg());
 		drop_gone(sc, stop);
 		if (stop)
 			break;
@@ -475,10 +630,11 @@ static void *run(void *arg)
 	/* Those still queued are answered by nobody: let their clients go. */
 	pthread_mutex_lock(&s->lock);
 	while (s->queued) {
-		serve_req *r = s->queued;
-		s->queued = r->next_queued;
-		r->done = true;
-		serve_req_unref(r);
+		serve_job *j = s->queued;
+		s->queued = j->next_queued;
+		j->done = true;
+		for (int i = j->admitted * j->n_choices; i < j->n; i++)
+			serve_job_unref(j);
 	}
 	s->queued_tail = NULL;
 	s->n_queued = 0;
@@ -514,6 +670,7 @@ int serve_sched_start(serve *s, pthread_t *thread)
 	sc->tok = calloc((size_t)cap, sizeof(*sc->tok));
 	sc->seq = calloc((size_t)cap, sizeof(*sc->seq));
 	sc->out = calloc((size_t)cap, 1);
+	sc->cap_rows = slots;
 	sc->logits = calloc((size_t)slots * (size_t)sc->vocab, sizeof(float));
 	sc->spec = calloc((size_t)slots, sizeof(*sc->spec));
 	sc->spec_at = calloc((size_t)slots, sizeof(*sc->spec_at));

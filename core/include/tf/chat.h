@@ -41,7 +41,8 @@ extern "C" {
  *       "add_generation_prompt": bool, "chat_template_kwargs": {...} }
  *
  * Each message keeps its keys, with
- *   - "role" one of system, user, assistant, tool;
+ *   - "role" one of system, user, assistant, tool ("developer" becomes
+ *     "system", as OpenAI's newer name for it);
  *   - "content" a string: null becomes "", a list of text parts is joined
  *     with "\n" (as vLLM does for templates that take strings);
  *   - "reasoning_content" a string or null;

@@ -6,7 +6,7 @@
 
 #include "tf/diag.h"
 
-static const char *const roles[] = { "system", "user", "assistant", "tool" };
+static const char *const roles[] = { "system", "developer", "user", "assistant", "tool" };
 
 static int nomem(void)
 {
@@ -193,8 +193,8 @@ static int check_message(const tf_val *m, const char *where, tf_val **out)
 	for (k = 0; k < sizeof(roles) / sizeof(*roles) && strcmp(r, roles[k]); k++)
 		;
 	if (k == sizeof(roles) / sizeof(*roles))
-		return tf_diag_set(TF_ERR_INVALID, "%s: unknown role '%s' (expected system, user, "
-				   "assistant or tool)", at, r);
+		return tf_diag_set(TF_ERR_INVALID, "%s: unknown role '%s' (expected system, "
+				   "developer, user, assistant or tool)", at, r);
 	snprintf(at, sizeof(at), "%s.reasoning_content", where);
 	if (tf_val_kind_of(reason) != TF_VAL_NONE && tf_val_kind_of(reason) != TF_VAL_STR)
 		return want(at, "a string or null", reason);
@@ -204,6 +204,12 @@ static int check_message(const tf_val *m, const char *where, tf_val **out)
 	if (!(msg = dict_copy(m))) {
 		tf_val_unref(content);
 		return nomem();
+	}
+	/* OpenAI's newer name for the system prompt. */
+	if (!strcmp(r, "developer") && (rc = set(msg, "role", tf_val_cstr("system")))) {
+		tf_val_unref(content);
+		tf_val_unref(msg);
+		return rc;
 	}
 	snprintf(at, sizeof(at), "%s.tool_calls", where);
 	if (!(rc = set(msg, "content", content)) &&
