@@ -15,6 +15,7 @@ rank, even when `--tp-local N` shards the server under test).
 import concurrent.futures
 import contextlib
 import io
+import json
 import math
 import os
 import subprocess
@@ -169,6 +170,71 @@ def t_completion_logprobs(srv):
     assert c.completions.create(**kw).choices[0].logprobs is None
 
 
+def t_retrieve_and_n(srv):
+    """models.retrieve; n choices in one request."""
+    c = client(srv)
+    assert c.models.retrieve(MODEL).id == MODEL
+    try:
+        c.models.retrieve("gpt-5")
+        raise AssertionError("an unknown model was found")
+    except openai.NotFoundError as e:
+        assert e.code == "model_not_found", e
+    r = ask(srv, "In the beginning", max_tokens=8, n=3, temperature=0.9, seed=3)
+    assert [ch.index for ch in r.choices] == [0, 1, 2], r
+
+
+def t_scoring(srv):
+    """lm-eval's loglikelihood request: token ids, echo, logprobs, max_tokens
+    0 or 1, several prompts at once; the scores of a prompt alone."""
+    c = client(srv)
+    text = "And God said, Let there be light"
+    one = c.completions.create(model=MODEL, prompt=text, echo=True, logprobs=1, max_tokens=0,
+                               temperature=0)
+    lp = one.choices[0].logprobs
+    assert one.choices[0].text == text and lp.token_logprobs[0] is None, one
+    tok = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models",
+                       "ling-nano")
+    ids = [json.loads(subprocess.run([srv.tfrun, "--tokenizer", tok, "--encode", t,
+                                      "--add-special"], capture_output=True, check=True,
+                                     text=True).stdout) for t in (text, "In the beginning")]
+    batch = c.completions.create(model=MODEL, prompt=ids, echo=True, logprobs=1,
+                                 max_tokens=1, temperature=0)
+    assert [ch.index for ch in batch.choices] == [0, 1], batch
+    n = len(lp.tokens)
+    assert n == len(ids[0]), (lp.tokens, ids)
+    assert batch.choices[0].logprobs.token_logprobs[:n] == lp.token_logprobs, batch
+    assert batch.choices[0].text.startswith(text), batch
+
+
+def t_responses(srv):
+    """/v1/responses through the client: text, instructions, streamed events."""
+    c = client(srv)
+    r = c.responses.create(model=MODEL, input="In the beginning", max_output_tokens=10,
+                           temperature=0)
+    assert r.object == "response" and r.status == "incomplete", r
+    assert r.output_text and r.usage.output_tokens == 10, r
+    assert r.incomplete_details.reason == "max_output_tokens", r
+    want = ask(srv, "In the beginning", max_tokens=10, temperature=0).choices[0].message.content
+    assert r.output_text == want, (r.output_text, want)
+    events = list(c.responses.create(model=MODEL, input=[{"role": "user",
+                                                           "content": "In the beginning"}],
+                                     max_output_tokens=10, temperature=0, stream=True))
+    types = [e.type for e in events]
+    assert types[:2] == ["response.created", "response.in_progress"], types
+    assert types[-1] == "response.incomplete", types
+    assert [e.sequence_number for e in events] == list(range(len(events))), types
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == want == events[-1].response.output_text, (deltas, want)
+    r = c.responses.create(model=MODEL, input="In the beginning", instructions="Be brief.",
+                           max_output_tokens=4)
+    assert r.output_text, r
+    try:
+        c.responses.create(model=MODEL, input="x", previous_response_id="resp_1")
+        raise AssertionError("previous_response_id was taken")
+    except openai.BadRequestError as e:
+        assert e.param == "previous_response_id", e
+
+
 def t_readme(srv):
     """README.md's openai snippet, as printed there, against this server."""
     readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
@@ -249,4 +315,5 @@ if __name__ == "__main__":
     tp = sys.argv[sys.argv.index("--tp-local"):][:2] if "--tp-local" in sys.argv else []
     run(sys.argv[2], sys.argv[3], sets,
         [t_chat, t_stream, t_stop, t_seed, t_completions, t_models, t_logprobs,
-         t_completion_logprobs, t_readme, t_errors] + drafts, flags=tp)
+         t_completion_logprobs, t_retrieve_and_n, t_scoring, t_responses, t_readme,
+         t_errors] + drafts, flags=tp)

@@ -96,23 +96,34 @@ static bool add_usage(cJSON *o, const serve_job *j)
 	       cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
 }
 
-/* o (consumed) into the job's out: a "data: " line when streaming, else
- * the body; the connection is woken.  A failed job takes no more. */
-static int put(serve *s, serve_job *j, cJSON *o)
+int serve_put_event(serve *s, serve_job *j, const char *type, const char *text)
 {
-	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
 	int rc = TF_OK;
 
-	cJSON_Delete(o);
-	if (!text)
-		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_mutex_lock(&s->lock);
-	if (!j->failed && ((j->stream && tf_bytes_append(&j->out, "data: ", 6)) ||
+	if (!j->failed && ((type && (tf_bytes_append(&j->out, "event: ", 7) ||
+				     tf_bytes_append(&j->out, type, strlen(type)) ||
+				     tf_bytes_append(&j->out, "\n", 1))) ||
+			   (j->stream && tf_bytes_append(&j->out, "data: ", 6)) ||
 			   tf_bytes_append(&j->out, text, strlen(text)) ||
 			   (j->stream && tf_bytes_append(&j->out, "\n\n", 2))))
 		rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_cond_broadcast(&s->progress);
 	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* o (consumed) into the job's out: a "data: " line when streaming, else
+ * the body. */
+static int put(serve *s, serve_job *j, cJSON *o)
+{
+	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+	int rc;
+
+	cJSON_Delete(o);
+	if (!text)
+		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	rc = serve_put_event(s, j, NULL, text);
 	cJSON_free(text);
 	return rc;
 }
@@ -299,6 +310,8 @@ int serve_emit_text(serve *s, serve_req *r, bool reasoning, const char *text, si
 {
 	cJSON *c, *o, *d;
 
+	if (r->job->kind == SERVE_RESPONSES)
+		return serve_resp_text(s, r, reasoning, text, len);
 	if (!r->job->stream) {
 		tf_bytes *b = reasoning ? &r->reasoning : &r->answer;
 		return tf_bytes_append(b, text, len) ? tf_diag_set(TF_ERR_NOMEM, "out of memory")
@@ -334,6 +347,8 @@ int serve_emit_tool_call(serve *s, serve_req *r, tf_val *call)
 	if (tf_val_dict_set(call, "id", 2, tf_val_cstr(id)) ||
 	    tf_val_list_push(r->calls, tf_val_ref(call)))
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
+	if (r->job->kind == SERVE_RESPONSES)
+		return serve_resp_tool_call(s, r, call);
 	if (!r->job->stream)
 		return TF_OK;
 	o = chunk(s, r, NULL, &c);
@@ -426,6 +441,8 @@ int serve_emit_end(serve *s, serve_req *r)
 	serve_job *j = r->job;
 	int rc;
 
+	if (j->kind == SERVE_RESPONSES)     /* one choice: no n there */
+		return serve_resp_end(s, r);
 	if (j->stream)
 		rc = last_chunk(s, r);
 	else
@@ -462,11 +479,16 @@ int serve_emit_error(serve *s, serve_req *r, int status, const char *msg)
 		return tf_diag_set(TF_ERR_NOMEM, "out of memory");
 	pthread_mutex_lock(&s->lock);
 	if (!j->failed) {
+		/* Chat's streams end with [DONE]; a Responses stream's events are
+		 * typed, its last the "error". */
+		bool responses = j->kind == SERVE_RESPONSES;
 		if (!j->stream)
 			j->out.len = 0;         /* the error alone */
-		if ((j->stream && tf_bytes_append(&j->out, "data: ", 6)) ||
+		if ((j->stream && tf_bytes_append(&j->out, responses ? "event: error\ndata: " :
+						  "data: ", responses ? 19 : 6)) ||
 		    tf_bytes_append(&j->out, text, strlen(text)) ||
-		    (j->stream && tf_bytes_append(&j->out, "\n\ndata: [DONE]\n\n", 16)))
+		    (j->stream && (responses ? tf_bytes_append(&j->out, "\n\n", 2) :
+				   tf_bytes_append(&j->out, "\n\ndata: [DONE]\n\n", 16))))
 			rc = tf_diag_set(TF_ERR_NOMEM, "out of memory");
 		j->failed = status;
 		j->gone = true;         /* its other choices stop */

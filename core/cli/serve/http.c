@@ -249,8 +249,13 @@ static enum MHD_Result generate(serve *s, struct MHD_Connection *c, serve_kind k
 
 	if (!j)
 		return MHD_NO;
-	if ((kind == SERVE_CHAT ? serve_parse_chat : serve_parse_completion)(s, body,
-									     k->body.len, j, &err) ||
+	static int (*const parse[])(serve *, const char *, size_t, serve_job *, serve_err *) = {
+		[SERVE_CHAT] = serve_parse_chat,
+		[SERVE_COMPLETION] = serve_parse_completion,
+		[SERVE_RESPONSES] = serve_parse_responses,
+	};
+
+	if (parse[kind](s, body, k->body.len, j, &err) ||
 	    serve_submit(s, j, &err))
 		ret = reply_err(s, c, &err);
 	else
@@ -262,7 +267,8 @@ static enum MHD_Result generate(serve *s, struct MHD_Connection *c, serve_kind k
 }
 
 /* The routes, each with the methods it answers (HEAD wherever GET). */
-enum route { R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_CHAT, R_COMPLETIONS, R_NONE };
+enum route { R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_CHAT, R_COMPLETIONS, R_RESPONSES,
+	     R_NONE };
 
 static enum route find_route(const char *url, const char **allow)
 {
@@ -282,6 +288,8 @@ static enum route find_route(const char *url, const char **allow)
 		return R_CHAT;
 	if (!strcmp(url, "/v1/completions"))
 		return R_COMPLETIONS;
+	if (!strcmp(url, "/v1/responses"))
+		return R_RESPONSES;
 	*allow = NULL;
 	return R_NONE;
 }
@@ -364,6 +372,8 @@ static enum MHD_Result route(serve *s, struct MHD_Connection *c, const char *url
 		return reply_err(s, c, &err);
 	case R_CHAT:
 		return generate(s, c, SERVE_CHAT, k);
+	case R_RESPONSES:
+		return generate(s, c, SERVE_RESPONSES, k);
 	default:
 		return generate(s, c, SERVE_COMPLETION, k);
 	}

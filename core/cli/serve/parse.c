@@ -41,8 +41,9 @@ serve_job *serve_job_new(serve *s, serve_kind kind)
 	j->refs = 1;
 	j->created = (int64_t)time(NULL);
 	j->t_arrive = tf_cli_now_s();
-	snprintf(j->id, sizeof(j->id), "%s-%" PRIx64 "%06" PRIx64,
-		 kind == SERVE_CHAT ? "chatcmpl" : "cmpl", (uint64_t)j->created,
+	snprintf(j->id, sizeof(j->id), "%s%" PRIx64 "%06" PRIx64,
+		 kind == SERVE_CHAT ? "chatcmpl-" : kind == SERVE_RESPONSES ? "resp_" : "cmpl-",
+		 (uint64_t)j->created,
 		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
 	return j;
 }
@@ -159,15 +160,14 @@ static bool logged(serve *s, const char *k)
 	return false;
 }
 
-/* Note each unknown field of body in j->notice, and log it the first time. */
-static void note_unknown(serve *s, const tf_val *body, serve_job *j)
+void serve_note_unknown(serve *s, const tf_val *body, const char *const *known,
+			const char *const *more, serve_job *j)
 {
-	const char *const *mine = j->kind == SERVE_CHAT ? known_chat : known_completion;
 	size_t at = 0;
 
 	for (size_t i = 0; i < tf_val_len(body); i++) {
 		const char *k = tf_val_as_str(tf_val_key_at(body, i), NULL);
-		if (!k || listed(known_common, k) || listed(mine, k))
+		if (!k || listed(known, k) || (more && listed(more, k)))
 			continue;
 		int w = snprintf(j->ignored + at, sizeof(j->ignored) - at, "%s%s", at ? ", " : "", k);
 		if (w > 0 && (size_t)w < sizeof(j->ignored) - at)
@@ -365,7 +365,7 @@ static int parse_common(serve *s, const tf_val *body, serve_job *j, serve_req *t
 			     &j->include_usage, err))
 			return -1;
 	}
-	if (t->echo && j->kind == SERVE_CHAT)
+	if (t->echo && j->kind != SERVE_COMPLETION)
 		return serve_fail(err, 400, "echo", "'echo' is for /v1/completions");
 	if (!t->max_tokens && !t->echo)
 		return serve_fail(err, 400, "max_tokens", "'max_tokens' 0 asks for nothing: it is "
@@ -572,20 +572,17 @@ static void template_free(serve_req *t)
 	free(t->bias);
 }
 
-int serve_parse_chat(serve *s, const char *text, size_t len, serve_job *j, serve_err *err)
+int serve_parse_chat_val(serve *s, tf_val *body, serve_job *j, serve_err *err)
 {
-	tf_val *body = NULL;
+	const tf_val *msgs = tf_val_dict_get(body, "messages");
 	serve_req t = { 0 };
-	int rc = parse_body(text, len, &body, err);
+	int rc = 0;
 
-	if (!rc) {
-		const tf_val *msgs = tf_val_dict_get(body, "messages");
-		if (tf_val_kind_of(msgs) != TF_VAL_LIST || !tf_val_len(msgs))
-			rc = serve_fail(err, 400, "messages", "'messages' must be a non-empty array");
-		else if ((int64_t)tf_val_len(msgs) > s->conf.max_messages)
-			rc = serve_fail(err, 400, "messages", "more than %" PRId64 " messages "
-					"([server] max_messages)", s->conf.max_messages);
-	}
+	if (tf_val_kind_of(msgs) != TF_VAL_LIST || !tf_val_len(msgs))
+		rc = serve_fail(err, 400, "messages", "'messages' must be a non-empty array");
+	else if ((int64_t)tf_val_len(msgs) > s->conf.max_messages)
+		rc = serve_fail(err, 400, "messages", "more than %" PRId64 " messages "
+				"([server] max_messages)", s->conf.max_messages);
 	if (!rc)
 		rc = parse_common(s, body, j, &t, err);
 	if (!rc)
@@ -593,11 +590,22 @@ int serve_parse_chat(serve *s, const char *text, size_t len, serve_job *j, serve
 	if (!rc)
 		rc = render(s, body, &t, err);
 	if (!rc) {
-		note_unknown(s, body, j);
 		j->n_prompts = 1;
 		rc = make_reqs(s, j, &t, NULL, false, err);
 	}
 	template_free(&t);
+	return rc;
+}
+
+int serve_parse_chat(serve *s, const char *text, size_t len, serve_job *j, serve_err *err)
+{
+	tf_val *body = NULL;
+	int rc = parse_body(text, len, &body, err);
+
+	if (!rc) {
+		serve_note_unknown(s, body, known_common, known_chat, j);
+		rc = serve_parse_chat_val(s, body, j, err);
+	}
 	tf_val_unref(body);
 	return rc;
 }
@@ -620,7 +628,7 @@ int serve_parse_completion(serve *s, const char *text, size_t len, serve_job *j,
 	if (!rc && many && tf_val_len(prompt) > SERVE_MAX_PROMPTS)
 		rc = serve_fail(err, 400, "prompt", "more than %d prompts", SERVE_MAX_PROMPTS);
 	if (!rc) {
-		note_unknown(s, body, j);
+		serve_note_unknown(s, body, known_common, known_completion, j);
 		j->n_prompts = many ? (int)tf_val_len(prompt) : 1;
 		rc = make_reqs(s, j, &t, prompt, many, err);
 	}

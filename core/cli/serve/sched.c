@@ -99,7 +99,7 @@ static int pass_text(serve *s, serve_req *r, const char *text, size_t len)
 
 	if (rc || !n)
 		return rc;
-	if (r->job->kind == SERVE_CHAT)
+	if (r->job->kind != SERVE_COMPLETION)
 		return tf_reply_push(&r->rp, out, n);
 	return serve_emit_text(s, r, false, out, n);
 }
@@ -115,10 +115,10 @@ static int finish(serve *s, serve_req *r)
 		rc = pass_text(s, r, text, len);
 	if (!rc) {
 		tf_stopstr_flush(&r->stopstr, &text, &len);
-		rc = r->job->kind == SERVE_CHAT ? tf_reply_push(&r->rp, text, len) :
+		rc = r->job->kind != SERVE_COMPLETION ? tf_reply_push(&r->rp, text, len) :
 		     len ? serve_emit_text(s, r, false, text, len) : TF_OK;
 	}
-	if (!rc && r->job->kind == SERVE_CHAT)
+	if (!rc && r->job->kind != SERVE_COMPLETION)
 		rc = tf_reply_finish(&r->rp);
 	if (!rc && tf_val_len(r->calls) && !strcmp(r->finish, "stop"))
 		r->finish = "tool_calls";

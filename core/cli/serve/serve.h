@@ -41,7 +41,7 @@ typedef struct serve_conf {
 	const char *cors;               /* origins allowed, comma-separated; NULL: off */
 } serve_conf;
 
-typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION } serve_kind;
+typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION, SERVE_RESPONSES } serve_kind;
 
 struct serve_req;
 
@@ -119,6 +119,10 @@ typedef struct serve_req {
 	struct cJSON *lp;               /* logprob entries no chunk took yet */
 	struct cJSON *choice;           /* non-streaming: the finished choice */
 	const char *finish;             /* stop, length, tool_calls */
+	/* /v1/responses: its output items, the open one's text from item_from. */
+	int n_items, item_open;
+	size_t item_from;
+	int64_t n_reasoning;            /* tokens up to the reasoning's end */
 } serve_req;
 
 typedef struct serve_metrics {
@@ -188,6 +192,12 @@ char *serve_err_json(const serve_err *err);
 int serve_parse_chat(serve *s, const char *body, size_t len, serve_job *j, serve_err *err);
 int serve_parse_completion(serve *s, const char *body, size_t len, serve_job *j,
 			   serve_err *err);
+/* A chat request already parsed (/v1/responses' translation). */
+int serve_parse_chat_val(serve *s, tf_val *body, serve_job *j, serve_err *err);
+/* body's fields in neither list (more may be NULL) into j->ignored, each
+ * logged the first time. */
+void serve_note_unknown(serve *s, const tf_val *body, const char *const *known,
+			const char *const *more, serve_job *j);
 serve_job *serve_job_new(serve *s, serve_kind kind);
 /* Drop one reference (the lock held); the last frees j and its requests. */
 void serve_job_unref(serve_job *j);
@@ -205,6 +215,20 @@ int serve_emit_end(serve *s, serve_req *r);
  * one is answered with `status` and the error alone, a streamed one gets
  * it as its last event before [DONE]. */
 int serve_emit_error(serve *s, serve_req *r, int status, const char *msg);
+/* Text into j's out: a stream's event (type NULL: "data:" alone), or the
+ * body; the connection is woken.  A failed job takes no more. */
+int serve_put_event(serve *s, serve_job *j, const char *type, const char *text);
+
+/* responses.c: /v1/responses into a chat job, its reply as output items. */
+int serve_parse_responses(serve *s, const char *body, size_t len, serve_job *j,
+			  serve_err *err);
+int serve_resp_text(serve *s, serve_req *r, bool reasoning, const char *text, size_t len);
+int serve_resp_tool_call(serve *s, serve_req *r, const tf_val *call);
+int serve_resp_end(serve *s, serve_req *r);
+/* A tool call as a function_call output item, `at` its place. */
+struct cJSON *serve_resp_call(const serve_req *r, const tf_val *call, int at,
+			      const char *status);
+
 /* GET /v1/models's body and GET /v1/models/{id}'s, malloc'd. */
 char *serve_models_json(const serve *s);
 char *serve_model_json(const serve *s);
