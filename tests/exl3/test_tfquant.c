@@ -161,3 +161,39 @@ Test(tfquant, writes_quantization_config, .init = scratch_init, .fini = scratch_
 	cr_expect_null(cJSON_GetObjectItem(q, "old"), "the source's quantization_config is replaced");
 	cJSON_Delete(root);
 }
+
+/* A source written with whole numbers for float-typed keys (older tfsynth):
+ * the copy has them as JSON floats, which transformers' strict config class
+ * needs; ints stay ints, other floats keep their digits. */
+Test(tfquant, config_floats_stay_floats, .init = scratch_init, .fini = scratch_fini)
+{
+	char path[256], buf[4096] = { 0 };
+	tfq_meta meta = { .bits = 4, .head_bits = 6, .mtp_bits = 4, .format = "exl3" };
+	snprintf(path, sizeof(path), "%s/config.json", scratch_src);
+	FILE *f = fopen(path, "w");
+	fprintf(f, "{\"model_type\": \"bailing_hybrid\", \"kda_lower_bound\": -5,"
+		   " \"rope_theta\": 6000000, \"routed_scaling_factor\": 2.5,"
+		   " \"rms_norm_eps\": 1e-06, \"mtp_loss_scaling_factor\": 0,"
+		   " \"hidden_size\": 256, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4,"
+		   " \"original_max_position_embeddings\": 1024, \"beta_fast\": 32}}");
+	fclose(f);
+
+	cr_assert_eq(tfq_outdir_config(scratch_src, scratch_dst, &meta), TF_OK, "%s",
+		     tfq_errmsg());
+	snprintf(path, sizeof(path), "%s/config.json", scratch_dst);
+	f = fopen(path, "r");
+	cr_assert(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	fclose(f);
+	static const char *const want[] = {
+		"\"kda_lower_bound\":\t-5.0,", "\"rope_theta\":\t6000000.0,",
+		"\"routed_scaling_factor\":\t2.5,", "\"rms_norm_eps\":\t1e-06,",
+		"\"mtp_loss_scaling_factor\":\t0.0,", "\"hidden_size\":\t256,",
+		"\"factor\":\t4.0,", "\"original_max_position_embeddings\":\t1024,",
+		"\"beta_fast\":\t32.0",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect(strstr(buf, want[i]), "%s not in\n%s", want[i], buf);
+	cJSON *root = cJSON_Parse(buf);
+	cr_expect(cJSON_IsObject(root), "not JSON:\n%s", buf);
+	cJSON_Delete(root);
+}

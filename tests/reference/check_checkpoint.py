@@ -94,12 +94,12 @@ def check_config(folder, c, errs):
         "first_k_dense_replace": int, "num_experts": int, "num_experts_per_tok": int,
         "num_shared_experts": int, "moe_intermediate_size": int,
         "moe_shared_expert_intermediate_size": int, "n_group": int, "topk_group": int,
-        "routed_scaling_factor": (int, float), "norm_topk_prob": bool,
+        "routed_scaling_factor": float, "norm_topk_prob": bool,
         "moe_router_enable_expert_bias": bool, "kv_lora_rank": int, "qk_nope_head_dim": int,
         "qk_rope_head_dim": int, "v_head_dim": int, "qk_head_dim": int,
-        "rope_theta": (int, float), "rope_interleave": bool, "max_position_embeddings": int,
+        "rope_theta": float, "rope_interleave": bool, "max_position_embeddings": int,
         "gated_attention_proj_granularity_type": str, "short_conv_kernel_size": int,
-        "no_kda_lora": bool, "kda_safe_gate": bool, "kda_lower_bound": (int, float),
+        "no_kda_lora": bool, "kda_safe_gate": bool, "kda_lower_bound": float,
         "rms_norm_eps": float, "use_qkv_bias": bool, "use_bias": bool,
         "tie_word_embeddings": bool, "num_nextn_predict_layers": int,
         "expert_swiglu_limit_list": list, "share_expert_swiglu_limit_list": list,
@@ -122,13 +122,13 @@ def check_config(folder, c, errs):
         errs.append(f"config.json: vocab_size {c['vocab_size']} is not a multiple of 128")
     if c["qk_head_dim"] != c["qk_nope_head_dim"] + c["qk_rope_head_dim"]:
         errs.append("config.json: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim")
-    n = c["num_hidden_layers"] + c["num_nextn_predict_layers"]
+    n = c["num_hidden_layers"]         # one a decoder layer, as transformers wants
     for key in ("expert_swiglu_limit_list", "share_expert_swiglu_limit_list"):
         lst = c[key]
         if len(lst) != n:
             errs.append(f"config.json: {key} has {len(lst)} entries, expected {n}")
         elif not (lst[-1] > 0 and lst[-2] > 0 and lst[0] == 0):
-            errs.append(f"config.json: {key} does not clamp the last layers and the MTP layer")
+            errs.append(f"config.json: {key} does not clamp the last layers")
     if c["expert_swiglu_limit_list"] == c["share_expert_swiglu_limit_list"]:
         errs.append("config.json: the two clamp lists are equal (a mix-up would go unseen)")
     if c["num_experts"] % c["n_group"] or c["topk_group"] > c["n_group"]:

@@ -32,10 +32,13 @@ Test(synth_load, config_schedule)
 		cr_expect_eq(cfg.layer_ffn[i], i < cfg.first_k_dense_replace ? TF_FFN_DENSE : TF_FFN_MOE,
 			     "layer %d", i);
 	}
-	cr_expect_gt(cfg.expert_swiglu_limit[L], 0.0f, "the MTP layer is clamped");
+	/* The lists cover the decoder layers, as transformers wants them: the
+	 * MTP layer is padded with 0. */
+	cr_expect_eq(cfg.expert_swiglu_limit[L], 0.0f, "the MTP layer is not clamped");
 	cr_expect_gt(cfg.expert_swiglu_limit[L - 1], 0.0f);
 	cr_expect_eq(cfg.expert_swiglu_limit[0], 0.0f);
-	cr_expect_gt(cfg.shared_swiglu_limit[L], 0.0f);
+	cr_expect_eq(cfg.shared_swiglu_limit[L], 0.0f);
+	cr_expect_gt(cfg.shared_swiglu_limit[L - 1], 0.0f);
 	cr_expect_gt(cfg.n_eos, 0);
 	cr_expect_lt(cfg.eos_token_id[0], cfg.vocab_size);
 	tf_config_free(&cfg);

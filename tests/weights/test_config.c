@@ -204,6 +204,21 @@ Test(config, yarn_rope_scaling)
 	tf_config_free(&c);
 }
 
+/* Real-valued keys as whole JSON ints (older tfsynth and tfquant wrote
+ * -5): read as the floats they stand for (the flash file has -5.0). */
+Test(config, reals_written_as_ints)
+{
+	tf_model_config c;
+	cr_assert_eq(parse_edited("{\"kda_lower_bound\": -4, \"rope_theta\": 10000,"
+				  " \"routed_scaling_factor\": 2, \"rms_norm_eps\": 1}", &c),
+		     TF_OK, "%s", tf_diag_msg());
+	cr_expect_float_eq(c.kda_lower_bound, -4.0f, 0);
+	cr_expect_float_eq(c.rope_theta, 10000.0, 0);
+	cr_expect_float_eq(c.routed_scaling_factor, 2.0f, 0);
+	cr_expect_float_eq(c.rms_norm_eps, 1.0f, 0);
+	tf_config_free(&c);
+}
+
 Test(config, clamp_lists)
 {
 	tf_model_config c;

@@ -18,6 +18,63 @@
 /* config.json and tokenizer.json are a few MB; this bounds a wrong path. */
 #define OUTDIR_MAX_FILE (1u << 30)
 
+/*
+ * The keys transformers' BailingHybridConfig (and its RopeParameters) types
+ * float, at the top level and in rope_scaling / rope_parameters.  The
+ * tests' list is tests/synth/hf_config.py FLOAT_KEYS.
+ */
+static const char *const float_keys[] = {
+	"routed_scaling_factor", "rope_theta", "partial_rotary_factor",
+	"kda_lower_bound", "rms_norm_eps", "initializer_range",
+	"attention_dropout", "mtp_loss_scaling_factor", NULL
+};
+static const char *const rope_float_keys[] = {
+	"rope_theta", "factor", "attention_factor", "beta_fast", "beta_slow",
+	"mscale", "mscale_all_dim", NULL
+};
+
+/* cJSON's digits (15, or 17 to round-trip), plus ".0" on a whole number. */
+static int float_item(cJSON *obj, const char *key)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char buf[40];
+
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return TF_OK;
+	snprintf(buf, sizeof(buf), "%.15g", v->valuedouble);
+	if (strtod(buf, NULL) != v->valuedouble)
+		snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
+	if (!strpbrk(buf, ".eE"))
+		strcat(buf, ".0");
+	cJSON *raw = cJSON_CreateRaw(buf);
+	if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(obj, key, raw)) {
+		cJSON_Delete(raw);
+		return TF_ERR_NOMEM;
+	}
+	return TF_OK;
+}
+
+static int float_keys_of(cJSON *obj, const char *const *keys)
+{
+	int rc = TF_OK;
+
+	for (; !rc && *keys; keys++)
+		rc = float_item(obj, *keys);
+	return rc;
+}
+
+int tfq_config_floats(cJSON *config)
+{
+	int rc = float_keys_of(config, float_keys);
+	cJSON *r;
+
+	if (!rc && cJSON_IsObject(r = cJSON_GetObjectItemCaseSensitive(config, "rope_scaling")))
+		rc = float_keys_of(r, rope_float_keys);
+	if (!rc && cJSON_IsObject(r = cJSON_GetObjectItemCaseSensitive(config, "rope_parameters")))
+		rc = float_keys_of(r, rope_float_keys);
+	return rc;
+}
+
 int tfq_outdir_config(const char *src, const char *dst, const tfq_meta *m)
 {
 	char path[4096];
@@ -54,7 +111,7 @@ save:
 	cJSON_DeleteItemFromObject(root, "quantization_config");
 	cJSON_AddItemToObject(root, "quantization_config", q);
 
-	char *out = cJSON_Print(root);
+	char *out = tfq_config_floats(root) ? NULL : cJSON_Print(root);
 	cJSON_Delete(root);
 	if (!out)
 		return tfq_fail(TF_ERR_NOMEM, "config.json: out of memory");

@@ -56,8 +56,9 @@ typedef struct tf_synth_shape {
 	double kda_lower_bound;
 	double rms_norm_eps;
 	/* SwiGLU clamps: routed experts on the last clamp_layers layers of the
-	 * main stack, the shared expert on one more; both on the MTP layer
-	 * (0: no clamps at all). */
+	 * main stack, the shared expert on one more; none on the MTP layer,
+	 * which transformers' per-decoder-layer lists leave out (0: no clamps
+	 * at all). */
 	int clamp_layers;
 	double swiglu_limit;
 } tf_synth_shape;

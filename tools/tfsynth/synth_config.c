@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fail.h"              /* tools/tfquant */
+#include "outdir.h"
 #include "synth.h"
 
 static int write_json(const cJSON *root, const char *dir, const char *name)
@@ -34,11 +35,12 @@ static int write_json(const cJSON *root, const char *dir, const char *name)
 	return rc;
 }
 
-/* A per-layer list over the main stack and the MTP layer. */
+/* A per-layer list over the main stack: transformers wants one entry a
+ * decoder layer, as the real checkpoints have; the MTP layer is unclamped. */
 static cJSON *limit_list(const tf_synth_shape *s, double (*limit)(const tf_synth_shape *, int))
 {
 	cJSON *a = cJSON_CreateArray();
-	for (int i = 0; a && i <= s->num_hidden_layers; i++)
+	for (int i = 0; a && i < s->num_hidden_layers; i++)
 		if (!cJSON_AddItemToArray(a, cJSON_CreateNumber(limit(s, i)))) {
 			cJSON_Delete(a);
 			return NULL;
@@ -183,7 +185,7 @@ int tf_synth_config_write(const tf_synth_shape *s, const tf_synth_vocab *v,
 	cJSON *c = config_json(s, v), *g = generation_json(v);
 	int rc;
 
-	if (!c || !g)
+	if (!c || !g || tfq_config_floats(c))
 		rc = tfq_fail(TF_ERR_NOMEM, "%s: building config.json", dir);
 	else if (!(rc = write_json(c, dir, "config.json")))
 		rc = write_json(g, dir, "generation_config.json");

@@ -264,9 +264,11 @@ int tf_synth_is_dense(const tf_synth_shape *s, int layer)
 	return layer < s->first_k_dense_replace;
 }
 
+/* The lists cover the main stack only (synth_config.c): no MTP clamp. */
 double tf_synth_expert_limit(const tf_synth_shape *s, int layer)
 {
-	return s->clamp_layers > 0 && layer >= s->num_hidden_layers - s->clamp_layers ?
+	int n = s->num_hidden_layers;
+	return s->clamp_layers > 0 && layer >= n - s->clamp_layers && layer < n ?
 	       s->swiglu_limit : 0.0;
 }
 
@@ -276,5 +278,6 @@ double tf_synth_shared_limit(const tf_synth_shape *s, int layer)
 	int first = s->num_hidden_layers - s->clamp_layers - 1;
 	if (first < s->first_k_dense_replace)
 		first = s->first_k_dense_replace;
-	return s->clamp_layers > 0 && layer >= first ? s->swiglu_limit : 0.0;
+	return s->clamp_layers > 0 && layer >= first && layer < s->num_hidden_layers ?
+	       s->swiglu_limit : 0.0;
 }
