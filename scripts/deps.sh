@@ -29,7 +29,7 @@ pkgs="build-essential cmake pkg-config git
       libinih-dev libcjson-dev libpcre2-dev libcriterion-dev
       libmicrohttpd-dev
       libibverbs-dev librdmacm-dev iproute2
-      python3 python3-numpy python3-jinja2 python3-venv
+      python3 python3-numpy python3-jinja2 python3-jsonschema python3-venv
       clang libclang-rt-14-dev llvm libc6-dbg
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
 for opt in "$@"; do
