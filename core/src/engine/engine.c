@@ -39,6 +39,7 @@
 #include "tf/backend.h"
 #include "tf/diag.h"
 #include "tf/drafter.h"
+#include "tf/grammar.h"
 #include "tf/tp.h"
 #include "tpsync.h"
 
@@ -63,6 +64,7 @@ struct tf_seq {
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
 	void *dseq;                     /* the drafter's state of it */
 	int32_t pending;                /* the next token, chosen already, or -1 */
+	tf_grammar_state *gram;         /* the caller's constraint, or NULL */
 
 	/* While a batch is checked and run. */
 	int64_t nb, row0, fill, last;
@@ -77,6 +79,7 @@ struct tf_engine {
 	int64_t context, rows;
 	struct tf_seq *seq;             /* [max_seqs] */
 	int *touched;                   /* [max_seqs]: slots of the batch, first seen first */
+	float *masked;                  /* [vocab]: logits a grammar masked */
 
 	/* One step: [rows] each. */
 	int32_t *step_tok, *step_pos;
@@ -156,6 +159,7 @@ void tf_engine_close(tf_engine *e)
 		e->be->free(e->bctx, e->hid);
 	if (e->dhid)
 		e->be->free(e->bctx, e->dhid);
+	free(e->masked);
 	free(e->dlog);
 	free(e->vlog);
 	free(e->pd);
@@ -281,8 +285,9 @@ int tf_engine_open(const char *ini_path, const char *const *overrides, int n_ove
 	e->step_seg = malloc((size_t)e->rows * sizeof(*e->step_seg));
 	e->step_row = malloc((size_t)e->rows * sizeof(*e->step_row));
 	e->step_at = malloc((size_t)e->rows * sizeof(*e->step_at));
+	e->masked = malloc((size_t)e->vocab * sizeof(*e->masked));
 	if (!e->seq || !e->touched || !e->step_tok || !e->step_pos || !e->step_seg ||
-	    !e->step_row || !e->step_at) {
+	    !e->step_row || !e->step_at || !e->masked) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "engine: out of memory");
 		goto fail;
 	}
@@ -405,6 +410,7 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 	q->mark = -1;
 	q->pending = -1;
 	q->dseq = NULL;
+	q->gram = NULL;
 	if (e->dr && e->dr->seq_new && (rc = e->dr->seq_new(e->dinst, &q->dseq)) != TF_OK) {
 		tf_seqstate_free(q->st);
 		tf_sampler_free(&q->smp);
@@ -657,7 +663,7 @@ static int seq_pick_dev(tf_engine *e, struct tf_seq *q, const float *logits, int
 	const tf_sampler_params *par = &q->smp.par;
 	int64_t row = owed_row(e, logits);
 	if (row < 0 || owed_row(e, logits + (n - 1) * (int64_t)e->vocab) != row + n - 1 ||
-	    par->frequency_penalty != 0.0f || par->n_logit_bias)
+	    par->frequency_penalty != 0.0f || par->n_logit_bias || q->gram)
 		return TF_ERR_UNSUPPORTED;      /* the host's alone: see tf/sampler.h */
 	for (int64_t i = 0; i < n; i++) {
 		e->draw_seq[i] = 0;
@@ -680,10 +686,24 @@ static int seq_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *lo
 	int rc = seq_pick_dev(e, q, logits, len, 1, token);
 	if (rc == TF_OK && *token >= 0)
 		return TF_OK;
-	if ((rc == TF_OK || rc == TF_ERR_UNSUPPORTED) && (rc = owed_pay(e)) == TF_OK)
+	if ((rc == TF_OK || rc == TF_ERR_UNSUPPORTED) && (rc = owed_pay(e)) == TF_OK && q->gram) {
+		memcpy(e->masked, logits, (size_t)e->vocab * sizeof(*e->masked));
+		logits = e->masked;
+		rc = tf_grammar_apply(q->gram, e->masked);
+	}
+	if (rc == TF_OK)
 		rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)len, 0, (uint64_t)len,
 				       token);
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
+}
+
+int tf_seq_constrain(tf_engine *e, tf_seq_id s, tf_grammar_state *st)
+{
+	struct tf_seq *q = seq_get(e, s);
+	if (!q)
+		return TF_ERR_INVALID;
+	q->gram = st;
+	return TF_OK;
 }
 
 int tf_seq_sample(tf_engine *e, tf_seq_id s, const float *logits, int32_t *token)
@@ -1542,6 +1562,10 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
  */
 static int seq_plan(tf_engine *e, struct tf_seq *q, tf_seq_id s, int max, bool fixed, int *k)
 {
+	if (q->gram) {                  /* a draft would need the grammar's every state */
+		max = 0;
+		fixed = true;
+	}
 	tf_draft_plan plan = { .max = max, .pending = e->mtp ? tf_seqstate_pending_n(q->st) : 0 };
 	*k = e->dr->depth && !fixed ? e->dr->depth(e->dinst, q->dseq, &plan) : max;
 	if (*k < 0 || *k > max)
