@@ -153,6 +153,19 @@ int tf_stop_add_tokens(tf_stopset *s, const char *const *names, const tf_tokeniz
  * one TF_ERR_FORMAT. */
 int tf_stop_add_generation_config(tf_stopset *s, const char *path);
 
+/*
+ * --- forced tool calls ---
+ *
+ * The GBNF (tf/grammar.h) of a reply that is tool calls in the Ling-3
+ * format: calls of the function named `only` (NULL: of any of `tools`,
+ * chat's tools list), one, or one or more when `several`; each call's
+ * arguments those of its parameters' schema, the required ones all there.
+ * A new string in *out, free() it; a parameter schema the grammar cannot
+ * follow is TF_ERR_UNSUPPORTED naming it, a name not among the tools
+ * TF_ERR_INVALID.
+ */
+int tf_chat_tool_gbnf(const tf_val *tools, const char *only, bool several, char **out);
+
 #ifdef __cplusplus
 }
 #endif
