@@ -15,6 +15,7 @@
 #include "tf/diag.h"
 #include "tf/progress.h"
 #include "tf/reply.h"
+#include "tf/grammar.h"
 #include "tf/stopstr.h"
 #include "tf/text.h"
 #include "tf/tokenizer.h"
@@ -35,6 +36,8 @@ struct gen {
 	bool opened;                    /* the prompt opened the reasoning */
 	tf_stopset stops;
 	tf_stopstr stopstr;             /* --stop strings over the reply text */
+	tf_grammar *gram;               /* --json-schema or --grammar, or NULL */
+	tf_grammar_state *gst;          /* where the reply stands in it */
 	float *logits;                  /* [prefill_chunk, vocab] */
 	uint8_t *every;                 /* [prefill_chunk] ones: --dump-logits asks every row */
 	int vocab;
@@ -67,6 +70,8 @@ static void gen_free(struct gen *g)
 	tf_val_unref(g->history);
 	tf_val_unref(g->calls);
 	tf_stopstr_free(&g->stopstr);
+	tf_grammar_state_free(g->gst);
+	tf_grammar_free(g->gram);
 	tf_bytes_free(&g->answer);
 	tf_bytes_free(&g->thinking);
 	free(g->logits);
@@ -122,6 +127,46 @@ static int read_chat(struct gen *g)
 	for (int i = 0; i < g->o->n_stops; i++)
 		if ((rc = tf_stopstr_add(&g->stopstr, g->o->stops[i], strlen(g->o->stops[i]))))
 			return rc;
+	return TF_OK;
+}
+
+/*
+ * --json-schema's or --grammar's grammar over the tokenizer, ending at the
+ * stop ids.  The reply is the document from its first token, so the
+ * prompt does not open the reasoning.
+ */
+static int read_grammar(struct gen *g)
+{
+	const char *file = g->o->json_schema ? g->o->json_schema : g->o->grammar;
+	char *text = NULL, *gbnf = NULL;
+	tf_val *schema = NULL;
+	size_t len;
+	int rc;
+
+	if (!file)
+		return TF_OK;
+	if (!g->tok)
+		return tf_diag_set(TF_ERR_NOT_FOUND, "%s needs text: the model has no "
+				   "tokenizer.json", g->o->json_schema ? "--json-schema" : "--grammar");
+	if ((rc = tf_text_read(file, 1 << 24, &text, &len)) != TF_OK)
+		return rc;
+	if (g->o->json_schema) {
+		rc = tf_val_parse_json(text, len, &schema);
+		if (rc == TF_OK)
+			rc = tf_grammar_schema_gbnf(schema, &gbnf);
+		tf_val_unref(schema);
+	}
+	if (rc == TF_OK) {
+		const char *src = gbnf ? gbnf : text;
+		int vocab = tf_tok_vocab_size(g->tok) < g->vocab ? tf_tok_vocab_size(g->tok) : g->vocab;
+		rc = tf_grammar_compile(src, strlen(src), g->tok, vocab, g->stops.ids, g->stops.n,
+					&g->gram);
+	}
+	free(text);
+	free(gbnf);
+	if (rc != TF_OK)
+		return tf_diag_prefix(rc, "%s", file);
+	g->think = false;
 	return TF_OK;
 }
 
@@ -374,6 +419,8 @@ static int take(struct gen *g, tf_detok *dt, tf_reply *rp, int32_t next, bool *d
 	size_t len;
 	int rc;
 	g->n_gen++;
+	if (g->gst && (rc = tf_grammar_accept(g->gst, next)) != TF_OK)
+		return rc;
 	bool eos = tf_stop_has(&g->stops, next);
 	if (eos) {
 		g->finish = "eos";
@@ -434,6 +481,13 @@ static int reply(struct gen *g)
 	tf_reply rp;
 	int rc = TF_OK;
 
+	if (g->gram) {                  /* each reply a document of its own */
+		tf_grammar_state_free(g->gst);
+		g->gst = NULL;
+		if ((rc = tf_grammar_state_new(g->gram, &g->gst)) != TF_OK ||
+		    (rc = tf_seq_constrain(g->e, g->sid, g->gst)) != TF_OK)
+			return rc;
+	}
 	tf_detok_init(&dt, g->tok, TF_TOK_SKIP_SPECIAL);
 	tf_reply_init(&rp, g->opened, on_reply, g);
 	tf_stopstr_reset(&g->stopstr);
@@ -785,6 +839,10 @@ int tf_cli_generate(const tf_options *o)
 	g.t_load = tf_cli_now_s() - t0;
 	g.vocab = tf_engine_vocab(g.e);
 	g.chunk = tf_engine_prefill_chunk(g.e);
+	if (read_grammar(&g) != TF_OK) {
+		tf_cli_fail(o->json_schema ? "--json-schema" : "--grammar");
+		goto out;
+	}
 	if (read_sampling(&g) != TF_OK) {
 		tf_cli_fail(o->ini);
 		goto out;
@@ -795,7 +853,7 @@ int tf_cli_generate(const tf_options *o)
 	g.every = malloc((size_t)g.chunk);
 	if (g.every)
 		memset(g.every, 1, (size_t)g.chunk);
-	g.depth = tf_engine_draft_depth(g.e);
+	g.depth = g.gram ? 0 : tf_engine_draft_depth(g.e);     /* drafts pass no grammar */
 	g.spec = malloc((size_t)(g.depth + 1) * sizeof(*g.spec));
 	if (!g.logits || !g.every || !g.spec) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory for %" PRId64 " logit rows", g.chunk);

@@ -55,6 +55,8 @@ typedef struct tf_options {
 	const char *perplexity;         /* TF_RUN_PERPLEXITY: the text file */
 	const char *host, *api_key;     /* serve: over [server] host, api_key */
 	int port;                       /* serve: 0 for [server] port */
+	const char *json_schema;        /* --json-schema FILE: the reply is such a document */
+	const char *grammar;            /* --grammar FILE: GBNF the reply follows */
 	const char **stops;             /* --stop strings (tf/stopstr.h) */
 	int n_stops;
 	int tp_local;                   /* --tp-local N: ranks on this machine, 0: none */

@@ -63,7 +63,8 @@ static const char usage[] =
 "  -h, --help          print this help\n"
 "\n"
 "serve: an OpenAI-compatible HTTP server (POST /v1/chat/completions,\n"
-"POST /v1/completions, GET /v1/models, /health, /metrics); [server] keys\n"
+"/v1/completions, /v1/responses; GET /v1/models[/ID], /health, /metrics);\n"
+"structured output, scoring (echo), n, tools; [server] keys\n"
 "in docs/ini.md.  [server] slots requests are decoded together, each one\n"
 "of [runtime] sequences.  SIGTERM finishes the replies under way first.\n"
 "      --host ADDR     address to listen on       [server] host (127.0.0.1)\n"
@@ -82,6 +83,9 @@ static const char usage[] =
 "      --stop TEXT     end the reply before TEXT (repeatable; the first to\n"
 "                      appear wins; TEXT itself is not printed)\n"
 "      --json          machine-readable output (--plugins: a JSON array)\n"
+"      --json-schema FILE  the reply is a JSON document valid under the JSON\n"
+"                      Schema in FILE (constrained decoding; no thinking)\n"
+"      --grammar FILE  the reply follows the GBNF grammar in FILE\n"
 "      --dump-logits FILE  write the logits of every prompt position to FILE\n"
 "                      (float32 little-endian, [prompt tokens, vocab_size])\n"
 "      --dump-mtp-logits FILE  write the MTP layer's teacher-forced logits:\n"
@@ -119,7 +123,7 @@ enum {
 	OPT_CHECK = 256, OPT_PLUGINS, OPT_JSON, OPT_TOKENS, OPT_DUMP_LOGITS, OPT_DUMP_MTP,
 	OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_SEED, OPT_SYSTEM,
 	OPT_NO_THINK, OPT_SET, OPT_STOP, OPT_RENDER_CHAT, OPT_KEYS, OPT_PERPLEXITY,
-	OPT_HOST, OPT_PORT, OPT_API_KEY, OPT_TP_LOCAL,
+	OPT_HOST, OPT_PORT, OPT_API_KEY, OPT_TP_LOCAL, OPT_JSON_SCHEMA, OPT_GRAMMAR,
 };
 
 static const struct option long_opts[] = {
@@ -145,6 +149,8 @@ static const struct option long_opts[] = {
 	{ "set",         required_argument, NULL, OPT_SET },
 	{ "render-chat", required_argument, NULL, OPT_RENDER_CHAT },
 	{ "stop",        required_argument, NULL, OPT_STOP },
+	{ "json-schema", required_argument, NULL, OPT_JSON_SCHEMA },
+	{ "grammar",     required_argument, NULL, OPT_GRAMMAR },
 	{ "perplexity",  required_argument, NULL, OPT_PERPLEXITY },
 	{ "host",        required_argument, NULL, OPT_HOST },
 	{ "port",        required_argument, NULL, OPT_PORT },
@@ -285,12 +291,15 @@ static int check_combination(const tf_options *o, const char *mode_flag)
 	const char *input = o->input ? input_flags[o->input] : NULL;
 	const char *gen = input ? input : o->interactive ? "-i" : o->n_stops ? "--stop" :
 			  o->dump_logits ? "--dump-logits" :
-			  o->dump_mtp ? "--dump-mtp-logits" : NULL;
+			  o->dump_mtp ? "--dump-mtp-logits" :
+			  o->json_schema ? "--json-schema" : o->grammar ? "--grammar" : NULL;
 
 	if (mode_flag && gen)
 		return conflict(mode_flag, gen);
 	if (o->interactive && input)
 		return conflict(input, "-i");
+	if (o->json_schema && o->grammar)
+		return conflict("--json-schema", "--grammar");
 	if (o->interactive && o->dump_logits)
 		return conflict("-i", "--dump-logits");
 	if (o->interactive && o->dump_mtp)
@@ -339,6 +348,8 @@ static int options_parse(int argc, char **argv, tf_options *o)
 			o->render_request = strcmp(optarg, "-") ? optarg : "/dev/stdin";
 			break;
 		case OPT_STOP: rc = add_stop(o, optarg); break;
+		case OPT_JSON_SCHEMA: o->json_schema = optarg; break;
+		case OPT_GRAMMAR: o->grammar = optarg; break;
 		case OPT_HOST: o->host = optarg; break;
 		case OPT_API_KEY: o->api_key = optarg; break;
 		case OPT_TP_LOCAL:
