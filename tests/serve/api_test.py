@@ -6,7 +6,9 @@ forked from one prefill, prompts as lists and token ids, prompt scoring
 (echo with logprobs, as lm-eval sends it) held to `tfrun --perplexity`,
 logit_bias and the penalties, top_p 0, refused and unknown fields, a
 client that hangs up on a reply it waits for whole, and the HTTP details:
-/v1/models/{id}, HEAD, 405, CORS, error codes, the context's limits.
+/v1/models/{id}, HEAD, 405, CORS, error codes, the context's limits;
+structured output (response_format) and forced tool calls, every reply
+that ends checked with jsonschema.
 """
 import json
 import math
@@ -17,8 +19,14 @@ import sys
 import tempfile
 import time
 
+import jsonschema
+
 from serve_test import KEY, TIMEOUT, chat, check_error, metric, run, sets_of, wait_idle
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "grammar"))
+import schema_check                     # noqa: E402 (its random schemas)
+
+FORMATS = schema_check.format_checker()
 ORIGIN = "http://ok.example"
 FORCED, FORCED_TEXT = 300, " l"        # a ling-nano token, its text
 TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models",
@@ -285,8 +293,130 @@ def t_hangup(srv):
     assert metric(srv, "tf_generation_tokens_total") == gen
 
 
+def bound(s):
+    """s with every free string, array, object and value bounded: ling-nano,
+    a model of the KJV alone, never ends a string of its own accord."""
+    if s is True or s == {}:
+        return {"type": "integer"}
+    if isinstance(s, list):
+        return [bound(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    s = {k: (v if k in ("enum", "const", "required") else
+             {p: bound(x) for p, x in v.items()} if k in ("properties", "$defs") else
+             bound(v)) for k, v in s.items()}
+    t = s.get("type")
+    if t == "string" and not {"enum", "const", "pattern", "format", "maxLength"} & set(s):
+        s["maxLength"] = 6
+    if t == "array" and "maxItems" not in s:
+        s["maxItems"] = max(3, s.get("minItems", 0))
+    if t == "object" or "properties" in s:
+        s["additionalProperties"] = False
+    return s
+
+
+def structured(srv, schema, seed, **kw):
+    body = chat("Answer in JSON.", max_tokens=700, temperature=0.8, seed=seed,
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": "x", "schema": schema}}, **kw)
+    return ok(srv, "/v1/chat/completions", body)["choices"][0]
+
+
+FEATURES = [
+    {"type": "object", "properties": {
+        "book": {"type": "string", "enum": ["Genesis", "Exodus", "Job"]},
+        "chapter": {"type": "integer", "minimum": 1, "maximum": 50},
+        "score": {"type": "number"}, "holy": {"type": "boolean"}, "none": {"type": "null"},
+        "tag": {"const": "kjv"}, "opt": {"type": "string", "maxLength": 3}},
+     "required": ["book", "chapter", "score", "holy", "none", "tag"],
+     "additionalProperties": False},
+    {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
+     "minItems": 2, "maxItems": 4},
+    {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^[a-c]{2}$"}]},
+    {"type": "object", "properties": {"who": {"$ref": "#/$defs/name"},
+                                      "kids": {"type": "array", "maxItems": 2,
+                                               "items": {"$ref": "#/$defs/name"}}},
+     "required": ["who", "kids"], "additionalProperties": False,
+     "$defs": {"name": {"type": "string", "maxLength": 5}}},
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date"},
+                                      "id": {"type": "string", "format": "uuid"}},
+     "required": ["when", "id"], "additionalProperties": False},
+]
+
+
+def t_structured(srv):
+    """response_format json_schema: each feature's replies parse and validate;
+    json_object gives an object; streamed, the same."""
+    for schema in FEATURES:
+        for seed in (1, 2):
+            ch = structured(srv, schema, seed)
+            assert ch["finish_reason"] == "stop", (schema, ch)
+            jsonschema.validate(json.loads(ch["message"]["content"]), schema,
+                                format_checker=FORMATS)
+    got = ok(srv, "/v1/chat/completions", chat("Answer in JSON.", max_tokens=64,
+                                               response_format={"type": "json_object"}))
+    assert got["choices"][0]["message"]["content"].startswith("{"), got
+    body = chat("Answer in JSON.", max_tokens=700, temperature=0.8, seed=1, stream=True,
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": "x", "schema": FEATURES[0]}})
+    events = srv.stream("/v1/chat/completions", body)
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events)
+    assert text == structured(srv, FEATURES[0], 1)["message"]["content"], text
+
+
+def t_structured_random(srv):
+    """Random schemas (tests/grammar's generator, bounded): every reply that
+    ends validates, and most end."""
+    done = 0
+    for i in range(30):
+        schema = bound(schema_check.Gen(1000 + i).root())
+        ch = structured(srv, schema, i)
+        if ch["finish_reason"] == "stop":
+            done += 1
+            jsonschema.validate(json.loads(ch["message"]["content"]), schema,
+                                format_checker=FORMATS)
+    assert done >= 24, done
+
+
+def t_tool_choice(srv):
+    """tool_choice required or named: the reply is calls of the tools, each
+    call's arguments valid under its parameters."""
+    params = {"type": "object", "properties": {
+        "book": {"type": "string", "maxLength": 8},
+        "chapter": {"type": "integer", "minimum": 1, "maximum": 150},
+        "verse": {"type": "integer", "minimum": 1, "maximum": 99}},
+        "required": ["book", "chapter"]}
+    count = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 10}},
+             "required": ["text"]}
+    tools = [{"type": "function", "function": {"name": "get_verse", "parameters": params}},
+             {"type": "function", "function": {"name": "count", "parameters": count}}]
+    for choice in ("required", {"type": "function", "function": {"name": "count"}}):
+        for seed in (1, 2, 3):
+            got = ok(srv, "/v1/chat/completions", chat(
+                "Which verse?", max_tokens=400, temperature=0.8, seed=seed, tools=tools,
+                tool_choice=choice, parallel_tool_calls=False))["choices"][0]
+            calls = got["message"].get("tool_calls")
+            assert got["finish_reason"] == "tool_calls" and len(calls) == 1, got
+            for c in calls:
+                name = c["function"]["name"]
+                assert choice == "required" or name == "count", c
+                jsonschema.validate(json.loads(c["function"]["arguments"]),
+                                    params if name == "get_verse" else count)
+    for bad, param in (({"response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "object", "patternProperties": {"^a": {}}}}}}, "patternProperties"),
+            ({"response_format": {"type": "yaml"}}, "response_format"),
+            ({"tools": tools, "tool_choice": {"type": "function",
+                                              "function": {"name": "nope"}}}, "nope"),
+            ({"tool_choice": "required"}, "tools"),
+            ({"tools": tools, "tool_choice": "required",
+              "response_format": {"type": "json_object"}}, "response_format")):
+        e = check_error(srv, 400, "POST", "/v1/chat/completions", chat("x", **bad))
+        assert param in e["message"], (bad, e)
+
+
 TESTS = [t_choices, t_prompts, t_echo, t_perplexity, t_bias_penalties, t_top_p_zero,
-         t_fields, t_http, t_context, t_hangup]
+         t_fields, t_http, t_context, t_hangup, t_structured, t_structured_random,
+         t_tool_choice]
 
 if __name__ == "__main__":
     run(sys.argv[1], sys.argv[2], sets_of(sys.argv[3:]), TESTS)

@@ -228,6 +228,24 @@ def t_responses(srv):
     r = c.responses.create(model=MODEL, input="In the beginning", instructions="Be brief.",
                            max_output_tokens=4)
     assert r.output_text, r
+    schema = {"type": "object", "properties": {"book": {"type": "string", "maxLength": 8},
+                                               "chapter": {"type": "integer"}},
+              "required": ["book", "chapter"], "additionalProperties": False}
+    r = c.responses.create(model=MODEL, input="A verse as JSON", max_output_tokens=300,
+                           temperature=0.8, extra_body={"seed": 1}, text={"format": {
+                               "type": "json_schema", "name": "v", "schema": schema}})
+    got = json.loads(r.output_text)
+    assert set(got) == {"book", "chapter"} and isinstance(got["chapter"], int), got
+    tool = {"type": "function", "name": "count", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string", "maxLength": 10}},
+        "required": ["text"]}}
+    r = c.responses.create(model=MODEL, input="Count the words", max_output_tokens=300,
+                           temperature=0.8, extra_body={"seed": 1}, tools=[tool],
+                           tool_choice="required",
+                           parallel_tool_calls=False)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "count", r.output
+    assert set(json.loads(calls[0].arguments)) == {"text"}, calls
     try:
         c.responses.create(model=MODEL, input="x", previous_response_id="resp_1")
         raise AssertionError("previous_response_id was taken")

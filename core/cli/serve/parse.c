@@ -59,6 +59,7 @@ static void req_free(serve_req *r)
 	tf_bytes_free(&r->echoed);
 	free(r->bias);
 	tf_val_unref(r->calls);
+	tf_grammar_state_free(r->gram);
 	cJSON_Delete(r->lp);
 	cJSON_Delete(r->choice);
 	free(r->echo_at);
@@ -72,6 +73,8 @@ void serve_job_unref(serve_job *j)
 	for (int i = 0; i < j->n; i++)
 		req_free(j->req[i]);
 	free(j->req);
+	if (j->grammar)
+		serve_grammar_put(j->grammar);
 	tf_bytes_free(&j->out);
 	free(j);
 }
@@ -417,6 +420,111 @@ static int check_prompt(serve *s, serve_job *j, serve_req *r, int p, serve_err *
 	return 0;
 }
 
+/* The GBNF of response_format (NULL in *gbnf when it asks for text). */
+static int format_gbnf(const tf_val *body, char **gbnf, serve_err *err)
+{
+	const tf_val *rf = field(body, "response_format"), *js, *schema;
+	const char *type = tf_val_as_str(tf_val_dict_get(rf, "type"), NULL);
+	tf_val *obj = NULL;
+	int rc;
+
+	*gbnf = NULL;
+	if (!rf || (type && !strcmp(type, "text")))
+		return 0;
+	if (!type || (strcmp(type, "json_object") && strcmp(type, "json_schema")))
+		return serve_fail(err, 400, "response_format", "'response_format' must be "
+				  "{\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+				  "{\"type\": \"json_schema\", \"json_schema\": {...}}");
+	if (!strcmp(type, "json_object")) {
+		/* Any JSON object. */
+		if (!(obj = tf_val_dict()) || tf_val_dict_set(obj, "type", 4, tf_val_cstr("object"))) {
+			tf_val_unref(obj);
+			return serve_fail(err, 500, NULL, "out of memory");
+		}
+		schema = obj;
+	} else {
+		js = tf_val_dict_get(rf, "json_schema");
+		schema = tf_val_dict_get(js, "schema");
+		if (tf_val_kind_of(js) != TF_VAL_DICT || (tf_val_kind_of(schema) != TF_VAL_DICT &&
+							 tf_val_kind_of(schema) != TF_VAL_BOOL))
+			return serve_fail(err, 400, "response_format", "'response_format.json_schema' "
+					  "must be an object with a 'schema'");
+	}
+	rc = tf_grammar_schema_gbnf(schema, gbnf);
+	tf_val_unref(obj);
+	if (rc)
+		return serve_fail(err, rc == TF_ERR_NOMEM ? 500 : 400, "response_format", "%s",
+				  tf_diag_msg());
+	return 0;
+}
+
+/* The name of the one function tool_choice forces, "" for any ("required"),
+ * or NULL when it forces none. */
+static int forced_tool(const tf_val *body, const char **name, serve_err *err)
+{
+	const tf_val *tc = field(body, "tool_choice"), *tools = field(body, "tools");
+	const char *str = tf_val_as_str(tc, NULL);
+
+	*name = NULL;
+	if (!tc || (str && (!strcmp(str, "auto") || !strcmp(str, "none"))))
+		return 0;
+	if (str && !strcmp(str, "required"))
+		*name = "";
+	else if (!(*name = tf_val_as_str(tf_val_dict_get(tf_val_dict_get(tc, "function"), "name"),
+					 NULL)))
+		return serve_fail(err, 400, "tool_choice", "'tool_choice' must be \"auto\", "
+				  "\"none\", \"required\" or {\"type\": \"function\", "
+				  "\"function\": {\"name\": ...}}");
+	if (!tf_val_len(tools))
+		return serve_fail(err, 400, "tool_choice", "'tool_choice' forces a tool call, but "
+				  "no 'tools' are given");
+	return 0;
+}
+
+/*
+ * response_format, or a tool call that tool_choice forces, as the job's
+ * grammar.  A constrained reply does not think unless asked to
+ * (chat_template_kwargs.enable_thinking): the grammar starts at the reply.
+ */
+static int parse_constraint(serve *s, tf_val *body, serve_job *j, serve_err *err)
+{
+	const char *tool;
+	char *gbnf = NULL;
+	int rc;
+
+	if (format_gbnf(body, &gbnf, err) || forced_tool(body, &tool, err)) {
+		free(gbnf);
+		return -1;
+	}
+	if (gbnf && tool) {
+		free(gbnf);
+		return serve_fail(err, 400, "tool_choice", "'response_format' and a forced tool "
+				  "call together: one grammar or the other");
+	}
+	/* Several calls where parallel_tool_calls allows them (by default). */
+	bool several = true;
+	if (get_bool(tf_val_dict_get(body, "parallel_tool_calls"), "parallel_tool_calls",
+		     &several, err))
+		return -1;
+	if (tool && tf_chat_tool_gbnf(field(body, "tools"), *tool ? tool : NULL, several, &gbnf))
+		return serve_fail(err, 400, "tools", "%s", tf_diag_msg());
+	if (!gbnf)
+		return 0;
+	tf_val *kw = tf_val_dict_get(body, "chat_template_kwargs");
+	if (!kw || tf_val_kind_of(kw) == TF_VAL_NONE) {
+		kw = tf_val_dict();
+		if (!kw || tf_val_dict_set(body, "chat_template_kwargs", 20, kw))
+			kw = NULL;
+	}
+	if (!kw || (tf_val_kind_of(kw) == TF_VAL_DICT && !tf_val_dict_get(kw, "enable_thinking") &&
+		    tf_val_dict_set(kw, "enable_thinking", 15, tf_val_bool(false))))
+		rc = serve_fail(err, 500, NULL, "out of memory");
+	else
+		rc = serve_grammar_get(s, gbnf, &j->grammar, err);
+	free(gbnf);
+	return rc;
+}
+
 /* The template's rendering of the checked request, encoded into t. */
 static int render(serve *s, tf_val *body, serve_req *t, serve_err *err)
 {
@@ -587,6 +695,8 @@ int serve_parse_chat_val(serve *s, tf_val *body, serve_job *j, serve_err *err)
 		rc = parse_common(s, body, j, &t, err);
 	if (!rc)
 		rc = parse_logprobs(body, &t, err);
+	if (!rc)
+		rc = parse_constraint(s, body, j, err);
 	if (!rc)
 		rc = render(s, body, &t, err);
 	if (!rc) {

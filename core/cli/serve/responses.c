@@ -277,7 +277,8 @@ int serve_parse_responses(serve *s, const char *text, size_t len, serve_job *j,
 	if (!rc && !(copy(chat, body, "max_output_tokens", "max_tokens") &&
 		     copy(chat, body, "temperature", "temperature") &&
 		     copy(chat, body, "top_p", "top_p") && copy(chat, body, "stream", "stream") &&
-		     copy(chat, body, "seed", "seed")))
+		     copy(chat, body, "seed", "seed") &&
+		     copy(chat, body, "parallel_tool_calls", "parallel_tool_calls")))
 		rc = serve_fail(err, 500, NULL, "out of memory");
 	if (!rc) {
 		serve_note_unknown(s, body, known, NULL, j);

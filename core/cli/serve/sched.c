@@ -134,6 +134,8 @@ static void retire(struct sched *sc, int i, bool keep)
 	serve_req *r = sc->active[i];
 	serve_job *j = r->job;
 
+	if (r->sid >= 0 && r->gram)
+		tf_seq_constrain(s->e, r->sid, NULL);   /* its state goes with r */
 	if (keep && r->sid >= 0)
 		serve_prefix_keep(&sc->pc, r->sid, r->mark);
 	else if (r->sid >= 0)
@@ -224,8 +226,12 @@ static bool start(struct sched *sc, serve_req *r)
 
 	tf_detok_init(&r->dt, s->tok, TF_TOK_SKIP_SPECIAL);
 	tf_reply_init(&r->rp, r->opened, on_reply, r);
-	r->drafting = sc->depth > 0 && !r->logprobs;
+	/* Logprobs need each token's own logits, a grammar each token's state. */
+	r->drafting = sc->depth > 0 && !r->logprobs && !r->job->grammar;
 	r->ready = false;
+	if (r->job->grammar &&
+	    tf_grammar_state_new(serve_grammar_of(r->job->grammar), &r->gram))
+		return false;
 	if (!(r->calls = tf_val_list()) ||
 	    (r->drafting && !(r->logits = malloc((size_t)sc->vocab * sizeof(float))))) {
 		tf_diag_set(TF_ERR_NOMEM, "out of memory");
@@ -240,7 +246,8 @@ static bool start(struct sched *sc, serve_req *r)
 	/* A scored prompt runs whole: a kept sequence would skip its rows. */
 	rc = r->echo ? serve_prefix_new(&sc->pc, -1, &r->sid) :
 	     serve_prefix_seq(&sc->pc, &r->prompt, &r->sid, &r->cached, &r->mark);
-	if (rc || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab)) {
+	if (rc || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab) ||
+	    tf_seq_constrain(s->e, r->sid, r->gram)) {
 		tf_diag_set(TF_ERR_INVALID, "%s", tf_engine_errmsg());
 		return false;
 	}
@@ -262,7 +269,8 @@ static bool fork_siblings(struct sched *sc, serve_req *r)
 		if (c->fork_of != r || c->sid >= 0)
 			continue;
 		if (serve_prefix_new(&sc->pc, r->sid, &c->sid) ||
-		    tf_seq_set_sampling(sc->s->e, c->sid, &c->sp, sc->s->n_vocab))
+		    tf_seq_set_sampling(sc->s->e, c->sid, &c->sp, sc->s->n_vocab) ||
+		    tf_seq_constrain(sc->s->e, c->sid, c->gram))
 			return false;
 		c->row = r->row;
 	}
@@ -288,6 +296,8 @@ static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 		r->n_gen--;             /* OpenAI does not count the end token */
 		return false;
 	}
+	if (r->gram && tf_grammar_accept(r->gram, t))
+		return false;
 	/* Before its text: the chunk that carries the text carries the entry
 	 * (from logits the step may have left on the device). */
 	if ((r->logprobs && (tf_engine_logits_wait(s->e) ||

@@ -22,6 +22,7 @@
 #include "tf/detok.h"
 #include "tf/drafter.h"
 #include "tf/engine.h"
+#include "tf/grammar.h"
 #include "tf/reply.h"
 #include "tf/stopstr.h"
 #include "tf/tokenizer.h"
@@ -40,6 +41,8 @@ typedef struct serve_conf {
 	int max_n;                      /* choices per prompt */
 	const char *cors;               /* origins allowed, comma-separated; NULL: off */
 } serve_conf;
+
+typedef struct serve_grammar serve_grammar;
 
 typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION, SERVE_RESPONSES } serve_kind;
 
@@ -61,6 +64,7 @@ typedef struct serve_job {
 	struct serve_req **req;         /* [n]: prompt p's choice c at p * n_choices + c */
 	int n, n_prompts, n_choices;
 	int64_t prompt_tokens;          /* each prompt's once, however many choices */
+	serve_grammar *grammar;         /* response_format's or a forced tool call's, or NULL */
 	char notice[512];               /* what was clipped: X-TensorFold-Notice */
 	char ignored[256];              /* unknown fields: X-TensorFold-Ignored */
 	int fd;                         /* a stream's connection, watched for a hang-up */
@@ -116,6 +120,7 @@ typedef struct serve_req {
 	double t_first;                 /* the first token sampled */
 	tf_bytes answer, reasoning;     /* non-streaming: the whole reply */
 	tf_val *calls;
+	tf_grammar_state *gram;         /* where its reply stands in the job's grammar */
 	struct cJSON *lp;               /* logprob entries no chunk took yet */
 	struct cJSON *choice;           /* non-streaming: the finished choice */
 	const char *finish;             /* stop, length, tool_calls */
@@ -144,6 +149,9 @@ typedef struct serve_metrics {
 
 typedef struct serve serve;
 
+/* Compiled grammars kept for later requests with the same one. */
+#define SERVE_GRAMMARS 16
+
 struct serve {
 	serve_conf conf;
 	char model_name[256];
@@ -169,6 +177,8 @@ struct serve {
 	int n_queued, n_active;
 	int n_open;                     /* HTTP requests not yet fully answered */
 	serve_metrics m;
+	serve_grammar *grammars[SERVE_GRAMMARS];   /* the latest compiled (the lock) */
+	uint64_t grammar_clock;
 	char logged[32][64];            /* unknown fields the log named (prep lock) */
 	int n_logged;
 	double t_start;                 /* monotonic, for uptime */
@@ -261,6 +271,14 @@ int serve_prefix_new(serve_prefix *pc, tf_seq_id src, tf_seq_id *sid);
 /* Keep sid, now idle, for later prompts (freed when the cap is 0), the
  * least recently kept freed past the cap. */
 void serve_prefix_keep(serve_prefix *pc, tf_seq_id sid, int64_t mark);
+
+/* grammars.c: the compiled grammar of gbnf, from the table or compiled
+ * (a reference for the caller; 400 when it does not compile). */
+int serve_grammar_get(serve *s, const char *gbnf, serve_grammar **out, serve_err *err);
+tf_grammar *serve_grammar_of(const serve_grammar *sg);
+/* Let go of a reference (the lock held). */
+void serve_grammar_put(serve_grammar *sg);
+void serve_grammars_free(serve *s);
 
 /* sched.c */
 int serve_sched_start(serve *s, pthread_t *thread);
