@@ -193,6 +193,7 @@ out:
 	if (d)
 		MHD_stop_daemon(d);
 	tf_conf_free(pre);
+	serve_grammars_free(&s);
 	tf_tok_free(s.tok);
 	tf_chat_template_free(s.tmpl);
 	tf_engine_close(s.e);
