@@ -414,9 +414,27 @@ def t_tool_choice(srv):
         assert param in e["message"], (bad, e)
 
 
+def t_responses_refused(srv):
+    """/v1/responses: what it cannot take is a 400 naming the field."""
+    for body, param in (({"input": 5}, "input"), ({"input": []}, "input"),
+                        ({"input": [{"type": "input_image", "image_url": "x"}]}, "input"),
+                        ({"input": [{"role": "user", "content": [{"type": "input_file"}]}]},
+                         "input"),
+                        ({"input": "x", "tools": [{"type": "web_search"}]}, "tools"),
+                        ({"input": "x", "text": {"format": {}}}, "text"),
+                        ({"input": "x", "background": True}, "background"),
+                        ({"input": "x", "include": ["reasoning.encrypted_content"]}, "include"),
+                        ({"input": [{"type": "function_call", "name": "f"}]}, "input")):
+        e = check_error(srv, 400, "POST", "/v1/responses", body)
+        assert e["param"] == param, (body, e)
+    status, h, got = call(srv, "POST", "/v1/responses", {"input": "x", "max_output_tokens": 2,
+                                                         "frobnicate": 1})
+    assert status == 200 and h["X-TensorFold-Ignored"] == "frobnicate", (got, dict(h))
+
+
 TESTS = [t_choices, t_prompts, t_echo, t_perplexity, t_bias_penalties, t_top_p_zero,
          t_fields, t_http, t_context, t_hangup, t_structured, t_structured_random,
-         t_tool_choice]
+         t_tool_choice, t_responses_refused]
 
 if __name__ == "__main__":
     run(sys.argv[1], sys.argv[2], sets_of(sys.argv[3:]), TESTS)

@@ -275,7 +275,8 @@ def t_errors(srv):
 
 def t_vanish(srv):
     """A client that leaves mid-stream: the others are still served and
-    its slot comes free."""
+    its slot comes free, its choice counted cancelled."""
+    before = metric(srv, "tf_choices_cancelled_total")
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
     body = json.dumps(chat("In the beginning", max_tokens=400, stream=True)).encode()
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
@@ -289,6 +290,7 @@ def t_vanish(srv):
     text, _ = content_of(srv, chat("And God said", max_tokens=8, temperature=0))
     assert text
     wait_idle(srv)
+    assert metric(srv, "tf_choices_cancelled_total") == before + 1
 
 
 def metric(srv, name):
@@ -379,6 +381,13 @@ def t_queue_full(srv):
     assert r.status == 200
     r.readline()
     check_error(srv, 429, "POST", "/v1/chat/completions", chat("Hi", max_tokens=2))
+    c2 = srv.conn()
+    c2.request("POST", "/v1/chat/completions", body=json.dumps(chat("Hi", max_tokens=2)),
+               headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    busy = c2.getresponse()
+    busy.read()
+    assert busy.status == 429 and busy.getheader("Retry-After") == "1", busy.getheaders()
+    c2.close()
     c.close()
 
 
