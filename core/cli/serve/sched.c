@@ -247,10 +247,8 @@ static bool start(struct sched *sc, serve_req *r)
 	rc = r->echo ? serve_prefix_new(&sc->pc, -1, &r->sid) :
 	     serve_prefix_seq(&sc->pc, &r->prompt, &r->sid, &r->cached, &r->mark);
 	if (rc || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab) ||
-	    tf_seq_constrain(s->e, r->sid, r->gram)) {
-		tf_diag_set(TF_ERR_INVALID, "%s", tf_engine_errmsg());
-		return false;
-	}
+	    tf_seq_constrain(s->e, r->sid, r->gram))
+		return false;           /* the engine's diag says why */
 	r->fed = r->cached;
 	mark_prompt(sc, r);
 	pthread_mutex_lock(&s->lock);
@@ -322,11 +320,8 @@ static bool consume(serve *s, serve_req *r, int32_t t, const float *row)
 static bool advance(serve *s, serve_req *r, const float *row)
 {
 	int32_t t;
-	if (tf_seq_sample(s->e, r->sid, row, &t)) {
-		tf_diag_set(TF_ERR_INVALID, "%s", tf_engine_errmsg());
-		return false;
-	}
-	return consume(s, r, t, row);
+
+	return !tf_seq_sample(s->e, r->sid, row, &t) && consume(s, r, t, row);
 }
 
 /* r (active at i) stops: its last words, or its error. */
@@ -467,7 +462,7 @@ static int score_prompt(struct sched *sc, serve_req *r)
 	if (!r->logprobs || first >= (int64_t)r->prompt.n - 1)
 		return TF_OK;
 	if ((rc = tf_engine_logits_wait(sc->s->e)))
-		return tf_diag_set(rc, "%s", tf_engine_errmsg());
+		return rc;
 	for (int64_t p = first; !rc && p <= last && p + 1 < (int64_t)r->prompt.n; p++) {
 		const float *row = sc->logits + (size_t)(r->row - (last - p)) * (size_t)sc->vocab;
 		rc = serve_emit_logprob(sc->s, r, r->prompt.ids[p + 1], row, r->echo_at[p + 1]);
