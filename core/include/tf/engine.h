@@ -86,6 +86,10 @@ const tf_model_config *tf_engine_model(const tf_engine *e);
 int tf_engine_vocab(const tf_engine *e);
 int tf_engine_hidden_size(const tf_engine *e);
 int64_t tf_engine_context(const tf_engine *e);  /* tokens per sequence */
+/* Weight bytes a decoded token reads on this rank (the memory plan's
+ * active bytes: every non-expert weight, the routed experts' top-k share):
+ * over the memory's read bandwidth, decode's roofline. */
+uint64_t tf_engine_active_bytes(const tf_engine *e);
 /* Tokens a forward runs per step ([runtime] prefill_chunk): a face that
  * prefills in pieces of this size to show progress loses nothing. */
 int64_t tf_engine_prefill_chunk(const tf_engine *e);

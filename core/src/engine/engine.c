@@ -138,6 +138,11 @@ struct tf_engine {
 
 const char *tf_engine_errmsg(void) { return tf_diag_msg(); }
 
+uint64_t tf_engine_active_bytes(const tf_engine *e)
+{
+	return tf_runtime_plan(e->rt)->rank_active;
+}
+
 void tf_engine_close(tf_engine *e)
 {
 	if (!e)
