@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_cmd.h"
 #include "doctor_cmd.h"
 #include "fail.h"
 #include "generate_cmd.h"
@@ -34,6 +35,7 @@ static const char usage[] =
 "       tfrun [MODEL.ini] --render-chat REQUEST.json [--json]\n"
 "       tfrun serve MODEL.ini [--host ADDR] [--port N] [--api-key KEY] [--set ...]\n"
 "       tfrun doctor [MODEL.ini] [--set ...] [--tp-local N] [--max-bytes N]\n"
+"       tfrun bench MODEL.ini [-p N] [-n N] [-s N,...] [--vs B.ini | --vs-set K=V]\n"
 "       tfrun --version | --help\n"
 "\n"
 "Runs the model MODEL.ini describes (docs/ini.md).  With no prompt flag it\n"
@@ -115,6 +117,10 @@ static const char usage[] =
 "devices, ports, MTU, GIDs), each [tp] peer's control port, and a ping-pong\n"
 "and all-reduce sweep (8 B to 16 MB); --tp-local N forks N ranks on\n"
 "loopback.  See tfrun doctor --help\n"
+"\n"
+"bench: prefill and decode speed as a table; with --vs or --vs-set, the\n"
+"A/B of two configurations on speed (B/A, 95% interval) and exactness.\n"
+"See tfrun bench --help\n"
 "\n"
 "Environment: TF_PLUGIN_PATH, ':'-separated plugin folders searched after\n"
 "[plugins] path and before the build's own plugin folder.\n";
@@ -453,9 +459,11 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--tokenizer"))
 			return tf_cli_tokenizer(argc, argv);
 
-	/* "doctor" parses flags of its own. */
+	/* "doctor" and "bench" parse flags of their own. */
 	if (argc > 1 && !strcmp(argv[1], "doctor"))
 		return tf_cli_doctor(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "bench"))
+		return tf_cli_bench(argc - 1, argv + 1);
 
 	/* "serve" is a subcommand word: the flags follow it. */
 	bool serve = argc > 1 && !strcmp(argv[1], "serve");

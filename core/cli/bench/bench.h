@@ -1,0 +1,77 @@
+/*
+ * bench.h - `tfrun bench`: prefill and decode timings of a configuration,
+ * and the A/B of two, judged on speed and exactness at once.
+ *
+ * bench_cmd.c parses the command and runs the rounds, interleaving A and B
+ * (ABBA: A B, then B A, ...) so that a drift of the machine weighs on both
+ * alike; measure.c times one test on one engine and compares two engines'
+ * numbers; stats.c turns rounds into medians and intervals; report.c
+ * writes the tables.
+ */
+#ifndef TF_CLI_BENCH_H
+#define TF_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tf/engine.h"
+
+/* ---- stats.c ---- */
+
+/* The median of x[0..n) (sorted in place). */
+double bench_median(double *x, int n);
+/* The median absolute deviation from the median (x reordered). */
+double bench_mad(double *x, int n);
+
+/* A ratio's point and its 95% interval. */
+typedef struct bench_ratio {
+	double mid, lo, hi;
+} bench_ratio;
+
+/*
+ * B over A from paired rounds a[i], b[i] (both > 0): the median of the
+ * rounds' ratios, and a percentile bootstrap of that median over the rounds
+ * (resamples drawn from `seed`: the same data gives the same interval).
+ */
+bench_ratio bench_paired_ratio(const double *a, const double *b, int n, int resamples,
+			       uint64_t seed);
+
+/* ---- measure.c ---- */
+
+typedef enum bench_kind { BENCH_PREFILL, BENCH_DECODE } bench_kind;
+
+/* One test: pp<prompt> or tg<gen> at a depth, with seqs sequences. */
+typedef struct bench_test {
+	bench_kind kind;
+	int64_t tokens;                 /* prompt tokens, or tokens decoded per sequence */
+	int64_t depth;                  /* context filled before, untimed */
+	int seqs;                       /* sequences per step (decode) */
+} bench_test;
+
+/* What one round of a test measured. */
+typedef struct bench_sample {
+	double tps;                     /* tokens per second */
+	double *stage;                  /* [tf_engine_stage_count()] seconds per token */
+} bench_sample;
+
+/* Runs t once on e; tok: a token source of at least the test's length. */
+int bench_run(tf_engine *e, const bench_test *t, const int32_t *tok, int64_t n_tok,
+	      bench_sample *out);
+
+/* How far B's numbers are from A's on one prompt. */
+typedef struct bench_exact {
+	int64_t positions;
+	double max_rel;                 /* max |a - b| over the row's max |a|, worst row */
+	double mean_kl;                 /* KL(softmax a || softmax b), nats, mean over rows */
+	double top1;                    /* share of rows whose argmax agrees */
+	int64_t greedy;                 /* greedy tokens alike before the first divergence */
+	int64_t greedy_of;              /* of this many decoded */
+} bench_exact;
+
+int bench_compare(tf_engine *a, tf_engine *b, const int32_t *prompt, int64_t n,
+		  int64_t gen, bench_exact *out);
+
+/* The memory's read bandwidth with `threads` readers, bytes per second. */
+double bench_read_bandwidth(int threads);
+
+#endif /* TF_CLI_BENCH_H */

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""bench_check.py TFRUN INI PLUGINS - `tfrun bench` and its A/B on ling-nano.
+
+Against the planted router (tests/registry/plant_router.c, [plugins] router
+= plant in PLUGINS): B = A reports bit-equal numbers and no speed change
+beyond noise; B sleeping in each routing call is reported slower, exit 1;
+B with skewed weights fails the tolerance, exit 1; the tables come as
+Markdown, JSON and CSV; bad options fail with exit 2 naming them.
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+TFRUN, INI, PLUGINS = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+BASE = [TFRUN, "bench", INI, "-p", "32", "-n", "8", "-r", "5",
+        "--set", "plugins.path=" + PLUGINS, "--set", "plugins.router=plant"]
+
+
+def bench(*args):
+    out = subprocess.run(BASE + list(args), capture_output=True, text=True, timeout=300)
+    return out.returncode, out.stdout, out.stderr
+
+
+def ab(*vs):
+    rc, out, err = bench("--json", *[a for v in vs for a in ("--vs-set", v)])
+    assert rc in (0, 1), (rc, err)
+    got = json.loads(out)
+    slower = any(t["hi"] < 1 for t in got["ab"])
+    inexact = got["exact"]["max_rel"] > got["exact"]["tolerance"]
+    assert got["regression"] == (slower or inexact) and rc == int(got["regression"]), got
+    return rc, got
+
+
+def main():
+    # B = A: the same numbers, bit for bit; speed within noise.
+    rc, same = ab("plant.sleep_us=0")
+    x = same["exact"]
+    assert x["max_rel"] == 0 and x["mean_kl"] == 0 and x["top1"] == 1, x
+    assert x["greedy"] == x["greedy_of"] == 8 and x["positions"] == 32, x
+    for t in same["ab"]:       # wide: other tests may share the machine
+        assert t["lo"] < 1.3 and t["hi"] > 0.77, t
+        assert {s["stage"] for s in t["stages"]} >= {"moe", "kda", "mla"}, t
+    assert [r["test"] for r in same["rows"]] == ["pp32", "tg8"] * 2, same["rows"]
+    # A slow kernel: 50 ms a routing call is far past any noise.
+    rc, slow = ab("plant.sleep_us=50000")
+    assert rc == 1, slow
+    assert all(t["verdict"] == "slower" and t["hi"] < 0.5 for t in slow["ab"]), slow["ab"]
+    moe = [s for t in slow["ab"] for s in t["stages"] if s["stage"] == "moe"]
+    assert all(s["lo"] > 2 for s in moe), moe
+    assert slow["exact"]["max_rel"] == 0, slow["exact"]
+    # An inexact kernel: the tolerance catches it.
+    rc, skew = ab("plant.skew=0.2")
+    assert rc == 1 and skew["exact"]["max_rel"] > 1e-3 and skew["exact"]["mean_kl"] > 0, skew
+    # Markdown by default, CSV on request; one configuration alone.
+    rc, out, err = bench()
+    assert rc == 0 and "| A | pp32 |" in out and "| A | tg8 |" in out, (out, err)
+    assert "read bandwidth" in out and "B/A" not in out, out
+    rc, out, err = bench("--csv", "--vs-set", "plant.sleep_us=0")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["config"] for r in rows] == ["A", "A", "B", "B", "B/A", "B/A"], rows
+    assert float(rows[4]["ratio"]) > 0 and float(rows[0]["tps"]) > 0, rows
+    # Bad options: exit 2, named.
+    for args, named in ((["--vs-set", "plant.nope=1"], "[plant] nope"),
+                        (["--vs", "/nonexistent/b.ini"], "/nonexistent/b.ini"),
+                        (["-p", "abc"], "-p abc"), (["-r", "0"], "-r 0"),
+                        (["--vs", INI, "--vs-set", "plant.skew=0"], "--vs and --vs-set"),
+                        (["-p", "0", "-n", "0"], "nothing to time")):
+        rc, out, err = bench(*args)
+        assert rc == 2 and named in err, (args, rc, err)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
