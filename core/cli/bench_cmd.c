@@ -292,7 +292,7 @@ int tf_cli_bench(int argc, char **argv)
 	int64_t seqs = most(o.seqs, o.n_seqs), depth = most(o.depth, o.n_depth);
 	int64_t longest = depth + (o.prompt > o.gen + 1 ? o.prompt : o.gen + 1);
 	/* B's numbers against A's: every position of a prompt, then greedy. */
-	int64_t cmp_n = o.prompt ? (o.prompt < 256 ? o.prompt : 256) : 64;
+	int64_t cmp_n = o.prompt ? (o.prompt < 512 ? o.prompt : 512) : 64;
 	int64_t cmp_gen = o.gen < 64 ? o.gen : 64;
 	if (longest < cmp_n + cmp_gen)
 		longest = cmp_n + cmp_gen;

@@ -60,6 +60,15 @@ Test(bench_stats, pairing_removes_the_machine_drift)
 	cr_expect(r.hi < 1 && r.lo > 0.9, "[%g, %g]", r.lo, r.hi);
 }
 
+Test(bench_stats, too_few_rounds_give_no_interval)
+{
+	double a[2] = { 10, 11 }, b[2] = { 5, 6 };
+	bench_ratio r = bench_paired_ratio(a, b, 2, 1000, 1);
+
+	cr_expect(fabs(r.mid - (0.5 + 6.0 / 11) / 2) < 1e-12, "%g", r.mid);
+	cr_expect(isnan(r.lo) && isnan(r.hi), "[%g, %g]", r.lo, r.hi);
+}
+
 Test(bench_stats, same_data_same_interval)
 {
 	double a[7] = { 10, 11, 9, 10, 12, 10, 11 }, b[7] = { 11, 10, 10, 12, 11, 10, 12 };

@@ -28,6 +28,9 @@ typedef struct bench_ratio {
 	double mid, lo, hi;
 } bench_ratio;
 
+/* Fewer rounds give a ratio but no interval (lo, hi NaN). */
+#define BENCH_MIN_ROUNDS 3
+
 /*
  * B over A from paired rounds a[i], b[i] (both > 0): the median of the
  * rounds' ratios, and a percentile bootstrap of that median over the rounds

@@ -17,7 +17,16 @@ static void test_name(const bench_test *t, char *buf, size_t size)
 /* B against A: faster, slower, or the interval holds 1. */
 static const char *verdict(bench_ratio r)
 {
-	return r.lo > 1 ? "faster" : r.hi < 1 ? "slower" : "same";
+	return isnan(r.lo) ? "-" : r.lo > 1 ? "faster" : r.hi < 1 ? "slower" : "same";
+}
+
+/* "[lo, hi]", or "-" with too few rounds for one. */
+static void interval(FILE *f, bench_ratio r)
+{
+	if (isnan(r.lo))
+		fputs("-", f);
+	else
+		fprintf(f, "[%.3f, %.3f]", r.lo, r.hi);
 }
 
 static void markdown(const bench_report *rep, FILE *f)
@@ -50,8 +59,9 @@ static void markdown(const bench_report *rep, FILE *f)
 	for (int t = 0; t < rep->n_tests; t++) {
 		bench_ratio r = rep->ab[t];
 		test_name(&rep->test[t], name, sizeof(name));
-		fprintf(f, "| %s | %.3f | [%.3f, %.3f] | %s |\n", name, r.mid, r.lo, r.hi,
-			verdict(r));
+		fprintf(f, "| %s | %.3f | ", name, r.mid);
+		interval(f, r);
+		fprintf(f, " | %s |\n", verdict(r));
 	}
 	for (int t = 0; t < rep->n_tests; t++) {
 		test_name(&rep->test[t], name, sizeof(name));
@@ -61,8 +71,10 @@ static void markdown(const bench_report *rep, FILE *f)
 			const bench_stage *st = &rep->stage[t][k];
 			if (st->a <= 0 && st->b <= 0)
 				continue;
-			fprintf(f, "| %s | %.4f | %.4f | %.3f | [%.3f, %.3f] |\n", st->name,
-				1e3 * st->a, 1e3 * st->b, st->r.mid, st->r.lo, st->r.hi);
+			fprintf(f, "| %s | %.4f | %.4f | %.3f | ", st->name, 1e3 * st->a,
+				1e3 * st->b, st->r.mid);
+			interval(f, st->r);
+			fputs(" |\n", f);
 		}
 	}
 	const bench_exact *x = &rep->exact;

@@ -56,8 +56,10 @@ bench_ratio bench_paired_ratio(const double *a, const double *b, int n, int resa
 		}
 		r.mid = bench_median(ratio, n);
 		qsort(med, (size_t)resamples, sizeof(*med), cmp);
-		r.lo = med[(int)floor(0.025 * (resamples - 1))];
-		r.hi = med[(int)ceil(0.975 * (resamples - 1))];
+		if (n >= BENCH_MIN_ROUNDS) {
+			r.lo = med[(int)floor(0.025 * (resamples - 1))];
+			r.hi = med[(int)ceil(0.975 * (resamples - 1))];
+		}
 	}
 	free(ratio);
 	free(pick);
