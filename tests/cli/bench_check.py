@@ -4,8 +4,9 @@
 Against the planted router (tests/registry/plant_router.c, [plugins] router
 = plant in PLUGINS): B = A reports bit-equal numbers and no speed change
 beyond noise; B sleeping in each routing call is reported slower, exit 1;
-B with skewed weights fails the tolerance, exit 1; the tables come as
-Markdown, JSON and CSV; bad options fail with exit 2 naming them.
+B with skewed weights fails the tolerance, exit 1; B with a drafter decodes
+in drafting steps; the tables come as Markdown, JSON and CSV; bad options
+fail with exit 2 naming them.
 """
 import csv
 import io
@@ -54,6 +55,9 @@ def main():
     # An inexact kernel: the tolerance catches it.
     rc, skew = ab("plant.skew=0.2")
     assert rc == 1 and skew["exact"]["max_rel"] > 1e-3 and skew["exact"]["mean_kl"] > 0, skew
+    # A drafter's steps: B decodes through tf_engine_step, every token made.
+    rc, drafts = ab("plugins.drafter=ngram")
+    assert drafts["exact"]["max_rel"] == 0 and all(r["tps"] > 0 for r in drafts["rows"]), drafts
     # Markdown by default, CSV on request; one configuration alone.
     rc, out, err = bench()
     assert rc == 0 and "| A | pp32 |" in out and "| A | tg8 |" in out, (out, err)

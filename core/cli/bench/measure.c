@@ -33,6 +33,50 @@ static void stages(tf_engine *e, int64_t tokens, double *out)
 		out[k] = tf_engine_stage_seconds(e, k) / (double)tokens;
 }
 
+/*
+ * Decode with the engine's drafter: each step every sequence drafts (its
+ * drafter's choice of depth, at most what it still has to make), one verify
+ * keeps what it keeps.  The sequences' logits are their last tokens'.
+ */
+static int draft_steps(tf_engine *e, const bench_test *t, const tf_seq_id *sid, int seqs,
+		       float *logits, int64_t *made)
+{
+	int depth = tf_engine_draft_depth(e), vocab = tf_engine_vocab(e), rc = TF_OK;
+	tf_spec_step st[64];
+	int32_t *toks = malloc((size_t)seqs * (size_t)(depth + 1) * sizeof(*toks));
+	int64_t left[64];
+
+	if (!toks)
+		return tf_diag_set(TF_ERR_NOMEM, "bench: out of memory");
+	*made = 0;
+	for (int i = 0; i < seqs; i++)
+		left[i] = t->tokens;
+	while (rc == TF_OK) {
+		int k = 0;
+		for (int i = 0; i < seqs; i++) {
+			if (!left[i])
+				continue;
+			st[k++] = (tf_spec_step){
+				.seq = sid[i], .max_depth = (int)(left[i] - 1 < depth ? left[i] - 1 : depth),
+				.logits = logits + (size_t)i * (size_t)vocab,
+				.tokens = toks + (size_t)i * (size_t)(depth + 1) };
+		}
+		if (!k)
+			break;
+		rc = tf_engine_step(e, st, k);
+		for (int j = 0; rc == TF_OK && j < k; j++) {
+			if (st[j].status != TF_OK)
+				rc = tf_diag_set(st[j].status, "%s", st[j].error);
+			int i = (int)(st[j].tokens - toks) / (depth + 1);
+			int64_t n = st[j].n < left[i] ? st[j].n : left[i];
+			left[i] -= n;
+			*made += n;
+		}
+	}
+	free(toks);
+	return rc;
+}
+
 int bench_run(tf_engine *e, const bench_test *t, const int32_t *tok, int64_t n_tok,
 	      bench_sample *out)
 {
@@ -47,7 +91,10 @@ int bench_run(tf_engine *e, const bench_test *t, const int32_t *tok, int64_t n_t
 		return tf_diag_set(TF_ERR_INVALID, "bench: %d sequences or %" PRId64 " tokens "
 				   "past what it holds", seqs, need);
 	/* The head runs as in use: each step's logits are written. */
-	float *logits = malloc((size_t)seqs * (size_t)tf_engine_vocab(e) * sizeof(float));
+	size_t vocab = (size_t)tf_engine_vocab(e);
+	float *logits = malloc((size_t)seqs * vocab * sizeof(float));
+	bool drafting = t->kind == BENCH_DECODE && tf_engine_draft_depth(e) > 0;
+	int64_t tokens = t->tokens * (t->kind == BENCH_DECODE ? seqs : 1);
 	if (!logits)
 		return tf_diag_set(TF_ERR_NOMEM, "bench: out of memory");
 	for (; made < seqs && rc == TF_OK; made++)
@@ -56,15 +103,19 @@ int bench_run(tf_engine *e, const bench_test *t, const int32_t *tok, int64_t n_t
 		made--;
 		goto out;
 	}
-	/* The depth, and for decode each sequence's first token: untimed. */
+	/* The depth, and for decode each sequence's first token (its logits a
+	 * drafting step starts from): untimed. */
 	for (int i = 0; rc == TF_OK && i < seqs; i++)
-		rc = feed(e, sid[i], tok + i, t->depth + (t->kind == BENCH_DECODE), NULL);
-	if (rc != TF_OK)
+		rc = feed(e, sid[i], tok + i, t->depth + (t->kind == BENCH_DECODE),
+			  logits + (size_t)i * vocab);
+	if (rc != TF_OK || (rc = tf_engine_logits_wait(e)) != TF_OK)
 		goto out;
 	tf_engine_stats_reset(e);
 	t0 = tf_cli_now_s();
 	if (t->kind == BENCH_PREFILL) {
 		rc = feed(e, sid[0], tok + t->depth, t->tokens, logits);
+	} else if (drafting) {
+		rc = draft_steps(e, t, sid, seqs, logits, &tokens);
 	} else {
 		for (int64_t k = 0; rc == TF_OK && k < t->tokens; k++) {
 			for (int i = 0; i < seqs; i++)
@@ -74,7 +125,6 @@ int bench_run(tf_engine *e, const bench_test *t, const int32_t *tok, int64_t n_t
 		}
 	}
 	double secs = tf_cli_now_s() - t0;
-	int64_t tokens = t->tokens * (t->kind == BENCH_DECODE ? seqs : 1);
 	if (rc == TF_OK) {
 		out->tps = (double)tokens / secs;
 		stages(e, tokens, out->stage);
