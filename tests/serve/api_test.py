@@ -153,12 +153,21 @@ def t_echo(srv):
 
 
 def t_perplexity(srv):
-    """The sum of a text's echoed logprobs is what --perplexity scores it."""
+    """lm-eval's loglikelihood request (token-id prompts in a batch, echo,
+    logprobs, max_tokens 0): the sum of a text's echoed logprobs is what
+    --perplexity scores it."""
     text = ("In the beginning God created the heaven and the earth. And the earth was "
             "without form, and void; and darkness was upon the face of the deep.")
-    got = complete(srv, prompt=text, max_tokens=0, echo=True, logprobs=0)
-    n = got["usage"]["prompt_tokens"]
-    total = sum(got["choices"][0]["logprobs"]["token_logprobs"][1:])
+    ids = tokenize(srv, text)
+    got = complete(srv, prompt=[ids, tokenize(srv, "And God said")], max_tokens=0, echo=True,
+                   logprobs=1)
+    assert [c["index"] for c in got["choices"]] == [0, 1], got
+    n = len(ids)
+    lps = got["choices"][0]["logprobs"]["token_logprobs"]
+    assert len(lps) == n and lps[0] is None, lps
+    total = sum(lps[1:])
+    by_text = complete(srv, prompt=text, max_tokens=0, echo=True, logprobs=0)
+    assert by_text["choices"][0]["logprobs"]["token_logprobs"] == lps, by_text
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
         f.write(text)
         f.flush()
