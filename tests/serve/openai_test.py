@@ -245,6 +245,8 @@ def t_responses(srv):
                            parallel_tool_calls=False)
     calls = [o for o in r.output if o.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "count", r.output
+    assert r.tool_choice == "required" and r.tools[0].name == "count", r   # echoed back
+    assert r.parallel_tool_calls is False, r
     assert set(json.loads(calls[0].arguments)) == {"text"}, calls
     try:
         c.responses.create(model=MODEL, input="x", previous_response_id="resp_1")

@@ -75,6 +75,7 @@ void serve_job_unref(serve_job *j)
 	free(j->req);
 	if (j->grammar)
 		serve_grammar_put(j->grammar);
+	cJSON_Delete(j->echo);
 	tf_bytes_free(&j->out);
 	free(j);
 }

@@ -254,6 +254,32 @@ static int refuse(const tf_val *body, serve_err *err)
 	return 0;
 }
 
+/* The request's fields the response object repeats, into j->echo. */
+static int echo_fields(const tf_val *body, serve_job *j, serve_err *err)
+{
+	static const char *const keys[] = { "instructions", "tools", "tool_choice",
+					     "parallel_tool_calls", "max_output_tokens",
+					     "temperature", "top_p", "text", "metadata", NULL };
+
+	if (!(j->echo = cJSON_CreateObject()))
+		return serve_fail(err, 500, NULL, "out of memory");
+	for (const char *const *k = keys; *k; k++) {
+		const tf_val *v = tf_val_dict_get(body, *k);
+		tf_bytes json = { 0 };
+		cJSON *c = NULL;
+		if (!v)
+			continue;
+		if (!tf_val_dump_json(v, &json))
+			c = cJSON_ParseWithLength(json.p, json.len);
+		tf_bytes_free(&json);
+		if (!c || !cJSON_AddItemToObject(j->echo, *k, c)) {
+			cJSON_Delete(c);
+			return serve_fail(err, 500, NULL, "out of memory");
+		}
+	}
+	return 0;
+}
+
 int serve_parse_responses(serve *s, const char *text, size_t len, serve_job *j,
 			  serve_err *err)
 {
@@ -282,8 +308,10 @@ int serve_parse_responses(serve *s, const char *text, size_t len, serve_job *j,
 		rc = serve_fail(err, 500, NULL, "out of memory");
 	if (!rc) {
 		serve_note_unknown(s, body, known, NULL, j);
-		rc = serve_parse_chat_val(s, chat, j, err);
+		rc = echo_fields(body, j, err);
 	}
+	if (!rc)
+		rc = serve_parse_chat_val(s, chat, j, err);
 	tf_val_unref(body);
 	tf_val_unref(chat);
 	return rc;
@@ -445,11 +473,19 @@ static cJSON *response(const serve *s, const serve_req *r, const char *status)
 		  cJSON_AddStringToObject(o, "status", status) &&
 		  cJSON_AddStringToObject(o, "model", s->model_name) &&
 		  cJSON_AddNullToObject(o, "error") &&
-		  cJSON_AddBoolToObject(o, "parallel_tool_calls", true) &&
-		  cJSON_AddArrayToObject(o, "tools") &&
-		  cJSON_AddStringToObject(o, "tool_choice", "auto") &&
 		  (out = cJSON_AddArrayToObject(o, "output"));
 	int at = 0;
+	cJSON *f;
+
+	/* The request's own settings, OpenAI's defaults where it gave none. */
+	cJSON_ArrayForEach(f, j->echo)
+		ok = ok && cJSON_AddItemToObject(o, f->string, cJSON_Duplicate(f, true));
+	if (ok && !cJSON_HasObjectItem(o, "tools"))
+		ok = cJSON_AddArrayToObject(o, "tools");
+	if (ok && !cJSON_HasObjectItem(o, "tool_choice"))
+		ok = cJSON_AddStringToObject(o, "tool_choice", "auto");
+	if (ok && !cJSON_HasObjectItem(o, "parallel_tool_calls"))
+		ok = cJSON_AddBoolToObject(o, "parallel_tool_calls", true);
 
 	if (ok && !strcmp(status, "incomplete"))
 		ok = (d = cJSON_AddObjectToObject(o, "incomplete_details")) &&

@@ -65,6 +65,7 @@ typedef struct serve_job {
 	int n, n_prompts, n_choices;
 	int64_t prompt_tokens;          /* each prompt's once, however many choices */
 	serve_grammar *grammar;         /* response_format's or a forced tool call's, or NULL */
+	struct cJSON *echo;             /* /v1/responses: request fields its object repeats */
 	char notice[512];               /* what was clipped: X-TensorFold-Notice */
 	char ignored[256];              /* unknown fields: X-TensorFold-Ignored */
 	int fd;                         /* a stream's connection, watched for a hang-up */
