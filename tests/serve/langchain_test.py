@@ -4,35 +4,18 @@
 `langchain-openai`'s ChatOpenAI is how many agent programs reach a server:
 invoke and stream, bind_tools with a forced tool (tool_choice "required" and
 a named one) and with_structured_output (json_schema and function calling)
-must come back parsed, which needs the server's constrained decoding.  Like
-openai_test.py, the first run makes a venv at VENV and pip-installs the
-package from PyPI (failing, and saying so, without the network).
+must come back parsed, which needs the server's constrained decoding.  The
+package is pip-installed into a venv at VENV (tests/support/pyvenv.py).
 """
 import json
 import os
-import subprocess
 import sys
 
 
-def venv_python(venv):
-    py = os.path.join(venv, "bin", "python")
-    probe = [py, "-c", "import langchain_openai, pydantic"]
-    if os.path.exists(py) and subprocess.run(probe, stderr=subprocess.DEVNULL).returncode == 0:
-        return py
-    if subprocess.run([sys.executable, "-m", "venv", "--clear", venv]).returncode:
-        sys.exit("FAIL: '%s -m venv' failed: is python3-venv installed "
-                 "(scripts/deps.sh)?" % sys.executable)
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-           "--timeout", "30", "langchain-openai"]
-    if subprocess.run(pip).returncode:
-        sys.exit("FAIL: pip could not install 'langchain-openai' from PyPI into %s: "
-                 "this test needs the network (https://pypi.org) once" % venv)
-    return py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import pyvenv                                            # noqa: E402
 
-
-if os.path.realpath(sys.prefix) != os.path.realpath(sys.argv[1]):
-    py = venv_python(sys.argv[1])
-    os.execv(py, [py] + sys.argv)
+pyvenv.reexec(sys.argv[1], ["langchain-openai"], "import langchain_openai, pydantic")
 
 from typing import Annotated, List, Optional            # noqa: E402
 

@@ -2,12 +2,10 @@
 """openai_test.py VENV TFRUN INI [--set K=V ...] - tfrun serve with the openai client.
 
 The official `openai` Python package is what most programs reach the server
-with, so its parsing of our replies is tested, not only our JSON.  The
-package is not a Debian one: the first run makes a virtual environment at
-VENV (python3-venv) and pip-installs `openai` from PyPI into it, later runs
-reuse it.  Without the network that first run FAILS, saying so: a skipped
-client test would pass unseen.  The script then runs again under the venv's
-Python and checks the endpoints through the client against ling-nano.
+with, so its parsing of our replies is tested, not only our JSON.  It is
+pip-installed into a venv at VENV (tests/support/pyvenv.py: the first run
+needs PyPI); the script runs again under the venv's Python and checks the
+endpoints through the client against ling-nano.
 With a drafter set (`--set plugins.drafter=...`), every check runs on the
 drafting server, and t_drafts holds its replies to a plain server's (one
 rank, even when `--tp-local N` shards the server under test).
@@ -22,26 +20,10 @@ import subprocess
 import sys
 
 
-def venv_python(venv):
-    """VENV's Python, the venv made and openai installed if need be."""
-    py = os.path.join(venv, "bin", "python")
-    if os.path.exists(py) and subprocess.run([py, "-c", "import openai"],
-                                             stderr=subprocess.DEVNULL).returncode == 0:
-        return py
-    if subprocess.run([sys.executable, "-m", "venv", "--clear", venv]).returncode:
-        sys.exit("FAIL: '%s -m venv' failed: is python3-venv installed "
-                 "(scripts/deps.sh)?" % sys.executable)
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-           "--timeout", "30", "openai"]
-    if subprocess.run(pip).returncode:
-        sys.exit("FAIL: pip could not install the 'openai' package from PyPI into %s: "
-                 "this test needs the network (https://pypi.org) once" % venv)
-    return py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import pyvenv                                   # noqa: E402
 
-
-if os.path.realpath(sys.prefix) != os.path.realpath(sys.argv[1]):
-    py = venv_python(sys.argv[1])
-    os.execv(py, [py] + sys.argv)
+pyvenv.reexec(sys.argv[1], ["openai"], "import openai")
 
 import openai                                   # noqa: E402 (the venv's)
 from serve_test import KEY, TIMEOUT, Server, run, sets_of   # noqa: E402

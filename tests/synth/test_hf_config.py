@@ -5,38 +5,18 @@ BailingHybridConfig (model_type bailing_hybrid, a strict dataclass: floats
 where it types float, one clamp entry a decoder layer) and AutoTokenizer
 the folder's tokenizer.  The folders are hf_config.py's.
 
-transformers is not a Debian package: the first run makes a virtual
-environment at VENV (python3-venv) and pip-installs `transformers` (no
-torch: configs and tokenizers need none) from PyPI into it, later runs
-reuse it.  Without the network that first run FAILS, saying so: a skipped
-test would pass unseen.  The script then runs again under the venv's Python.
+transformers is pip-installed (no torch: configs and tokenizers need none)
+into a venv at VENV (tests/support/pyvenv.py: the first run needs PyPI).
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 
-def venv_python(venv):
-    """VENV's Python, the venv made and transformers installed if need be."""
-    py = os.path.join(venv, "bin", "python")
-    if os.path.exists(py) and subprocess.run([py, "-c", "import transformers"],
-                                             stderr=subprocess.DEVNULL).returncode == 0:
-        return py
-    if subprocess.run([sys.executable, "-m", "venv", "--clear", venv]).returncode:
-        sys.exit("FAIL: '%s -m venv' failed: is python3-venv installed "
-                 "(scripts/deps.sh)?" % sys.executable)
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-           "--timeout", "30", "transformers"]
-    if subprocess.run(pip).returncode:
-        sys.exit("FAIL: pip could not install the 'transformers' package from PyPI into %s: "
-                 "this test needs the network (https://pypi.org) once" % venv)
-    return py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import pyvenv                                            # noqa: E402
 
-
-if os.path.realpath(sys.prefix) != os.path.realpath(sys.argv[1]):
-    py = venv_python(sys.argv[1])
-    os.execv(py, [py] + sys.argv)
+pyvenv.reexec(sys.argv[1], ["transformers"], "import transformers")
 
 # Local folders only; no "PyTorch was not found" notice per load.
 os.environ["HF_HUB_OFFLINE"] = "1"
