@@ -231,8 +231,10 @@ static int64_t most(const int64_t *x, int n)
 	return m;
 }
 
-/* Medians, spreads, rooflines, and B/A for every test and stage. */
-static void summarize(bench_report *rep, double *tps, double *stage, double roof[2])
+/* Medians, spreads, rooflines, and B/A for every test and stage; accept:
+ * each configuration and test's drafts made and kept over its rounds. */
+static void summarize(bench_report *rep, double *tps, double *stage, double roof[2],
+		      int64_t (*accept)[BENCH_MAX_TESTS][2])
 {
 	int R = rep->rounds, S = rep->n_stages, T = rep->n_tests;
 	double *x = malloc((size_t)R * sizeof(*x)), *y = malloc((size_t)R * sizeof(*y));
@@ -249,6 +251,8 @@ static void summarize(bench_report *rep, double *tps, double *stage, double roof
 			const bench_test *te = &rep->test[t];
 			row->roofline = te->kind == BENCH_DECODE && te->seqs == 1 && roof[c] > 0 ?
 					row->tps / roof[c] : NAN;
+			row->accept = accept[c][t][0] ? (double)accept[c][t][1] /
+							(double)accept[c][t][0] : NAN;
 		}
 	for (int t = 0; rep->n_configs > 1 && t < T; t++) {
 		const double *a = tps + (size_t)t * R, *b = tps + ((size_t)T + t) * R;
@@ -277,6 +281,7 @@ int tf_cli_bench(int argc, char **argv)
 	bench_report *rep = calloc(1, sizeof(*rep));
 	tf_engine *e[2] = { NULL, NULL };
 	double *tps = NULL, *stage = NULL, roof[2] = { 0, 0 };
+	int64_t accept[2][BENCH_MAX_TESTS][2] = { 0 };      /* drafted, kept */
 	int32_t *tok = NULL;
 	char label_b[1024] = "";
 	int rc = parse(argc, argv, &o), status = 2;
@@ -362,6 +367,8 @@ int tf_cli_bench(int argc, char **argv)
 				}
 				if (r >= 0) {
 					tps[at] = smp.tps;
+					accept[c][t][0] += smp.drafted;
+					accept[c][t][1] += smp.accepted;
 					tf_progress_update(&bar, ++done);
 				}
 			}
@@ -371,7 +378,7 @@ int tf_cli_bench(int argc, char **argv)
 		goto out;
 	}
 	free(scratch);
-	summarize(rep, tps, stage, roof);
+	summarize(rep, tps, stage, roof, accept);
 	if (rep->n_configs > 1) {
 		if (bench_compare(e[0], e[1], tok, cmp_n, cmp_gen, &rep->exact)) {
 			tf_cli_fail("the comparison of B with A");

@@ -55,9 +55,11 @@ def main():
     # An inexact kernel: the tolerance catches it.
     rc, skew = ab("plant.skew=0.2")
     assert rc == 1 and skew["exact"]["max_rel"] > 1e-3 and skew["exact"]["mean_kl"] > 0, skew
-    # A drafter's steps: B decodes through tf_engine_step, every token made.
-    rc, drafts = ab("plugins.drafter=ngram")
+    # A drafter's steps (MTP, drafting every step): B decodes through tf_engine_step.
+    rc, drafts = ab("mtp.enabled=true", "mtp.adaptive=false")
     assert drafts["exact"]["max_rel"] == 0 and all(r["tps"] > 0 for r in drafts["rows"]), drafts
+    kept = {r["config"] + r["test"]: r["drafts_kept"] for r in drafts["rows"]}
+    assert kept["Atg8"] is None and 0 <= kept["Btg8"] <= 1, kept
     # Markdown by default, CSV on request; one configuration alone.
     rc, out, err = bench()
     assert rc == 0 and "| A | pp32 |" in out and "| A | tg8 |" in out, (out, err)

@@ -55,6 +55,7 @@ typedef struct bench_test {
 typedef struct bench_sample {
 	double tps;                     /* tokens per second */
 	double *stage;                  /* [tf_engine_stage_count()] seconds per token */
+	int64_t drafted, accepted;      /* a drafting decode's drafts, and those kept */
 } bench_sample;
 
 /* Runs t once on e; tok: a token source of at least the test's length. */

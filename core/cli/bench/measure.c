@@ -39,7 +39,7 @@ static void stages(tf_engine *e, int64_t tokens, double *out)
  * keeps what it keeps.  The sequences' logits are their last tokens'.
  */
 static int draft_steps(tf_engine *e, const bench_test *t, const tf_seq_id *sid, int seqs,
-		       float *logits, int64_t *made)
+		       float *logits, int64_t *made, bench_sample *out)
 {
 	int depth = tf_engine_draft_depth(e), vocab = tf_engine_vocab(e), rc = TF_OK;
 	tf_spec_step st[64];
@@ -71,6 +71,8 @@ static int draft_steps(tf_engine *e, const bench_test *t, const tf_seq_id *sid, 
 			int64_t n = st[j].n < left[i] ? st[j].n : left[i];
 			left[i] -= n;
 			*made += n;
+			out->drafted += st[j].drafted;
+			out->accepted += st[j].n - 1;
 		}
 	}
 	free(toks);
@@ -115,7 +117,7 @@ int bench_run(tf_engine *e, const bench_test *t, const int32_t *tok, int64_t n_t
 	if (t->kind == BENCH_PREFILL) {
 		rc = feed(e, sid[0], tok + t->depth, t->tokens, logits);
 	} else if (drafting) {
-		rc = draft_steps(e, t, sid, seqs, logits, &tokens);
+		rc = draft_steps(e, t, sid, seqs, logits, &tokens, out);
 	} else {
 		for (int64_t k = 0; rc == TF_OK && k < t->tokens; k++) {
 			for (int i = 0; i < seqs; i++)

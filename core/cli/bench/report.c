@@ -38,8 +38,8 @@ static void markdown(const bench_report *rep, FILE *f)
 		fprintf(f, "B: %s\n", rep->label[1]);
 	fprintf(f, "read bandwidth %.1f GB/s (%d threads); %d rounds%s\n\n", rep->bandwidth / 1e9,
 		rep->threads, rep->rounds, rep->n_configs > 1 ? ", A and B interleaved ABBA" : "");
-	fprintf(f, "| config | test | t/s | ± | ms/tok | roofline |\n"
-		   "|---|---|---:|---:|---:|---:|\n");
+	fprintf(f, "| config | test | t/s | ± | ms/tok | roofline | drafts kept |\n"
+		   "|---|---|---:|---:|---:|---:|---:|\n");
 	for (int c = 0; c < rep->n_configs; c++)
 		for (int t = 0; t < rep->n_tests; t++) {
 			const bench_row *r = &rep->row[c][t];
@@ -47,9 +47,13 @@ static void markdown(const bench_report *rep, FILE *f)
 			fprintf(f, "| %s | %s | %.1f | %.1f | %.3f | ", c ? "B" : "A", name, r->tps,
 				r->mad, 1e3 / r->tps);
 			if (isnan(r->roofline))
+				fprintf(f, "- | ");
+			else
+				fprintf(f, "%.0f%% | ", 100 * r->roofline);
+			if (isnan(r->accept))
 				fprintf(f, "- |\n");
 			else
-				fprintf(f, "%.0f%% |\n", 100 * r->roofline);
+				fprintf(f, "%.0f%% |\n", 100 * r->accept);
 		}
 	if (rep->n_configs < 2)
 		return;
@@ -150,6 +154,8 @@ static void json(const bench_report *rep, FILE *f)
 				"\"mad\": %.6g, \"ms_per_token\": %.6g, \"roofline\": ",
 				c || t ? ", " : "", c ? "B" : "A", name, r->tps, r->mad, 1e3 / r->tps);
 			json_num(f, r->roofline);
+			fputs(", \"drafts_kept\": ", f);
+			json_num(f, r->accept);
 			fputs("}", f);
 		}
 	fprintf(f, "]");

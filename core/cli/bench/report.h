@@ -15,6 +15,7 @@ typedef enum bench_format { BENCH_MARKDOWN, BENCH_JSON, BENCH_CSV } bench_format
 typedef struct bench_row {
 	double tps, mad;                /* median tokens per second, its MAD */
 	double roofline;                /* share of decode's roofline; NaN where none */
+	double accept;                  /* drafts kept over drafts made; NaN: no drafting */
 } bench_row;
 
 /* One stage's seconds per token, A's and B's medians, B/A of time. */
