@@ -198,7 +198,6 @@ static int refuse_unsupported(const tf_val *body, serve_err *err)
 		"suffix", "functions", "function_call", "prediction", "audio", NULL,
 	};
 	const tf_val *v;
-	int64_t best_of = 1, n = 1;
 
 	for (const char *const *k = refused; *k; k++)
 		if (field(body, *k))
@@ -211,12 +210,6 @@ static int refuse_unsupported(const tf_val *body, serve_err *err)
 						  "\"text\" is supported");
 		}
 	}
-	/* best_of = n is n; more would pick among choices by likelihood. */
-	if (get_int(body, "best_of", 1, 4096, &best_of, err) ||
-	    get_int(body, "n", 1, 4096, &n, err))
-		return -1;
-	if (best_of != 1 && best_of != n)
-		return serve_fail(err, 400, "best_of", "'best_of' other than 'n' is not supported");
 	return 0;
 }
 
@@ -325,7 +318,7 @@ static int parse_common(serve *s, const tf_val *body, serve_job *j, serve_req *t
 	double temp = s->sp.temperature, top_p = s->sp.top_p, min_p = s->sp.min_p;
 	double pres = s->sp.presence_penalty, freq = s->sp.frequency_penalty;
 	double rep = s->sp.repeat_penalty;
-	int64_t top_k = s->sp.top_k, seed = (int64_t)s->sp.seed, n = 1;
+	int64_t top_k = s->sp.top_k, seed = (int64_t)s->sp.seed, n = 1, best_of = 1;
 	const tf_val *so = field(body, "stream_options");
 
 	t->sp = s->sp;
@@ -340,6 +333,7 @@ static int parse_common(serve *s, const tf_val *body, serve_job *j, serve_req *t
 	    get_int(body, "top_k", -1, 1 << 24, &top_k, err) ||
 	    get_int(body, "seed", (double)INT64_MIN, (double)INT64_MAX, &seed, err) ||
 	    get_int(body, "n", 1, c->max_n, &n, err) ||
+	    get_int(body, "best_of", 1, 4096, &best_of, err) ||
 	    get_num(body, "presence_penalty", -2, 2, &pres, err) ||
 	    get_num(body, "frequency_penalty", -2, 2, &freq, err) ||
 	    get_num(body, "repetition_penalty", 0.01, 100, &rep, err) ||
@@ -347,6 +341,9 @@ static int parse_common(serve *s, const tf_val *body, serve_job *j, serve_req *t
 	    get_bool(tf_val_dict_get(body, "echo"), "echo", &t->echo, err) ||
 	    parse_bias(s, body, t, err) || parse_stop(body, t, err))
 		return -1;
+	/* best_of = n is n; more would pick among choices by likelihood. */
+	if (best_of != 1 && best_of != n)
+		return serve_fail(err, 400, "best_of", "'best_of' other than 'n' is not supported");
 	/* top_p 0 keeps the likeliest token alone: greedy, as vLLM has it. */
 	if (top_p == 0) {
 		temp = 0;
