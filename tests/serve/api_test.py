@@ -35,20 +35,9 @@ TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 
 def call(srv, method, path, body=None, headers=None, auth=True):
     """(status, headers, parsed body) of one request."""
-    h = dict(headers or {})
-    if auth:
-        h["Authorization"] = "Bearer " + KEY
-    raw = None
-    if body is not None:
-        raw = json.dumps(body).encode()
-        h["Content-Type"] = "application/json"
-    c = srv.conn()
-    c.request(method, path, body=raw, headers=h)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    ctype = r.getheader("Content-Type") or ""
-    return r.status, r.headers, json.loads(data) if "json" in ctype and data else data
+    status, h, data = srv.call(method, path, body, auth, headers)
+    ctype = h.get("Content-Type") or ""
+    return status, h, json.loads(data) if "json" in ctype and data else data
 
 
 def ok(srv, path, body):

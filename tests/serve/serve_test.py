@@ -59,6 +59,11 @@ class Server:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
 
     def request(self, method, path, body=None, auth=True, headers=None, raw=None):
+        status, h, data = self.call(method, path, body, auth, headers, raw)
+        return status, h.get("Content-Type") or "", data
+
+    def call(self, method, path, body=None, auth=True, headers=None, raw=None):
+        """(status, response headers, body bytes) of one request."""
         h = dict(headers or {})
         if auth:
             h["Authorization"] = "Bearer " + KEY
@@ -71,7 +76,7 @@ class Server:
         r = c.getresponse()
         data = r.read()
         c.close()
-        return r.status, r.getheader("Content-Type") or "", data
+        return r.status, r.headers, data
 
     def json(self, method, path, body=None, **kw):
         status, ctype, data = self.request(method, path, body, **kw)
