@@ -74,9 +74,8 @@ def free_ports(n):
 
 
 class Run:
-    def __init__(self, tfrun, ini, sets):
-        self.tfrun, self.ini, self.sets = tfrun, ini, sets
-        self.tmp = tempfile.mkdtemp(prefix="tfrun-tp-")
+    def __init__(self, tfrun, ini, sets, tmp):
+        self.tfrun, self.ini, self.sets, self.tmp = tfrun, ini, sets, tmp
 
     def argv(self, *extra, n=CONT_TOKENS, prefix=()):
         sets = [a for kv in self.sets for a in ("--set", kv)]
@@ -374,7 +373,6 @@ def main():
     tfrun, ini, check = sys.argv[1:4]
     rest = sys.argv[4:]
     sets = [rest[i + 1] for i in range(0, len(rest) - 1, 2) if rest[i] == "--set"]
-    run = Run(tfrun, ini, sets)
     checks = {
         "loopback": check_loopback, "ranks": check_ranks, "netns": check_netns,
         "kill": lambda r: (check_kill(r, 1), check_kill_local(r)),
@@ -385,7 +383,8 @@ def main():
     }
     if check not in checks:
         fail(f"no check named {check}")
-    checks[check](run)
+    with tempfile.TemporaryDirectory(prefix="tfrun-tp-") as tmp:
+        checks[check](Run(tfrun, ini, sets, tmp))
     print("PASS")
 
 
