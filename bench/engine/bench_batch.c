@@ -15,7 +15,7 @@
  * one token, greedily (the argmax of its logits row), all S in one batch.
  * A step reads every weight once for all its rows, so the aggregate rate
  * should grow with S until the rows' own compute, or the experts the rows
- * route to, dominate.  The "one_seq" row is S = 1 through the plain
+ * route to, dominate; a second table splits a step by pipeline stage.  The "one_seq" row is S = 1 through the plain
  * single-sequence batch (tf_batch.one_seq), today's decode path, measured
  * in the same run; the ratios are against the batched S = 1.
  *
@@ -35,6 +35,7 @@
 
 #define MAX_COUNTS 16
 #define MAX_SETS 32
+#define MAX_STAGES 16
 
 struct opts {
 	const char *ini;
@@ -51,6 +52,7 @@ struct row {
 	bool one_seq;
 	double tok_s, lo, hi;           /* median, min, max of the repeats */
 	double experts;                 /* mean union of experts per MoE pass */
+	double stage_us[MAX_STAGES];    /* mean microseconds a step spent per stage */
 };
 
 static void usage(void)
@@ -127,6 +129,12 @@ static int argmax(const float *x, int n)
 	return best;
 }
 
+static int n_stages(void)
+{
+	int n = tf_engine_stage_count();
+	return n < MAX_STAGES ? n : MAX_STAGES;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -136,10 +144,11 @@ static int cmp_double(const void *a, const void *b)
 /*
  * One repeat: S sequences prefilled, then `steps` greedy decode steps of
  * all S; the aggregate decoded tokens per second, and in *experts the mean
- * number of distinct experts a decode step's MoE pass read.
+ * number of distinct experts a decode step's MoE pass read, in stage_us[]
+ * the microseconds a step spent in each pipeline stage.
  */
 static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, int rep,
-		       double *experts)
+		       double *experts, double *stage_us)
 {
 	int V = tf_engine_vocab(e);
 	tf_seq_id *s = malloc((size_t)S * sizeof(*s));
@@ -176,6 +185,8 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 	double t = now_s() - t0;
 	tf_moe_stats m = tf_engine_moe_stats(e);
 	*experts = m.passes ? (double)m.experts / (double)m.passes : 0.0;
+	for (int k = 0; k < n_stages(); k++)
+		stage_us[k] = 1e6 * tf_engine_stage_seconds(e, k) / o->steps;
 
 	for (int k = 0; k < S; k++)
 		tf_seq_free(e, s[k]);
@@ -186,11 +197,13 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 }
 
 /* The median, min and max of n timings (sorted in place). */
-static struct row summarise(double *v, int n, int S, bool one_seq, double experts)
+static struct row summarise(double *v, int n, int S, bool one_seq, double experts,
+			     const double *stage_us)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	struct row w = { .seqs = S, .one_seq = one_seq, .tok_s = v[n / 2], .lo = v[0],
 			 .hi = v[n - 1], .experts = experts };
+	memcpy(w.stage_us, stage_us, sizeof(w.stage_us));
 	if (n % 2 == 0)
 		w.tok_s = 0.5 * (v[n / 2 - 1] + v[n / 2]);
 	return w;
@@ -243,13 +256,18 @@ static void print_json(const struct opts *o, const char *cmd, const char *cpu,
 	printf(", \"nproc\": %ld},\n", sysconf(_SC_NPROCESSORS_ONLN));
 	printf("  \"prompt\": %d, \"steps\": %d, \"repeats\": %d,\n  \"results\": [\n",
 	       o->prompt, o->steps, o->repeats);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		printf("    {\"seqs\": %d, \"path\": \"%s\", \"tok_s\": %.2f, \"tok_s_min\": %.2f, "
 		       "\"tok_s_max\": %.2f, \"per_seq_tok_s\": %.2f, \"vs_1\": %.3f, "
-		       "\"experts_per_moe_pass\": %.2f}%s\n",
+		       "\"experts_per_moe_pass\": %.2f, \"stage_us\": {",
 		       rows[i].seqs, rows[i].one_seq ? "one_seq" : "batch", rows[i].tok_s,
 		       rows[i].lo, rows[i].hi, rows[i].tok_s / rows[i].seqs,
-		       rows[i].tok_s / base, rows[i].experts, i + 1 < n ? "," : "");
+		       rows[i].tok_s / base, rows[i].experts);
+		for (int k = 0; k < n_stages(); k++)
+			printf("%s\"%s\": %.1f", k ? ", " : "", tf_engine_stage_name(k),
+			       rows[i].stage_us[k]);
+		printf("}}%s\n", i + 1 < n ? "," : "");
+	}
 	printf("  ]\n}\n");
 }
 
@@ -267,6 +285,18 @@ static void print_table(const struct opts *o, const char *cmd, const char *cpu,
 		       rows[i].one_seq ? "one_seq" : "batch", rows[i].tok_s, range,
 		       rows[i].tok_s / rows[i].seqs, rows[i].tok_s / base, rows[i].experts);
 	}
+	printf("\nMicroseconds a step spends per stage (mean of the repeats)\n\n| seqs | path    |");
+	for (int k = 0; k < n_stages(); k++)
+		printf(" %8s |", tf_engine_stage_name(k));
+	printf("\n| ---: | :------ |");
+	for (int k = 0; k < n_stages(); k++)
+		printf(" -------: |");
+	for (int i = 0; i < n; i++) {
+		printf("\n| %4d | %-7s |", rows[i].seqs, rows[i].one_seq ? "one_seq" : "batch");
+		for (int k = 0; k < n_stages(); k++)
+			printf(" %8.1f |", rows[i].stage_us[k]);
+	}
+	printf("\n");
 }
 
 int main(int argc, char **argv)
@@ -297,24 +327,27 @@ int main(int argc, char **argv)
 	 * change in the machine's load falls on all rows alike. */
 	int n = o.n_counts + 1;
 	double *v = malloc((size_t)n * (size_t)o.repeats * sizeof(*v));
-	double experts[MAX_COUNTS + 1] = { 0 };
+	double experts[MAX_COUNTS + 1] = { 0 }, stage_us[MAX_COUNTS + 1][MAX_STAGES] = { { 0 } };
 	if (!v) {
 		fprintf(stderr, "bench_batch: out of memory\n");
 		return 1;
 	}
 	for (int r = 0; r <= o.repeats; r++)    /* r = 0 warms up: caches, pages, threads */
 		for (int i = 0; i < n; i++) {
-			double x, t = run_once(e, &o, i ? o.counts[i - 1] : 1, !i, r, &x);
+			double x, st[MAX_STAGES] = { 0 };
+			double t = run_once(e, &o, i ? o.counts[i - 1] : 1, !i, r, &x, st);
 			if (r) {
 				v[i * o.repeats + r - 1] = t;
 				experts[i] += x / o.repeats;
+				for (int k = 0; k < MAX_STAGES; k++)
+					stage_us[i][k] += st[k] / o.repeats;
 			}
 		}
 	struct row rows[MAX_COUNTS + 1];
 	double base = 0;
 	for (int i = 0; i < n; i++) {
 		rows[i] = summarise(v + i * o.repeats, o.repeats, i ? o.counts[i - 1] : 1, !i,
-				    experts[i]);
+				    experts[i], stage_us[i]);
 		if (i && rows[i].seqs == 1)
 			base = rows[i].tok_s;
 	}
