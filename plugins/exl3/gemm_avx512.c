@@ -22,6 +22,7 @@
 #include <immintrin.h>
 
 #include "matmul_int_kern.h"
+#include "pair_avx512.h"
 
 #define TILE TF_EXL3_TILE
 #define STRIP_TILES 4                           /* tile columns a strip: 64 outputs */
@@ -30,24 +31,53 @@
 #define ROW_BLOCK 4                             /* rows whose sums stay in registers */
 
 /* w[kp][16t + c] = bs[2kp][c] | bs[2kp+1][c] << 16 of tile column t, for
- * the block's tile rows i0 .. i0+7 and tile columns j .. j+nt-1. */
-static void strip_decode(const tf_exl3_mat *m, int64_t i0, int64_t j, int nt,
-			 uint32_t (*w)[STRIP_TILES * TILE])
+ * the block's tile rows i0 .. i0+7 and tile columns j .. j+nt-1: each pair
+ * of tiles decoded as the walk decodes it, two tile rows r, r+1 at a time. */
+static inline __attribute__((always_inline)) void
+strip_decode_k(const tf_exl3_mat *m, int K, int64_t i0, int64_t j, int nt,
+	       uint32_t (*w)[STRIP_TILES * TILE])
 {
-	float raw[TF_EXL3_TILE_N] __attribute__((aligned(64)));
+	const __m512i ones = _mm512_set1_epi8(1);
 
-	for (int t = 0; t < nt; t++)
+	for (int64_t jp = j & ~(int64_t)1; jp < j + nt; jp += 2)
 		for (int i = 0; i < BLOCK_TILES; i++) {
-			tf_exl3_mat_tile_raw(m, i0 + i, j + t, raw);
+			__m512i D[2 * TF_EXL3_K_MAX];
+			pair_halves(tf_exl3_mat_pair(m, i0 + i, jp), K, D);
+#pragma GCC unroll 8
 			for (int r = 0; r < TILE; r += 2) {
-				const __m512i lo = _mm512_cvtps_epi32(_mm512_load_ps(raw + r * TILE));
-				const __m512i hi = _mm512_cvtps_epi32(_mm512_load_ps(raw + (r + 1) * TILE));
-				_mm512_storeu_si512(w[(i * TILE + r) / 2] + t * TILE,
-						    _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)),
-								    _mm512_slli_epi32(hi, 16)));
+				__m512i h[2];
+				for (int half = 0; half < 2; half++) {
+					const __m512i b0 = _mm512_dpbusd_epi32(
+						_mm512_setzero_si512(),
+						pair_halfrow(D, K, tf_exl3_row_base(r) + 4 * half), ones);
+					const __m512i b1 = _mm512_dpbusd_epi32(
+						_mm512_setzero_si512(),
+						pair_halfrow(D, K, tf_exl3_row_base(r + 1) + 4 * half), ones);
+					h[half] = _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16));
+				}
+				uint32_t *row = w[(i * TILE + r) / 2];
+				for (int t = 0; t < 2; t++)
+					if (jp + t >= j && jp + t < j + nt)
+						_mm512_store_si512(row + (jp + t - j) * TILE,
+								   pair_tile(h[0], h[1], t));
 			}
 		}
 }
+
+/* One copy per K, its shifts and word offsets immediates. */
+#define DECODE_K(K)                                                              \
+	case K:                                                                  \
+		strip_decode_k(m, K, i0, j, nt, w);                              \
+		break;
+static void strip_decode(const tf_exl3_mat *m, int64_t i0, int64_t j, int nt,
+			 uint32_t (*w)[STRIP_TILES * TILE])
+{
+	switch (m->K) {
+	DECODE_K(1) DECODE_K(2) DECODE_K(3) DECODE_K(4)
+	DECODE_K(5) DECODE_K(6) DECODE_K(7) DECODE_K(8)
+	}
+}
+#undef DECODE_K
 
 /* y[row][16t ..] = fma(Σ_kp w[kp]·x[row][kp], unit[row], y[row]) for rows
  * < nr, tile columns t < nt; x row stride xs (in pairs), y's ys. */

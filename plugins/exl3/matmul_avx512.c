@@ -5,16 +5,19 @@
  * (15-bit and 8-bit) and the float kernel of tf_exl3_mat_mul() for up to
  * TF_EXL3_INT_ROWS rows.
  *
- * A zmm holds one half-row of a tile pair: lanes 0-7 the 8 column groups
- * of tile j, lanes 8-15 those of tile j+1, exactly as the layout stores a
- * pair's words (matmul.h), and both tiles share every shift.  Per 16
- * weights the 16-bit window is a shift and a mask of a dword holding the
- * two half-words it spans, then the MUL1 multiply, then by activation:
+ * A zmm holds one half-row of a tile pair (pair_avx512.h), both tiles
+ * sharing every shift.  Per 16 weights the 16-bit window is a shift and a
+ * mask of a dword holding the two half-words it spans, then the MUL1
+ * multiply, then by activation:
  *
- *  - 8-bit (exl3-q8): one vpdpbusd of the product's four bytes against v
- *    in all four bytes: 4 operations;
- *  - 15-bit (exl3-int): vpmaddubsw against ones (byte pairs, ≤ 510) and
- *    vpdpwssd with v in both int16 halves: 5 operations;
+ *  - 8-bit (exl3-q8), one row: one vpdpbusd of the product's four bytes
+ *    against v in all four bytes: 4 operations;
+ *  - 15-bit (exl3-int), one row: vpmaddubsw against ones (byte pairs,
+ *    ≤ 510) and vpdpwssd with v in both int16 halves: 5 operations;
+ *  - either, several rows (WALK_KP): the byte sum once (vpdpbusd against
+ *    ones), two tile rows' sums packed as int16 pairs, then per row one
+ *    vpdpwssd for 2 k: half a row's operation per 16 weights, where the
+ *    one-row modes take one;
  *  - float (exl3): the byte sum as one vpdpbusd against ones, its exact
  *    conversion (≤ 1020) and an FMA: 6 operations, the same fp32 sums as
  *    the vector unit's path (Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x at the end).
@@ -32,6 +35,7 @@
 #include <immintrin.h>
 
 #include "matmul_int_kern.h"
+#include "pair_avx512.h"
 
 #define TILE TF_EXL3_TILE
 #define PAIRS 4                 /* pairs in a column group: 8 tiles, 128 outputs */
@@ -42,45 +46,16 @@
 #define PREFETCH_K_MIN 6
 #define PREFETCH_ROWS 8         /* tile rows ahead */
 
-typedef enum walk_mode { WALK_F32, WALK_I15, WALK_Q8 } walk_mode;
+/* WALK_KP: integer activations (either precision) two k a lane, for
+ * several rows: each weight's byte sum is made once (vpdpbusd against
+ * ones), two tile rows' sums packed as int16 pairs, and each row adds
+ * 32 products an instruction (vpdpwssd against tf_exl3_qx.kpair). */
+typedef enum walk_mode { WALK_F32, WALK_I15, WALK_Q8, WALK_KP } walk_mode;
 
-#define SETR16(f) _mm512_setr_epi32(f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), \
-				    f(8), f(9), f(10), f(11), f(12), f(13), f(14), f(15))
-
-/*
- * D[h] = stream half-words h-1 and h of each lane's column group as one
- * dword, h-1 in the high half: half-word m = 2w is word w's high half and
- * 2w+1 its low half (the stream is MSB first), and half-word -1 is the low
- * half of the previous group's last word (a group's first windows wrap
- * cyclically).  D[2w+1] is word w itself, one row of the pair; D[2w] joins
- * words w-1 and w.  Every 16-bit window of a half-row lies inside one D.
- */
-static inline __attribute__((always_inline)) void
-pair_halves(const uint32_t *pair, int K, __m512i *D)
+/* Bytes of x holding k activations in `mode`'s layout. */
+static inline __attribute__((always_inline)) int64_t x_bytes(walk_mode mode, int64_t k)
 {
-#pragma GCC unroll 8
-	for (int w = 0; w < K; w++)
-		D[2 * w + 1] = _mm512_loadu_si512(pair + 16 * w);
-#define ROT(L) ((L) / 8 * 8 + ((L) % 8 + 7) % 8)
-	D[0] = _mm512_shrdi_epi32(D[1], _mm512_permutexvar_epi32(SETR16(ROT), D[2 * K - 1]), 16);
-#undef ROT
-#pragma GCC unroll 8
-	for (int w = 1; w < K; w++)
-		D[2 * w] = _mm512_shrdi_epi32(D[2 * w + 1], D[2 * w - 1], 16);
-}
-
-/* The MUL1 products of half-row `base` of both tiles. */
-static inline __attribute__((always_inline)) __m512i
-pair_halfrow(const __m512i *D, int K, int base)
-{
-	const int end = (base + 1) * K, half = (end - 1) / 16;
-	const int shift = (half + 1) * 16 - end;
-	/* A shift and a mask: on Zen 4 this ran 1.27x faster than one 16-bit
-	 * funnel shift (vpshrdw) of zero-extended half-words. */
-	__m512i s = _mm512_and_si512(_mm512_srli_epi32(D[half], (unsigned)shift),
-				     _mm512_set1_epi32(0xFFFF));
-
-	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
+	return k * (mode == WALK_KP ? 2 : 4);
 }
 
 /* Activation x[at] broadcast as the step below wants it. */
@@ -91,6 +66,18 @@ walk_act(const void *x, int64_t at, walk_mode mode)
 		return _mm512_castps_si512(_mm512_set1_ps(((const float *)x)[at]));
 	const uint32_t v = ((const uint32_t *)x)[at];
 	return mode == WALK_Q8 ? _mm512_set1_epi8((char)v) : _mm512_set1_epi32((int)v);
+}
+
+/* Tile rows r and r+1's byte sums of half `half`, r's in the low int16
+ * of each lane. */
+static inline __attribute__((always_inline)) __m512i
+pair_kp(const __m512i *D, int K, int r, int half)
+{
+	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+	const __m512i b0 = _mm512_dpbusd_epi32(zero, pair_halfrow(D, K, tf_exl3_row_base(r) + 4 * half), ones);
+	const __m512i b1 = _mm512_dpbusd_epi32(zero, pair_halfrow(D, K, tf_exl3_row_base(r + 1) + 4 * half), ones);
+
+	return _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16));
 }
 
 /* acc += the products p times activation v. */
@@ -109,7 +96,8 @@ walk_step(__m512i acc, __m512i p, __m512i v, walk_mode mode)
 }
 
 /* a[pp][row][half] += the products of one tile row of `count` (1 or 2)
- * adjacent pairs at tr, activations x[row·xstride + r]. */
+ * adjacent pairs at tr, activations x[row·xstride + r] (WALK_KP: the pair
+ * r, r+1 at x[row·xstride + r/2]). */
 static inline __attribute__((always_inline)) void
 walk_pairs(const uint32_t *tr, int count, int K, walk_mode mode, const void *x,
 	   int64_t xstride, int rows, __m512i (*a)[TF_EXL3_INT_ROWS][2])
@@ -118,6 +106,21 @@ walk_pairs(const uint32_t *tr, int count, int K, walk_mode mode, const void *x,
 
 	for (int pp = 0; pp < count; pp++)
 		pair_halves(tr + pp * 16 * K, K, D[pp]);
+	if (mode == WALK_KP) {
+#pragma GCC unroll 8
+		for (int r = 0; r < TILE; r += 2)
+#pragma GCC unroll 8
+			for (int row = 0; row < rows; row++) {
+				const __m512i v = walk_act(x, row * xstride + r / 2, mode);
+#pragma GCC unroll 2
+				for (int half = 0; half < 2; half++)
+#pragma GCC unroll 2
+					for (int pp = 0; pp < count; pp++)
+						a[pp][row][half] = _mm512_dpwssd_epi32(
+							a[pp][row][half], pair_kp(D[pp], K, r, half), v);
+			}
+		return;
+	}
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
 #pragma GCC unroll 8
@@ -164,7 +167,7 @@ walk(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode mode,
 				_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T0);
 #pragma GCC unroll 4
 		for (int p = 0; p < np; p += step) {
-			const void *xi = (const char *)x + i * TILE * 4;
+			const void *xi = (const char *)x + x_bytes(mode, i * TILE);
 			if (step == 2 && p + 1 < np)
 				walk_pairs(tr + p * 16 * K, 2, K, mode, xi, xstride, rows, a + p);
 			else
@@ -193,9 +196,22 @@ walk_rows(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode 
 		for (int row = 0; row < rows; row++)
 			for (int half = 0; half < 2; half++)
 				a[0][row][half] = acc[(p * rows + row) * 2 + half];
-		for (int i = 0; i < nr; i++)
+		for (int i = 0; i < nr; i++) {
+			/* The first pair's pass asks for the next block's whole
+			 * group rows, into L2: pair by pair the walk reads its
+			 * run in strides the hardware prefetcher does not follow
+			 * (2048x2048 at 4 bits, one thread, 2 rows: 296 us
+			 * streaming, 245 in cache, 252 so; into L1, or two
+			 * blocks ahead, gained less or lost).  A prefetch never
+			 * faults, past the run's end too. */
+			const uintptr_t ahead = (uintptr_t)(run + i * stride) +
+						PREFETCH_ROWS * (uintptr_t)stride * 4;
+			if (p == 0)
+				for (int b = 0; b < np * 16 * K * 4; b += 64)
+					_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T1);
 			walk_pairs(run + i * stride + p * 16 * K, 1, K, mode,
-				   (const char *)x + i * TILE * 4, xstride, rows, a);
+				   (const char *)x + x_bytes(mode, i * TILE), xstride, rows, a);
+		}
 		for (int row = 0; row < rows; row++)
 			for (int half = 0; half < 2; half++)
 				acc[(p * rows + row) * 2 + half] = a[0][row][half];
@@ -207,8 +223,8 @@ typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
 
 /* Per K and mode: one row through a whole column group (decode's case)
  * gets its own copy with every loop bound constant, and so do 2, 3, 4 and
- * 8 rows (their sums in registers; mul_groups cuts other counts into
- * those); the rest share one. */
+ * 8 rows of the modes that take several (their sums in registers;
+ * mul_groups cuts other counts into those); the rest share one. */
 #define WALK_ROWS(K, mode, R)                                                  \
 	case R:                                                                \
 		walk_rows(run, stride, nr, np, K, mode, x, xstride, R, acc);   \
@@ -218,7 +234,7 @@ typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
 				      const void *x, int64_t xstride, int rows,         \
 				      __m512i *acc)                                      \
 	{                                                                              \
-		switch (rows) {                                                        \
+		switch (mode == WALK_F32 || mode == WALK_KP ? rows : 1) {              \
 		WALK_ROWS(K, mode, 2) WALK_ROWS(K, mode, 3) WALK_ROWS(K, mode, 4)      \
 		WALK_ROWS(K, mode, 8)                                                  \
 		default:                                                               \
@@ -229,11 +245,13 @@ typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
 		}                                                                      \
 	}
 _Static_assert(TF_EXL3_INT_ROWS == 8, "walk_rows takes at most 8 rows");
-#define WALK_FNS(K) WALK_FN(K, WALK_F32) WALK_FN(K, WALK_I15) WALK_FN(K, WALK_Q8)
+#define WALK_FNS(K) WALK_FN(K, WALK_F32) WALK_FN(K, WALK_I15) WALK_FN(K, WALK_Q8) \
+	WALK_FN(K, WALK_KP)
 WALK_FNS(1) WALK_FNS(2) WALK_FNS(3) WALK_FNS(4) WALK_FNS(5) WALK_FNS(6) WALK_FNS(7) WALK_FNS(8)
 
-#define WALK_ROW(K) { walk_##K##_WALK_F32, walk_##K##_WALK_I15, walk_##K##_WALK_Q8 }
-static const walk_fn walks[TF_EXL3_K_MAX + 1][3] = {
+#define WALK_ROW(K) { walk_##K##_WALK_F32, walk_##K##_WALK_I15, walk_##K##_WALK_Q8, \
+		      walk_##K##_WALK_KP }
+static const walk_fn walks[TF_EXL3_K_MAX + 1][4] = {
 	[1] = WALK_ROW(1), [2] = WALK_ROW(2), [3] = WALK_ROW(3), [4] = WALK_ROW(4),
 	[5] = WALK_ROW(5), [6] = WALK_ROW(6), [7] = WALK_ROW(7), [8] = WALK_ROW(8),
 };
@@ -243,14 +261,12 @@ static const walk_fn walks[TF_EXL3_K_MAX + 1][3] = {
  * where [ja, jb) has it. */
 static void pair_store(float *y, int64_t p, int64_t ja, int64_t jb, __m512 h0, __m512 h1)
 {
-	const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
-						16, 17, 18, 19, 20, 21, 22, 23);
+	const __m512i i0 = _mm512_castps_si512(h0), i1 = _mm512_castps_si512(h1);
 
 	if (2 * p >= ja)
-		_mm512_storeu_ps(y, _mm512_permutex2var_ps(h0, first, h1));
+		_mm512_storeu_ps(y, _mm512_castsi512_ps(pair_tile(i0, i1, 0)));
 	if (2 * p + 1 < jb)
-		_mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(
-					 h0, _mm512_add_epi32(first, _mm512_set1_epi32(8)), h1));
+		_mm512_storeu_ps(y + 16, _mm512_castsi512_ps(pair_tile(i0, i1, 1)));
 }
 
 /*
@@ -281,8 +297,8 @@ static void mul_groups(const tf_exl3_mat *m, walk_mode mode, const void *x, int6
 		}
 		for (int64_t i = 0; i < tiles_k; i += BLOCK_TILES) {
 			const int nr = tiles_k - i < BLOCK_TILES ? (int)(tiles_k - i) : BLOCK_TILES;
-			fn(run + i * stride, stride, nr, np, (const char *)x + i * TILE * 4, xstride,
-			   rows, acc);
+			fn(run + i * stride, stride, nr, np, (const char *)x + x_bytes(mode, i * TILE),
+			   xstride, rows, acc);
 			if (mode == WALK_F32)
 				continue;
 			/* Block done: its int32 sums to float, at its unit. */
@@ -327,11 +343,16 @@ static void mul_rows(const tf_exl3_mat *m, walk_mode mode, const void *x, int64_
 	}
 }
 
+/* One row walks with its activation in every lane; more rows take the
+ * k-pair walk (the same exact int32 block sums, so the same bits). */
 void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		      int64_t j0, int64_t j1)
 {
-	mul_rows(m, q->qmax <= TF_EXL3_QMAX_I8 ? WALK_Q8 : WALK_I15, q->pair, q->k,
-		 (int)q->rows, q->unit, q->sum, yh, j0, j1);
+	if (q->rows > 1)
+		mul_rows(m, WALK_KP, q->kpair, q->k / 2, (int)q->rows, q->unit, q->sum, yh, j0, j1);
+	else
+		mul_rows(m, q->qmax <= TF_EXL3_QMAX_I8 ? WALK_Q8 : WALK_I15, q->pair, q->k, 1,
+			 q->unit, q->sum, yh, j0, j1);
 }
 
 void tf_exl3_mul1_rows_avx512(const tf_exl3_mat *m, const float *xh, int rows, float *yh,

@@ -29,10 +29,12 @@
  * Sums stay below 2^31: 128 · 1020 · 16256 < 2^31, so blocks accumulate in
  * int32 and fold into float once per block.
  *
- * Many rows (a prefill chunk, an expert's rows of one) take the GEMM: a
- * strip of byte sums decoded once as int16 for every row, two k a lane
- * (gemm_avx512.c).  The int32 block sums are the same exact integers, so
- * the GEMM's rows have the walk kernel's bits.
+ * Several rows pair k the same way in registers on AVX-512 (a verify, a
+ * batch's sequences: two tile rows' byte sums as int16 pairs, one
+ * vpdpwssd a row per 32 weights); many rows (a prefill chunk) take the
+ * GEMM: a strip of byte sums decoded once as int16 for every row, two k a
+ * lane (gemm_avx512.c).  The int32 block sums are the same exact integers
+ * either way, so every kernel gives a row the one-row walk's bits.
  *
  * Like the fused float path, the weights are the unrounded affine values
  * (no final fp16 rounding, at most half an fp16 ulp off the bit-exact Ŵ).
