@@ -5,7 +5,9 @@
  * the int16 in both halves of x2, and INT_KERN, the kernel's name.
  *
  * Per half-row: the states, the MUL1 multiply and INT_BSDOT, exact in int32;
- * each 128-row block folds into float at its activation unit.
+ * each 128-row block folds into float at its activation unit.  Where the
+ * unit pairs k (TF_VI_KPAIR), several rows take two tile rows' byte sums
+ * at once instead: one multiply-add a row per two.
  */
 #include "matmul_int_kern.h"
 #include "tile_vec.h"
@@ -13,8 +15,17 @@
 /* Tile columns walked together, as the float path does. */
 #define INT_COLS 8
 
-/* acc is [rows][16/TF_VL]; x the activation pairs of the tile's 16 rows,
- * row stride xstride. */
+/* Whether `rows` rows take activations in k pairs (vec.h's TF_VI_KPAIR:
+ * a unit where pairing halves a row's work; the sums are the same exact
+ * integers either way). */
+#ifdef TF_VI_KPAIR
+#define INT_KPAIRS(rows) ((rows) > 1)
+#else
+#define INT_KPAIRS(rows) 0
+#endif
+
+/* acc is [rows][16/TF_VL]; x the activations of the tile's 16 rows as
+ * tf_exl3_qx.pair (k pairs, .kpair, where INT_KPAIRS), row stride xstride. */
 /* gcc -O3 cannot see that the rows read back are the rows written in, and
  * zeroing `a` would cost stores on every tile: silence that one warning. */
 #pragma GCC diagnostic push
@@ -33,6 +44,30 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 		for (int v = 0; v < VPT; v++)
 			a[row][v] = acc[row * VPT + v];
 	tile_spans(tile, K, tw);
+#ifdef TF_VI_KPAIR
+	/* Several rows: two tile rows' byte sums as int16 pairs, made once,
+	 * then one multiply-add a row for both (x: tf_exl3_qx.kpair). */
+	if (rows > 1) {
+#pragma GCC unroll 8
+		for (int r = 0; r < TILE; r += 2)
+#pragma GCC unroll 2
+			for (int half = 0; half < 2; half++)
+#pragma GCC unroll 8
+				for (int v = 0; v < 8; v += TF_VL) {
+					tf_vi w = tf_vi_bspair(
+						tf_vi_mul(halfrow_state(tw, K, tf_exl3_row_base(r) + 4 * half, v),
+							  tf_vi_set1(TF_EXL3_MUL1_MUL)),
+						tf_vi_mul(halfrow_state(tw, K, tf_exl3_row_base(r + 1) + 4 * half, v),
+							  tf_vi_set1(TF_EXL3_MUL1_MUL)));
+#pragma GCC unroll 8
+					for (int row = 0; row < rows; row++) {
+						tf_vi *ar = &a[row][(8 * half + v) / TF_VL];
+						*ar = tf_vi_pairdot(*ar, w, x[row * xstride + r / 2]);
+					}
+				}
+		goto out;
+	}
+#endif
 #pragma GCC unroll 16
 	for (int r = 0; r < TILE; r++)
 		for (int half = 0; half < 2; half++)
@@ -44,6 +79,9 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 					*ar = INT_BSDOT(*ar, p, x[row * xstride + r]);
 				}
 			}
+#ifdef TF_VI_KPAIR
+out:
+#endif
 	for (int row = 0; row < rows; row++)
 		for (int v = 0; v < VPT; v++)
 			acc[row * VPT + v] = a[row][v];
@@ -53,15 +91,19 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 typedef void (*tile_dot_int_fn)(const uint32_t *tile, const uint32_t *x, int64_t xstride,
 				int rows, tf_vi *acc);
 
-/* One row (decode) gets its own copy with the row loop gone. */
+/* One row (decode) gets its own copy with the row loop gone, and so do 2,
+ * 4 and 8 rows (their sums in registers). */
 #define TILE_INT_FN(K)                                                          \
 	static void dot_int_##K(const uint32_t *t, const uint32_t *x, int64_t xs, \
 				int rows, tf_vi *a)                              \
 	{                                                                       \
-		if (rows == 1)                                                  \
-			tile_dot_int(t, K, x, 0, 1, a);                         \
-		else                                                            \
-			tile_dot_int(t, K, x, xs, rows, a);                     \
+		switch (rows) {                                                 \
+		case 1: tile_dot_int(t, K, x, 0, 1, a); break;                  \
+		case 2: tile_dot_int(t, K, x, xs, 2, a); break;                 \
+		case 4: tile_dot_int(t, K, x, xs, 4, a); break;                 \
+		case 8: tile_dot_int(t, K, x, xs, 8, a); break;                 \
+		default: tile_dot_int(t, K, x, xs, rows, a);                    \
+		}                                                               \
 	}
 TILE_INT_FN(1) TILE_INT_FN(2) TILE_INT_FN(3) TILE_INT_FN(4)
 TILE_INT_FN(5) TILE_INT_FN(6) TILE_INT_FN(7) TILE_INT_FN(8)
@@ -78,6 +120,8 @@ void INT_KERN(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0, 
 	const int64_t tiles_k = m->k / TILE;
 	const int64_t blocks = m->k / TF_EXL3_QBLOCK;
 	const int rows = (int)q->rows;
+	const int per = INT_KPAIRS(rows) ? 2 : 1;        /* activations a lane */
+	const uint32_t *xa = per == 2 ? q->kpair : q->pair;
 
 	for (int64_t jg = j0; jg < j1; jg += INT_COLS) {
 		const int nc = j1 - jg < INT_COLS ? (int)(j1 - jg) : INT_COLS;
@@ -95,7 +139,8 @@ void INT_KERN(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0, 
 						for (int v = 0; v < VPT; v++)
 							acc[c][row][v] = tf_vi_zero();
 			for (int c = 0; c < nc; c++)
-				dot(mat_tile(m, i, jg + c), q->pair + i * TILE, q->k, rows, acc[c][0]);
+				dot(mat_tile(m, i, jg + c), xa + i * TILE / per, q->k / per, rows,
+				    acc[c][0]);
 			if (i % TILES_PER_BLOCK != TILES_PER_BLOCK - 1)
 				continue;
 			/* Block done: its int32 sums to float, at its scale. */

@@ -96,6 +96,21 @@ static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
 	__m256i pairs = _mm256_maddubs_epi16(a, _mm256_set1_epi8(1));
 	return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi32((int)x2)));
 }
+/* Several rows (matmul_int_vec.h's k pairs): the byte sums of a and b,
+ * a's in the low int16 of each lane; then acc += w_lo·x_lo + w_hi·x_hi
+ * per lane, x2 two int16 activations. */
+#define TF_VI_KPAIR 1
+static inline tf_vi tf_vi_bspair(tf_vi a, tf_vi b)
+{
+	const __m256i ones = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	__m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(a, ones), ones16);
+	__m256i sb = _mm256_madd_epi16(_mm256_maddubs_epi16(b, ones), ones16);
+	return _mm256_or_si256(sa, _mm256_slli_epi32(sb, 16));
+}
+static inline tf_vi tf_vi_pairdot(tf_vi acc, tf_vi w, uint32_t x2)
+{
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_set1_epi32((int)x2)));
+}
 /* Each lane's two fp16 halves, widened and added. */
 static inline tf_vf tf_vi_halfsum(tf_vi a)
 {
