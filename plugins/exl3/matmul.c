@@ -309,6 +309,7 @@ void tf_exl3_mat_mul(const tf_exl3_mat *m, const float *xh, int64_t rows,
  */
 #define APPLY_TILES 8
 #define ROW_BLOCK 4
+#define WALK_ROWS_MAX 16        /* from here the strips, where the AVX-512 walk runs */
 
 /* y[row][0 .. 16) += Σ_kk x[row·xs + kk] · w[kk][0 .. 16) over nk < 128 k
  * and nr rows; row strides xs, ys. */
@@ -372,9 +373,12 @@ void tf_exl3_mat_mul_on(const tf_exl3_mat *m, const float *xh, int64_t rows, flo
 		return;
 	}
 #if defined(__x86_64__)
-	/* A few rows: the AVX-512 kernel, each weight decoded once for them. */
-	if (rows <= TF_EXL3_INT_ROWS && mul1_avx512(m, path)) {
-		float xsum[TF_EXL3_INT_ROWS];
+	/* A few rows: the AVX-512 kernel, each weight decoded once for up to
+	 * 8 of them.  It cuts 9-15 rows into 8 and the rest, and that still
+	 * beats the strips below (bench_exl3 rows: 9 rows, K=3, 2 threads,
+	 * 45 G row-weights/s through the strips, 8 + 1 rows ~58). */
+	if (rows < WALK_ROWS_MAX && mul1_avx512(m, path)) {
+		float xsum[WALK_ROWS_MAX];
 		for (int64_t r = 0; r < rows; r++)
 			xsum[r] = row_xsum(xh + r * m->k, m->k);
 		tf_exl3_mul1_rows_avx512(m, xh, (int)rows, yh, xsum, j0, j1);

@@ -16,7 +16,7 @@
  *    One row (decode) keeps each tile column's sums in registers down all
  *    of k; more rows decode a 128-k strip of a tile column once and apply
  *    it to 4 rows at a time, their sums in registers down the strip (MUL1
- *    up to 8 rows on AVX-512: its kernel decodes each weight once for all).
+ *    up to 15 rows on AVX-512: its kernel decodes each weight once for 8).
  *    Each row gets the bits it gets alone, whatever the row count and the
  *    thread count (matmul.c says how), so a speculative verify's rows and
  *    a batch's sequences get serial decoding's logits.
@@ -108,7 +108,7 @@ void tf_exl3_mat_mul_t(const tf_exl3_mat *m, const float *wh, int64_t j0, int64_
 
 /* The kernels of tf_exl3_mat_mul for MUL1 trellises: the build's vector
  * unit, or AVX-512 VNNI (x86-64, where the CPU has it; AUTO takes it there)
- * for up to 8 rows.  Other codebooks and more rows always take the vector
+ * for up to 15 rows.  Other codebooks and more rows always take the vector
  * unit.  Both give the same bits; tests force each path. */
 typedef enum tf_exl3_rowpath {
 	TF_EXL3_ROWPATH_AUTO = 0,

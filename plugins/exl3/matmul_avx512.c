@@ -2,8 +2,8 @@
  * matmul_avx512.c - MUL1 products on AVX-512 VNNI, built with
  * -mavx512f/bw/vl/vnni/vbmi2 and called only where the CPU has them
  * (tf_exl3_ipath_supported): the integer-activation kernel of matmul_int.h
- * (15-bit and 8-bit) and the float kernel of tf_exl3_mat_mul() for up to
- * TF_EXL3_INT_ROWS rows.
+ * (15-bit and 8-bit) and the float kernel of tf_exl3_mat_mul() for a few
+ * rows (TF_EXL3_INT_ROWS at a time).
  *
  * A zmm holds one half-row of a tile pair (pair_avx512.h), both tiles
  * sharing every shift.  Per 16 weights the 16-bit window is a shift and a

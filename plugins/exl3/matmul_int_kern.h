@@ -30,7 +30,7 @@ void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 void tf_exl3_int_gemm_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			   int64_t j0, int64_t j1);
 
-/* matmul_avx512.c again: rows (1..TF_EXL3_INT_ROWS) of a MUL1
+/* matmul_avx512.c again: rows (1 or more, TF_EXL3_INT_ROWS at a time) of a MUL1
  * trellis with float activations (tf_exl3_mat_mul's fast path), yh[row]
  * [16j ..] for tile columns [j0, j1), row strides k and n; xsum[row] = Σ xh
  * of the row, for the codebook's offset.  Each weight is decoded once for
