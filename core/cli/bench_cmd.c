@@ -2,13 +2,16 @@
 #define _GNU_SOURCE
 #include "bench_cmd.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/report.h"
 #include "fail.h"
@@ -23,14 +26,15 @@ static const char usage[] =
 "usage: tfrun bench MODEL.ini [-p N] [-n N] [-d N,...] [-s N,...] [-r N]\n"
 "                   [--threads N] [--set K=V ...]\n"
 "                   [--vs B.ini | --vs-set K=V ...] [--tolerance X]\n"
-"                   [--json | --csv]\n"
+"                   [--processes] [--json | --csv]\n"
 "\n"
 "Prefill (pp) and decode (tg) speed of MODEL.ini, as a table: each test's\n"
 "median tokens per second over the rounds, its median absolute deviation,\n"
 "ms per token and, for one-sequence decode, the share of the roofline (the\n"
 "memory plan's weight bytes per token over the read bandwidth measured in\n"
 "the same run).  With --vs or --vs-set, a second configuration B is timed\n"
-"interleaved with A (ABBA) in this process, and each figure and each stage\n"
+"interleaved with A (ABBA) in this process (in alternating processes where\n"
+"B does not fit in memory beside A, or with --processes), and each figure and each stage\n"
 "gets B/A with a 95% interval (a percentile bootstrap of the paired rounds'\n"
 "ratios); B's logits on the same prompt are compared with A's.\n"
 "\n"
@@ -44,6 +48,7 @@ static const char usage[] =
 "      --vs B.ini      B: another INI (with the same --set)\n"
 "      --vs-set K=V    B: A with this override too (repeatable)\n"
 "      --tolerance X   the largest relative logit error B may have (1e-3)\n"
+"      --processes     time A and B in alternating processes, each loaded anew\n"
 "      --json, --csv   the tables as JSON or CSV\n"
 "\n"
 "Exit status: 0, or 1 when B is slower than A beyond its interval on any\n"
@@ -60,6 +65,11 @@ typedef struct bench_opts {
 	double tolerance;
 	bench_format fmt;
 	char extra[3][64];              /* runtime.* overrides the tests need */
+	bool processes;                 /* A and B in alternating processes */
+	int child;                      /* in a child: the configuration it runs, else -1 */
+	const char *dump;               /* in a child: write its numbers there */
+	int argc;                       /* the command line, for the children */
+	char **argv;
 } bench_opts;
 
 /* "1,2,4" into out; false when it is not such a list. */
@@ -101,7 +111,8 @@ static int bad(const char *fmt, ...)
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-	enum { O_THREADS = 256, O_SET, O_VS, O_VS_SET, O_TOL, O_JSON, O_CSV };
+	enum { O_THREADS = 256, O_SET, O_VS, O_VS_SET, O_TOL, O_JSON, O_CSV, O_PROCS, O_CHILD,
+	       O_DUMP };
 	static const struct option longs[] = {
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "set", required_argument, NULL, O_SET },
@@ -110,6 +121,10 @@ static int parse(int argc, char **argv, bench_opts *o)
 		{ "tolerance", required_argument, NULL, O_TOL },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "csv", no_argument, NULL, O_CSV },
+		{ "processes", no_argument, NULL, O_PROCS },
+		/* What a parent passes its children (procs.c). */
+		{ "child", required_argument, NULL, O_CHILD },
+		{ "child-dump", required_argument, NULL, O_DUMP },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -117,7 +132,8 @@ static int parse(int argc, char **argv, bench_opts *o)
 	int c;
 
 	*o = (bench_opts){ .prompt = 512, .gen = 128, .depth = { 0 }, .n_depth = 1,
-			   .seqs = { 1 }, .n_seqs = 1, .rounds = 5, .tolerance = 1e-3 };
+			   .seqs = { 1 }, .n_seqs = 1, .rounds = 5, .tolerance = 1e-3,
+			   .child = -1, .argc = argc, .argv = argv };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:n:d:s:r:h", longs, NULL)) != -1) {
 		switch (c) {
@@ -166,6 +182,13 @@ static int parse(int argc, char **argv, bench_opts *o)
 		}
 		case O_JSON: o->fmt = BENCH_JSON; break;
 		case O_CSV: o->fmt = BENCH_CSV; break;
+		case O_PROCS: o->processes = true; break;
+		case O_CHILD:
+			if (strcmp(optarg, "A") && strcmp(optarg, "B"))
+				return bad("--child %s: A or B", optarg);
+			o->child = optarg[0] - 'A';
+			break;
+		case O_DUMP: o->dump = optarg; break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -181,6 +204,8 @@ static int parse(int argc, char **argv, bench_opts *o)
 		return bad("--vs and --vs-set: one B, please");
 	if (!o->prompt && !o->gen)
 		return bad("-p 0 and -n 0: nothing to time");
+	if (o->child == 1 && !o->vs && !o->n_vs_sets)
+		return bad("--child B: there is no B");
 	return -1;
 }
 
@@ -254,20 +279,24 @@ static void summarize(bench_report *rep, double *tps, double *stage, double roof
 			row->accept = accept[c][t][0] ? (double)accept[c][t][1] /
 							(double)accept[c][t][0] : NAN;
 		}
-	for (int t = 0; rep->n_configs > 1 && t < T; t++) {
-		const double *a = tps + (size_t)t * R, *b = tps + ((size_t)T + t) * R;
-		rep->ab[t] = bench_paired_ratio(a, b, R, RESAMPLES, 42);
-		rep->regression |= rep->ab[t].hi < 1;
+	for (int t = 0; t < T; t++) {
+		const bool two = rep->n_configs > 1;
+		if (two) {
+			const double *a = tps + (size_t)t * R, *b = tps + ((size_t)T + t) * R;
+			rep->ab[t] = bench_paired_ratio(a, b, R, RESAMPLES, 42);
+			rep->regression |= rep->ab[t].hi < 1;
+		}
 		for (int k = 0; k < S; k++) {
 			bench_stage *st = &rep->stage[t][k];
 			for (int i = 0; i < R; i++) {
 				x[i] = stage[(((size_t)0 * T + t) * R + i) * S + k];
-				y[i] = stage[(((size_t)1 * T + t) * R + i) * S + k];
+				y[i] = two ? stage[(((size_t)1 * T + t) * R + i) * S + k] : 0;
 			}
 			st->name = tf_engine_stage_name(k);
-			st->r = bench_paired_ratio(x, y, R, RESAMPLES, 43);
+			if (two)
+				st->r = bench_paired_ratio(x, y, R, RESAMPLES, 43);
 			st->a = bench_median(x, R);
-			st->b = bench_median(y, R);
+			st->b = two ? bench_median(y, R) : 0;
 		}
 	}
 out:
@@ -275,13 +304,261 @@ out:
 	free(y);
 }
 
+/* A fixed pseudo-random run of token ids below the vocabulary. */
+static int32_t *make_tokens(int vocab, int64_t n)
+{
+	int32_t *tok = malloc((size_t)n * sizeof(*tok));
+	uint64_t lcg = 12345;
+
+	for (int64_t i = 0; tok && i < n; i++) {
+		lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+		tok[i] = (int32_t)((lcg >> 33) % (uint64_t)vocab);
+	}
+	return tok;
+}
+
+/* What the rounds fill: per configuration, test and round, tokens per
+ * second and stage seconds per token; per configuration and test, the
+ * drafts made and kept. */
+typedef struct bench_runs {
+	double *tps, *stage;
+	int64_t accept[2][BENCH_MAX_TESTS][2];
+} bench_runs;
+
+static void runs_add(bench_runs *w, const bench_report *rep, int c, int t, int r,
+		     const bench_sample *smp)
+{
+	w->tps[((size_t)c * rep->n_tests + t) * rep->rounds + r] = smp->tps;
+	w->accept[c][t][0] += smp->drafted;
+	w->accept[c][t][1] += smp->accepted;
+}
+
+static double *runs_stage(bench_runs *w, const bench_report *rep, int c, int t, int r)
+{
+	return w->stage + (((size_t)c * rep->n_tests + t) * rep->rounds + r) * rep->n_stages;
+}
+
+/* In one process: a warm-up run of each test, then the rounds, A and B in
+ * ABBA order. */
+static int rounds_here(tf_engine *const *e, bench_report *rep, const int32_t *tok,
+		       int64_t n_tok, bench_runs *w)
+{
+	tf_progress bar;
+	double *scratch = malloc((size_t)rep->n_stages * sizeof(double));
+	uint64_t done = 0;
+
+	if (!scratch) {
+		fprintf(stderr, "tfrun bench: out of memory\n");
+		return 2;
+	}
+	tf_progress_init(&bar, "bench", (uint64_t)rep->n_configs * rep->n_tests * rep->rounds,
+			 TF_PROGRESS_TOKENS);
+	for (int t = 0; t < rep->n_tests; t++)
+		for (int r = -1; r < rep->rounds; r++)
+			for (int k = 0; k < rep->n_configs; k++) {
+				int c = r >= 0 && r % 2 ? rep->n_configs - 1 - k : k;
+				bench_sample smp = { .stage = r < 0 ? scratch
+								    : runs_stage(w, rep, c, t, r) };
+				if (bench_run(e[c], &rep->test[t], tok, n_tok, &smp)) {
+					tf_progress_finish(&bar);
+					free(scratch);
+					return tf_cli_fail(c ? "B" : "A"), 2;
+				}
+				if (r >= 0) {
+					runs_add(w, rep, c, t, r, &smp);
+					tf_progress_update(&bar, ++done);
+				}
+			}
+	tf_progress_finish(&bar);
+	free(scratch);
+	return 0;
+}
+
+/*
+ * A child's part: configuration o->child alone.  With a dump file, its
+ * numbers on the comparison's prompt go there; else a line "info THREADS
+ * ACTIVE_BYTES VOCAB", then for each test, warmed up and run once, "test T
+ * TPS DRAFTED KEPT STAGE...".
+ */
+static int child_main(const bench_opts *o, const bench_report *rep, int64_t n_tok,
+		      int64_t cmp_n, int64_t cmp_gen)
+{
+	tf_engine *e = NULL;
+	int32_t *tok = NULL;
+	double *st = malloc((size_t)rep->n_stages * sizeof(double));
+	int status = 2;
+
+	if (o->child ? open_config(o, o->vs ? o->vs : o->ini, o->vs_sets, o->n_vs_sets, &e)
+		     : open_config(o, o->ini, NULL, 0, &e)) {
+		tf_cli_fail(o->child ? (o->vs ? o->vs : "--vs-set") : o->ini);
+		goto out;
+	}
+	if (!st || !(tok = make_tokens(tf_engine_vocab(e), n_tok))) {
+		fprintf(stderr, "tfrun bench: out of memory\n");
+		goto out;
+	}
+	if (o->dump) {
+		bench_numbers x;
+		if (bench_numbers_take(e, tok, cmp_n, cmp_gen, &x) ||
+		    bench_numbers_save(&x, o->dump)) {
+			tf_cli_fail(o->child ? "B" : "A");
+			goto out;
+		}
+		bench_numbers_free(&x);
+		status = 0;
+		goto out;
+	}
+	int64_t th = 1;
+	tf_conf_get_int(tf_engine_conf(e), "runtime", "threads", 1, &th);
+	printf("info %" PRId64 " %" PRIu64 " %d\n", th, tf_engine_active_bytes(e),
+	       tf_engine_vocab(e));
+	for (int t = 0; t < rep->n_tests; t++) {
+		bench_sample smp = { .stage = st };
+		if (bench_run(e, &rep->test[t], tok, n_tok, &smp) ||
+		    bench_run(e, &rep->test[t], tok, n_tok, &smp)) {
+			tf_cli_fail(o->child ? "B" : "A");
+			goto out;
+		}
+		printf("test %d %.17g %" PRId64 " %" PRId64, t, smp.tps, smp.drafted, smp.accepted);
+		for (int k = 0; k < rep->n_stages; k++)
+			printf(" %.17g", st[k]);
+		printf("\n");
+	}
+	status = fflush(stdout) ? 2 : 0;
+out:
+	tf_engine_close(e);
+	free(tok);
+	free(st);
+	return status;
+}
+
+/* This command line again, with --child C (and --child-dump FILE). */
+static int child(const bench_opts *o, int c, const char *dump, char **out)
+{
+	char **argv = calloc((size_t)o->argc + 6, sizeof(*argv));
+	int n = 0, rc;
+
+	if (!argv)
+		return tf_diag_set(TF_ERR_NOMEM, "bench: out of memory");
+	argv[n++] = "tfrun";
+	for (int i = 0; i < o->argc; i++)
+		argv[n++] = o->argv[i];
+	argv[n++] = "--child";
+	argv[n++] = c ? "B" : "A";
+	if (dump) {
+		argv[n++] = "--child-dump";
+		argv[n++] = (char *)dump;
+	}
+	rc = bench_child_run(argv, out);
+	free(argv);
+	return rc;
+}
+
+/* A child's lines into the runs; *info its info line's three numbers. */
+static int child_parse(const char *text, bench_report *rep, int c, int r, bench_runs *w,
+		       double info[3])
+{
+	int tests = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *end;
+		if (!strncmp(l, "info ", 5)) {
+			info[0] = strtod(l + 5, &end);
+			info[1] = strtod(end, &end);
+			info[2] = strtod(end, &end);
+			continue;
+		}
+		if (strncmp(l, "test ", 5))
+			continue;
+		long t = strtol(l + 5, &end, 10);
+		if (t < 0 || t >= rep->n_tests)
+			return -1;
+		bench_sample smp = { .stage = runs_stage(w, rep, c, (int)t, r) };
+		smp.tps = strtod(end, &end);
+		smp.drafted = strtoll(end, &end, 10);
+		smp.accepted = strtoll(end, &end, 10);
+		for (int k = 0; k < rep->n_stages; k++)
+			smp.stage[k] = strtod(end, &end);
+		runs_add(w, rep, c, (int)t, r, &smp);
+		tests++;
+	}
+	return tests == rep->n_tests ? 0 : -1;
+}
+
+/* In alternating processes: each round a child for A and one for B, in
+ * ABBA order; info[c] what configuration c's children said of it. */
+static int rounds_apart(const bench_opts *o, bench_report *rep, bench_runs *w,
+			double info[2][3])
+{
+	tf_progress bar;
+	uint64_t done = 0;
+
+	tf_progress_init(&bar, "bench", (uint64_t)rep->n_configs * rep->rounds,
+			 TF_PROGRESS_TOKENS);
+	for (int r = 0; r < rep->rounds; r++)
+		for (int k = 0; k < rep->n_configs; k++) {
+			int c = r % 2 ? rep->n_configs - 1 - k : k;
+			char *text = NULL;
+			int rc = child(o, c, NULL, &text);
+			if (!rc && child_parse(text, rep, c, r, w, info[c]))
+				rc = tf_diag_set(TF_ERR_FORMAT, "bench: %s's process gave no "
+							       "figures", c ? "B" : "A");
+			free(text);
+			if (rc) {
+				tf_progress_finish(&bar);
+				return tf_cli_fail(c ? "B" : "A"), 2;
+			}
+			tf_progress_update(&bar, ++done);
+		}
+	tf_progress_finish(&bar);
+	return 0;
+}
+
+/* B's numbers against A's, each from a child through a file of a fresh
+ * folder (under $TMPDIR, else /tmp), removed after. */
+static int compare_apart(const bench_opts *o, bench_exact *exact)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[512], path[2][600];
+	bench_numbers x[2] = { { 0 } };
+	int rc = TF_OK;
+
+	snprintf(dir, sizeof(dir), "%s/tfrun-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		return tf_diag_set(TF_ERR_IO, "bench: cannot make a folder %s: %s", dir,
+				   strerror(errno));
+	for (int c = 0; c < 2; c++)
+		snprintf(path[c], sizeof(path[c]), "%s/%c.bin", dir, 'A' + c);
+	for (int c = 0; !rc && c < 2; c++) {
+		char *text = NULL;
+		rc = child(o, c, path[c], &text);
+		free(text);
+		if (!rc)
+			rc = bench_numbers_load(&x[c], path[c]);
+	}
+	if (!rc)
+		rc = bench_diff(&x[0], &x[1], exact);
+	for (int c = 0; c < 2; c++) {
+		unlink(path[c]);
+		bench_numbers_free(&x[c]);
+	}
+	rmdir(dir);
+	return rc;
+}
+
+/* Whether opening B failed for want of memory beside A. */
+static bool no_room(int rc)
+{
+	return rc == TF_ERR_RANGE || rc == TF_ERR_NOMEM;
+}
+
 int tf_cli_bench(int argc, char **argv)
 {
 	bench_opts o;
 	bench_report *rep = calloc(1, sizeof(*rep));
 	tf_engine *e[2] = { NULL, NULL };
-	double *tps = NULL, *stage = NULL, roof[2] = { 0, 0 };
-	int64_t accept[2][BENCH_MAX_TESTS][2] = { 0 };      /* drafted, kept */
+	bench_runs w = { 0 };
+	double roof[2] = { 0, 0 }, info[2][3] = { { 0 } };
 	int32_t *tok = NULL;
 	char label_b[1024] = "";
 	int rc = parse(argc, argv, &o), status = 2;
@@ -310,77 +587,69 @@ int tf_cli_bench(int argc, char **argv)
 	rep->tolerance = o.tolerance;
 	rep->n_stages = tf_engine_stage_count() < BENCH_MAX_STAGES ? tf_engine_stage_count() :
 			BENCH_MAX_STAGES;
-	rep->label[0] = o.ini;
-	if (open_config(&o, o.ini, NULL, 0, &e[0])) {
-		tf_cli_fail(o.ini);
+	int64_t n_tok = longest + seqs + 1;
+	if (o.child >= 0) {
+		status = child_main(&o, rep, n_tok, cmp_n, cmp_gen);
 		goto out;
 	}
+	rep->label[0] = o.ini;
 	if (rep->n_configs > 1) {
 		int at = snprintf(label_b, sizeof(label_b), "%s", o.vs ? o.vs : "A with");
 		for (int i = 0; i < o.n_vs_sets && at > 0 && (size_t)at < sizeof(label_b); i++)
 			at += snprintf(label_b + at, sizeof(label_b) - (size_t)at, " %s", o.vs_sets[i]);
 		rep->label[1] = label_b;
-		if (open_config(&o, o.vs ? o.vs : o.ini, o.vs_sets, o.n_vs_sets, &e[1])) {
-			tf_cli_fail(o.vs ? o.vs : "--vs-set");
+	}
+	bool apart = o.processes && rep->n_configs > 1;
+	if (!apart) {
+		if (open_config(&o, o.ini, NULL, 0, &e[0])) {
+			tf_cli_fail(o.ini);
 			goto out;
 		}
-	}
-	/* Token ids: a fixed pseudo-random run below the vocabulary. */
-	int64_t n_tok = longest + seqs + 1;
-	int vocab = tf_engine_vocab(e[0]);
-	tok = malloc((size_t)n_tok * sizeof(*tok));
-	size_t cells = (size_t)rep->n_configs * (size_t)rep->n_tests * (size_t)o.rounds;
-	tps = calloc(cells, sizeof(*tps));
-	stage = calloc(cells * (size_t)rep->n_stages, sizeof(*stage));
-	if (!tok || !tps || !stage) {
-		fprintf(stderr, "tfrun bench: out of memory\n");
-		goto out;
-	}
-	uint64_t lcg = 12345;
-	for (int64_t i = 0; i < n_tok; i++) {
-		lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-		tok[i] = (int32_t)((lcg >> 33) % (uint64_t)vocab);
-	}
-	int64_t th = 1;
-	tf_conf_get_int(tf_engine_conf(e[0]), "runtime", "threads", 1, &th);
-	rep->threads = (int)th;
-	rep->bandwidth = bench_read_bandwidth(rep->threads);
-	for (int c = 0; c < rep->n_configs; c++)
-		roof[c] = rep->bandwidth / (double)tf_engine_active_bytes(e[c]);
-
-	/* A warm-up run of each test, then the rounds, A and B in ABBA order. */
-	tf_progress bar;
-	tf_progress_init(&bar, "bench", cells, TF_PROGRESS_TOKENS);
-	double *scratch = malloc((size_t)rep->n_stages * sizeof(double));
-	uint64_t done = 0;
-	for (int t = 0; scratch && t < rep->n_tests; t++)
-		for (int r = -1; r < o.rounds; r++)
-			for (int k = 0; k < rep->n_configs; k++) {
-				int c = r >= 0 && r % 2 ? rep->n_configs - 1 - k : k;
-				size_t at = ((size_t)c * rep->n_tests + t) * o.rounds + (r < 0 ? 0 : r);
-				bench_sample smp = { .stage = r < 0 ? scratch : stage + at * rep->n_stages };
-				if (bench_run(e[c], &rep->test[t], tok, n_tok, &smp)) {
-					tf_progress_finish(&bar);
-					free(scratch);
-					tf_cli_fail(c ? "B" : "A");
-					goto out;
-				}
-				if (r >= 0) {
-					tps[at] = smp.tps;
-					accept[c][t][0] += smp.drafted;
-					accept[c][t][1] += smp.accepted;
-					tf_progress_update(&bar, ++done);
-				}
+		if (rep->n_configs > 1 &&
+		    (rc = open_config(&o, o.vs ? o.vs : o.ini, o.vs_sets, o.n_vs_sets, &e[1]))) {
+			if (!no_room(rc)) {
+				tf_cli_fail(o.vs ? o.vs : "--vs-set");
+				goto out;
 			}
-	tf_progress_finish(&bar);
-	if (!scratch) {
+			fprintf(stderr, "tfrun bench: B does not fit beside A (%s); timing them "
+					"in alternating processes\n", tf_engine_errmsg());
+			tf_engine_close(e[0]);
+			e[0] = NULL;
+			apart = true;
+		}
+	}
+	size_t cells = (size_t)rep->n_configs * (size_t)rep->n_tests * (size_t)o.rounds;
+	w.tps = calloc(cells, sizeof(*w.tps));
+	w.stage = calloc(cells * (size_t)rep->n_stages, sizeof(*w.stage));
+	if (!w.tps || !w.stage) {
 		fprintf(stderr, "tfrun bench: out of memory\n");
 		goto out;
 	}
-	free(scratch);
-	summarize(rep, tps, stage, roof, accept);
+	if (apart) {
+		if (rounds_apart(&o, rep, &w, info))
+			goto out;
+		rep->threads = (int)info[0][0];
+		rep->bandwidth = bench_read_bandwidth(rep->threads);
+		for (int c = 0; c < rep->n_configs; c++)
+			roof[c] = info[c][1] > 0 ? rep->bandwidth / info[c][1] : 0;
+	} else {
+		if (!(tok = make_tokens(tf_engine_vocab(e[0]), n_tok))) {
+			fprintf(stderr, "tfrun bench: out of memory\n");
+			goto out;
+		}
+		int64_t th = 1;
+		tf_conf_get_int(tf_engine_conf(e[0]), "runtime", "threads", 1, &th);
+		rep->threads = (int)th;
+		rep->bandwidth = bench_read_bandwidth(rep->threads);
+		for (int c = 0; c < rep->n_configs; c++)
+			roof[c] = rep->bandwidth / (double)tf_engine_active_bytes(e[c]);
+		if (rounds_here(e, rep, tok, n_tok, &w))
+			goto out;
+	}
+	summarize(rep, w.tps, w.stage, roof, w.accept);
 	if (rep->n_configs > 1) {
-		if (bench_compare(e[0], e[1], tok, cmp_n, cmp_gen, &rep->exact)) {
+		if (apart ? compare_apart(&o, &rep->exact)
+			  : bench_compare(e[0], e[1], tok, cmp_n, cmp_gen, &rep->exact)) {
 			tf_cli_fail("the comparison of B with A");
 			goto out;
 		}
@@ -392,8 +661,8 @@ out:
 	tf_engine_close(e[0]);
 	tf_engine_close(e[1]);
 	free(tok);
-	free(tps);
-	free(stage);
+	free(w.tps);
+	free(w.stage);
 	free(rep);
 	return status;
 }

@@ -5,8 +5,10 @@ Against the planted router (tests/registry/plant_router.c, [plugins] router
 = plant in PLUGINS): B = A reports bit-equal numbers and no speed change
 beyond noise; B sleeping in each routing call is reported slower, exit 1;
 B with skewed weights fails the tolerance, exit 1; B with a drafter decodes
-in drafting steps; the tables come as Markdown, JSON and CSV; bad options
-fail with exit 2 naming them.
+in drafting steps; the same A/Bs in alternating processes (--processes:
+each round a process for A and one for B, the numbers compared through
+files that go with the run); the tables come as Markdown, JSON and CSV; bad
+options fail with exit 2 naming them.
 """
 import csv
 import io
@@ -14,19 +16,21 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 TFRUN, INI, PLUGINS = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
 BASE = [TFRUN, "bench", INI, "-p", "32", "-n", "8", "-r", "5",
         "--set", "plugins.path=" + PLUGINS, "--set", "plugins.router=plant"]
 
 
-def bench(*args):
-    out = subprocess.run(BASE + list(args), capture_output=True, text=True, timeout=300)
+def bench(*args, env=None):
+    out = subprocess.run(BASE + list(args), capture_output=True, text=True, timeout=300,
+                         env=env)
     return out.returncode, out.stdout, out.stderr
 
 
-def ab(*vs):
-    rc, out, err = bench("--json", *[a for v in vs for a in ("--vs-set", v)])
+def ab(*vs, extra=(), env=None):
+    rc, out, err = bench("--json", *extra, *[a for v in vs for a in ("--vs-set", v)], env=env)
     assert rc in (0, 1), (rc, err)
     got = json.loads(out)
     slower = any(t["hi"] < 1 for t in got["ab"])
@@ -60,6 +64,22 @@ def main():
     assert drafts["exact"]["max_rel"] == 0 and all(r["tps"] > 0 for r in drafts["rows"]), drafts
     kept = {r["config"] + r["test"]: r["drafts_kept"] for r in drafts["rows"]}
     assert kept["Atg8"] is None and 0 <= kept["Btg8"] <= 1, kept
+    # Apart: each round a process per configuration; the logits through
+    # files in a folder of TMPDIR that is gone after.
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, TMPDIR=tmp)
+        rc, same = ab("plant.sleep_us=0", extra=("--processes",), env=env)
+        x = same["exact"]
+        assert x["max_rel"] == 0 and x["top1"] == 1 and x["greedy"] == 8, x
+        # Wider than in one process: each round's processes start cold.
+        assert all(t["lo"] < 1.5 and t["hi"] > 0.6 for t in same["ab"]), same["ab"]
+        rc, slow = ab("plant.sleep_us=50000", extra=("--processes",), env=env)
+        assert rc == 1 and all(t["verdict"] == "slower" for t in slow["ab"]), slow["ab"]
+        rc, skew = ab("plant.skew=0.2", extra=("--processes",), env=env)
+        assert rc == 1 and skew["exact"]["max_rel"] > 1e-3, skew["exact"]
+        assert os.listdir(tmp) == [], os.listdir(tmp)
+    rc, out, err = bench("--processes", "--vs-set", "plant.nope=1")
+    assert rc == 2 and "[plant] nope" in err and "B" in err, (rc, err)
     # Markdown by default, CSV on request; one configuration alone.
     rc, out, err = bench()
     assert rc == 0 and "| A | pp32 |" in out and "| A | tg8 |" in out, (out, err)

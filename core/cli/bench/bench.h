@@ -4,9 +4,11 @@
  *
  * bench_cmd.c parses the command and runs the rounds, interleaving A and B
  * (ABBA: A B, then B A, ...) so that a drift of the machine weighs on both
- * alike; measure.c times one test on one engine and compares two engines'
- * numbers; stats.c turns rounds into medians and intervals; report.c
- * writes the tables.
+ * alike, in one process or, where A and B do not fit side by side, in
+ * alternating child processes (procs.c runs a child and carries numbers
+ * through files); measure.c times one test on one engine and compares two
+ * engines' numbers; stats.c turns rounds into medians and intervals;
+ * report.c writes the tables.
  */
 #ifndef TF_CLI_BENCH_H
 #define TF_CLI_BENCH_H
@@ -72,8 +74,33 @@ typedef struct bench_exact {
 	int64_t greedy_of;              /* of this many decoded */
 } bench_exact;
 
+/* One engine's numbers on a prompt: every position's logits [n, vocab]
+ * (room for one row more), then `gen` greedy tokens on from the last. */
+typedef struct bench_numbers {
+	int64_t n, gen;
+	int vocab;
+	float *logits;
+	int32_t *greedy;
+} bench_numbers;
+
+int bench_numbers_take(tf_engine *e, const int32_t *prompt, int64_t n, int64_t gen,
+		  bench_numbers *out);
+void bench_numbers_free(bench_numbers *x);
+/* B's numbers against A's (same shapes, else TF_ERR_INVALID). */
+int bench_diff(const bench_numbers *a, const bench_numbers *b, bench_exact *out);
+/* Both in one process. */
 int bench_compare(tf_engine *a, tf_engine *b, const int32_t *prompt, int64_t n,
 		  int64_t gen, bench_exact *out);
+
+/* ---- procs.c: an A and a B that do not fit in memory side by side ---- */
+
+/* Runs argv (argv[0] a name; the program is this one, /proc/self/exe) as
+ * a child whose stderr is ours; *out its stdout, NUL-terminated, to free.
+ * TF_OK, or an error naming how the child ended. */
+int bench_child_run(char *const *argv, char **out);
+/* A configuration's numbers to a file and back. */
+int bench_numbers_save(const bench_numbers *x, const char *path);
+int bench_numbers_load(bench_numbers *x, const char *path);
 
 /* The memory's read bandwidth with `threads` readers, bytes per second. */
 double bench_read_bandwidth(int threads);

@@ -190,57 +190,87 @@ static int all_logits(tf_engine *e, tf_seq_id s, const int32_t *prompt, int64_t 
 	return rc;
 }
 
-int bench_compare(tf_engine *a, tf_engine *b, const int32_t *prompt, int64_t n,
-		  int64_t gen, bench_exact *out)
+int bench_numbers_take(tf_engine *e, const int32_t *prompt, int64_t n, int64_t gen,
+		  bench_numbers *out)
 {
-	int v = tf_engine_vocab(a);
-	float *la = NULL, *lb = NULL;
-	tf_seq_id sa = -1, sb = -1;
+	int v = tf_engine_vocab(e);
+	tf_seq_id s = -1;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	if (tf_engine_vocab(b) != v)
-		return tf_diag_set(TF_ERR_INVALID, "bench: A's vocabulary has %d tokens, B's %d", v,
-				   tf_engine_vocab(b));
-	la = malloc((size_t)n * (size_t)v * sizeof(float));
-	lb = malloc((size_t)n * (size_t)v * sizeof(float));
-	if (!la || !lb) {
+	*out = (bench_numbers){ .n = n, .vocab = v, .gen = gen };
+	out->logits = malloc((size_t)(n + 1) * (size_t)v * sizeof(float));
+	out->greedy = malloc((size_t)(gen ? gen : 1) * sizeof(int32_t));
+	if (!out->logits || !out->greedy) {
 		rc = tf_diag_set(TF_ERR_NOMEM, "bench: out of memory for %" PRId64 " rows", n);
 		goto out;
 	}
-	if ((rc = tf_seq_new(a, &sa)) || (rc = tf_seq_new(b, &sb)) ||
-	    (rc = all_logits(a, sa, prompt, n, la)) || (rc = all_logits(b, sb, prompt, n, lb)))
+	if ((rc = tf_seq_new(e, &s)) || (rc = all_logits(e, s, prompt, n, out->logits)))
 		goto out;
+	/* Greedy on from the last row; its logits go to the spare row n. */
+	const float *r = out->logits + (n - 1) * v;
+	float *next = out->logits + n * v;
+	for (int64_t i = 0; i < gen; i++) {
+		out->greedy[i] = argmax(r, v);
+		const tf_batch b = { .n = 1, .token = &out->greedy[i], .one_seq = s };
+		if (i + 1 < gen && (rc = tf_engine_forward(e, &b, next, NULL)))
+			goto out;
+		r = next;
+	}
+out:
+	if (s >= 0)
+		tf_seq_free(e, s);
+	if (rc)
+		bench_numbers_free(out);
+	return rc;
+}
+
+void bench_numbers_free(bench_numbers *x)
+{
+	free(x->logits);
+	free(x->greedy);
+	x->logits = NULL;
+	x->greedy = NULL;
+}
+
+int bench_diff(const bench_numbers *a, const bench_numbers *b, bench_exact *out)
+{
+	const int v = a->vocab;
+	const int64_t n = a->n;
+
+	memset(out, 0, sizeof(*out));
+	if (b->vocab != v || b->n != n || b->gen != a->gen)
+		return tf_diag_set(TF_ERR_INVALID, "bench: A's vocabulary has %d tokens, B's %d",
+				   v, b->vocab);
 	out->positions = n;
 	for (int64_t r = 0; r < n; r++) {
-		const float *x = la + r * v, *y = lb + r * v;
+		const float *x = a->logits + r * v, *y = b->logits + r * v;
 		double kl, rel;
 		row_diff(x, y, v, &kl, &rel);
 		out->max_rel = fmax(out->max_rel, rel);
 		out->mean_kl += kl / (double)n;
 		out->top1 += (argmax(x, v) == argmax(y, v)) / (double)n;
 	}
-	/* Greedy on, each from its own last row, until they part. */
-	const float *ra = la + (n - 1) * v, *rb = lb + (n - 1) * v;
-	for (out->greedy_of = gen; out->greedy < gen; out->greedy++) {
-		int32_t ta = argmax(ra, v), tb = argmax(rb, v);
-		if (ta != tb)
-			break;
-		const tf_batch ba = { .n = 1, .token = &ta, .one_seq = sa };
-		const tf_batch bb = { .n = 1, .token = &tb, .one_seq = sb };
-		if ((rc = tf_engine_forward(a, &ba, la, NULL)) ||
-		    (rc = tf_engine_forward(b, &bb, lb, NULL)))
-			goto out;
-		ra = la;
-		rb = lb;
-	}
-out:
-	if (sa >= 0)
-		tf_seq_free(a, sa);
-	if (sb >= 0)
-		tf_seq_free(b, sb);
-	free(la);
-	free(lb);
+	out->greedy_of = a->gen;
+	while (out->greedy < a->gen && a->greedy[out->greedy] == b->greedy[out->greedy])
+		out->greedy++;
+	return TF_OK;
+}
+
+int bench_compare(tf_engine *a, tf_engine *b, const int32_t *prompt, int64_t n,
+		  int64_t gen, bench_exact *out)
+{
+	bench_numbers na = { 0 }, nb = { 0 };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (tf_engine_vocab(b) != tf_engine_vocab(a))
+		return tf_diag_set(TF_ERR_INVALID, "bench: A's vocabulary has %d tokens, B's %d",
+				   tf_engine_vocab(a), tf_engine_vocab(b));
+	if (!(rc = bench_numbers_take(a, prompt, n, gen, &na)) &&
+	    !(rc = bench_numbers_take(b, prompt, n, gen, &nb)))
+		rc = bench_diff(&na, &nb, out);
+	bench_numbers_free(&na);
+	bench_numbers_free(&nb);
 	return rc;
 }
 
