@@ -21,7 +21,7 @@
 #   TF_BENCH_THREADS  threads for tfrun and tfquant           [2]
 #   TF_BENCH_PROMPT   prompt tokens of the prefill run        [512]
 #   TF_BENCH_GEN      tokens generated in the decode run      [128]
-#   TF_BENCH_RUNS     runs of each; the median is reported    [3]
+#   TF_BENCH_RUNS     tfrun bench's rounds; medians reported  [3]
 #   TF_BENCH_QUANT    a quant plugin to pin, e.g. exl3-int    [none: each
 #                     linear takes the best match]
 #   TF_BENCH_BACKEND  cpu, or cuda: the device plugins, and the
@@ -119,23 +119,19 @@ EOF
 "$build/bin/tfrun" "$ini" --check > "$out/check.txt"
 "$build/bin/"$bw > "$out/bw.txt"
 
-# A fixed pseudo-random prompt: the same tokens every run.
+# The timings are tfrun bench's: prefill of the prompt, then decode after a
+# prompt as long, each the median of its rounds.
+"$build/bin/tfrun" bench "$ini" -p "$n_prompt" -n 0 -r "$runs" --json > "$out/prefill.json"
+"$build/bin/tfrun" bench "$ini" -p 0 -n "$n_gen" -d "$n_prompt" -r "$runs" --json \
+	> "$out/decode.json"
+
+# One whole run for what tfrun bench does not time: the load, the resident peak.
 vocab=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" \
 	"$dst/config.json")
 tokens=$($py -c "import random,sys; r=random.Random(1); n,v=map(int,sys.argv[1:]); \
 print(','.join(str(r.randrange(v)) for _ in range(n)))" "$n_prompt" "$vocab")
-
-# Prefill alone (-n 1), then prefill + decode: decode's stage times are the
-# difference of the two.
-: > "$out/prefill.jsonl"
-: > "$out/decode.jsonl"
-i=0
-while [ $i -lt "$runs" ]; do
-	"$build/bin/tfrun" "$ini" --tokens "$tokens" --json -n 1 >> "$out/prefill.jsonl"
-	"$build/bin/tfrun" "$ini" --tokens "$tokens" --json -n "$n_gen" >> "$out/decode.jsonl"
-	i=$((i + 1))
-done
+"$build/bin/tfrun" "$ini" --tokens "$tokens" --json -n "$n_gen" > "$out/run.json"
 
 $py "$root/bench/model/report.py" --name "$name${quant:+ ($quant)}" --check "$out/check.txt" \
-	--bw "$out/bw.txt" --prefill "$out/prefill.jsonl" --decode "$out/decode.jsonl" \
-	--threads "$threads" --backend "$backend"
+	--bw "$out/bw.txt" --prefill "$out/prefill.json" --decode "$out/decode.json" \
+	--run "$out/run.json" --threads "$threads" --backend "$backend"

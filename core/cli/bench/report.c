@@ -156,7 +156,13 @@ static void json(const bench_report *rep, FILE *f)
 			json_num(f, r->roofline);
 			fputs(", \"drafts_kept\": ", f);
 			json_num(f, r->accept);
-			fputs("}", f);
+			fputs(", \"stages_ms\": {", f);
+			for (int k = 0, n = 0; k < rep->n_stages; k++) {
+				const bench_stage *st = &rep->stage[t][k];
+				fprintf(f, "%s\"%s\": %.6g", n++ ? ", " : "", st->name,
+					1e3 * (c ? st->b : st->a));
+			}
+			fputs("}}", f);
 		}
 	fprintf(f, "]");
 	if (rep->n_configs > 1) {
