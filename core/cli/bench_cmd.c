@@ -30,9 +30,9 @@ static const char usage[] =
 "\n"
 "Prefill (pp) and decode (tg) speed of MODEL.ini, as a table: each test's\n"
 "median tokens per second over the rounds, its median absolute deviation,\n"
-"ms per token and, for one-sequence decode, the share of the roofline (the\n"
-"memory plan's weight bytes per token over the read bandwidth measured in\n"
-"the same run).  With --vs or --vs-set, a second configuration B is timed\n"
+"ms per token and, for one-sequence decode on a host backend, the share of\n"
+"the roofline (the memory plan's weight bytes per token over the read\n"
+"bandwidth measured in the same run).  With --vs or --vs-set, a second configuration B is timed\n"
 "interleaved with A (ABBA) in this process (in alternating processes where\n"
 "B does not fit in memory beside A, or with --processes), and each figure and each stage\n"
 "gets B/A with a 95% interval (a percentile bootstrap of the paired rounds'\n"
@@ -304,6 +304,15 @@ out:
 	free(y);
 }
 
+/* Weight bytes a decoded token reads, where the weights sit in the memory
+ * bench_read_bandwidth measures (a host backend); 0 elsewhere (a device's
+ * memory: bench/model/run.sh measures its bandwidth), so no roofline. */
+static uint64_t host_active_bytes(tf_engine *e)
+{
+	const char *be = tf_conf_get(tf_engine_conf(e), "plugins", "backend");
+	return !be || !strcmp(be, "cpu") ? tf_engine_active_bytes(e) : 0;
+}
+
 /* A fixed pseudo-random run of token ids below the vocabulary. */
 static int32_t *make_tokens(int vocab, int64_t n)
 {
@@ -410,8 +419,7 @@ static int child_main(const bench_opts *o, const bench_report *rep, int64_t n_to
 	}
 	int64_t th = 1;
 	tf_conf_get_int(tf_engine_conf(e), "runtime", "threads", 1, &th);
-	printf("info %" PRId64 " %" PRIu64 " %d\n", th, tf_engine_active_bytes(e),
-	       tf_engine_vocab(e));
+	printf("info %" PRId64 " %" PRIu64 " %d\n", th, host_active_bytes(e), tf_engine_vocab(e));
 	for (int t = 0; t < rep->n_tests; t++) {
 		bench_sample smp = { .stage = st };
 		if (bench_run(e, &rep->test[t], tok, n_tok, &smp) ||
@@ -546,7 +554,7 @@ static int compare_apart(const bench_opts *o, bench_exact *exact)
 	return rc;
 }
 
-/* Whether opening B failed for want of memory beside A. */
+/* Whether opening B failed for want of memory (beside A, or at all). */
 static bool no_room(int rc)
 {
 	return rc == TF_ERR_RANGE || rc == TF_ERR_NOMEM;
@@ -607,14 +615,22 @@ int tf_cli_bench(int argc, char **argv)
 		}
 		if (rep->n_configs > 1 &&
 		    (rc = open_config(&o, o.vs ? o.vs : o.ini, o.vs_sets, o.n_vs_sets, &e[1]))) {
-			if (!no_room(rc)) {
+			/* Short of memory: alone, does B open?  Then it is A's
+			 * company it lacks room for. */
+			if (no_room(rc)) {
+				tf_engine_close(e[0]);
+				e[0] = NULL;
+				rc = open_config(&o, o.vs ? o.vs : o.ini, o.vs_sets, o.n_vs_sets,
+						 &e[1]);
+			}
+			if (rc) {
 				tf_cli_fail(o.vs ? o.vs : "--vs-set");
 				goto out;
 			}
-			fprintf(stderr, "tfrun bench: B does not fit beside A (%s); timing them "
-					"in alternating processes\n", tf_engine_errmsg());
-			tf_engine_close(e[0]);
-			e[0] = NULL;
+			tf_engine_close(e[1]);
+			e[1] = NULL;
+			fprintf(stderr, "tfrun bench: B does not fit in memory beside A; timing "
+					"them in alternating processes\n");
 			apart = true;
 		}
 	}
@@ -641,8 +657,10 @@ int tf_cli_bench(int argc, char **argv)
 		tf_conf_get_int(tf_engine_conf(e[0]), "runtime", "threads", 1, &th);
 		rep->threads = (int)th;
 		rep->bandwidth = bench_read_bandwidth(rep->threads);
-		for (int c = 0; c < rep->n_configs; c++)
-			roof[c] = rep->bandwidth / (double)tf_engine_active_bytes(e[c]);
+		for (int c = 0; c < rep->n_configs; c++) {
+			uint64_t bytes = host_active_bytes(e[c]);
+			roof[c] = bytes ? rep->bandwidth / (double)bytes : 0;
+		}
 		if (rounds_here(e, rep, tok, n_tok, &w))
 			goto out;
 	}

@@ -80,6 +80,10 @@ def main():
         assert os.listdir(tmp) == [], os.listdir(tmp)
     rc, out, err = bench("--processes", "--vs-set", "plant.nope=1")
     assert rc == 2 and "[plant] nope" in err and "B" in err, (rc, err)
+    # A B short of memory on its own is its error, not a reason to go apart.
+    rc, out, err = bench("--vs-set", "runtime.memory_limit=1M")
+    assert rc == 2 and "memory_limit allows" in err and "apart" not in err, (rc, err)
+    assert "alternating" not in err, err
     # Markdown by default, CSV on request; one configuration alone.
     rc, out, err = bench()
     assert rc == 0 and "| A | pp32 |" in out and "| A | tg8 |" in out, (out, err)
