@@ -37,24 +37,13 @@ static inline __attribute__((always_inline)) void
 strip_decode_k(const tf_exl3_mat *m, int K, int64_t i0, int64_t j, int nt,
 	       uint32_t (*w)[STRIP_TILES * TILE])
 {
-	const __m512i ones = _mm512_set1_epi8(1);
-
 	for (int64_t jp = j & ~(int64_t)1; jp < j + nt; jp += 2)
 		for (int i = 0; i < BLOCK_TILES; i++) {
 			__m512i D[2 * TF_EXL3_K_MAX];
 			pair_halves(tf_exl3_mat_pair(m, i0 + i, jp), K, D);
 #pragma GCC unroll 8
 			for (int r = 0; r < TILE; r += 2) {
-				__m512i h[2];
-				for (int half = 0; half < 2; half++) {
-					const __m512i b0 = _mm512_dpbusd_epi32(
-						_mm512_setzero_si512(),
-						pair_halfrow(D, K, tf_exl3_row_base(r) + 4 * half), ones);
-					const __m512i b1 = _mm512_dpbusd_epi32(
-						_mm512_setzero_si512(),
-						pair_halfrow(D, K, tf_exl3_row_base(r + 1) + 4 * half), ones);
-					h[half] = _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16));
-				}
+				const __m512i h[2] = { pair_kp(D, K, r, 0), pair_kp(D, K, r, 1) };
 				uint32_t *row = w[(i * TILE + r) / 2];
 				for (int t = 0; t < 2; t++)
 					if (jp + t >= j && jp + t < j + nt)

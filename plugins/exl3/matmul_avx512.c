@@ -30,6 +30,7 @@
  * walker prefetches (PREFETCH_K_MIN).
  * bench/exl3/README.md has the measurements.
  */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <immintrin.h>
@@ -58,6 +59,22 @@ static inline __attribute__((always_inline)) int64_t x_bytes(walk_mode mode, int
 	return k * (mode == WALK_KP ? 2 : 4);
 }
 
+/* Asks for the group rows PREFETCH_ROWS tile rows past tr (np pairs of
+ * one tile row), into L1, or into L2 where `l2`.  A prefetch never
+ * faults: past a run's end the addresses may be another tensor's or none,
+ * so no pointer arithmetic. */
+static inline __attribute__((always_inline)) void
+prefetch_ahead(const uint32_t *tr, int64_t stride, int np, int K, bool l2)
+{
+	const uintptr_t ahead = (uintptr_t)tr + PREFETCH_ROWS * (uintptr_t)stride * 4;
+
+	for (int b = 0; b < np * 16 * K * 4; b += 64)
+		if (l2)
+			_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T1);
+		else
+			_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T0);
+}
+
 /* Activation x[at] broadcast as the step below wants it. */
 static inline __attribute__((always_inline)) __m512i
 walk_act(const void *x, int64_t at, walk_mode mode)
@@ -66,18 +83,6 @@ walk_act(const void *x, int64_t at, walk_mode mode)
 		return _mm512_castps_si512(_mm512_set1_ps(((const float *)x)[at]));
 	const uint32_t v = ((const uint32_t *)x)[at];
 	return mode == WALK_Q8 ? _mm512_set1_epi8((char)v) : _mm512_set1_epi32((int)v);
-}
-
-/* Tile rows r and r+1's byte sums of half `half`, r's in the low int16
- * of each lane. */
-static inline __attribute__((always_inline)) __m512i
-pair_kp(const __m512i *D, int K, int r, int half)
-{
-	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-	const __m512i b0 = _mm512_dpbusd_epi32(zero, pair_halfrow(D, K, tf_exl3_row_base(r) + 4 * half), ones);
-	const __m512i b1 = _mm512_dpbusd_epi32(zero, pair_halfrow(D, K, tf_exl3_row_base(r + 1) + 4 * half), ones);
-
-	return _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16));
 }
 
 /* acc += the products p times activation v. */
@@ -159,12 +164,8 @@ walk(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode mode,
 				a[p][row][half] = acc[(p * rows + row) * 2 + half];
 	for (int i = 0; i < nr; i++) {
 		const uint32_t *tr = run + i * stride;
-		/* Past its end the run may be another tensor's or none: no
-		 * pointer arithmetic, and a prefetch never faults. */
-		const uintptr_t ahead = (uintptr_t)tr + PREFETCH_ROWS * (uintptr_t)stride * 4;
 		if (K >= PREFETCH_K_MIN)
-			for (int b = 0; b < np * 16 * K * 4; b += 64)
-				_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T0);
+			prefetch_ahead(tr, stride, np, K, false);
 #pragma GCC unroll 4
 		for (int p = 0; p < np; p += step) {
 			const void *xi = (const char *)x + x_bytes(mode, i * TILE);
@@ -202,13 +203,9 @@ walk_rows(const uint32_t *run, int64_t stride, int nr, int np, int K, walk_mode 
 			 * run in strides the hardware prefetcher does not follow
 			 * (2048x2048 at 4 bits, one thread, 2 rows: 296 us
 			 * streaming, 245 in cache, 252 so; into L1, or two
-			 * blocks ahead, gained less or lost).  A prefetch never
-			 * faults, past the run's end too. */
-			const uintptr_t ahead = (uintptr_t)(run + i * stride) +
-						PREFETCH_ROWS * (uintptr_t)stride * 4;
+			 * blocks ahead, gained less or lost). */
 			if (p == 0)
-				for (int b = 0; b < np * 16 * K * 4; b += 64)
-					_mm_prefetch((const char *)(ahead + (uintptr_t)b), _MM_HINT_T1);
+				prefetch_ahead(run + i * stride, stride, np, K, true);
 			walk_pairs(run + i * stride + p * 16 * K, 1, K, mode,
 				   (const char *)x + x_bytes(mode, i * TILE), xstride, rows, a);
 		}

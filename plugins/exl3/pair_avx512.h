@@ -58,6 +58,21 @@ pair_halfrow(const __m512i *D, int K, int base)
 	return _mm512_mullo_epi32(s, _mm512_set1_epi32((int)TF_EXL3_MUL1_MUL));
 }
 
+/* Tile rows r and r+1's byte sums (vpdpbusd against ones: ≤ 1020) of
+ * half `half` of both tiles, r's in the low int16 of each lane: the int16
+ * pairs a vpdpwssd multiplies by two k's activations at once. */
+static inline __attribute__((always_inline)) __m512i
+pair_kp(const __m512i *D, int K, int r, int half)
+{
+	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+	const __m512i b0 = _mm512_dpbusd_epi32(
+		zero, pair_halfrow(D, K, tf_exl3_row_base(r) + 4 * half), ones);
+	const __m512i b1 = _mm512_dpbusd_epi32(
+		zero, pair_halfrow(D, K, tf_exl3_row_base(r + 1) + 4 * half), ones);
+
+	return _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16));
+}
+
 /* Tile t (0: j, 1: j+1) of a pair's two half-rows h0 and h1, its 16
  * columns in order. */
 static inline __attribute__((always_inline)) __m512i
