@@ -304,13 +304,46 @@ out:
 	free(y);
 }
 
-/* Weight bytes a decoded token reads, where the weights sit in the memory
+/* Configuration c (0: A, 1: B) opened, and its name for an error. */
+static int open_side(const bench_opts *o, int c, tf_engine **e)
+{
+	return c ? open_config(o, o->vs ? o->vs : o->ini, o->vs_sets, o->n_vs_sets, e)
+		 : open_config(o, o->ini, NULL, 0, e);
+}
+
+static const char *side_name(const bench_opts *o, int c)
+{
+	return c ? (o->vs ? o->vs : "--vs-set") : o->ini;
+}
+
+/* What the roofline needs of a configuration: its threads, and the weight
+ * bytes a decoded token reads where they sit in the memory
  * bench_read_bandwidth measures (a host backend); 0 elsewhere (a device's
  * memory: bench/model/run.sh measures its bandwidth), so no roofline. */
-static uint64_t host_active_bytes(tf_engine *e)
+typedef struct bench_side {
+	int threads;
+	double bytes;
+} bench_side;
+
+static bench_side side_of(tf_engine *e)
 {
 	const char *be = tf_conf_get(tf_engine_conf(e), "plugins", "backend");
-	return !be || !strcmp(be, "cpu") ? tf_engine_active_bytes(e) : 0;
+	int64_t th = 1;
+
+	tf_conf_get_int(tf_engine_conf(e), "runtime", "threads", 1, &th);
+	return (bench_side){
+		.threads = (int)th,
+		.bytes = !be || !strcmp(be, "cpu") ? (double)tf_engine_active_bytes(e) : 0,
+	};
+}
+
+/* The read bandwidth on A's threads, and each configuration's roofline. */
+static void rooflines(bench_report *rep, const bench_side *info, double roof[2])
+{
+	rep->threads = info[0].threads;
+	rep->bandwidth = bench_read_bandwidth(rep->threads);
+	for (int c = 0; c < rep->n_configs; c++)
+		roof[c] = info[c].bytes > 0 ? rep->bandwidth / info[c].bytes : 0;
 }
 
 /* A fixed pseudo-random run of token ids below the vocabulary. */
@@ -386,7 +419,7 @@ static int rounds_here(tf_engine *const *e, bench_report *rep, const int32_t *to
 /*
  * A child's part: configuration o->child alone.  With a dump file, its
  * numbers on the comparison's prompt go there; else a line "info THREADS
- * ACTIVE_BYTES VOCAB", then for each test, warmed up and run once, "test T
+ * BYTES" (bench_side), then for each test, warmed up and run once, "test T
  * TPS DRAFTED KEPT STAGE...".
  */
 static int child_main(const bench_opts *o, const bench_report *rep, int64_t n_tok,
@@ -397,9 +430,8 @@ static int child_main(const bench_opts *o, const bench_report *rep, int64_t n_to
 	double *st = malloc((size_t)rep->n_stages * sizeof(double));
 	int status = 2;
 
-	if (o->child ? open_config(o, o->vs ? o->vs : o->ini, o->vs_sets, o->n_vs_sets, &e)
-		     : open_config(o, o->ini, NULL, 0, &e)) {
-		tf_cli_fail(o->child ? (o->vs ? o->vs : "--vs-set") : o->ini);
+	if (open_side(o, o->child, &e)) {
+		tf_cli_fail(side_name(o, o->child));
 		goto out;
 	}
 	if (!st || !(tok = make_tokens(tf_engine_vocab(e), n_tok))) {
@@ -408,21 +440,19 @@ static int child_main(const bench_opts *o, const bench_report *rep, int64_t n_to
 	}
 	if (o->dump) {
 		bench_numbers x;
-		if (bench_numbers_take(e, tok, cmp_n, cmp_gen, &x) ||
-		    bench_numbers_save(&x, o->dump)) {
-			tf_cli_fail(o->child ? "B" : "A");
-			goto out;
+		if (!bench_numbers_take(e, tok, cmp_n, cmp_gen, &x)) {
+			status = bench_numbers_save(&x, o->dump) ? 2 : 0;
+			bench_numbers_free(&x);
 		}
-		bench_numbers_free(&x);
-		status = 0;
+		if (status)
+			tf_cli_fail(o->child ? "B" : "A");
 		goto out;
 	}
-	int64_t th = 1;
-	tf_conf_get_int(tf_engine_conf(e), "runtime", "threads", 1, &th);
-	printf("info %" PRId64 " %" PRIu64 " %d\n", th, host_active_bytes(e), tf_engine_vocab(e));
+	const bench_side info = side_of(e);
+	printf("info %d %.17g\n", info.threads, info.bytes);
 	for (int t = 0; t < rep->n_tests; t++) {
-		bench_sample smp = { .stage = st };
-		if (bench_run(e, &rep->test[t], tok, n_tok, &smp) ||
+		bench_sample warm = { .stage = st }, smp = { .stage = st };
+		if (bench_run(e, &rep->test[t], tok, n_tok, &warm) ||
 		    bench_run(e, &rep->test[t], tok, n_tok, &smp)) {
 			tf_cli_fail(o->child ? "B" : "A");
 			goto out;
@@ -462,18 +492,17 @@ static int child(const bench_opts *o, int c, const char *dump, char **out)
 	return rc;
 }
 
-/* A child's lines into the runs; *info its info line's three numbers. */
+/* A child's lines into the runs, and its info line into *info. */
 static int child_parse(const char *text, bench_report *rep, int c, int r, bench_runs *w,
-		       double info[3])
+		       bench_side *info)
 {
 	int tests = 0;
 
 	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		char *end;
 		if (!strncmp(l, "info ", 5)) {
-			info[0] = strtod(l + 5, &end);
-			info[1] = strtod(end, &end);
-			info[2] = strtod(end, &end);
+			info->threads = (int)strtol(l + 5, &end, 10);
+			info->bytes = strtod(end, &end);
 			continue;
 		}
 		if (strncmp(l, "test ", 5))
@@ -496,7 +525,7 @@ static int child_parse(const char *text, bench_report *rep, int c, int r, bench_
 /* In alternating processes: each round a child for A and one for B, in
  * ABBA order; info[c] what configuration c's children said of it. */
 static int rounds_apart(const bench_opts *o, bench_report *rep, bench_runs *w,
-			double info[2][3])
+			bench_side info[2])
 {
 	tf_progress bar;
 	uint64_t done = 0;
@@ -508,7 +537,7 @@ static int rounds_apart(const bench_opts *o, bench_report *rep, bench_runs *w,
 			int c = r % 2 ? rep->n_configs - 1 - k : k;
 			char *text = NULL;
 			int rc = child(o, c, NULL, &text);
-			if (!rc && child_parse(text, rep, c, r, w, info[c]))
+			if (!rc && child_parse(text, rep, c, r, w, &info[c]))
 				rc = tf_diag_set(TF_ERR_FORMAT, "bench: %s's process gave no "
 							       "figures", c ? "B" : "A");
 			free(text);
@@ -566,7 +595,8 @@ int tf_cli_bench(int argc, char **argv)
 	bench_report *rep = calloc(1, sizeof(*rep));
 	tf_engine *e[2] = { NULL, NULL };
 	bench_runs w = { 0 };
-	double roof[2] = { 0, 0 }, info[2][3] = { { 0 } };
+	double roof[2] = { 0, 0 };
+	bench_side info[2] = { { 0 } };
 	int32_t *tok = NULL;
 	char label_b[1024] = "";
 	int rc = parse(argc, argv, &o), status = 2;
@@ -609,22 +639,20 @@ int tf_cli_bench(int argc, char **argv)
 	}
 	bool apart = o.processes && rep->n_configs > 1;
 	if (!apart) {
-		if (open_config(&o, o.ini, NULL, 0, &e[0])) {
-			tf_cli_fail(o.ini);
+		if (open_side(&o, 0, &e[0])) {
+			tf_cli_fail(side_name(&o, 0));
 			goto out;
 		}
-		if (rep->n_configs > 1 &&
-		    (rc = open_config(&o, o.vs ? o.vs : o.ini, o.vs_sets, o.n_vs_sets, &e[1]))) {
+		if (rep->n_configs > 1 && (rc = open_side(&o, 1, &e[1]))) {
 			/* Short of memory: alone, does B open?  Then it is A's
 			 * company it lacks room for. */
 			if (no_room(rc)) {
 				tf_engine_close(e[0]);
 				e[0] = NULL;
-				rc = open_config(&o, o.vs ? o.vs : o.ini, o.vs_sets, o.n_vs_sets,
-						 &e[1]);
+				rc = open_side(&o, 1, &e[1]);
 			}
 			if (rc) {
-				tf_cli_fail(o.vs ? o.vs : "--vs-set");
+				tf_cli_fail(side_name(&o, 1));
 				goto out;
 			}
 			tf_engine_close(e[1]);
@@ -644,23 +672,15 @@ int tf_cli_bench(int argc, char **argv)
 	if (apart) {
 		if (rounds_apart(&o, rep, &w, info))
 			goto out;
-		rep->threads = (int)info[0][0];
-		rep->bandwidth = bench_read_bandwidth(rep->threads);
-		for (int c = 0; c < rep->n_configs; c++)
-			roof[c] = info[c][1] > 0 ? rep->bandwidth / info[c][1] : 0;
+		rooflines(rep, info, roof);
 	} else {
 		if (!(tok = make_tokens(tf_engine_vocab(e[0]), n_tok))) {
 			fprintf(stderr, "tfrun bench: out of memory\n");
 			goto out;
 		}
-		int64_t th = 1;
-		tf_conf_get_int(tf_engine_conf(e[0]), "runtime", "threads", 1, &th);
-		rep->threads = (int)th;
-		rep->bandwidth = bench_read_bandwidth(rep->threads);
-		for (int c = 0; c < rep->n_configs; c++) {
-			uint64_t bytes = host_active_bytes(e[c]);
-			roof[c] = bytes ? rep->bandwidth / (double)bytes : 0;
-		}
+		for (int c = 0; c < rep->n_configs; c++)
+			info[c] = side_of(e[c]);
+		rooflines(rep, info, roof);
 		if (rounds_here(e, rep, tok, n_tok, &w))
 			goto out;
 	}

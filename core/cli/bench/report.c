@@ -157,9 +157,9 @@ static void json(const bench_report *rep, FILE *f)
 			fputs(", \"drafts_kept\": ", f);
 			json_num(f, r->accept);
 			fputs(", \"stages_ms\": {", f);
-			for (int k = 0, n = 0; k < rep->n_stages; k++) {
+			for (int k = 0; k < rep->n_stages; k++) {
 				const bench_stage *st = &rep->stage[t][k];
-				fprintf(f, "%s\"%s\": %.6g", n++ ? ", " : "", st->name,
+				fprintf(f, "%s\"%s\": %.6g", k ? ", " : "", st->name,
 					1e3 * (c ? st->b : st->a));
 			}
 			fputs("}}", f);
