@@ -485,7 +485,7 @@ static int reply(struct gen *g)
 		tf_grammar_state_free(g->gst);
 		g->gst = NULL;
 		if ((rc = tf_grammar_state_new(g->gram, &g->gst)) != TF_OK ||
-		    (rc = tf_seq_constrain(g->e, g->sid, g->gst)) != TF_OK)
+		    (rc = tf_seq_constrain(g->e, g->sid, tf_grammar_mask, g->gst)) != TF_OK)
 			return rc;
 	}
 	tf_detok_init(&dt, g->tok, TF_TOK_SKIP_SPECIAL);

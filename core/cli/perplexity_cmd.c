@@ -11,6 +11,7 @@
 #include "tf/diag.h"
 #include "tf/progress.h"
 #include "tf/text.h"
+#include "tf/utf8.h"
 #include "tf/tokenizer.h"
 #include "tf/value.h"
 #include "util.h"

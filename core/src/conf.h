@@ -36,12 +36,6 @@ int tf_conf_check_pending(tf_conf *c);
  * declared keys point into (tf_conf_open_checked). */
 void tf_conf_hold(tf_conf *c, void *p, void (*drop)(void *));
 
-/* Record a failure about [section] key, naming where its value came from
- * ("model.ini:12: [plugins] layer.40.ffn: ..."); returns status. */
-int tf_conf_fail(const tf_conf *c, int status, const char *section,
-		 const char *key, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
 /* The schema: the i-th declared key ("layer.#.ffn": # stands for a layer
  * index), or NULL past the end. */
 const char *tf_conf_schema_at(size_t i, const char **section);

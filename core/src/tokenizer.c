@@ -12,6 +12,7 @@
 #include "pretok.h"
 #include "tf/diag.h"
 #include "tf/text.h"
+#include "tf/utf8.h"
 #include "tokenizer.h"
 #include "unicode.h"
 

@@ -1,6 +1,6 @@
 /*
  * unicode.h - the UTF-8, byte-level and NFC pieces the tokenizer stands on
- * (tf/text.h holds the byte strings and checks faces use too).
+ * (tf/text.h holds the byte strings, tf/utf8.h the checks faces use too).
  */
 #ifndef TF_UNICODE_H
 #define TF_UNICODE_H
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tf/text.h"
+#include "tf/utf8.h"
 
 /*
  * Reads one character at s[0..len).  Returns its length (1..4) and sets *cp;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tf/detok.h"
+#include "tf/utf8.h"
 #include "tokenizer.h"
 #include "unicode.h"
 

@@ -6,6 +6,7 @@
 
 #include "tf/detok.h"
 #include "tf/diag.h"
+#include "tf/utf8.h"
 #include "tok_fixture.h"
 
 static tf_tokenizer *tok;

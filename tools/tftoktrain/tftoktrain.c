@@ -21,6 +21,7 @@
 #include "strmap.h"
 #include "tf/diag.h"
 #include "tf/text.h"
+#include "tf/utf8.h"
 #include "tf/tokenizer.h"
 #include "unicode.h"
 

@@ -135,7 +135,7 @@ static void retire(struct sched *sc, int i, bool keep)
 	serve_job *j = r->job;
 
 	if (r->sid >= 0 && r->gram)
-		tf_seq_constrain(s->e, r->sid, NULL);   /* its state goes with r */
+		tf_seq_constrain(s->e, r->sid, NULL, NULL);   /* its state goes with r */
 	if (keep && r->sid >= 0)
 		serve_prefix_keep(&sc->pc, r->sid, r->mark);
 	else if (r->sid >= 0)
@@ -247,7 +247,7 @@ static bool start(struct sched *sc, serve_req *r)
 	rc = r->echo ? serve_prefix_new(&sc->pc, -1, &r->sid) :
 	     serve_prefix_seq(&sc->pc, &r->prompt, &r->sid, &r->cached, &r->mark);
 	if (rc || tf_seq_set_sampling(s->e, r->sid, &r->sp, s->n_vocab) ||
-	    tf_seq_constrain(s->e, r->sid, r->gram))
+	    tf_seq_constrain(s->e, r->sid, r->gram ? tf_grammar_mask : NULL, r->gram))
 		return false;           /* the engine's diag says why */
 	r->fed = r->cached;
 	mark_prompt(sc, r);
@@ -268,7 +268,7 @@ static bool fork_siblings(struct sched *sc, serve_req *r)
 			continue;
 		if (serve_prefix_new(&sc->pc, r->sid, &c->sid) ||
 		    tf_seq_set_sampling(sc->s->e, c->sid, &c->sp, sc->s->n_vocab) ||
-		    tf_seq_constrain(sc->s->e, c->sid, c->gram))
+		    tf_seq_constrain(sc->s->e, c->sid, c->gram ? tf_grammar_mask : NULL, c->gram))
 			return false;
 		c->row = r->row;
 	}

@@ -91,6 +91,12 @@ size_t tf_conf_count(const tf_conf *c);
 void tf_conf_at(const tf_conf *c, size_t i, const char **section,
 		const char **key, const char **value);
 
+/* Record a failure about [section] key, naming where its value came from
+ * ("model.ini:12: [plugins] layer.40.ffn: ..."); returns status. */
+int tf_conf_fail(const tf_conf *c, int status, const char *section,
+		 const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
 #ifdef __cplusplus
 }
 #endif

@@ -135,14 +135,20 @@ int tf_seq_truncate(tf_engine *e, tf_seq_id s, int64_t len);
 int tf_seq_set_sampling(tf_engine *e, tf_seq_id s, const tf_sampler_params *p, int n_vocab);
 
 /*
- * s's tokens from now on are drawn from those grammar state st allows
- * (tf/grammar.h: its mask on the logits before the sampler); NULL lifts
- * it.  st stays the caller's, who advances it (tf_grammar_accept) with
- * each token s keeps.  A constrained sequence samples on the host and
- * drafts nothing; a fork is not constrained.
+ * A constraint on what a sequence may sample: sets the logits [vocab] of
+ * every token that may not come next to -INFINITY; non-zero is an error
+ * (its status).  A grammar is one (tf/grammar.h: tf_grammar_mask).
  */
-struct tf_grammar_state;        /* tf/grammar.h */
-int tf_seq_constrain(tf_engine *e, tf_seq_id s, struct tf_grammar_state *st);
+typedef int (*tf_mask_fn)(void *ctx, float *logits);
+
+/*
+ * s's tokens from now on are drawn from those mask(ctx, ...) leaves (the
+ * mask runs on the logits before the sampler); mask NULL lifts it.  ctx
+ * stays the caller's, who advances it (tf_grammar_accept) with each token
+ * s keeps.  A constrained sequence samples on the host and drafts nothing;
+ * a fork is not constrained.
+ */
+int tf_seq_constrain(tf_engine *e, tf_seq_id s, tf_mask_fn mask, void *ctx);
 
 /* The token to follow s, from the logits [vocab] of its last token: the
  * penalties see s's own tokens, the draw is the one for s's next position.

@@ -148,6 +148,9 @@ void tf_grammar_state_free(tf_grammar_state *st);
  * logits are left as they are.
  */
 int tf_grammar_apply(tf_grammar_state *st, float *logits);
+/* tf_grammar_apply for a tf_mask_fn (tf/engine.h: tf_seq_constrain), ctx
+ * the state. */
+int tf_grammar_mask(void *st, float *logits);
 /*
  * Advances by one token.  An end id needs a complete document and finishes
  * the state.  TF_ERR_INVALID when the token cannot come next (st unchanged).

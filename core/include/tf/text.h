@@ -1,6 +1,6 @@
 /*
- * tf/text.h - byte strings, UTF-8 checks and text files, as the core and
- * its faces pass text around.
+ * tf/text.h - byte strings and text files, as the core and its faces pass
+ * text around (UTF-8 checks: tf/utf8.h).
  *
  * Text is UTF-8 with explicit lengths everywhere: prompts may hold U+0000.
  * Failures name the path in the diag (tf/diag.h).
@@ -8,7 +8,6 @@
 #ifndef TF_TEXT_H
 #define TF_TEXT_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -26,13 +25,6 @@ int tf_bytes_reserve(tf_bytes *b, size_t extra);
 /* Appends n bytes and no NUL terminator: b->len counts them. */
 int tf_bytes_append(tf_bytes *b, const void *p, size_t n);
 void tf_bytes_free(tf_bytes *b);
-
-#define TF_UTF8_REPLACEMENT "\xEF\xBF\xBD"   /* U+FFFD */
-
-/* True when s[0..len) is valid UTF-8; else *bad is the offset of the fault. */
-bool tf_utf8_valid(const char *s, size_t len, size_t *bad);
-/* Appends s with every invalid subpart replaced by U+FFFD. */
-int tf_utf8_lossy(const char *s, size_t len, tf_bytes *out);
 
 /* A regular file into a new NUL-terminated buffer (free()); *len excludes
  * the NUL: a small file the model names (config.json, an index) or one a

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tf/diag.h"
+#include "tf/utf8.h"
 
 enum { START, REASONING, ANSWER, CALL };
 

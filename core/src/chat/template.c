@@ -7,7 +7,6 @@
 
 #include "chat/jinja.h"
 #include "chat/ling3.h"
-#include "conf.h"
 #include "tf/diag.h"
 #include "tf/text.h"
 

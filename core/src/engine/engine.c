@@ -39,7 +39,6 @@
 #include "tf/backend.h"
 #include "tf/diag.h"
 #include "tf/drafter.h"
-#include "tf/grammar.h"
 #include "tf/tp.h"
 #include "tpsync.h"
 
@@ -64,7 +63,8 @@ struct tf_seq {
 	tf_sampler smp;                 /* smp.par and the vocabulary limit hold */
 	void *dseq;                     /* the drafter's state of it */
 	int32_t pending;                /* the next token, chosen already, or -1 */
-	tf_grammar_state *gram;         /* the caller's constraint, or NULL */
+	tf_mask_fn mask;                /* the caller's constraint, or NULL */
+	void *mask_ctx;
 
 	/* While a batch is checked and run. */
 	int64_t nb, row0, fill, last;
@@ -79,7 +79,7 @@ struct tf_engine {
 	int64_t context, rows;
 	struct tf_seq *seq;             /* [max_seqs] */
 	int *touched;                   /* [max_seqs]: slots of the batch, first seen first */
-	float *masked;                  /* [vocab]: logits a grammar masked */
+	float *masked;                  /* [vocab]: logits a constraint masked */
 
 	/* One step: [rows] each. */
 	int32_t *step_tok, *step_pos;
@@ -415,7 +415,8 @@ static int seq_new(tf_engine *e, tf_seq_id *out)
 	q->mark = -1;
 	q->pending = -1;
 	q->dseq = NULL;
-	q->gram = NULL;
+	q->mask = NULL;
+	q->mask_ctx = NULL;
 	if (e->dr && e->dr->seq_new && (rc = e->dr->seq_new(e->dinst, &q->dseq)) != TF_OK) {
 		tf_seqstate_free(q->st);
 		tf_sampler_free(&q->smp);
@@ -668,7 +669,7 @@ static int seq_pick_dev(tf_engine *e, struct tf_seq *q, const float *logits, int
 	const tf_sampler_params *par = &q->smp.par;
 	int64_t row = owed_row(e, logits);
 	if (row < 0 || owed_row(e, logits + (n - 1) * (int64_t)e->vocab) != row + n - 1 ||
-	    par->frequency_penalty != 0.0f || par->n_logit_bias || q->gram)
+	    par->frequency_penalty != 0.0f || par->n_logit_bias || q->mask)
 		return TF_ERR_UNSUPPORTED;      /* the host's alone: see tf/sampler.h */
 	for (int64_t i = 0; i < n; i++) {
 		e->draw_seq[i] = 0;
@@ -691,10 +692,10 @@ static int seq_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *lo
 	int rc = seq_pick_dev(e, q, logits, len, 1, token);
 	if (rc == TF_OK && *token >= 0)
 		return TF_OK;
-	if ((rc == TF_OK || rc == TF_ERR_UNSUPPORTED) && (rc = owed_pay(e)) == TF_OK && q->gram) {
+	if ((rc == TF_OK || rc == TF_ERR_UNSUPPORTED) && (rc = owed_pay(e)) == TF_OK && q->mask) {
 		memcpy(e->masked, logits, (size_t)e->vocab * sizeof(*e->masked));
 		logits = e->masked;
-		rc = tf_grammar_apply(q->gram, e->masked);
+		rc = q->mask(q->mask_ctx, e->masked);
 	}
 	if (rc == TF_OK)
 		rc = tf_sampler_sample(&q->smp, logits, q->tok, (size_t)len, 0, (uint64_t)len,
@@ -702,12 +703,13 @@ static int seq_pick(tf_engine *e, struct tf_seq *q, tf_seq_id s, const float *lo
 	return rc == TF_OK ? TF_OK : tf_diag_prefix(rc, "sequence %d", s);
 }
 
-int tf_seq_constrain(tf_engine *e, tf_seq_id s, tf_grammar_state *st)
+int tf_seq_constrain(tf_engine *e, tf_seq_id s, tf_mask_fn mask, void *ctx)
 {
 	struct tf_seq *q = seq_get(e, s);
 	if (!q)
 		return TF_ERR_INVALID;
-	q->gram = st;
+	q->mask = mask;
+	q->mask_ctx = mask ? ctx : NULL;
 	return TF_OK;
 }
 
@@ -1567,7 +1569,7 @@ int tf_seq_speculate(tf_engine *e, tf_seq_id s, int depth, float *logits, int32_
  */
 static int seq_plan(tf_engine *e, struct tf_seq *q, tf_seq_id s, int max, bool fixed, int *k)
 {
-	if (q->gram) {                  /* a draft would need the grammar's every state */
+	if (q->mask) {                  /* a draft would need the constraint's every state */
 		max = 0;
 		fixed = true;
 	}

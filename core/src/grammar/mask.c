@@ -512,3 +512,8 @@ void tf_grammar_free(tf_grammar *g)
 	free(g->scratch2.v);
 	free(g);
 }
+
+int tf_grammar_mask(void *st, float *logits)
+{
+	return tf_grammar_apply(st, logits);
+}

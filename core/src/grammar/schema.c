@@ -19,6 +19,7 @@
 #include "grammar_int.h"
 #include "strmap.h"
 #include "tf/diag.h"
+#include "tf/utf8.h"
 #include "unicode.h"
 
 #define COUNT_MAX 10000         /* the largest repetition GBNF takes */
