@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "tf/diag.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *const lines[] = {
 	"\xe4\xbb\x8a\xe5\xa4\xa9\xe7\x9a\x84\xe5\xa4\xa9\xe6\xb0\x94\xe5\xbe\x88\xe5\xa5\xbd\xef\xbc\x8c"
@@ -38,8 +38,8 @@ static const char *const lines[] = {
 static char *corpus(size_t *len)
 {
 	static const char *const files[] = {
-		TF_SOURCE_DIR "/tools/tftoktrain/corpus/lighthouse.txt",
-		TF_SOURCE_DIR "/tools/tftoktrain/corpus/almanac.txt",
+		TF_SOURCE_DIR "/text/toktrain/corpus/lighthouse.txt",
+		TF_SOURCE_DIR "/text/toktrain/corpus/almanac.txt",
 	};
 	tf_bytes all = { 0 };
 	char buf[1 << 16];

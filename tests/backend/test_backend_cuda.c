@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "cpu_fixture.h"
-#include "sampler.h"
+#include "engine/sampler.h"
 
 #ifndef TF_CUDA_BACKEND
 #define TF_CUDA_BACKEND TF_PLUGIN_DIR "/backend-cuda.so"

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "sampler.h"
+#include "engine/sampler.h"
 #include "support/testhost.h"
 
 /* Device copies of the rows (ld floats apart, the first V sampled), their

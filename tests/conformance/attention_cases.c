@@ -35,7 +35,7 @@
 #include "conformance.h"
 #include "kda/kda_case.h"
 #include "mla/mla_case.h"
-#include "runtime.h"
+#include "engine/runtime.h"
 #include "tf/attention.h"
 #include "tf/backend.h"
 #include "tf/diag.h"

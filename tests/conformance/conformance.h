@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "registry.h"
+#include "plugin/registry.h"
 #include "support/testhost.h"
 
 /* Tallies of one implementation's run. */

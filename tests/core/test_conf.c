@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "support/tmpfile.h"
 #include "tf/diag.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "engine/runtime.h"
 #include "tf/backend.h"
 #include "tf/diag.h"
 #include "tf/quant.h"

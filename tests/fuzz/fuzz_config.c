@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "config.h"
-#include "memplan.h"
+#include "conf/config.h"
+#include "model/memplan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,8 +18,8 @@
 
 #include "tf/detok.h"
 #include "tf/utf8.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "unicode/unicode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

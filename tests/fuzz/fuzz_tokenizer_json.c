@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "tokenizer.h"
-#include "unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "unicode/unicode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,7 +19,7 @@
 #include "tf/diag.h"
 #include "tf/grammar.h"
 #include "tf/value.h"
-#include "unicode.h"
+#include "unicode/unicode.h"
 
 #define NANO TF_SOURCE_DIR "/models/ling-nano/tokenizer.json"
 

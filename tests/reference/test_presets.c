@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "tf/diag.h"
 
 /* Arrays, not pointers: the test runner re-executes itself, so addresses

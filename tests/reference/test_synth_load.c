@@ -7,10 +7,10 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "config.h"
-#include "memplan.h"
+#include "conf/config.h"
+#include "model/memplan.h"
 #include "tf/diag.h"
-#include "weights.h"
+#include "model/weights.h"
 
 #define TINY TF_BINARY_DIR "/tests/reference/ling-tiny"
 #define SHARDED TF_BINARY_DIR "/tests/reference/ling-tiny-sharded"

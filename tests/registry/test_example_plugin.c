@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "registry.h"
+#include "plugin/registry.h"
 #include "support/testhost.h"
 #include "tf/diag.h"
 #include "tf/drafter.h"

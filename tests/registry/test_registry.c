@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "registry.h"
+#include "conf/conf.h"
+#include "plugin/registry.h"
 #include "support/tmpfile.h"
 #include "tf/diag.h"
 

@@ -4,7 +4,7 @@ test_hf_config.py.
 
 transformers' config class is a strict dataclass: an int where it wants a
 float (`"kda_lower_bound": -5`) refuses the whole folder, tokenizer too.
-The writers' list is float_keys in tools/tfquant/outdir.c.
+The writers' list is float_keys in tools/lib/outdir.c.
 """
 import glob
 import json

@@ -3,7 +3,7 @@
 float-typed keys as JSON floats and one clamp entry a decoder layer (what
 transformers' strict BailingHybridConfig needs), with no transformers:
 the committed models, tfsynth's and tfquant's outputs (hf_config.py).
-The writers' key lists (tools/tfquant/outdir.c) are hf_config.py's.
+The writers' key lists (tools/lib/outdir.c) are hf_config.py's.
 """
 import os
 import re
@@ -20,12 +20,12 @@ def c_list(text, name):
 
 def main():
     errs = []
-    with open(os.path.join(hf_config.SRC, "tools", "tfquant", "outdir.c")) as f:
+    with open(os.path.join(hf_config.SRC, "tools", "lib", "outdir.c")) as f:
         src = f.read()
     for name, want in (("float_keys", hf_config.FLOAT_KEYS),
                        ("rope_float_keys", hf_config.ROPE_FLOAT_KEYS)):
         if c_list(src, name) != want:
-            errs.append(f"tools/tfquant/outdir.c {name} {c_list(src, name)} != "
+            errs.append(f"tools/lib/outdir.c {name} {c_list(src, name)} != "
                         f"hf_config.py's {want}")
     with tempfile.TemporaryDirectory(prefix="tf-cfgtypes-") as out:
         folders = hf_config.checkpoints(out)

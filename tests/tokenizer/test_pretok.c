@@ -5,7 +5,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "pretok.h"
+#include "tokenizer/pretok.h"
 #include "tf/diag.h"
 
 typedef struct pieces {

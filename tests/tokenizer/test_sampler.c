@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
+#include "engine/sampler.h"
 #include "tf/diag.h"
 
 #define NV 1000

@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "bpe.h"
+#include "tokenizer/bpe.h"
 #include "tf/diag.h"
 #include "tok_fixture.h"
 

@@ -6,10 +6,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "bpe.h"
+#include "tokenizer/bpe.h"
 #include "tf/diag.h"
 #include "tok_fixture.h"
-#include "unicode.h"
+#include "unicode/unicode.h"
 
 static const char *const names[] = { "qwen3", "deepseek_v3", "gpt2" };
 #define N_TOK (sizeof(names) / sizeof(*names))

@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "unicode.h"
+#include "unicode/unicode.h"
 
 static void expect_lossy_n(const char *in, size_t n, const char *want, size_t wn)
 {

@@ -2,7 +2,7 @@
 #ifndef TF_TOK_FIXTURE_H
 #define TF_TOK_FIXTURE_H
 
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define TOK_DATA TF_TESTDATA "/tokenizers"
 

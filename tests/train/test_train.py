@@ -59,7 +59,7 @@ def chaptered(text, lines_per=8):
 
 def tiny_run(d):
     """The template and data of a tiny training run in d."""
-    corpus = os.path.join(tu.ROOT, "tools", "tftoktrain", "corpus")
+    corpus = os.path.join(tu.ROOT, "text", "toktrain", "corpus")
     tpl, data = os.path.join(d, "tpl"), os.path.join(d, "data")
     synth(tpl, *TINY_SHAPE)
     os.makedirs(data)

@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
+#include "conf/config.h"
 #include "tf/diag.h"
 #include "tf/text.h"
 #include "tmpdir.h"

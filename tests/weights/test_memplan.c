@@ -3,12 +3,12 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "config.h"
-#include "memplan.h"
+#include "conf/config.h"
+#include "model/memplan.h"
 #include "st_writer.h"
 #include "tf/diag.h"
 #include "tmpdir.h"
-#include "weights.h"
+#include "model/weights.h"
 
 /* 4 layers in groups of 2 (KDA, MLA, KDA, MLA), layer 0 dense, layer 4 MTP. */
 static const char small_json[] =

@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "model/safetensors.h"
 #include "st_writer.h"
 #include "tf/diag.h"
 #include "tmpdir.h"
-#include "weights.h"
+#include "model/weights.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 

@@ -27,6 +27,7 @@
 #include "fail.h"
 #include "outdir.h"
 #include "recipe.h"
+#include "checkpoint_writer.h"
 #include "tf/checkpoint.h"
 
 #define SHARD_BYTES (8ull << 30)

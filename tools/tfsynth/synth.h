@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#include "outdir.h"              /* tools/tfquant: quantization_config */
-#include "recipe.h"              /* tools/tfquant: what is quantized, to what K */
+#include "outdir.h"              /* tools/lib: quantization_config */
+#include "recipe.h"              /* tools/lib: what is quantized, to what K */
 #include "tf/dtype.h"
 
 /* The sizes of a generated model: the config.json values tfsynth chooses. */

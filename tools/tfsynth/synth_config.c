@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"              /* tools/tfquant */
+#include "fail.h"              /* tools/lib */
 #include "outdir.h"
 #include "synth.h"
 

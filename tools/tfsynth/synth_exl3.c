@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fail.h"              /* tools/tfquant */
+#include "fail.h"              /* tools/lib */
 #include "synth.h"
 #include "tf/checkpoint.h"
 

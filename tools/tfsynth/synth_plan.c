@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fail.h"              /* tools/tfquant */
+#include "fail.h"              /* tools/lib */
 #include "synth.h"
 
 /* No tensor of a model this tool makes comes near this (elements). */

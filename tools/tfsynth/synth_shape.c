@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"              /* tools/tfquant */
+#include "fail.h"              /* tools/lib */
 #include "synth.h"
 
 /*

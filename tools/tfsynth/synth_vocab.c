@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"              /* tools/tfquant */
-#include "file.h"              /* tools/tfquant */
+#include "fail.h"              /* tools/lib */
+#include "file.h"              /* tools/lib */
 #include "synth.h"
 
 /* Ling pads its vocab to a multiple of 128 (157184 = 1228 * 128). */

@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"              /* tools/tfquant */
+#include "fail.h"              /* tools/lib */
 #include "synth.h"
+#include "checkpoint_writer.h"
 #include "tf/checkpoint.h"
 
 /* Tensors [first, end) make one shard. */

@@ -20,7 +20,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-#include "fail.h"               /* tools/tfquant: recipe and outdir failures */
+#include "fail.h"               /* tools/lib: recipe and outdir failures */
 #include "synth.h"
 
 /* Hugging Face's default shard size is of this order; it bounds memory too. */

@@ -1,7 +1,8 @@
 /*
- * tf/checkpoint.h - the library API for tools that read and write
- * checkpoint folders (tfquant, tfsynth): the model and its tensors, a
- * safetensors writer, the quantizer and drawer of a quant plugin.
+ * tf/checkpoint.h - the library API for tools that read checkpoint folders
+ * (tfquant, tfsynth): the model and its tensors, the quantizer and drawer
+ * of a quant plugin.  Writing one is the tools' own library
+ * (tools/lib/checkpoint_writer.h).
  *
  * A converter reads one folder and writes another:
  *
@@ -46,6 +47,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The safetensors "__metadata__" key, "true", of a file whose tensors'
+ * bytes are holes: a header-only checkpoint, for planning only. */
+#define TF_ST_HEADER_ONLY "header_only"
 
 /* The detail of this thread's last failure ("" when none). */
 const char *tf_checkpoint_errmsg(void);
@@ -100,37 +105,6 @@ typedef enum tf_wclass {
 tf_wclass tf_wclass_of(const tf_model_config *cfg, const char *tensor_name);
 /* "routed experts", "KDA attention", ... */
 const char *tf_wclass_name(tf_wclass c);
-
-/* --- writing a folder --- */
-
-typedef struct tf_checkpoint_writer tf_checkpoint_writer;
-
-/* An empty writer; tf_checkpoint_writer_free releases it, saved or not. */
-int tf_checkpoint_writer_init(tf_checkpoint_writer **out);
-void tf_checkpoint_writer_free(tf_checkpoint_writer *w);
-
-/* Record a tensor: name and shape are copied, data is not and must stay
- * valid until the save returns.  NULL data leaves the tensor's bytes a
- * hole in a sparse file: a header-only checkpoint, whose shapes and sizes
- * can be planned (tfrun --check) but not run.  Duplicate names are
- * refused at save. */
-int tf_checkpoint_writer_add(tf_checkpoint_writer *w, const char *name, tf_dtype dt, int ndim,
-			     const int64_t *shape, const void *data);
-
-/* A "__metadata__" string pair (copied); a repeated key replaces it. */
-int tf_checkpoint_writer_meta(tf_checkpoint_writer *w, const char *key, const char *value);
-
-/*
- * Write every tensor into the folder dir (which must exist): one
- * model.safetensors when their data fits in shard_bytes, else shards
- * model-0000i-of-0000N.safetensors and model.safetensors.index.json.  A
- * failed save leaves no half-written file.
- */
-int tf_checkpoint_writer_save(tf_checkpoint_writer *w, const char *dir, uint64_t shard_bytes);
-
-/* Every tensor into the one file `path`, whatever its size: for a tool
- * that cuts its own shards to bound what it holds in memory. */
-int tf_checkpoint_writer_save_file(tf_checkpoint_writer *w, const char *path);
 
 /* --- a quant plugin's quantizer --- */
 

@@ -32,15 +32,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline.h"
-#include "runtime.h"
-#include "sampler.h"
-#include "seqstate.h"
+#include "engine/pipeline.h"
+#include "engine/runtime.h"
+#include "engine/sampler.h"
+#include "engine/seqstate.h"
 #include "tf/backend.h"
 #include "tf/diag.h"
 #include "tf/drafter.h"
 #include "tf/tp.h"
-#include "tpsync.h"
+#include "engine/tpsync.h"
 
 /* An id is the slot in the low bits and the slot's generation above, so a
  * freed id stays refused after its slot is reused; [runtime] sequences

@@ -1,5 +1,5 @@
 /* pipeline.c - see pipeline.h. */
-#include "pipeline.h"
+#include "engine/pipeline.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "seqstate.h"
+#include "engine/seqstate.h"
 #include "tf/backend.h"
 #include "tf/diag.h"
 #include "tf/progress.h"

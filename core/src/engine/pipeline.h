@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime.h"
+#include "engine/runtime.h"
 #include "tf/sampler.h"
 
 struct tf_tp;

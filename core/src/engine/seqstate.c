@@ -1,5 +1,5 @@
 /* seqstate.c - see seqstate.h. */
-#include "seqstate.h"
+#include "engine/seqstate.h"
 
 #include <inttypes.h>
 #include <stdbool.h>

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "pipeline.h"
+#include "engine/pipeline.h"
 
 /* An empty state for up to max_ctx tokens. */
 int tf_seqstate_new(tf_pipeline *p, int64_t max_ctx, tf_seqstate **out);

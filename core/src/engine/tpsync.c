@@ -1,5 +1,5 @@
 /* tpsync.c - see tpsync.h. */
-#include "tpsync.h"
+#include "engine/tpsync.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "tf/diag.h"
 #include "tf/text.h"
-#include "weights.h"
+#include "model/weights.h"
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull

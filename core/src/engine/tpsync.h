@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime.h"
+#include "engine/runtime.h"
 #include "tf/engine.h"
 #include "tf/tp.h"
 
