@@ -27,8 +27,8 @@
 #include "tf/backend.h"
 
 #include "../common/dev_scratch.h"
-#include "../kda/kda_layer.h"
 #include "kda_cuda.h"
+#include "kda_layer.h"
 #include "tf_cuda_plugin.h"
 
 struct kdc_layer {
