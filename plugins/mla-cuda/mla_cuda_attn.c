@@ -32,8 +32,8 @@
 #include "tf/backend.h"
 
 #include "../common/dev_scratch.h"
-#include "../mla/mla_layer.h"
 #include "mla_cuda.h"
+#include "mla_layer.h"
 #include "tf_cuda_plugin.h"
 
 struct mlc_layer {
