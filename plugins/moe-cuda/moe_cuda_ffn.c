@@ -60,8 +60,8 @@
 
 #include "../common/dev_scratch.h"
 #include "../common/tensor_util.h"
-#include "../moe/layers.h"
-#include "../router/gate.h"
+#include "gate.h"
+#include "layers.h"
 #include "moe_cuda.h"
 #include "moe_cuda_exl3.h"
 #include "tf_cuda_plugin.h"
