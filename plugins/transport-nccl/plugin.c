@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../transport-tcp/clock.h"
-#include "../transport-tcp/mesh.h"
 #include "api.h"
+#include "clock.h"
+#include "mesh.h"
 #include "tf/transport.h"
 
 typedef struct nccl_comm {

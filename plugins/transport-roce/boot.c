@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../transport-tcp/wire.h"
 #include "boot.h"
+#include "wire.h"
 
 void tf_boot_encode(const tf_boot *b, uint8_t out[TF_BOOT_BYTES])
 {

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../transport-tcp/clock.h"
-#include "../transport-tcp/sum.h"
+#include "clock.h"
 #include "coll.h"
+#include "sum.h"
 
 void tf_coll_init(tf_coll *c, const tf_link_ops *ops, void *link, uint8_t *send_buf,
 		  const uint8_t *recv_buf, int rank, int size, int slots, size_t slot_bytes,

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "../transport-tcp/mesh.h"
 #include "boot.h"
 #include "coll.h"
+#include "mesh.h"
 #include "tf/transport.h"
 #include "verbs.h"
 
