@@ -1,7 +1,7 @@
 /*
  * tf_cuda_rope.h - RoPE as tf/backend.h's rope op defines it, on a CUDA
  * device, callable from C: backend-cuda's rope op and mla-cuda's q and
- * k_pe.  tf_cuda_rope.cu is built into each plugin that calls it.
+ * k_pe.  tf_cuda_rope.cu is in tfcudacommon, which each plugin links.
  */
 #ifndef TF_CUDA_ROPE_H
 #define TF_CUDA_ROPE_H
