@@ -24,7 +24,7 @@
 /* Fewest tokens in a slice: smaller ones cost more reductions than they save. */
 #define SAMPLE_SLICE_MIN 2048
 
-/* splitmix64's finaliser, as core/src/sampler.c. */
+/* splitmix64's finaliser, as core/src/engine/sampler.c. */
 __device__ static inline uint64_t mix64(uint64_t z)
 {
 	z += 0x9E3779B97F4A7C15ull;
