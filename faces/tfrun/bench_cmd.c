@@ -247,6 +247,15 @@ static int open_config(const bench_opts *o, const char *ini, const char *const *
 	return tf_engine_open(ini, all, n, e);
 }
 
+/* "HEAD", or "HEAD with K=V ..." for the overrides of both lists. */
+static void label_sets(char *buf, size_t size, const char *head, const char *const *a, int na,
+		       const char *const *b, int nb)
+{
+	int at = snprintf(buf, size, "%s%s", head, na + nb ? " with" : "");
+	for (int i = 0; i < na + nb && at > 0 && (size_t)at < size; i++)
+		at += snprintf(buf + at, size - (size_t)at, " %s", i < na ? a[i] : b[i - na]);
+}
+
 /* The largest of a list. */
 static int64_t most(const int64_t *x, int n)
 {
@@ -598,7 +607,7 @@ int tf_cli_bench(int argc, char **argv)
 	double roof[2] = { 0, 0 };
 	bench_side info[2] = { { 0 } };
 	int32_t *tok = NULL;
-	char label_b[1024] = "";
+	char label_a[1024], label_b[1024];
 	int rc = parse(argc, argv, &o), status = 2;
 
 	if (rc >= 0 || !rep) {
@@ -630,11 +639,16 @@ int tf_cli_bench(int argc, char **argv)
 		status = child_main(&o, rep, n_tok, cmp_n, cmp_gen);
 		goto out;
 	}
-	rep->label[0] = o.ini;
+	/* A: the INI and the shared --set; B: A with its own, or its INI with
+	 * both. */
+	label_sets(label_a, sizeof(label_a), o.ini, o.sets, o.n_sets, NULL, 0);
+	rep->label[0] = label_a;
 	if (rep->n_configs > 1) {
-		int at = snprintf(label_b, sizeof(label_b), "%s", o.vs ? o.vs : "A with");
-		for (int i = 0; i < o.n_vs_sets && at > 0 && (size_t)at < sizeof(label_b); i++)
-			at += snprintf(label_b + at, sizeof(label_b) - (size_t)at, " %s", o.vs_sets[i]);
+		if (o.vs)
+			label_sets(label_b, sizeof(label_b), o.vs, o.sets, o.n_sets, o.vs_sets,
+				   o.n_vs_sets);
+		else
+			label_sets(label_b, sizeof(label_b), "A", NULL, 0, o.vs_sets, o.n_vs_sets);
 		rep->label[1] = label_b;
 	}
 	bool apart = o.processes && rep->n_configs > 1;
