@@ -40,8 +40,10 @@ def ab(*vs, extra=(), env=None):
 
 
 def main():
-    # B = A: the same numbers, bit for bit; speed within noise.
-    rc, same = ab("plant.sleep_us=0")
+    # B = A: the same numbers, bit for bit; speed within noise.  Nine
+    # rounds: a ling-nano round takes milliseconds, and with five one
+    # hiccup of the machine moved the interval past the bounds below.
+    rc, same = ab("plant.sleep_us=0", extra=("-r", "9"))
     x = same["exact"]
     assert x["max_rel"] == 0 and x["mean_kl"] == 0 and x["top1"] == 1, x
     assert x["greedy"] == x["greedy_of"] == 8 and x["positions"] == 32, x
