@@ -78,9 +78,9 @@ for q in $quants; do
 	mv "$f.tmp" "$f"
 done
 
-# Ours: the default path (each linear takes the best quant plugin), and
-# exl3-int and exl3-q8 (15- and 8-bit activations) pinned.  MTP off on both sides.
-ours_ini() {             # FILE, quant pin or empty
+# Ours, each EXL3 path pinned: exl3 (float), exl3-int (15-bit activations,
+# the default) and exl3-q8 (8-bit).  MTP off on both sides.
+ours_ini() {             # FILE, quant pin
 	cat > "$1" <<-INI
 	[model]
 	path = $models/ling-bench-exl3
@@ -92,7 +92,7 @@ ours_ini() {             # FILE, quant pin or empty
 	prefill_chunk = $n_prompt
 
 	[plugins]
-	${2:+quant = $2}
+	quant = $2
 
 	[sampling]
 	temperature = 0
@@ -101,7 +101,7 @@ ours_ini() {             # FILE, quant pin or empty
 	enabled = false
 	INI
 }
-ours_ini "$out/exl3.ini" ""
+ours_ini "$out/exl3.ini" exl3
 ours_ini "$out/exl3-int.ini" exl3-int
 ours_ini "$out/exl3-q8.ini" exl3-q8
 "$build/bin/tfrun" "$out/exl3.ini" --check --json > "$out/check.json"

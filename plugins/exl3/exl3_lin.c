@@ -118,10 +118,11 @@ EXL3_OPENS(exl3, 0)
 EXL3_OPENS(exl3_int, TF_EXL3_QMAX_I15)
 EXL3_OPENS(exl3_q8, TF_EXL3_QMAX_I8)
 
-/* Below "exl3": the integer paths are used only where the INI pins them. */
-static int exl3_int_match(const tf_host *h, const char *prefix)
+/* "exl3-int" (tf_exl3_match) is the CPU default; "exl3" and "exl3-q8"
+ * open trellises where the INI pins them. */
+static int exl3_float_match(const tf_host *h, const char *prefix)
 {
-	return tf_exl3_match(h, prefix) ? TF_LIN_SCORE_EXL3_INT : 0;
+	return tf_exl3_match(h, prefix) ? TF_LIN_SCORE_EXL3_FLOAT : 0;
 }
 
 static int exl3_q8_match(const tf_host *h, const char *prefix)
@@ -339,7 +340,7 @@ const tf_plugin_quant tf_exl3_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3", "0.1.0",
 				"EXL3 trellis linear (exllamav3 format, K = 1..8, 3INST/MCG/MUL1), CPU",
 				exl3_probe),
-	.match = tf_exl3_match,
+	.match = exl3_float_match,
 	.open = exl3_open,
 	.open_part = exl3_open_part,
 	EXL3_LAYER_OPS,
@@ -349,13 +350,15 @@ const tf_plugin_quant tf_exl3_lin_ops = {
  * activations: ~5e-5 relative error per linear (matmul_int.h) instead of
  * fp32 rounding, for more weights per second than the float path: a
  * little on AVX-512 VNNI, where both have kernels, more elsewhere
- * (bench/exl3/README.md).  Chosen by `[plugins] quant = exl3-int`. */
+ * (bench/exl3/README.md), and the integer GEMM for prompts.  The CPU's
+ * default for trellises (docs/ini.md says why); `[plugins] quant = exl3`
+ * pins the float path. */
 const tf_plugin_quant tf_exl3_int_lin_ops = {
 	.hdr = TF_PLUGIN_HEADER(tf_plugin_quant, TF_KIND_QUANT, "exl3-int", "0.1.0",
 				"EXL3 trellis linear, MUL1 products with integer activations "
 				"(AVX-512 VNNI / AVX2 / NEON dotprod), CPU",
 				exl3_probe),
-	.match = exl3_int_match,
+	.match = tf_exl3_match,
 	.open = exl3_int_open,
 	.open_part = exl3_int_open_part,
 	EXL3_LAYER_OPS,

@@ -35,10 +35,12 @@ int tf_exl3_draw_slot(const tf_host *h, const char *prefix, int64_t out, int64_t
 		      double rms, const tf_quantize_opts *o, const tf_draw_sink *sink);
 
 /* Highest match() score of each descriptor: a `.trellis` beats a `.weight`
- * stored under the same prefix. */
-#define TF_LIN_SCORE_EXL3  100
-#define TF_LIN_SCORE_EXL3_INT 90        /* "exl3-int": only when pinned */
-#define TF_LIN_SCORE_EXL3_Q8 80         /* "exl3-q8": only when pinned */
+ * stored under the same prefix, and each backend's default trellis path
+ * ("exl3-int" on the CPU, exl3-cuda on a device) the CPU's others, which
+ * open trellises where the INI pins them (docs/ini.md, `[plugins] quant`). */
+#define TF_LIN_SCORE_EXL3  110          /* tf_exl3_match: the default paths */
+#define TF_LIN_SCORE_EXL3_FLOAT 100     /* "exl3", the float path */
+#define TF_LIN_SCORE_EXL3_Q8 80         /* "exl3-q8" */
 #define TF_LIN_SCORE_PLAIN 10
 
 /* Worker threads parallel_for() may use (1 without a host thread pool). */

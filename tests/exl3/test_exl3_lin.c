@@ -107,11 +107,11 @@ static const tf_plugin_quant *quant_named(const char *name)
 /* Open m.proj through descriptor `name`, as [plugins] quant would. */
 static int open_as(const tf_host *h, const char *name, int64_t in, int64_t out, tf_lin *lin)
 {
-	if (!strcmp(name, "exl3"))
+	if (!strcmp(name, "exl3-int"))          /* the default */
 		return h->lin_open(h, "m.proj", in, out, lin);
 	lin->ops = quant_named(name);
 	cr_assert_gt(lin->ops->match(h, "m.proj"), 0);
-	cr_assert_lt(lin->ops->match(h, "m.proj"), quant_named("exl3")->match(h, "m.proj"));
+	cr_assert_lt(lin->ops->match(h, "m.proj"), quant_named("exl3-int")->match(h, "m.proj"));
 	return lin->ops->open(h, "m.proj", in, out, &lin->impl, &lin->info);
 }
 

@@ -198,6 +198,7 @@ static void check_exl3(int64_t in, int64_t out, const tf_lin_part *part, uint64_
 	tf_test_fill_uniform(x, 77 * (size_t)in, 1.0f, &sx);
 	tf_testhost_add_exl3(cpu, PREFIX, in, out, &sc);
 	tf_testhost_add_exl3(dev, PREFIX, in, out, &sd);
+	tf_testhost_set_conf(cpu, "plugins", "quant", "exl3");    /* the float path */
 	open_both(cpu, dev, in, out, part, &lc, &ld, "exl3", TF_CUDA_EXL3);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		double e = run_both(&lc, hd, &ld, x, rows[i], ld.info.in, ld.info.out);

@@ -3,12 +3,13 @@
 
     Bf16       tfrun on ling-tiny (bf16) vs ling_ref.py, prompts of 1 to 150
                tokens, one and several prefill chunks
-    Exl3       tfrun on the EXL3 checkpoint vs ling_ref.py's EXL3 decoder
-    Exl3Int    the same with the integer-activation decode path pinned
+    Exl3       tfrun on the EXL3 checkpoint, the float path pinned, vs
+               ling_ref.py's EXL3 decoder
+    Exl3Int    the same through the integer-activation path (the default)
     Exl3VsBf16 the EXL3 model vs the same model in bf16: top-1 and KL, which
                must be the quantization error and nothing else
-    QuantPaths which quant path opens the EXL3 linears by default (float),
-               and that the INI pins each of the others
+    QuantPaths which quant path opens the EXL3 linears by default
+               (exl3-int), and that the INI pins each of the others
     Int8       tfquant --format example-int8, run through the example plugin
     NewLayerType  a layer type only a test plugin serves, given to two
                layers by the INI, vs the reference with the same layers
@@ -182,7 +183,7 @@ class Exl3(unittest.TestCase):
 
     def test_exl3_matches_reference(self):
         _, model = tm.exl3_pair()
-        rt = tm.Runtime(model)
+        rt = tm.Runtime(model, sets=["plugins.quant=exl3"])
         self.addCleanup(rt.close)
         ref = tm.Reference(model)
         prompts = [(n, seed, chunk) for n, seed, chunk in PROMPTS if n > 1]
@@ -215,7 +216,7 @@ def check_integer_path(tc, quant, max_rel, max_kl, min_top1):
 
 
 class Exl3Int(unittest.TestCase):
-    """`[plugins] quant = exl3-int`: MUL1 products take
+    """`[plugins] quant = exl3-int`, the default: MUL1 products take
     15-bit integer activations, per 128-block scaled to the block's max|x|.
     The rounding is at most max|x|/32512 per element, ~5e-5 of a linear's
     output (plugins/exl3/matmul_int.h); measured at the logits: 1.0e-4 max
@@ -274,10 +275,9 @@ class Exl3VsBf16(unittest.TestCase):
 
 class QuantPaths(unittest.TestCase):
     """`tfrun --check --json` counts the linears each quant plugin opened.
-    Unpinned, every trellis goes to `exl3`, the float path: the integer
-    paths miss top-1 >= 0.99 and mean KL <= 1e-3 against it on ling-bench
-    (bench/model/README.md), so neither is the default.  A pin moves every
-    trellis to the pinned path; the unquantized linears stay `plain`."""
+    Unpinned, every trellis goes to `exl3-int` (docs/ini.md says why); a
+    pin moves every trellis to the pinned path, the float path `exl3`
+    included; the unquantized linears stay `plain`."""
 
     def linears(self, model, *sets):
         ini = tm.write_ini(self.tmp.name, model)
@@ -295,11 +295,11 @@ class QuantPaths(unittest.TestCase):
         self.addCleanup(self.tmp.cleanup)
         _, model = tm.exl3_pair()
         default = self.linears(model)
-        self.assertEqual(set(default), {"exl3", "plain"})
-        self.assertGreater(default["exl3"], 0)
-        for q in ("exl3-int", "exl3-q8"):
+        self.assertEqual(set(default), {"exl3-int", "plain"})
+        self.assertGreater(default["exl3-int"], 0)
+        for q in ("exl3", "exl3-q8"):
             self.assertEqual(self.linears(model, f"plugins.quant={q}"),
-                             {q: default["exl3"], "plain": default["plain"]})
+                             {q: default["exl3-int"], "plain": default["plain"]})
 
 
 if __name__ == "__main__":

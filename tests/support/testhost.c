@@ -215,17 +215,21 @@ int tf_testhost_released(tf_testhost *th, const char *name)
 	return 0;
 }
 
-/* The quant plugin whose match() scores prefix highest, or NULL (an error
- * recorded). */
+/* As the runtime chooses: [plugins] quant when set and it recognises the
+ * prefix, else the quant plugin whose match() scores it highest, or NULL
+ * (an error recorded). */
 static const tf_plugin_quant *th_lin_choose(const tf_host *h, const char *prefix)
 {
 	tf_testhost *th = h->ctx;
+	const char *pin = th_conf_get(h, "plugins", "quant");
 	const tf_plugin_quant *best = NULL;
 	int best_score = 0;
 	const char *why;
 	for (int i = 0; i < th->n_quant; i++) {
 		if (!th->quant[i]->hdr.probe(h, &why))
 			continue;
+		if (pin && !strcmp(th->quant[i]->hdr.name, pin) && th->quant[i]->match(h, prefix) > 0)
+			return th->quant[i];
 		int s = th->quant[i]->match(h, prefix);
 		if (s > best_score) {
 			best_score = s;

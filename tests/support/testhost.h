@@ -6,8 +6,9 @@
  * quant plugin (exl3.so) and the routers (router.so) from the build's plugin
  * folder, so layer plugins are tested with the same linear layers, routers
  * and ops the runtime uses.  [plugins] router (tf_testhost_set_conf) pins a
- * router by name.  The typed INI reads parse strictly but know no ranges;
- * conf_enum knows only the enum keys plugins read ([runtime] kv_cache).
+ * router by name, [plugins] quant a quant plugin, as in an INI.  The typed
+ * INI reads parse strictly but know no ranges; conf_enum knows only the
+ * enum keys plugins read ([runtime] kv_cache).
  */
 #ifndef TF_TESTHOST_H
 #define TF_TESTHOST_H

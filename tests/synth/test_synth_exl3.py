@@ -124,7 +124,7 @@ class SynthExl3(unittest.TestCase):
         """The bit-exact decode first: the unrounded one replaces exl3_np's
         decoder for as long as it lives."""
         exact = test_reference.Exl3
-        rt = tm.Runtime(self.exl3)
+        rt = tm.Runtime(self.exl3, sets=["plugins.quant=exl3"])    # the float path
         self.addCleanup(rt.close)
         ref = tm.Reference(self.exl3)
         got = {}

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tp_generate_check.py TFRUN INI CHECK [--set K=V ...] - tfrun tensor parallel, end to end.
+"""tp_generate_check.py TFRUN INI CHECK [--set K=V ...] [--logit-tol X] - tfrun tensor parallel, end to end.
 
 Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
 (TP2) and holds them to each other:
@@ -37,7 +37,9 @@ Each CHECK runs the model INI on one rank (TP1) and sharded over two ranks
 
 LOGIT_TOL is the largest relative error of a prompt row's logits,
 ||TP2 - TP1|| / ||TP1||: the ranks' sums of partial products round
-differently from one rank's sums (float32), nothing more.
+differently from one rank's sums (float32), nothing more.  --logit-tol
+sets it for a path that rounds its activations (EXL3's integer paths:
+an activation a float32 rounding apart lands in the next quantum).
 """
 import json
 import os
@@ -373,6 +375,9 @@ def main():
     tfrun, ini, check = sys.argv[1:4]
     rest = sys.argv[4:]
     sets = [rest[i + 1] for i in range(0, len(rest) - 1, 2) if rest[i] == "--set"]
+    global LOGIT_TOL
+    LOGIT_TOL = next((float(rest[i + 1]) for i in range(0, len(rest) - 1, 2)
+                      if rest[i] == "--logit-tol"), LOGIT_TOL)
     checks = {
         "loopback": check_loopback, "ranks": check_ranks, "netns": check_netns,
         "kill": lambda r: (check_kill(r, 1), check_kill_local(r)),
