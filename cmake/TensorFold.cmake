@@ -91,6 +91,20 @@ function(tf_add_plugin name)
   target_link_libraries(${name} PRIVATE ${P_LIBS} m)
 endfunction()
 
+# tf_add_plugin_library(<name> SOURCES ... [LIBS ...])
+# A static library of C code that several plugins share (the CPU and the
+# CUDA plugin of one layer type): position-independent and hidden, as the
+# plugins that link it; its folder and the public headers its includes.
+function(tf_add_plugin_library name)
+  cmake_parse_arguments(L "" "" "SOURCES;LIBS" ${ARGN})
+  add_library(${name} STATIC ${L_SOURCES})
+  target_include_directories(${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}
+    ${CMAKE_SOURCE_DIR}/core/include)
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON
+    C_VISIBILITY_PRESET hidden)
+  target_link_libraries(${name} PUBLIC ${L_LIBS} m)
+endfunction()
+
 # tf_add_selftest(<name> SOURCES ... [LIBS ...])
 # A plain-C self-test program: no Criterion, so it also links statically
 # for a cross target and runs under CMAKE_CROSSCOMPILING_EMULATOR (qemu).
