@@ -228,9 +228,9 @@ static const tf_plugin_quant *th_lin_choose(const tf_host *h, const char *prefix
 	for (int i = 0; i < th->n_quant; i++) {
 		if (!th->quant[i]->hdr.probe(h, &why))
 			continue;
-		if (pin && !strcmp(th->quant[i]->hdr.name, pin) && th->quant[i]->match(h, prefix) > 0)
-			return th->quant[i];
 		int s = th->quant[i]->match(h, prefix);
+		if (s > 0 && pin && !strcmp(th->quant[i]->hdr.name, pin))
+			return th->quant[i];
 		if (s > best_score) {
 			best_score = s;
 			best = th->quant[i];
