@@ -46,6 +46,9 @@ def main():
     rc, same = ab("plant.sleep_us=0", extra=("-r", "9"))
     x = same["exact"]
     assert x["max_rel"] == 0 and x["mean_kl"] == 0 and x["top1"] == 1, x
+    # Each label names what its side ran with: the shared --set on A's.
+    assert same["a"] == f"{INI} with plugins.path={PLUGINS} plugins.router=plant", same["a"]
+    assert same["b"] == "A with plant.sleep_us=0", same["b"]
     assert x["greedy"] == x["greedy_of"] == 8 and x["positions"] == 32, x
     for t in same["ab"]:       # wide: other tests may share the machine
         assert t["lo"] < 1.3 and t["hi"] > 0.77, t
