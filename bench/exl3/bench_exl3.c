@@ -5,6 +5,7 @@
  *
  *     bench_exl3 [threads ...]            default: 1 2
  *     bench_exl3 rows [threads ...]       the rows table alone
+ *     bench_exl3 kernels [threads ...]    the integer kernels' table alone
  *
  * Layers go through exl3.so and backend-cpu.so exactly as the runtime
  * drives them (input/output Hadamards included): "exl3" (float
@@ -295,18 +296,58 @@ static void rows_table(const int *threads, int n_threads)
 			}
 }
 
+/* The layer shapes of the one-row tables: k x n. */
+static const int64_t shapes[][2] = { { 4096, 1280 }, { 1280, 4096 }, { 4096, 4096 } };
+
+/* Each integer-activation kernel alone, forced, one row, both precisions. */
+static void kernels_table(const int *threads, int n_threads)
+{
+	printf("Integer-activation kernels alone (G weights/s, MUL1, one row), with "
+	       "15-bit and 8-bit activations:\n\n");
+	printf("| threads | k x n | K |");
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			printf(" %s i15 | %s i8 |", tf_exl3_ipath_name((tf_exl3_ipath)p),
+			       tf_exl3_ipath_name((tf_exl3_ipath)p));
+	printf("\n|---|---|---|");
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			printf("---|---|");
+	printf("\n");
+	for (int ti = 0; ti < n_threads; ti++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int K = 3; K <= 6; K++) {
+				printf("| %d | %lldx%lld | %d |", threads[ti], (long long)shapes[s][0],
+				       (long long)shapes[s][1], K);
+				for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+					for (int b = 0; b < 2 && tf_exl3_ipath_supported((tf_exl3_ipath)p); b++)
+						printf(" %.2f |", run_kernel(threads[ti], shapes[s][0],
+									     shapes[s][1], K, (tf_exl3_ipath)p,
+									     b ? TF_EXL3_QMAX_I8 :
+									     TF_EXL3_QMAX_I15) / 1e9);
+				printf("\n");
+				fflush(stdout);
+			}
+}
+
 int main(int argc, char **argv)
 {
-	static const int64_t shapes[][2] = { { 4096, 1280 }, { 1280, 4096 }, { 4096, 4096 } };
-	int threads[8] = { 1, 2 }, n_threads = 2, rows_only = argc > 1 && !strcmp(argv[1], "rows");
+	const int rows_only = argc > 1 && !strcmp(argv[1], "rows");
+	const int kernels_only = argc > 1 && !strcmp(argv[1], "kernels");
+	const int first = 1 + rows_only + kernels_only;
+	int threads[8] = { 1, 2 }, n_threads = 2;
 
-	if (argc > 1 + rows_only) {
+	if (argc > first) {
 		n_threads = 0;
-		for (int i = 1 + rows_only; i < argc && n_threads < 8; i++)
+		for (int i = first; i < argc && n_threads < 8; i++)
 			threads[n_threads++] = atoi(argv[i]);
 	}
 	if (rows_only) {
 		rows_table(threads, n_threads);
+		return 0;
+	}
+	if (kernels_only) {
+		kernels_table(threads, n_threads);
 		return 0;
 	}
 	printf("exl3-int kernel here: %s\n\n", tf_exl3_ipath_name(tf_exl3_ipath_best()));
@@ -335,32 +376,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	printf("\nInteger-activation kernels alone (G weights/s, MUL1, one row), with "
-	       "15-bit and 8-bit activations:\n\n");
-	printf("| threads | k x n | K |");
-	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
-		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
-			printf(" %s i15 | %s i8 |", tf_exl3_ipath_name((tf_exl3_ipath)p),
-			       tf_exl3_ipath_name((tf_exl3_ipath)p));
-	printf("\n|---|---|---|");
-	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
-		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
-			printf("---|---|");
 	printf("\n");
-	for (int ti = 0; ti < n_threads; ti++)
-		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-			for (int K = 2; K <= 4; K++) {
-				printf("| %d | %lldx%lld | %d |", threads[ti], (long long)shapes[s][0],
-				       (long long)shapes[s][1], K);
-				for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
-					for (int b = 0; b < 2 && tf_exl3_ipath_supported((tf_exl3_ipath)p); b++)
-						printf(" %.2f |", run_kernel(threads[ti], shapes[s][0],
-									     shapes[s][1], K, (tf_exl3_ipath)p,
-									     b ? TF_EXL3_QMAX_I8 :
-									     TF_EXL3_QMAX_I15) / 1e9);
-				printf("\n");
-				fflush(stdout);
-			}
+	kernels_table(threads, n_threads);
 	rows_table(threads, n_threads);
 	return 0;
 }
