@@ -12,12 +12,13 @@
  *
  *  - 8-bit (exl3-q8), one row: one vpdpbusd of the product's four bytes
  *    against v in all four bytes: 4 operations;
- *  - 15-bit (exl3-int), one row: vpmaddubsw against ones (byte pairs,
- *    ≤ 510) and vpdpwssd with v in both int16 halves: 5 operations;
- *  - either, several rows (WALK_KP): the byte sum once (vpdpbusd against
- *    ones), two tile rows' sums packed as int16 pairs, then per row one
- *    vpdpwssd for 2 k: half a row's operation per 16 weights, where the
- *    one-row modes take one;
+ *  - 15-bit (exl3-int), and 8-bit for several rows (WALK_KP): the byte sum
+ *    once (vpdpbusd against ones), two tile rows' sums packed as int16
+ *    pairs, then per row one vpdpwssd for 2 k: half a row's operation per
+ *    16 weights.  One 15-bit row so takes 2.5 multiply-pipe operations per
+ *    16 weights where a vpmaddubsw of byte pairs and a vpdpwssd of v in
+ *    both halves took 3 (4096x4096, K=3, one thread: 17.7 -> 19.2 G
+ *    weights/s);
  *  - float (exl3): the byte sum as one vpdpbusd against ones, its exact
  *    conversion (≤ 1020) and an FMA: 6 operations, the same fp32 sums as
  *    the vector unit's path (Σ x·w = K_INV·Σ x·bs + K_BIAS·Σ x at the end).
@@ -51,7 +52,7 @@
  * several rows: each weight's byte sum is made once (vpdpbusd against
  * ones), two tile rows' sums packed as int16 pairs, and each row adds
  * 32 products an instruction (vpdpwssd against tf_exl3_qx.kpair). */
-typedef enum walk_mode { WALK_F32, WALK_I15, WALK_Q8, WALK_KP } walk_mode;
+typedef enum walk_mode { WALK_F32, WALK_Q8, WALK_KP } walk_mode;
 
 /* Bytes of x holding k activations in `mode`'s layout. */
 static inline __attribute__((always_inline)) int64_t x_bytes(walk_mode mode, int64_t k)
@@ -93,8 +94,6 @@ walk_step(__m512i acc, __m512i p, __m512i v, walk_mode mode)
 
 	if (mode == WALK_Q8)
 		return _mm512_dpbusd_epi32(acc, p, v);
-	if (mode == WALK_I15)
-		return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(p, ones), v);
 	__m512 bs = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), p, ones));
 	return _mm512_castps_si512(_mm512_fmadd_ps(bs, _mm512_castsi512_ps(v),
 						   _mm512_castsi512_ps(acc)));
@@ -242,13 +241,11 @@ typedef void (*walk_fn)(const uint32_t *run, int64_t stride, int nr, int np,
 		}                                                                      \
 	}
 _Static_assert(TF_EXL3_INT_ROWS == 8, "walk_rows takes at most 8 rows");
-#define WALK_FNS(K) WALK_FN(K, WALK_F32) WALK_FN(K, WALK_I15) WALK_FN(K, WALK_Q8) \
-	WALK_FN(K, WALK_KP)
+#define WALK_FNS(K) WALK_FN(K, WALK_F32) WALK_FN(K, WALK_Q8) WALK_FN(K, WALK_KP)
 WALK_FNS(1) WALK_FNS(2) WALK_FNS(3) WALK_FNS(4) WALK_FNS(5) WALK_FNS(6) WALK_FNS(7) WALK_FNS(8)
 
-#define WALK_ROW(K) { walk_##K##_WALK_F32, walk_##K##_WALK_I15, walk_##K##_WALK_Q8, \
-		      walk_##K##_WALK_KP }
-static const walk_fn walks[TF_EXL3_K_MAX + 1][4] = {
+#define WALK_ROW(K) { walk_##K##_WALK_F32, walk_##K##_WALK_Q8, walk_##K##_WALK_KP }
+static const walk_fn walks[TF_EXL3_K_MAX + 1][3] = {
 	[1] = WALK_ROW(1), [2] = WALK_ROW(2), [3] = WALK_ROW(3), [4] = WALK_ROW(4),
 	[5] = WALK_ROW(5), [6] = WALK_ROW(6), [7] = WALK_ROW(7), [8] = WALK_ROW(8),
 };
@@ -340,16 +337,15 @@ static void mul_rows(const tf_exl3_mat *m, walk_mode mode, const void *x, int64_
 	}
 }
 
-/* One row walks with its activation in every lane; more rows take the
- * k-pair walk (the same exact int32 block sums, so the same bits). */
+/* One 8-bit row walks with its activation in every byte; the rest take
+ * the k-pair walk (the same exact int32 block sums, so the same bits). */
 void tf_exl3_int_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		      int64_t j0, int64_t j1)
 {
-	if (q->rows > 1)
+	if (q->rows > 1 || q->qmax > TF_EXL3_QMAX_I8)
 		mul_rows(m, WALK_KP, q->kpair, q->k / 2, (int)q->rows, q->unit, q->sum, yh, j0, j1);
 	else
-		mul_rows(m, q->qmax <= TF_EXL3_QMAX_I8 ? WALK_Q8 : WALK_I15, q->pair, q->k, 1,
-			 q->unit, q->sum, yh, j0, j1);
+		mul_rows(m, WALK_Q8, q->pair, q->k, 1, q->unit, q->sum, yh, j0, j1);
 }
 
 void tf_exl3_mul1_rows_avx512(const tf_exl3_mat *m, const float *xh, int rows, float *yh,
