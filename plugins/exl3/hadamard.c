@@ -3,27 +3,46 @@
 
 #include "vec.h"
 
+#define HALF (TF_HAD_BLOCK / 2)
+#define HALF_VECS (HALF / TF_VL)
+
+/*
+ * Butterfly pairs (i, i+h): strides below a vector inside each register,
+ * then the strides up to 32 on each half of the block held in registers,
+ * then stride 64 and the scale in one pass.  The stages run in the same
+ * order on every element (1, 2, 4, ..., 64), so the sums are the ones the
+ * plain stage-by-stage loop forms; only the loads and stores went.
+ */
 void tf_had128(float *v, int64_t n)
 {
-	const float scale = 0.088388347648f;    /* 1/√128, as exllamav3 */
+	const tf_vf scale = tf_vf_set1(0.088388347648f);        /* 1/√128, as exllamav3 */
 
 	for (int64_t b = 0; b < n; b += TF_HAD_BLOCK) {
 		float *x = v + b;
-		/* Butterfly pairs (i, i+h): strides below a vector inside each
-		 * register, the rest between registers.  The stages commute,
-		 * and each pair's sum and difference are the same either way. */
-		for (int i = 0; i < TF_HAD_BLOCK; i += TF_VL)
-			tf_vf_store(x + i, tf_vf_had_lanes(tf_vf_load(x + i)));
-		for (int h = TF_VL; h < TF_HAD_BLOCK; h *= 2)
-			for (int i = 0; i < TF_HAD_BLOCK; i += 2 * h)
-				for (int j = 0; j < h; j += TF_VL) {
-					tf_vf a = tf_vf_load(x + i + j);
-					tf_vf c = tf_vf_load(x + i + j + h);
-					tf_vf_store(x + i + j, tf_vf_add(a, c));
-					tf_vf_store(x + i + j + h, tf_vf_sub(a, c));
-				}
-		tf_vf s = tf_vf_set1(scale);
-		for (int i = 0; i < TF_HAD_BLOCK; i += TF_VL)
-			tf_vf_store(x + i, tf_vf_mul(tf_vf_load(x + i), s));
+		for (int half = 0; half < 2; half++) {
+			float *xh = x + half * HALF;
+			tf_vf r[HALF_VECS];
+#pragma GCC unroll 64
+			for (int i = 0; i < HALF_VECS; i++)
+				r[i] = tf_vf_had_lanes(tf_vf_load(xh + i * TF_VL));
+#pragma GCC unroll 8
+			for (int h = 1; h < HALF_VECS; h *= 2)
+#pragma GCC unroll 64
+				for (int j = 0; j < HALF_VECS; j++)
+					if (!(j & h)) {
+						tf_vf a = r[j], c = r[j | h];
+						r[j] = tf_vf_add(a, c);
+						r[j | h] = tf_vf_sub(a, c);
+					}
+#pragma GCC unroll 64
+			for (int i = 0; i < HALF_VECS; i++)
+				tf_vf_store(xh + i * TF_VL, r[i]);
+		}
+#pragma GCC unroll 64
+		for (int i = 0; i < HALF; i += TF_VL) {
+			tf_vf a = tf_vf_load(x + i), c = tf_vf_load(x + i + HALF);
+			tf_vf_store(x + i, tf_vf_mul(tf_vf_add(a, c), scale));
+			tf_vf_store(x + i + HALF, tf_vf_mul(tf_vf_sub(a, c), scale));
+		}
 	}
 }
