@@ -81,10 +81,10 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 		q->unit[row * blocks + b] = unit;
 		sum += (double)unit * (double)tf_vf_sum(vsum);
 	}
-	for (int64_t i = 0; i < q->k; i += 2) {
-		const uint32_t *pair = q->pair + row * q->k + i;
-		q->kpair[(row * q->k + i) / 2] = (pair[0] & 0xFFFF) | (pair[1] << 16);
-	}
+	const uint32_t *pair = q->pair + row * q->k;
+	uint32_t *kpair = q->kpair + row * (q->k / 2);
+	for (int64_t i = 0; i < q->k / 2; i++)
+		kpair[i] = (pair[2 * i] & 0xFFFF) | (pair[2 * i + 1] & 0xFFFF0000u);
 	q->sum[row] = (float)sum;
 }
 
