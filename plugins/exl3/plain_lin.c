@@ -7,7 +7,8 @@
  * kv_b_proj, an fp16 lm_head) and whole bf16 checkpoints.  Work is split
  * over output features; each output's weight row is widened on the fly and
  * reused for up to PLAIN_ROWS input rows while it sits in L1, so decode
- * (one row) streams the weights exactly once.
+ * (one row) streams the weights exactly once, and a prompt's rows pass a
+ * block of outputs at a time (plain_range).
  *
  * A part (tensor parallelism, tf_lin_part) is a view of the stored rows:
  * an output range starts further in, an input range strides past the
@@ -22,6 +23,7 @@
 
 #define PLAIN_ROWS 4            /* input rows sharing one pass over a weight row */
 #define PLAIN_GRAIN 16          /* fewest output features per work item */
+#define PLAIN_BLOCK_BYTES (256u << 10)  /* weight rows a block of outputs keeps in L2 */
 
 typedef struct tf_plain_lin {
 	const tf_host *h;
@@ -100,21 +102,34 @@ struct plain_job {
 	plain_dot_fn dot;
 };
 
+/*
+ * Outputs [begin, end) in blocks whose weight rows stay in L2
+ * (PLAIN_BLOCK_BYTES) while every row passes them, PLAIN_ROWS rows at a
+ * time: a prompt's rows are read once per block, not once per output
+ * (one output at a time, a 512-row prompt re-read its 4 MiB of rows for
+ * each of a router's 64 outputs).  Each row's sums are plain_dot's
+ * whatever the block, so the bits are those of a row alone.
+ */
 static void plain_range(void *arg, int64_t begin, int64_t end, int worker)
 {
 	const struct plain_job *j = arg;
 	const tf_plain_lin *l = j->l;
-	size_t es = tf_dtype_size(l->dt);
+	const size_t es = tf_dtype_size(l->dt), row_bytes = (size_t)l->in * es;
+	const int64_t block = row_bytes < PLAIN_BLOCK_BYTES ?
+			      (int64_t)(PLAIN_BLOCK_BYTES / row_bytes) : 1;
 	float acc[PLAIN_ROWS];
 
-	for (int64_t o = begin; o < end; o++) {
-		const void *w = (const char *)l->w + (size_t)o * (size_t)l->ld * es;
-		float b = l->bias ? l->bias[o] : 0.0f;
+	for (int64_t o0 = begin; o0 < end; o0 += block) {
+		const int64_t o1 = end - o0 < block ? end : o0 + block;
 		for (int64_t r = 0; r < j->rows; r += PLAIN_ROWS) {
-			int nr = j->rows - r < PLAIN_ROWS ? (int)(j->rows - r) : PLAIN_ROWS;
-			j->dot(j->x + r * l->in, l->in, nr, w, acc);
-			for (int k = 0; k < nr; k++)
-				j->y[(r + k) * l->out + o] = acc[k] + b;
+			const int nr = j->rows - r < PLAIN_ROWS ? (int)(j->rows - r) : PLAIN_ROWS;
+			for (int64_t o = o0; o < o1; o++) {
+				const void *w = (const char *)l->w + (size_t)o * (size_t)l->ld * es;
+				const float b = l->bias ? l->bias[o] : 0.0f;
+				j->dot(j->x + r * l->in, l->in, nr, w, acc);
+				for (int k = 0; k < nr; k++)
+					j->y[(r + k) * l->out + o] = acc[k] + b;
+			}
 		}
 	}
 }
