@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "matmul_int_kern.h"
 #include "tf/error.h"
@@ -57,8 +58,8 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 			bad = tf_vf_fma(v, tf_vf_zero(), bad);
 		}
 		tf_vf_store(lanes, mx);
-		for (int l = 0; l < TF_VL; l++)
-			amax = fmaxf(amax, lanes[l]);
+		for (int l = 0; l < TF_VL; l++)      /* no NaN here: `bad` has them */
+			amax = lanes[l] > amax ? lanes[l] : amax;
 		/* A NaN or infinity makes the unit NaN, so the row's outputs
 		 * are NaN as the float path's would be; an all-zero block
 		 * quantizes to zeros with any unit. */
@@ -81,10 +82,14 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 		q->unit[row * blocks + b] = unit;
 		sum += (double)unit * (double)tf_vf_sum(vsum);
 	}
+	/* Pair words 2i and 2i+1 as one 64-bit load, so the loop vectorizes. */
 	const uint32_t *pair = q->pair + row * q->k;
 	uint32_t *kpair = q->kpair + row * (q->k / 2);
-	for (int64_t i = 0; i < q->k / 2; i++)
-		kpair[i] = (pair[2 * i] & 0xFFFF) | (pair[2 * i + 1] & 0xFFFF0000u);
+	for (int64_t i = 0; i < q->k / 2; i++) {
+		uint64_t two;
+		memcpy(&two, pair + 2 * i, sizeof(two));
+		kpair[i] = (uint32_t)(two & 0xFFFF) | ((uint32_t)(two >> 32) & 0xFFFF0000u);
+	}
 	q->sum[row] = (float)sum;
 }
 
