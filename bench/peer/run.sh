@@ -9,7 +9,7 @@
 #
 # IK_DIR: an ik_llama.cpp tree built by bench/peer/build-ik.sh.  Ours:
 #   cmake --build build --target tfrun tfsynth bench_batch bw \
-#       backend-cpu exl3 exl3-int kda mla moe
+#       backend-cpu exl3 kda mla moe router
 #
 # Environment (defaults in brackets):
 #   PEER_ROUNDS   alternating rounds; medians reported          [3]
@@ -183,7 +183,7 @@ while [ $r -le "$rounds" ]; do
 	ours_single $r exl3-q8
 	if [ "$batch" = 1 ]; then
 		peer_batched $r "$first"
-		ours_batched $r exl3
+		ours_batched $r exl3-int
 		ours_batched $r exl3-q8
 	fi
 	r=$((r + 1))
