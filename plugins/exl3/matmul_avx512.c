@@ -48,10 +48,11 @@
 #define PREFETCH_K_MIN 6
 #define PREFETCH_ROWS 8         /* tile rows ahead */
 
-/* WALK_KP: integer activations (either precision) two k a lane, for
- * several rows: each weight's byte sum is made once (vpdpbusd against
- * ones), two tile rows' sums packed as int16 pairs, and each row adds
- * 32 products an instruction (vpdpwssd against tf_exl3_qx.kpair). */
+/* WALK_KP: integer activations two k a lane, for one 15-bit row or
+ * several rows of either precision: each weight's byte sum is made once
+ * (vpdpbusd against ones), two tile rows' sums packed as int16 pairs, and
+ * each row adds 32 products an instruction (vpdpwssd against
+ * tf_exl3_qx.kpair). */
 typedef enum walk_mode { WALK_F32, WALK_Q8, WALK_KP } walk_mode;
 
 /* Bytes of x holding k activations in `mode`'s layout. */

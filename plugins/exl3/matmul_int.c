@@ -82,7 +82,8 @@ void tf_exl3_qx_set(tf_exl3_qx *q, int64_t row, const float *x)
 		q->unit[row * blocks + b] = unit;
 		sum += (double)unit * (double)tf_vf_sum(vsum);
 	}
-	/* Pair words 2i and 2i+1 as one 64-bit load, so the loop vectorizes. */
+	/* k pairs: the low halves of pair words 2i and 2i+1, read as one
+	 * 64-bit load. */
 	const uint32_t *pair = q->pair + row * q->k;
 	uint32_t *kpair = q->kpair + row * (q->k / 2);
 	for (int64_t i = 0; i < q->k / 2; i++) {

@@ -31,9 +31,9 @@
  *
  * On AVX-512, a 15-bit row and several rows of either precision (a
  * verify, a batch's sequences) pair k in registers: two tile rows' byte
- * sums as int16 pairs, one vpdpwssd a row per 32 weights; many rows (a prefill chunk) take the
- * GEMM: a strip of byte sums decoded once as int16 for every row, two k a
- * lane (gemm_avx512.c).  The int32 block sums are the same exact integers
+ * sums as int16 pairs, one vpdpwssd a row per 32 weights; many rows (a
+ * prefill chunk) take the GEMM: a strip of byte sums decoded once as
+ * int16 for every row, two k a lane (gemm_avx512.c).  The int32 block sums are the same exact integers
  * either way, so every kernel gives a row the one-row walk's bits.
  *
  * Like the fused float path, the weights are the unrounded affine values
