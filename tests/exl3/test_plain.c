@@ -134,6 +134,58 @@ Test(plain, multithreaded_large)
 	}
 }
 
+/*
+ * Rows long enough that a thread's outputs pass in several L2 blocks
+ * (8192 inputs: 8 to 16 outputs a block) and several row chunks: each row
+ * of a many-row product equals that row's product alone, bit for bit,
+ * and the float64 product within 1e-5.
+ */
+Test(plain, rows_as_alone_across_output_blocks)
+{
+	enum { IN = 8192, OUT = 40, ROWS = 9 };
+	uint64_t seed = 71;
+	float *w = malloc(sizeof(float) * IN * OUT), *x = malloc(sizeof(float) * IN * ROWS);
+	float *y = malloc(sizeof(float) * OUT * ROWS), *alone = malloc(sizeof(float) * OUT);
+	float *ref = malloc(sizeof(float) * OUT);
+	int64_t ws[2] = { OUT, IN };
+
+	tf_test_fill_uniform(w, IN * OUT, 1.0f, &seed);
+	tf_test_fill_uniform(x, IN * ROWS, 2.0f, &seed);
+	for (size_t d = 0; d < 3; d++)
+		for (int threads = 1; threads <= 2; threads++) {
+			tf_testhost *th = tf_testhost_new(NULL, threads);
+			const tf_host *h = tf_testhost_host(th);
+			tf_lin lin = { 0 };
+			tf_testhost_add_f32(th, "m.proj.weight", dtypes[d], 2, ws, w);
+			cr_assert_eq(h->lin_open(h, "m.proj", IN, OUT, &lin), TF_OK, "%s",
+				     tf_testhost_last_error(th));
+			for (int64_t i = 0; i < OUT * ROWS; i++)
+				y[i] = NAN;
+			cr_assert_eq(tf_lin_forward(&lin, x, ROWS, y), TF_OK);
+			for (int64_t r = 0; r < ROWS; r++) {
+				for (int64_t o = 0; o < OUT; o++)
+					alone[o] = NAN;
+				cr_assert_eq(tf_lin_forward(&lin, x + r * IN, 1, alone), TF_OK);
+				cr_assert_eq(memcmp(alone, y + r * OUT, sizeof(float) * OUT), 0,
+					     "%s, %d threads: row %lld differs from itself alone",
+					     tf_dtype_name(dtypes[d]), threads, (long long)r);
+				for (int64_t o = 0; o < OUT; o++) {
+					double s = 0;
+					for (int64_t i = 0; i < IN; i++)
+						s += (double)stored(w[o * IN + i], dtypes[d]) *
+						     x[r * IN + i];
+					ref[o] = (float)s;
+				}
+				double err = tf_test_rel_err(y + r * OUT, ref, OUT, 1e-3);
+				cr_assert_lt(err, 1e-5, "%s row %lld: rel err %g",
+					     tf_dtype_name(dtypes[d]), (long long)r, err);
+			}
+			h->lin_close(h, &lin);
+			tf_testhost_free(th);
+		}
+	free(w); free(x); free(y); free(alone); free(ref);
+}
+
 /* Open "m.proj" after adding `weight` (and `bias`, if given). */
 static int open_bad(tf_testhost *th, tf_dtype wdt, int wnd, const int64_t *wshape,
 		    const int64_t *bshape, int64_t in, int64_t out)
