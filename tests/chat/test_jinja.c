@@ -178,6 +178,23 @@ Test(jinja, hostile_templates_stop)
 	expect_fail("{% set s = 'x' * 1000000 %}{% for a in range(100) %}{% set s = s ~ s %}{% "
 		    "endfor %}",
 		    TF_ERR_INVALID, "t.jinja:1:", "beyond");
+	/* so are the strings str() and tojson make of a container, which print
+	 * far more bytes than the list holds, and the items filters pass over */
+	static const char *const big[] = {
+		"{{ l }}", "{{ l|string|length }}", "{{ l|tojson|length }}", "{{ l|join|length }}",
+		"{{ [l]|join|length }}", "{{ {'k': l} ~ '' }}",
+	};
+	for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+		char tmpl[256];
+		snprintf(tmpl, sizeof(tmpl),
+			 "{%% set s = 'x' * 1000 * 60000 %%}{%% set l = [[1] * 1000] * 3000 %%}%s",
+			 big[i]);
+		expect_fail(tmpl, TF_ERR_INVALID, "t.jinja:1:", "output beyond");
+	}
+	expect_fail("{{ ('x' * 1000 * 6000)|list|length }}", TF_ERR_INVALID, "t.jinja:1:", "steps");
+	expect_fail("{{ ([1] * 6000000)|length }}", TF_ERR_INVALID, "t.jinja:1:", "steps");
+	expect_fail("{{ (['a', 'b'] * 1000000 * 3)|select|list|length }}", TF_ERR_INVALID,
+		    "t.jinja:1:", "steps");
 }
 
 /* Reference counts never free a cycle: a template (from a checkpoint, or a

@@ -155,7 +155,7 @@ static void expect_py(const char *json, bool repr, const char *want)
 	tf_bytes out = { 0 };
 
 	cr_assert_eq(tf_val_parse_json(json, strlen(json), &v), 0, "%s: %s", json, tf_diag_msg());
-	cr_assert_eq(tf_val_dump_py(v, repr, &out), 0);
+	cr_assert_eq(tf_val_dump_py(v, repr, SIZE_MAX, &out), 0);
 	cr_expect(out.len == strlen(want) && memcmp(out.p, want, out.len) == 0,
 		  "%s: got %.*s, want %s", json, (int)out.len, out.p, want);
 	tf_bytes_free(&out);
@@ -177,10 +177,10 @@ Test(value, python_spellings)
 	tf_val *t = tf_val_seq_new(TF_SEQ_TUPLE), *u = tf_val_undefined("'x' is undefined");
 	tf_bytes out = { 0 };
 	cr_assert_eq(tf_val_list_push(t, tf_val_int(1)), 0);
-	cr_assert_eq(tf_val_dump_py(t, true, &out), 0);
+	cr_assert_eq(tf_val_dump_py(t, true, SIZE_MAX, &out), 0);
 	cr_assert_eq(tf_val_list_push(t, tf_val_ref(u)), 0);
-	cr_assert_eq(tf_val_dump_py(t, true, &out), 0);
-	cr_assert_eq(tf_val_dump_py(u, false, &out), 0);
+	cr_assert_eq(tf_val_dump_py(t, true, SIZE_MAX, &out), 0);
+	cr_assert_eq(tf_val_dump_py(u, false, SIZE_MAX, &out), 0);
 	cr_expect(out.len == 18 && memcmp(out.p, "(1,)(1, Undefined)", 18) == 0, "%.*s",
 		  (int)out.len, out.p);
 	cr_expect_str_eq(tf_val_undefined_why(u), "'x' is undefined");
@@ -188,19 +188,34 @@ Test(value, python_spellings)
 	/* views print as Python does; generators and ranges have addresses */
 	tf_val *keys = tf_val_seq_new(TF_SEQ_DICT_KEYS), *gen = tf_val_seq_new(TF_SEQ_GENERATOR);
 	cr_assert_eq(tf_val_list_push(keys, tf_val_cstr("k")), 0);
-	cr_assert_eq(tf_val_dump_py(keys, false, &out), 0);
+	cr_assert_eq(tf_val_dump_py(keys, false, SIZE_MAX, &out), 0);
 	cr_expect(out.len == 16 && memcmp(out.p, "dict_keys(['k'])", 16) == 0, "%.*s", (int)out.len,
 		  out.p);
-	cr_expect_eq(tf_val_dump_py(gen, false, &out), TF_ERR_UNSUPPORTED);
+	cr_expect_eq(tf_val_dump_py(gen, false, SIZE_MAX, &out), TF_ERR_UNSUPPORTED);
 	cr_expect_eq(tf_val_dump_json(keys, &out), TF_ERR_INVALID);
 	cr_expect(tf_val_truthy(gen) && tf_val_truthy(keys), "a generator is true, even empty");
 	tf_val_unref(keys);
 	tf_val_unref(gen);
 	tf_bytes_free(&out);
 	tf_val *ns = tf_val_namespace();
-	cr_expect_eq(tf_val_dump_py(ns, false, &out), TF_ERR_UNSUPPORTED);
+	cr_expect_eq(tf_val_dump_py(ns, false, SIZE_MAX, &out), TF_ERR_UNSUPPORTED);
 	tf_bytes_free(&out);
 	tf_val_unref(ns);
+	/* a bounded dump stops between items once past its bound */
+	tf_val *l = tf_val_list();
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(tf_val_list_push(l, tf_val_int(1000 + i)), 0);
+	cr_expect_eq(tf_val_dump_py(l, false, 20, &out), TF_ERR_RANGE);
+	cr_expect(out.len > 20 && out.len <= 26, "stopped after %zu bytes", out.len);
+	cr_expect(strstr(tf_diag_msg(), "beyond 20 bytes"), "%s", tf_diag_msg());
+	tf_bytes_free(&out);
+	tf_json_style st = { -1, ",", ":", false, 20 };
+	cr_expect_eq(tf_val_dump_json_style(l, &st, &out), TF_ERR_RANGE);
+	cr_expect(out.len > 20 && out.len <= 25, "stopped after %zu bytes", out.len);
+	tf_bytes_free(&out);
+	cr_expect_eq(tf_val_dump_py(l, false, 6000, &out), 0, "the whole list is 6000 bytes");
+	tf_bytes_free(&out);
+	tf_val_unref(l);
 	tf_val_unref(t);
 	tf_val_unref(u);
 }
@@ -258,13 +273,13 @@ Test(value, json_styles_as_json_dumps)
 	tf_val *v = json("{\"b\": [1, {}], \"a\": {\"y\": [], \"x\": \"\\u00e9\"}}");
 	static const struct { tf_json_style st; const char *want;
 	} cases[] = {
-		{ { 2, ",", ": ", false },
+		{ { 2, ",", ": ", false, SIZE_MAX },
 		  "{\n  \"b\": [\n    1,\n    {}\n  ],\n  \"a\": {\n    \"y\": [],\n    \"x\": "
 		  "\"\xC3\xA9\"\n  }\n}" },
-		{ { -1, ",", ":", false }, "{\"b\":[1,{}],\"a\":{\"y\":[],\"x\":\"\xC3\xA9\"}}" },
-		{ { -1, ", ", ": ", true },
+		{ { -1, ",", ":", false, SIZE_MAX }, "{\"b\":[1,{}],\"a\":{\"y\":[],\"x\":\"\xC3\xA9\"}}" },
+		{ { -1, ", ", ": ", true, SIZE_MAX },
 		  "{\"a\": {\"x\": \"\xC3\xA9\", \"y\": []}, \"b\": [1, {}]}" },
-		{ { 0, ",", ": ", true },
+		{ { 0, ",", ": ", true, SIZE_MAX },
 		  "{\n\"a\": {\n\"x\": \"\xC3\xA9\",\n\"y\": []\n},\n\"b\": [\n1,\n{}\n]\n}" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -18,6 +18,7 @@
 #define EVAL_MAX_NEST 600             /* nodes run inside nodes: bounds the C stack */
 #define EVAL_MAX_STEPS 5000000u       /* statements, expressions and iterations run */
 #define EVAL_MAX_OUTPUT (64u << 20)   /* bytes written, captured ones too */
+#define KEY_REPR_MAX 200              /* of a missing key, in a message */
 
 struct scope {
 	tf_val *vars;          /* a DICT */
@@ -85,11 +86,24 @@ int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more)
 	return 0;
 }
 
+size_t tf_jinja_output_left(const struct jrun *r)
+{
+	return EVAL_MAX_OUTPUT - r->written;
+}
+
+int tf_jinja_steps(struct jrun *r, const struct jnode *at, size_t n)
+{
+	if (n > EVAL_MAX_STEPS - r->steps) {
+		r->steps = EVAL_MAX_STEPS;
+		return tf_jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
+	}
+	r->steps += n;
+	return 0;
+}
+
 static int step(struct jrun *r, const struct jnode *at)
 {
-	if (++r->steps > EVAL_MAX_STEPS)
-		return tf_jinja_fail(r, at, "template ran beyond %u steps", EVAL_MAX_STEPS);
-	return 0;
+	return tf_jinja_steps(r, at, 1);
 }
 
 /* One step more, one level deeper (the caller undoes r->nest++ after). */
@@ -108,10 +122,13 @@ int tf_jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_
 		return 0;
 	}
 	tf_bytes b = { 0 };
-	int rc = tf_val_dump_py(v, false, &b);
+	int rc = tf_val_dump_py(v, false, tf_jinja_output_left(r), &b);
+	/* past the bound, b.len is more than the check allows */
+	rc = rc == 0 || rc == TF_ERR_RANGE ? tf_jinja_output_check(r, at, b.len)
+					   : tf_jinja_fail_diag(r, at, rc);
 	if (rc < 0) {
 		tf_bytes_free(&b);
-		return tf_jinja_fail_diag(r, at, rc);
+		return rc;
 	}
 	*out = tf_val_str(b.p ? b.p : "", b.len);
 	tf_bytes_free(&b);
@@ -121,9 +138,18 @@ int tf_jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_
 int tf_jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)
 {
 	tf_val *l = NULL;
-	int rc = 0;
+	tf_val_kind kind = tf_val_kind_of(v);
+	size_t len = 0;
+	/* the caller passes over every item: count them before making any */
+	if (kind == TF_VAL_STR)
+		tf_val_as_str(v, &len);
+	else if (kind == TF_VAL_LIST || kind == TF_VAL_DICT)
+		len = tf_val_len(v);
+	int rc = tf_jinja_steps(r, at, len);
 
-	switch (tf_val_kind_of(v)) {
+	if (rc < 0)
+		return rc;
+	switch (kind) {
 	case TF_VAL_LIST:
 		*out = tf_val_ref(v);
 		return 0;
@@ -138,8 +164,7 @@ int tf_jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val *
 			rc = tf_val_list_push(l, tf_val_ref(tf_val_key_at(v, i)));
 		break;
 	case TF_VAL_STR: {
-		size_t len;
-		const char *s = tf_val_as_str(v, &len);
+		const char *s = tf_val_as_str(v, NULL);
 		if (!(l = tf_val_list()))
 			return TF_ERR_NOMEM;
 		for (size_t i = 0; i < len && rc == 0;) {
@@ -299,7 +324,9 @@ static int get_item(struct jrun *r, const struct jnode *at, tf_val *obj, tf_val 
 	if (kk == TF_VAL_STR)
 		return no_attr(obj, tf_val_as_str(key, NULL), out);
 	tf_bytes b = { 0 };
-	int rc = tf_val_dump_py(key, true, &b);
+	int rc = tf_val_dump_py(key, true, KEY_REPR_MAX, &b);
+	if (rc == TF_ERR_RANGE)
+		rc = tf_bytes_append(&b, "...", 3);
 	if (rc == 0 && (rc = tf_bytes_append(&b, "", 1)) == 0) {
 		object_repr(obj, what, sizeof(what));
 		rc = undefined(out, "'%s' has no element %s", what, b.p);

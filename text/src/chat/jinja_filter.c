@@ -75,7 +75,7 @@ static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const str
 {
 	static const char *const names[] = { "ensure_ascii", "indent", "separators", "sort_keys",
 					     NULL };
-	tf_json_style st = { -1, ", ", ": ", false };
+	tf_json_style st = { -1, ", ", ": ", false, tf_jinja_output_left(r) };
 	tf_val *ascii = tf_jinja_arg(a, -1, "ensure_ascii"), *indent = tf_jinja_arg(a, 0, "indent"),
 	       *seps = tf_jinja_arg(a, -1, "separators"), *sort = tf_jinja_arg(a, -1, "sort_keys");
 	tf_bytes b = { 0 };
@@ -100,9 +100,13 @@ static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		st.key_sep = k;
 	}
 	st.sort_keys = sort && tf_val_truthy(sort);
-	if ((rc = tf_val_dump_json_style(v, &st, &b)) < 0) {
+	rc = tf_val_dump_json_style(v, &st, &b);
+	/* past the bound, b.len is more than the check allows */
+	rc = rc == 0 || rc == TF_ERR_RANGE ? tf_jinja_output_check(r, at, b.len)
+					   : tf_jinja_fail_diag(r, at, rc);
+	if (rc < 0) {
 		tf_bytes_free(&b);
-		return tf_jinja_fail_diag(r, at, rc);
+		return rc;
 	}
 	rc = tf_jinja_give(0, tf_val_str(b.p ? b.p : "", b.len), out);
 	tf_bytes_free(&b);

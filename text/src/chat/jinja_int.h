@@ -171,8 +171,14 @@ int tf_jinja_args_check(struct jrun *r, const struct jnode *at, const char *fn,
 int tf_jinja_give(int rc, tf_val *v, tf_val **out);
 /* Appends the items of the LIST src to the LIST l. */
 int tf_jinja_list_extend(tf_val *l, const tf_val *src);
-/* Counts bytes a render may still append; fails past the limit. */
+/* Counts bytes a render appends, captured or printed or made into a string
+ * (str() of a container, tojson); fails past the limit. */
 int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more);
+/* The bytes tf_jinja_output_check still allows. */
+size_t tf_jinja_output_left(const struct jrun *r);
+/* Counts n units of work: statements, expressions, items a loop or a filter
+ * passes over, items a list repetition makes; fails past the limit. */
+int tf_jinja_steps(struct jrun *r, const struct jnode *at, size_t n);
 
 /* ---- operators (jinja_ops.c) ---- */
 

@@ -133,6 +133,8 @@ static int repeat(struct jrun *r, const struct jnode *n, const tf_val *seq, int6
 		tf_bytes_free(&b);
 		return rc;
 	}
+	if ((rc = tf_jinja_steps(r, n, tf_val_len(seq) * (size_t)times)) < 0)
+		return rc;
 	tf_val *l = tf_val_seq_new(tf_val_seq_of(seq));
 	rc = l ? 0 : TF_ERR_NOMEM;
 	for (int64_t k = 0; k < times && rc == 0; k++)

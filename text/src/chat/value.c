@@ -870,6 +870,14 @@ static int key_order(const tf_val *v, bool sort, size_t **order)
 	return 0;
 }
 
+/* Between a container's items: has the dump passed its bound? */
+static int dump_over(const tf_bytes *out, size_t max_len)
+{
+	if (out->len > max_len)
+		return tf_diag_set(TF_ERR_RANGE, "printed value beyond %zu bytes", max_len);
+	return 0;
+}
+
 static bool is_scalar(const tf_val *v)
 {
 	tf_val_kind k = tf_val_kind_of(v);
@@ -914,7 +922,8 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 			return put(out, "[]");
 		rc = put(out, "[");
 		for (size_t i = 0; i < v->l.n && rc == 0; i++)
-			if ((rc = i ? put(out, st->item_sep) : 0) == 0 &&
+			if ((rc = dump_over(out, st->max_len)) == 0 &&
+			    (rc = i ? put(out, st->item_sep) : 0) == 0 &&
 			    (rc = dump_newline(st, level + 1, out)) == 0)
 				rc = dump_json(v->l.items[i], st, level + 1, out);
 		if (rc == 0)
@@ -929,7 +938,8 @@ static int dump_json(const tf_val *v, const tf_json_style *st, int level, tf_byt
 			break;
 		for (size_t i = 0; i < v->m.n && rc == 0; i++) {
 			size_t k = order[i];
-			if ((rc = i ? put(out, st->item_sep) : 0) < 0 ||
+			if ((rc = dump_over(out, st->max_len)) < 0 ||
+			    (rc = i ? put(out, st->item_sep) : 0) < 0 ||
 			    (rc = dump_newline(st, level + 1, out)) < 0 ||
 			    (rc = dump_string(v->m.keys[k]->s.p, v->m.keys[k]->s.len, out)) < 0 ||
 			    (rc = put(out, st->key_sep)) < 0)
@@ -954,7 +964,7 @@ int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *o
 
 int tf_val_dump_json(const tf_val *v, tf_bytes *out)
 {
-	static const tf_json_style plain = { -1, ", ", ": ", false };
+	static const tf_json_style plain = { -1, ", ", ": ", false, SIZE_MAX };
 	return dump_json(v, &plain, 0, out);
 }
 
@@ -997,7 +1007,7 @@ static int repr_string(const char *s, size_t n, tf_bytes *out)
 	return rc < 0 ? rc : tf_bytes_append(out, &q, 1);
 }
 
-int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
+int tf_val_dump_py(const tf_val *v, bool repr, size_t max_len, tf_bytes *out)
 {
 	static const char *const words[3] = { "None", "True", "False" };
 	int rc = 0;
@@ -1022,8 +1032,8 @@ int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 			return rc;
 		rc = put(out, tuple ? "(" : "[");
 		for (size_t i = 0; i < v->l.n && rc == 0; i++)
-			if ((rc = i ? put(out, ", ") : 0) == 0)
-				rc = tf_val_dump_py(v->l.items[i], true, out);
+			if ((rc = dump_over(out, max_len)) == 0 && (rc = i ? put(out, ", ") : 0) == 0)
+				rc = tf_val_dump_py(v->l.items[i], true, max_len, out);
 		if (rc == 0 && tuple && v->l.n == 1)
 			rc = put(out, ",");
 		if (rc == 0)
@@ -1035,11 +1045,11 @@ int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out)
 			break;
 		rc = put(out, "{");
 		for (size_t i = 0; i < v->m.n && rc == 0; i++) {
-			if ((rc = i ? put(out, ", ") : 0) < 0 ||
+			if ((rc = dump_over(out, max_len)) < 0 || (rc = i ? put(out, ", ") : 0) < 0 ||
 			    (rc = repr_string(v->m.keys[i]->s.p, v->m.keys[i]->s.len, out)) < 0 ||
 			    (rc = put(out, ": ")) < 0)
 				break;
-			rc = tf_val_dump_py(v->m.vals[i], true, out);
+			rc = tf_val_dump_py(v->m.vals[i], true, max_len, out);
 		}
 		return rc < 0 ? rc : put(out, "}");
 	default:   /* a FUNC */

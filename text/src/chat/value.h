@@ -49,14 +49,17 @@ int tf_val_reaches(const tf_val *v, const tf_val *target);
 /* Appends d as Python's repr(float) spells it. */
 int tf_val_dump_float(double d, tf_bytes *out);
 
-/* json.dumps's indent (< 0: None), separators and sort_keys. */
+/* json.dumps's indent (< 0: None), separators and sort_keys; max_len bounds
+ * what a dump appends (SIZE_MAX: no bound). */
 typedef struct tf_json_style {
 	int indent;
 	const char *item_sep, *key_sep;
 	bool sort_keys;
+	size_t max_len;
 } tf_json_style;
 /* tf_val_dump_json with a style; TF_ERR_INVALID for what json.dumps refuses:
- * UNDEFINED, FUNC, a namespace, a LIST that is neither a list nor a tuple. */
+ * UNDEFINED, FUNC, a namespace, a LIST that is neither a list nor a tuple;
+ * TF_ERR_RANGE, with out partly written, once out->len passes st->max_len. */
 int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *out);
 
 /*
@@ -64,8 +67,11 @@ int tf_val_dump_json_style(const tf_val *v, const tf_json_style *st, tf_bytes *o
  * True, None, 1.5, [1, 'a'], {'k': (1,)}, dict_keys(['k']).  An UNDEFINED is
  * "" alone and Undefined inside a container; what Python spells with an
  * address (a FUNC, a namespace, a generator, a range) is TF_ERR_UNSUPPORTED.
+ * TF_ERR_RANGE, with out partly written, once out->len passes max_len
+ * (SIZE_MAX: no bound): a long list of dicts prints hundreds of times the
+ * bytes the list holds.
  */
-int tf_val_dump_py(const tf_val *v, bool repr, tf_bytes *out);
+int tf_val_dump_py(const tf_val *v, bool repr, size_t max_len, tf_bytes *out);
 /* Python's bool(v); an UNDEFINED is false, a FUNC and a generator true. */
 bool tf_val_truthy(const tf_val *v);
 /* Python's a == b: 1 == 1.0 == True, dicts in any order, tuple != list,
