@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "../common/vec.h"
 #include "kernels.h"
 #include "tf/dtype.h"
 
@@ -25,35 +26,6 @@ static inline float hmax(__m256 v)
 	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
 	m = _mm_max_ss(m, _mm_movehdup_ps(m));
 	return _mm_cvtss_f32(m);
-}
-
-/*
- * exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2)/2, with the
- * Cephes polynomial for exp(r) (about 1 ulp).  Results that would be
- * subnormal flush to 0; above 88 (near FLT_MAX) the input is clamped so
- * 2^n stays a normal float.  NaN stays NaN.
- */
-static inline __m256 exp8(__m256 x)
-{
-	const __m256 lo = _mm256_set1_ps(-87.33654475f);
-	__m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-	x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);        /* NaN passes */
-	x = _mm256_max_ps(lo, x);
-	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
-				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-	p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
-						       _mm256_set1_epi32(127)), 23);
-	return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 static void avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n,
@@ -95,12 +67,11 @@ static void avx2_add(float *y, const float *a, const float *b, int64_t n)
 static void avx2_swiglu(float *y, const float *gate, const float *up, int64_t n,
 			float limit)
 {
-	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
 	const __m256 hi = _mm256_set1_ps(limit), lo = _mm256_set1_ps(-limit);
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
-		__m256 s = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_xor_ps(g, sign))));
+		__m256 s = tf_vx_silu(g);
 		if (limit > 0.0f) {
 			s = _mm256_min_ps(s, hi);
 			u = _mm256_min_ps(_mm256_max_ps(u, lo), hi);
@@ -164,7 +135,7 @@ static void avx2_softmax(float *x, int64_t n)
 	__m256 vmax = _mm256_set1_ps(max), acc = _mm256_setzero_ps();
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+		__m256 e = tf_vx_exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
 		_mm256_storeu_ps(x + i, e);
 		acc = _mm256_add_ps(acc, e);
 	}

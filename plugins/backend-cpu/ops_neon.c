@@ -8,35 +8,9 @@
 #include <arm_neon.h>
 #include <math.h>
 
+#include "../common/vec.h"
 #include "kernels.h"
 #include "tf/dtype.h"
-
-/*
- * exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2)/2, with the
- * Cephes polynomial for exp(r) (about 1 ulp).  Results that would be
- * subnormal flush to 0; above 88 (near FLT_MAX) the input is clamped so
- * 2^n stays a normal float.  NaN stays NaN (vminq/vmaxq propagate it).
- */
-static inline float32x4_t exp4(float32x4_t x)
-{
-	const float32x4_t lo = vdupq_n_f32(-87.33654475f);
-	uint32x4_t tiny = vcltq_f32(x, lo);
-	x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(88.0f)), lo);
-	float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504089f));
-	float32x4_t r = vfmsq_n_f32(x, n, 0.693359375f);
-	r = vfmsq_n_f32(r, n, -2.12194440e-4f);
-	float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
-	p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
-	p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
-	p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
-	p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
-	p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
-	p = vfmaq_f32(r, p, vmulq_f32(r, r));
-	p = vaddq_f32(p, vdupq_n_f32(1.0f));
-	int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-	float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
-	return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), tiny));
-}
 
 static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n,
 			 float eps)
@@ -75,12 +49,11 @@ static void neon_add(float *y, const float *a, const float *b, int64_t n)
 static void neon_swiglu(float *y, const float *gate, const float *up, int64_t n,
 			float limit)
 {
-	const float32x4_t one = vdupq_n_f32(1.0f);
 	const float32x4_t hi = vdupq_n_f32(limit), lo = vdupq_n_f32(-limit);
 	int64_t i = 0;
 	for (; i + 4 <= n; i += 4) {
 		float32x4_t g = vld1q_f32(gate + i), u = vld1q_f32(up + i);
-		float32x4_t s = vdivq_f32(g, vaddq_f32(one, exp4(vnegq_f32(g))));
+		float32x4_t s = tf_vx_silu(g);
 		if (limit > 0.0f) {
 			s = vminq_f32(s, hi);
 			u = vminq_f32(vmaxq_f32(u, lo), hi);
@@ -142,7 +115,7 @@ static void neon_softmax(float *x, int64_t n)
 	float32x4_t vmax = vdupq_n_f32(max), acc = vdupq_n_f32(0.0f);
 	int64_t i = 0;
 	for (; i + 4 <= n; i += 4) {
-		float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + i), vmax));
+		float32x4_t e = tf_vx_exp(vsubq_f32(vld1q_f32(x + i), vmax));
 		vst1q_f32(x + i, e);
 		acc = vaddq_f32(acc, e);
 	}

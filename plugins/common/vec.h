@@ -10,7 +10,10 @@
 #ifndef TF_PLUGIN_VEC_H
 #define TF_PLUGIN_VEC_H
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(TF_SIMD_AVX2)
 #include <immintrin.h>
@@ -200,6 +203,146 @@ static inline void tf_vec_gemm_acc(float *restrict C, int64_t ldc, const float *
 #endif
 	for (; i < M; i++)
 		tf_vec_axpy_rows(C + i * ldc, A + i * lda, B, ldb, K, N);
+}
+
+/*
+ * tf_vx: one vector of TF_VX_LANES floats, and what tf_vec_map makes of it.
+ *
+ * exp of a vector: 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2)/2, with
+ * the Cephes polynomial for exp(r) (about 1 ulp).  Results that would be
+ * subnormal flush to 0; above 88 (near FLT_MAX) the input is clamped so
+ * 2^n stays a normal float.  NaN stays NaN.
+ */
+#if defined(TF_SIMD_AVX2)
+typedef __m256 tf_vx;
+#define TF_VX_LANES 8
+#define tf_vx_load _mm256_loadu_ps
+#define tf_vx_store _mm256_storeu_ps
+#elif defined(TF_SIMD_NEON)
+typedef float32x4_t tf_vx;
+#define TF_VX_LANES 4
+#define tf_vx_load vld1q_f32
+#define tf_vx_store vst1q_f32
+#endif
+
+#if defined(TF_SIMD_AVX2)
+static inline __m256 tf_vx_exp(__m256 x)
+{
+	const __m256 lo = _mm256_set1_ps(-87.33654475f);
+	__m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+	x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);        /* NaN passes */
+	x = _mm256_max_ps(lo, x);
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+	p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+						       _mm256_set1_epi32(127)), 23);
+	return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* x / (1 + exp(-x)) and 1 / (1 + exp(-x)), as tf_tu_silu and
+ * tf_tu_sigmoid spell them. */
+static inline __m256 tf_vx_silu(__m256 x)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+	return _mm256_div_ps(x, _mm256_add_ps(one, tf_vx_exp(_mm256_xor_ps(x, sign))));
+}
+
+static inline __m256 tf_vx_sigmoid(__m256 x)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+	return _mm256_div_ps(one, _mm256_add_ps(one, tf_vx_exp(_mm256_xor_ps(x, sign))));
+}
+#elif defined(TF_SIMD_NEON)
+static inline float32x4_t tf_vx_exp(float32x4_t x)
+{
+	const float32x4_t lo = vdupq_n_f32(-87.33654475f);
+	uint32x4_t tiny = vcltq_f32(x, lo);
+	x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(88.0f)), lo);   /* NaN passes */
+	float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504089f));
+	float32x4_t r = vfmsq_n_f32(x, n, 0.693359375f);
+	r = vfmsq_n_f32(r, n, -2.12194440e-4f);
+	float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+	p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+	p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+	p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+	p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+	p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+	p = vfmaq_f32(r, p, vmulq_f32(r, r));
+	p = vaddq_f32(p, vdupq_n_f32(1.0f));
+	int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+	float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+	return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), tiny));
+}
+
+static inline float32x4_t tf_vx_silu(float32x4_t x)
+{
+	return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), tf_vx_exp(vnegq_f32(x))));
+}
+
+static inline float32x4_t tf_vx_sigmoid(float32x4_t x)
+{
+	const float32x4_t one = vdupq_n_f32(1.0f);
+	return vdivq_f32(one, vaddq_f32(one, tf_vx_exp(vnegq_f32(x))));
+}
+#endif
+
+enum tf_vec_fn { TF_VEC_EXP, TF_VEC_SIGMOID, TF_VEC_SILU };
+
+/*
+ * y[i] = f(x[i]) for f exp, sigmoid or silu; y may be x.  The tail goes
+ * through the vector body too, in a padded copy, so each element's bits
+ * depend on its value alone, not on n or where it sits (a verify's row
+ * equals the row alone).  The scalar build calls libm's expf.
+ */
+static inline __attribute__((always_inline)) void
+tf_vec_map(float *y, const float *x, int64_t n, enum tf_vec_fn f)
+{
+#if defined(TF_VX_LANES)
+	int64_t i = 0;
+	float t[TF_VX_LANES] = { 0 };
+	for (; i < n; i += TF_VX_LANES) {
+		const bool tail = n - i < TF_VX_LANES;
+		const float *src = x + i;
+		if (tail)
+			src = memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+		const tf_vx v = tf_vx_load(src);
+		const tf_vx r = f == TF_VEC_EXP ? tf_vx_exp(v)
+				: f == TF_VEC_SIGMOID ? tf_vx_sigmoid(v) : tf_vx_silu(v);
+		tf_vx_store(tail ? t : y + i, r);
+		if (tail)
+			memcpy(y + i, t, (size_t)(n - i) * sizeof(float));
+	}
+#else
+	for (int64_t i = 0; i < n; i++) {
+		const float e = expf(f == TF_VEC_EXP ? x[i] : -x[i]);
+		y[i] = f == TF_VEC_EXP ? e : (f == TF_VEC_SILU ? x[i] : 1.0f) / (1.0f + e);
+	}
+#endif
+}
+
+static inline void tf_vec_exp(float *y, const float *x, int64_t n)
+{
+	tf_vec_map(y, x, n, TF_VEC_EXP);
+}
+
+static inline void tf_vec_sigmoid(float *y, const float *x, int64_t n)
+{
+	tf_vec_map(y, x, n, TF_VEC_SIGMOID);
+}
+
+static inline void tf_vec_silu(float *y, const float *x, int64_t n)
+{
+	tf_vec_map(y, x, n, TF_VEC_SILU);
 }
 
 #endif /* TF_PLUGIN_VEC_H */

@@ -51,9 +51,11 @@ void kda_delta_recurrent(float *S, int K, int V, int64_t n, const kda_head_io *i
 		float *o = io->o + t * io->ld;
 
 		/* Pass 1: decay the rows and accumulate S^T k from them. */
+		float *a = u + V;
+		tf_vec_exp(a, g, K);
 		memset(u, 0, (size_t)V * sizeof(float));
 		for (int i = 0; i < K; i++) {
-			tf_vec_scale(S + (size_t)i * V, expf(g[i]), V);
+			tf_vec_scale(S + (size_t)i * V, a[i], V);
 			tf_vec_axpy(u, k[i], S + (size_t)i * V, V);
 		}
 		for (int j = 0; j < V; j++)
@@ -187,10 +189,9 @@ static void delta_chunk(float *S, int K, int V, int L, const kda_head_io *io,
 	for (int i = 0; i < L; i++) {
 		const float *g = row(io->g, i, io->ld);
 		float *a = w->a + (size_t)i * K, *E = w->E + (size_t)i * K;
-		for (int d = 0; d < K; d++) {
-			a[d] = expf(g[d]);
+		tf_vec_exp(a, g, K);
+		for (int d = 0; d < K; d++)
 			E[d] = i ? E[d - K] * a[d] : a[d];
-		}
 	}
 	chunk_scores(w, K, L, io);
 

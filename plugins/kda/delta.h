@@ -39,7 +39,7 @@ typedef struct kda_head_io {
 void kda_delta_ref(float *S, int K, int V, int64_t n, const kda_head_io *io);
 
 /* The same recurrence with the four steps fused into two passes over S.
- * tmp: V floats. */
+ * tmp: V + K floats. */
 void kda_delta_recurrent(float *S, int K, int V, int64_t n, const kda_head_io *io,
 			 float *tmp);
 

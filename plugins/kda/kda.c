@@ -29,6 +29,7 @@
 
 #include "../common/scratch.h"
 #include "../common/tensor_util.h"
+#include "../common/vec.h"
 #include "delta.h"
 #include "kda_layer.h"
 
@@ -145,8 +146,9 @@ static void kda_conv_step(float *x, int64_t channels, const float *w, int width,
 			hist[j] = next;
 			next = h;
 		}
-		x[c] = tf_tu_silu(s);
+		x[c] = s;
 	}
+	tf_vec_silu(x, x, channels);
 }
 
 /* q <- q / |q| * scale (norm eps inside the root, as fla). */
@@ -182,9 +184,15 @@ static void kda_head(const struct kda_weights *L, const struct kda_act *A, struc
 		kda_l2norm(A->x[KDA_K] + r0 + t * P + off, D, 1.0f);
 		float *g = A->f + r0 + t * P + off;
 		const float *bias = L->dt_bias + off;
-		for (int c = 0; c < D; c++)
-			g[c] = L->safe_gate ? L->lower_bound * tf_tu_sigmoid(a * (g[c] + bias[c]))
-					    : -a * tf_tu_softplus(g[c] + bias[c]);
+		if (L->safe_gate) {
+			for (int c = 0; c < D; c++)
+				g[c] = a * (g[c] + bias[c]);
+			tf_vec_sigmoid(g, g, D);
+			tf_vec_scale(g, L->lower_bound, D);
+		} else {
+			for (int c = 0; c < D; c++)
+				g[c] = -a * tf_tu_softplus(g[c] + bias[c]);
+		}
 		beta[t * L->heads] = tf_tu_sigmoid(beta[t * L->heads]);
 	}
 
@@ -203,13 +211,14 @@ static void kda_head(const struct kda_weights *L, const struct kda_act *A, struc
 	/* Gated RMSNorm: normalise, weight, then multiply by sigmoid(gate). */
 	for (int64_t t = 0; t < n; t++) {
 		float *o = A->o + r0 + t * P + off;
-		const float *gt = A->gate + r0 + t * P + off;
+		float *gt = A->gate + r0 + t * P + off;   /* read here alone */
 		float ss = 0.0f;
 		for (int c = 0; c < D; c++)
 			ss += o[c] * o[c];
 		float r = 1.0f / sqrtf(ss / (float)D + L->eps);
+		tf_vec_sigmoid(gt, gt, D);
 		for (int c = 0; c < D; c++)
-			o[c] = o[c] * r * L->o_norm[c] * tf_tu_sigmoid(gt[c]);
+			o[c] = o[c] * r * L->o_norm[c] * gt[c];
 	}
 }
 
