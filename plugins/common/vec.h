@@ -56,6 +56,23 @@ static inline void tf_vec_scale(float *y, float a, int64_t n)
 		y[i] *= a;
 }
 
+/* y[i] += a[i] * b[i] */
+static inline void tf_vec_mul_acc(float *restrict y, const float *restrict a,
+				  const float *restrict b, int64_t n)
+{
+	int64_t i = 0;
+#if defined(TF_SIMD_AVX2)
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i),
+							_mm256_loadu_ps(y + i)));
+#elif defined(TF_SIMD_NEON)
+	for (; i + 4 <= n; i += 4)
+		vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), vld1q_f32(a + i), vld1q_f32(b + i)));
+#endif
+	for (; i < n; i++)
+		y[i] += a[i] * b[i];
+}
+
 /* sum x[i] * y[i] */
 static inline float tf_vec_dot(const float *x, const float *y, int64_t n)
 {

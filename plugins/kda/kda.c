@@ -41,6 +41,7 @@ struct kda_layer {
 	const tf_backend *be;
 	void *bctx;
 
+	float *conv_wt[KDA_NCONV];      /* [width, P]: conv_w's taps, a tap's channels adjacent */
 	size_t work_per;                /* scratch floats per worker */
 	int n_workers;
 	bool scratch_ref;               /* holds a reference on kda_scratch */
@@ -99,6 +100,7 @@ static void kda_layer_fini(void *inst)
 	if (!L)
 		return;
 	kda_weights_close(&L->w);
+	free(L->conv_wt[0]);
 	if (L->scratch_ref)
 		tf_scratch_unref(&kda_scratch);
 	free(L);
@@ -116,7 +118,22 @@ static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 	L->n_workers = L->be->n_threads(L->bctx);
 	if (L->n_workers < 1)
 		L->n_workers = 1;
-	L->work_per = kda_delta_chunk_work(L->w.dim, L->w.dim);
+	const struct kda_weights *w = &L->w;
+	const size_t conv_work = (size_t)w->width * w->dim;   /* kda_conv_rows' tmp */
+	L->work_per = kda_delta_chunk_work(w->dim, w->dim);
+	if (L->work_per < conv_work)
+		L->work_per = conv_work;
+	float *wt = malloc((size_t)KDA_NCONV * w->width * w->P * sizeof(float));
+	if (!wt) {
+		kda_layer_fini(L);
+		return h->error(h, TF_ERR_NOMEM, "layer %d (kda): out of memory", layer);
+	}
+	for (int s = 0; s < KDA_NCONV; s++) {
+		L->conv_wt[s] = wt + (size_t)s * w->width * w->P;
+		for (int64_t c = 0; c < w->P; c++)
+			for (int j = 0; j < w->width; j++)
+				L->conv_wt[s][j * w->P + c] = w->conv_w[s][c * w->width + j];
+	}
 	tf_scratch_ref(&kda_scratch);
 	L->scratch_ref = true;
 	*inst = L;
@@ -124,31 +141,37 @@ static int kda_layer_init(const tf_host *h, int layer, const char *prefix,
 }
 
 /*
- * Causal depthwise conv + SiLU of one token over `channels` adjacent
- * channels, in place in x.  w holds each channel's `width` taps, oldest
- * first; hist each channel's width-1 raw inputs before this token, oldest
- * first, and is advanced past it.  Prefill calls it token after token:
- * the history keeps the raw inputs an output has overwritten, and a row's
- * channels are adjacent in memory.
+ * Causal depthwise conv + SiLU of n rows (ld apart) over D adjacent
+ * channels, in place in x.  wt holds tap j of channel c at wt[j·ldw + c],
+ * oldest tap first; hist each channel's width-1 raw inputs before row 0,
+ * oldest first, and is advanced past row n-1.  Rows go last first, so the
+ * raw inputs a row reads are still there when it is overwritten, and a
+ * tap's channels are adjacent: the channel loops are vector loops.
+ * tmp: width·D floats (hist as rows, and a row's sums).
  */
-static void kda_conv_step(float *x, int64_t channels, const float *w, int width, float *hist)
+static void kda_conv_rows(float *x, int64_t n, int64_t ld, int D, const float *wt,
+			  int64_t ldw, int width, float *hist, float *tmp)
 {
 	const int back = width - 1;
-	for (int64_t c = 0; c < channels; c++, w += width, hist += back) {
-		float s = 0.0f, next = x[c];
+	float *acc = tmp + (size_t)back * D;
+
+	for (int c = 0; c < D; c++)
 		for (int j = 0; j < back; j++)
-			s += w[j] * hist[j];
-		s += w[back] * next;
-		/* Each input one place older, newest first: written as a
-		 * rotation, not a copy the compiler would make a memmove call. */
-		for (int j = back - 1; j >= 0; j--) {
-			const float h = hist[j];
-			hist[j] = next;
-			next = h;
+			tmp[j * D + c] = hist[c * back + j];
+	/* The new history, the last back raw inputs, before rows overwrite them. */
+	for (int c = 0; c < D; c++)
+		for (int j = 0; j < back; j++) {
+			const int64_t u = n - back + j;
+			hist[c * back + j] = u >= 0 ? x[u * ld + c] : tmp[(u + back) * D + c];
 		}
-		x[c] = s;
+	for (int64_t t = n - 1; t >= 0; t--) {
+		memset(acc, 0, (size_t)D * sizeof(float));
+		for (int j = 0; j < width; j++) {
+			const int64_t u = t - back + j;
+			tf_vec_mul_acc(acc, wt + j * ldw, u >= 0 ? x + u * ld : tmp + (u + back) * D, D);
+		}
+		tf_vec_silu(x + t * ld, acc, D);
 	}
-	tf_vec_silu(x, x, channels);
 }
 
 /* q <- q / |q| * scale (norm eps inside the root, as fla). */
@@ -166,16 +189,16 @@ static void kda_l2norm(float *x, int n, float scale)
  * Everything of one head of one sequence between the projections and
  * o_proj: rows [row0, row0 + n) of the activations, on state st.
  */
-static void kda_head(const struct kda_weights *L, const struct kda_act *A, struct kda_state *st,
+static void kda_head(const struct kda_layer *KL, const struct kda_act *A, struct kda_state *st,
 		     int hd, int64_t row0, int64_t n, float *work)
 {
+	const struct kda_weights *L = &KL->w;
 	const int D = L->dim, W = L->width;
 	const int64_t P = L->P, off = (int64_t)hd * D, r0 = row0 * P;
 
 	for (int s = 0; s < KDA_NCONV; s++)
-		for (int64_t t = 0; t < n; t++)
-			kda_conv_step(A->x[s] + r0 + t * P + off, D, L->conv_w[s] + off * W, W,
-				      st->conv + ((size_t)s * P + off) * (W - 1));
+		kda_conv_rows(A->x[s] + r0 + off, n, P, D, KL->conv_wt[s] + off, P, W,
+			      st->conv + ((size_t)s * P + off) * (W - 1), work);
 
 	const float a = L->a_exp[hd], qscale = 1.0f / sqrtf((float)D);
 	float *beta = A->beta + row0 * L->heads + hd;
@@ -236,7 +259,7 @@ static void kda_heads_fn(void *arg, int64_t begin, int64_t end, int worker)
 	for (int64_t i = begin; i < end; i++) {
 		const tf_attn_seg *sg = &j->b->seg[i / heads];
 		if (sg->n)
-			kda_head(&j->L->w, j->A, sg->state, (int)(i % heads), sg->row0, sg->n,
+			kda_head(j->L, j->A, sg->state, (int)(i % heads), sg->row0, sg->n,
 				 j->A->work + (size_t)worker * j->L->work_per);
 	}
 }

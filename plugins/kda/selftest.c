@@ -56,6 +56,10 @@ static void check_vec(void)
 		for (int64_t i = 0; i < n; i++)
 			z[i] *= 0.5f;
 		check("tf_vec_scale", tf_selftest_rel_err(y, z, n), 1e-6);
+		tf_vec_mul_acc(y, x + 131, x + 262, n);
+		for (int64_t i = 0; i < n; i++)
+			z[i] += x[131 + i] * x[262 + i];
+		check("tf_vec_mul_acc", tf_selftest_rel_err(y, z, n), 1e-6);
 	}
 }
 
