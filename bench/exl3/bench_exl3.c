@@ -6,14 +6,17 @@
  *     bench_exl3 [threads ...]            default: 1 2
  *     bench_exl3 rows [threads ...]       the rows table alone
  *     bench_exl3 kernels [threads ...]    the integer kernels' table alone
+ *     bench_exl3 gemm [threads ...]       the integer kernels on a prefill chunk
  *
  * Layers go through exl3.so and backend-cpu.so exactly as the runtime
  * drives them (input/output Hadamards included): "exl3" (float
  * activations), "exl3-int" and "exl3-q8" (15-bit and 8-bit integer
  * activations, the best kernel this CPU runs) on the same MUL1 weights.  A second table times each
  * integer-activation kernel alone, forced, over the same tile columns.
- * Each configuration cycles through enough copies of the layer to exceed
- * the last-level cache, so weights stream from memory as in a real decode.
+ * The same kernels on a prefill chunk's rows (gemm) show what decoding a
+ * strip once for all the rows buys.  Each configuration cycles through
+ * enough copies of the layer to exceed the last-level cache, so weights
+ * stream from memory as in a real decode.
  * A last table times forwards of several rows (a verify, a batch, a
  * prefill chunk) against one row.  Every figure is the median of REPEATS
  * timings.
@@ -201,32 +204,36 @@ static void kern_cols(void *arg, int64_t begin, int64_t end, int worker)
 	tf_exl3_mat_mul_int(j->m, j->q, j->yh, begin, end, j->path);
 }
 
-/* One integer-activation kernel alone (no Hadamards, no quantization),
- * split by tile columns as the plugin splits them; median of REPEATS. */
+/* One integer-activation kernel alone (no Hadamards, no quantization) on
+ * `rows` rows, split by tile columns as the plugin splits them: row-weights
+ * a second, median of REPEATS. */
 static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath path,
-			 int qmax)
+			 int qmax, int64_t rows)
 {
 	const size_t words = (size_t)(k * n * K / 16);
 	const int copies = (int)(WORKING_SET / (words * 2)) + 1;
 	tf_testhost *th = tf_testhost_new(NULL, threads);
 	const tf_host *h = tf_testhost_host(th);
 	uint16_t *tr = malloc(words * 2 * (size_t)copies);
-	float *x = malloc(sizeof(float) * (size_t)k), *yh = malloc(sizeof(float) * (size_t)n);
+	float *x = malloc(sizeof(float) * (size_t)k);
+	float *yh = malloc(sizeof(float) * (size_t)(n * rows));
 	tf_exl3_mat *m = malloc(sizeof(*m) * (size_t)copies);
 	tf_exl3_qx q;
 	double rate[REPEATS];
 	uint64_t seed = 9;
 	long calls = 0;
 
-	if (!tr || !x || !yh || !m || tf_exl3_qx_init(&q, k, 1, qmax)) {
+	if (!tr || !x || !yh || !m || tf_exl3_qx_init(&q, k, rows, qmax)) {
 		fprintf(stderr, "bench_exl3: out of memory\n");
 		exit(1);
 	}
 	for (size_t i = 0; i < words * (size_t)copies; i++)
 		tr[i] = (uint16_t)lcg(&seed);
-	for (int64_t i = 0; i < k; i++)
-		x[i] = (float)(i % 7) - 3.0f;
-	tf_exl3_qx_set(&q, 0, x);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t i = 0; i < k; i++)
+			x[i] = (float)((i + r) % 7) - 3.0f;
+		tf_exl3_qx_set(&q, r, x);
+	}
 	for (int c = 0; c < copies; c++)
 		if (tf_exl3_mat_init(&m[c], tr + words * (size_t)c, k, n, K, TF_EXL3_CB_MUL1)) {
 			fprintf(stderr, "bench_exl3: out of memory\n");
@@ -243,7 +250,7 @@ static double run_kernel(int threads, int64_t k, int64_t n, int K, tf_exl3_ipath
 			calls++;
 			t = now() - t0;
 		} while (t < MIN_SECONDS || calls - start < copies);
-		rate[rep] = (double)(calls - start) * (double)(k * n) / t;
+		rate[rep] = (double)(calls - start) * (double)(k * n * rows) / t;
 	}
 	tf_exl3_qx_free(&q);
 	for (int c = 0; c < copies; c++)
@@ -324,7 +331,38 @@ static void kernels_table(const int *threads, int n_threads)
 						printf(" %.2f |", run_kernel(threads[ti], shapes[s][0],
 									     shapes[s][1], K, (tf_exl3_ipath)p,
 									     b ? TF_EXL3_QMAX_I8 :
-									     TF_EXL3_QMAX_I15) / 1e9);
+									     TF_EXL3_QMAX_I15, 1) / 1e9);
+				printf("\n");
+				fflush(stdout);
+			}
+}
+
+/* The kernels that take many rows against those that take a few, forced,
+ * on GEMM_CHUNK rows with 15-bit activations. */
+#define GEMM_CHUNK 64
+static void gemm_table(const int *threads, int n_threads)
+{
+	printf("Integer-activation kernels on %d rows (G row-weights/s, MUL1, 15-bit):\n\n"
+	       "| threads | k x n | K |", GEMM_CHUNK);
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			printf(" %s |", tf_exl3_ipath_name((tf_exl3_ipath)p));
+	printf("\n|---|---|---|");
+	for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+		if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+			printf("---|");
+	printf("\n");
+	for (int ti = 0; ti < n_threads; ti++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int K = 3; K <= 6; K += 3) {
+				printf("| %d | %lldx%lld | %d |", threads[ti], (long long)shapes[s][0],
+				       (long long)shapes[s][1], K);
+				for (int p = TF_EXL3_IPATH_VEC; p < TF_EXL3_IPATH_COUNT; p++)
+					if (tf_exl3_ipath_supported((tf_exl3_ipath)p))
+						printf(" %.2f |",
+						       run_kernel(threads[ti], shapes[s][0], shapes[s][1],
+								  K, (tf_exl3_ipath)p, TF_EXL3_QMAX_I15,
+								  GEMM_CHUNK) / 1e9);
 				printf("\n");
 				fflush(stdout);
 			}
@@ -334,7 +372,8 @@ int main(int argc, char **argv)
 {
 	const int rows_only = argc > 1 && !strcmp(argv[1], "rows");
 	const int kernels_only = argc > 1 && !strcmp(argv[1], "kernels");
-	const int first = 1 + rows_only + kernels_only;
+	const int gemm_only = argc > 1 && !strcmp(argv[1], "gemm");
+	const int first = 1 + rows_only + kernels_only + gemm_only;
 	int threads[8] = { 1, 2 }, n_threads = 2;
 
 	if (argc > first) {
@@ -348,6 +387,10 @@ int main(int argc, char **argv)
 	}
 	if (kernels_only) {
 		kernels_table(threads, n_threads);
+		return 0;
+	}
+	if (gemm_only) {
+		gemm_table(threads, n_threads);
 		return 0;
 	}
 	printf("exl3-int kernel here: %s\n\n", tf_exl3_ipath_name(tf_exl3_ipath_best()));

@@ -17,17 +17,15 @@
  * count, the kernel, or the thread split.
  */
 #include <stdint.h>
-#include <string.h>
 
 #include <immintrin.h>
 
+#include "gemm_strip.h"
 #include "matmul_int_kern.h"
 #include "pair_avx512.h"
 
 #define TILE TF_EXL3_TILE
 #define STRIP_TILES 4                           /* tile columns a strip: 64 outputs */
-#define BLOCK_TILES (TF_EXL3_QBLOCK / TILE)     /* tile rows a strip: one block */
-#define KPAIRS (TF_EXL3_QBLOCK / 2)             /* k pairs a block */
 #define ROW_BLOCK 4                             /* rows whose sums stay in registers */
 
 /* w[kp][16t + c] = bs[2kp][c] | bs[2kp+1][c] << 16 of tile column t, for
@@ -35,10 +33,10 @@
  * of tiles decoded as the walk decodes it, two tile rows r, r+1 at a time. */
 static inline __attribute__((always_inline)) void
 strip_decode_k(const tf_exl3_mat *m, int K, int64_t i0, int64_t j, int nt,
-	       uint32_t (*w)[STRIP_TILES * TILE])
+	       uint32_t (*w)[STRIP_COLS])
 {
 	for (int64_t jp = j & ~(int64_t)1; jp < j + nt; jp += 2)
-		for (int i = 0; i < BLOCK_TILES; i++) {
+		for (int i = 0; i < GEMM_BLOCK_TILES; i++) {
 			__m512i D[2 * TF_EXL3_K_MAX];
 			pair_halves(tf_exl3_mat_pair(m, i0 + i, jp), K, D);
 #pragma GCC unroll 8
@@ -53,25 +51,12 @@ strip_decode_k(const tf_exl3_mat *m, int K, int64_t i0, int64_t j, int nt,
 		}
 }
 
-/* One copy per K, its shifts and word offsets immediates. */
-#define DECODE_K(K)                                                              \
-	case K:                                                                  \
-		strip_decode_k(m, K, i0, j, nt, w);                              \
-		break;
-static void strip_decode(const tf_exl3_mat *m, int64_t i0, int64_t j, int nt,
-			 uint32_t (*w)[STRIP_TILES * TILE])
-{
-	switch (m->K) {
-	DECODE_K(1) DECODE_K(2) DECODE_K(3) DECODE_K(4)
-	DECODE_K(5) DECODE_K(6) DECODE_K(7) DECODE_K(8)
-	}
-}
-#undef DECODE_K
+GEMM_STRIP_DECODE(STRIP_COLS)
 
 /* y[row][16t ..] = fma(Σ_kp w[kp]·x[row][kp], unit[row], y[row]) for rows
  * < nr, tile columns t < nt; x row stride xs (in pairs), y's ys. */
 static inline __attribute__((always_inline)) void
-strip_apply(const uint32_t (*w)[STRIP_TILES * TILE], int nt, const uint32_t *x, int64_t xs,
+strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t xs,
 	    const float *unit, int64_t us, float *y, int64_t ys, int nr)
 {
 	__m512i acc[ROW_BLOCK][STRIP_TILES];
@@ -82,7 +67,7 @@ strip_apply(const uint32_t (*w)[STRIP_TILES * TILE], int nt, const uint32_t *x, 
 		for (int t = 0; t < nt; t++)
 			acc[row][t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
-	for (int kp = 0; kp < KPAIRS; kp++) {
+	for (int kp = 0; kp < GEMM_KPAIRS; kp++) {
 		__m512i wv[STRIP_TILES];
 #pragma GCC unroll 4
 		for (int t = 0; t < nt; t++)
@@ -108,10 +93,10 @@ strip_apply(const uint32_t (*w)[STRIP_TILES * TILE], int nt, const uint32_t *x, 
 }
 
 /* One copy per (rows, tiles) with constant bounds, the sums in registers. */
-typedef void (*apply_fn)(const uint32_t (*w)[STRIP_TILES * TILE], const uint32_t *x,
+typedef void (*apply_fn)(const uint32_t (*w)[STRIP_COLS], const uint32_t *x,
 			 int64_t xs, const float *unit, int64_t us, float *y, int64_t ys);
 #define APPLY_FN(nr, nt)                                                                \
-	static void apply_##nr##_##nt(const uint32_t (*w)[STRIP_TILES * TILE],         \
+	static void apply_##nr##_##nt(const uint32_t (*w)[STRIP_COLS],         \
 				      const uint32_t *x, int64_t xs, const float *unit, \
 				      int64_t us, float *y, int64_t ys)                 \
 	{                                                                               \
@@ -125,48 +110,4 @@ static const apply_fn applies[ROW_BLOCK + 1][STRIP_TILES + 1] = {
 	[1] = APPLY_ROW(1), [2] = APPLY_ROW(2), [3] = APPLY_ROW(3), [4] = APPLY_ROW(4),
 };
 
-/* Rows rows0 .. rows0+rows-1 of q. */
-static void gemm_rows(const tf_exl3_mat *m, const tf_exl3_qx *q, int64_t row0, int64_t rows,
-		      float *yh, int64_t j0, int64_t j1)
-{
-	uint32_t w[KPAIRS][STRIP_TILES * TILE] __attribute__((aligned(64)));
-	const int64_t blocks = q->k / TF_EXL3_QBLOCK, kp = q->k / 2;
-
-	for (int64_t j = j0; j < j1; j += STRIP_TILES) {
-		const int nt = j1 - j < STRIP_TILES ? (int)(j1 - j) : STRIP_TILES;
-		for (int64_t row = row0; row < row0 + rows; row++)
-			memset(yh + row * m->n + j * TILE, 0, (size_t)nt * TILE * sizeof(float));
-		for (int64_t b = 0; b < blocks; b++) {
-			strip_decode(m, b * BLOCK_TILES, j, nt, w);
-			for (int64_t r0 = row0; r0 < row0 + rows; r0 += ROW_BLOCK) {
-				const int64_t left = row0 + rows - r0;
-				const int nr = left < ROW_BLOCK ? (int)left : ROW_BLOCK;
-				applies[nr][nt]((const uint32_t (*)[STRIP_TILES * TILE])w,
-						q->kpair + r0 * kp + b * KPAIRS, kp,
-						q->unit + r0 * blocks + b, blocks,
-						yh + r0 * m->n + j * TILE, m->n);
-			}
-		}
-		for (int64_t row = row0; row < row0 + rows; row++) {
-			const __m512 kinv = _mm512_set1_ps(TF_EXL3_MUL1_K_INV);
-			const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * q->sum[row]);
-			for (int t = 0; t < nt; t++) {
-				float *y = yh + row * m->n + (j + t) * TILE;
-				_mm512_storeu_ps(y, _mm512_fmadd_ps(_mm512_loadu_ps(y), kinv, bias));
-			}
-		}
-	}
-}
-
-/* ROW_CHUNK rows at a time: their activations and sums stay in L2 while
- * the strips pass (at 512 rows in one pass they did not: 67 against 81 G
- * row-weights/s at 64), and a strip's decode is still shared by enough
- * rows to cost little. */
-#define ROW_CHUNK 64
-
-void tf_exl3_int_gemm_vnni(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
-			   int64_t j0, int64_t j1)
-{
-	for (int64_t r0 = 0; r0 < q->rows; r0 += ROW_CHUNK)
-		gemm_rows(m, q, r0, q->rows - r0 < ROW_CHUNK ? q->rows - r0 : ROW_CHUNK, yh, j0, j1);
-}
+GEMM_KERNEL(tf_exl3_int_gemm_vnni, 64)

@@ -149,6 +149,12 @@ int tf_exl3_ipath_supported(tf_exl3_ipath path)
 #else
 		return 0;
 #endif
+	case TF_EXL3_IPATH_GEMM_VEC:
+#ifdef TF_VI_KPAIR
+		return 1;
+#else
+		return 0;
+#endif
 	case TF_EXL3_IPATH_DOTPROD:
 #if defined(__aarch64__) && defined(__linux__)
 		return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
@@ -175,6 +181,7 @@ const char *tf_exl3_ipath_name(tf_exl3_ipath path)
 		[TF_EXL3_IPATH_AUTO] = "auto", [TF_EXL3_IPATH_REF] = "ref",
 		[TF_EXL3_IPATH_VEC] = "vec", [TF_EXL3_IPATH_VNNI] = "vnni",
 		[TF_EXL3_IPATH_DOTPROD] = "dotprod", [TF_EXL3_IPATH_GEMM] = "gemm",
+		[TF_EXL3_IPATH_GEMM_VEC] = "gemm-vec",
 	};
 	return (unsigned)path < TF_EXL3_IPATH_COUNT ? name[path] : "?";
 }
@@ -182,6 +189,9 @@ const char *tf_exl3_ipath_name(tf_exl3_ipath path)
 static const tf_exl3_int_kern int_kerns[TF_EXL3_IPATH_COUNT] = {
 	[TF_EXL3_IPATH_REF] = int_ref,
 	[TF_EXL3_IPATH_VEC] = tf_exl3_int_vec,
+#ifdef TF_VI_KPAIR
+	[TF_EXL3_IPATH_GEMM_VEC] = tf_exl3_int_gemm_vec,
+#endif
 #if defined(__x86_64__)
 	[TF_EXL3_IPATH_VNNI] = tf_exl3_int_vnni,
 	[TF_EXL3_IPATH_GEMM] = tf_exl3_int_gemm_vnni,
@@ -196,10 +206,13 @@ void tf_exl3_mat_mul_int(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 {
 	const int64_t blocks = q->k / TF_EXL3_QBLOCK;
 
-	if (path == TF_EXL3_IPATH_AUTO)
-		path = q->rows >= TF_EXL3_GEMM_ROWS && tf_exl3_ipath_supported(TF_EXL3_IPATH_GEMM)
-			? TF_EXL3_IPATH_GEMM : tf_exl3_ipath_best();
-	if (path == TF_EXL3_IPATH_GEMM) {       /* all the rows at once */
+	if (path == TF_EXL3_IPATH_AUTO && q->rows >= TF_EXL3_GEMM_ROWS)
+		path = tf_exl3_ipath_supported(TF_EXL3_IPATH_GEMM) ? TF_EXL3_IPATH_GEMM
+		       : tf_exl3_ipath_supported(TF_EXL3_IPATH_GEMM_VEC) ? TF_EXL3_IPATH_GEMM_VEC
+		       : tf_exl3_ipath_best();
+	else if (path == TF_EXL3_IPATH_AUTO)
+		path = tf_exl3_ipath_best();
+	if (path == TF_EXL3_IPATH_GEMM || path == TF_EXL3_IPATH_GEMM_VEC) {   /* all rows at once */
 		int_kerns[path](m, q, yh, j0, j1);
 		return;
 	}

@@ -84,6 +84,8 @@ typedef enum tf_exl3_ipath {
 	TF_EXL3_IPATH_DOTPROD,  /* ARMv8.2 udot + vmla: aarch64 only */
 	TF_EXL3_IPATH_GEMM,     /* AVX-512 VNNI, each tile decoded once for all
 				 * rows to int16 pairs, vpdpwssd: x86-64 only */
+	TF_EXL3_IPATH_GEMM_VEC, /* the same on the build's vector unit where it
+				 * pairs k (AVX2 vpmaddwd) */
 	TF_EXL3_IPATH_COUNT
 } tf_exl3_ipath;
 
@@ -91,10 +93,11 @@ typedef enum tf_exl3_ipath {
 int tf_exl3_ipath_supported(tf_exl3_ipath path);
 
 /* AUTO resolved for one row: the fastest supported path.  For
- * TF_EXL3_GEMM_ROWS rows and more AUTO takes the GEMM where VNNI runs. */
+ * TF_EXL3_GEMM_ROWS rows and more AUTO takes a GEMM: VNNI's, else the
+ * vector unit's. */
 tf_exl3_ipath tf_exl3_ipath_best(void);
 
-/* "ref", "vec", "vnni", "dotprod" ("auto" for AUTO). */
+/* "ref", "vec", "vnni", "dotprod", "gemm", "gemm-vec" ("auto" for AUTO). */
 const char *tf_exl3_ipath_name(tf_exl3_ipath path);
 
 /* yh[r][16j .. 16j+15] for tile columns j in [j0, j1) and every row of q,

@@ -20,6 +20,11 @@ typedef void (*tf_exl3_int_kern)(const tf_exl3_mat *m, const tf_exl3_qx *q,
 void tf_exl3_int_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		     int64_t j0, int64_t j1);
 
+/* gemm_vec.c: each strip decoded once for all the rows, where vec.h
+ * pairs k (TF_VI_KPAIR): TF_EXL3_IPATH_GEMM_VEC. */
+void tf_exl3_int_gemm_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
+			  int64_t j0, int64_t j1);
+
 #if defined(__x86_64__)
 /* matmul_avx512.c, built with AVX-512 F/BW/VL/VNNI/VBMI2 flags: call only
  * where tf_exl3_ipath_supported(TF_EXL3_IPATH_VNNI). */

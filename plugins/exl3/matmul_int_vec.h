@@ -54,11 +54,7 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 			for (int half = 0; half < 2; half++)
 #pragma GCC unroll 8
 				for (int v = 0; v < 8; v += TF_VL) {
-					tf_vi w = tf_vi_bspair(
-						tf_vi_mul(halfrow_state(tw, K, tf_exl3_row_base(r) + 4 * half, v),
-							  tf_vi_set1(TF_EXL3_MUL1_MUL)),
-						tf_vi_mul(halfrow_state(tw, K, tf_exl3_row_base(r + 1) + 4 * half, v),
-							  tf_vi_set1(TF_EXL3_MUL1_MUL)));
+					tf_vi w = halfrow_kpair(tw, K, r, half, v);
 #pragma GCC unroll 8
 					for (int row = 0; row < rows; row++) {
 						tf_vi *ar = &a[row][(8 * half + v) / TF_VL];

@@ -59,4 +59,18 @@ halfrow_state(const uint32_t *sp, int K, int base, int v)
 			 tf_vi_set1(0xFFFF));
 }
 
+#ifdef TF_VI_KPAIR
+/* Lanes v .. v+TF_VL-1 of half `half` of tile rows r and r+1 (r even) as
+ * int16 byte-sum pairs, row r's in the low half: what a k-pair product
+ * multiplies (vec.h's tf_vi_pairdot). */
+static inline __attribute__((always_inline)) tf_vi
+halfrow_kpair(const uint32_t *sp, int K, int r, int half, int v)
+{
+	const tf_vi mul = tf_vi_set1(TF_EXL3_MUL1_MUL);
+	return tf_vi_bspair(
+		tf_vi_mul(halfrow_state(sp, K, tf_exl3_row_base(r) + 4 * half, v), mul),
+		tf_vi_mul(halfrow_state(sp, K, tf_exl3_row_base(r + 1) + 4 * half, v), mul));
+}
+#endif
+
 #endif /* TF_EXL3_TILE_VEC_H */

@@ -239,6 +239,36 @@ Test(exl3_int, many_rows_have_their_bits_alone)
 	}
 }
 
+/* Every kernel gives every row the same bits (exact int32 block sums,
+ * folded in one order): AUTO may switch kernel with the row count, so a
+ * row's bits must not follow the kernel either. */
+Test(exl3_int, every_path_gives_the_same_bits)
+{
+	static const int64_t counts[] = { 1, 3, TF_EXL3_GEMM_ROWS, 67 };
+
+	for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+		for (int K = 2; K <= 6; K += 2) {
+			struct int_case c;
+			case_init(&c, 256, 96, counts[ci], K, 500 + ci * 10 + (size_t)K);
+			for (int b = 0; b < 2; b++) {
+				const int qmax = b ? TF_EXL3_QMAX_I8 : TF_EXL3_QMAX_I15;
+				float *want = run_path(&c, TF_EXL3_IPATH_VEC, qmax);
+				for (int p = TF_EXL3_IPATH_VEC + 1; p < TF_EXL3_IPATH_COUNT; p++) {
+					if (!tf_exl3_ipath_supported((tf_exl3_ipath)p))
+						continue;
+					float *y = run_path(&c, (tf_exl3_ipath)p, qmax);
+					cr_expect(!memcmp(y, want, sizeof(float) * c.rows * c.n),
+						  "%s i%d K=%d, %lld rows: other bits than vec's",
+						  tf_exl3_ipath_name((tf_exl3_ipath)p), b ? 8 : 15, K,
+						  (long long)c.rows);
+					free(y);
+				}
+				free(want);
+			}
+			case_free(&c);
+		}
+}
+
 Test(exl3_int, best_path_is_supported)
 {
 	tf_exl3_ipath best = tf_exl3_ipath_best();
