@@ -20,11 +20,20 @@
 
 #define GEMM_BLOCK_TILES (TF_EXL3_QBLOCK / TF_EXL3_TILE)   /* tile rows a strip */
 #define GEMM_KPAIRS (TF_EXL3_QBLOCK / 2)                   /* k pairs a strip */
-/* Rows a strip's decode serves: their activations and sums stay in L2
- * while the strips pass (at 512 rows in one pass they did not: 67 against
- * 81 G row-weights/s at 64, AVX-512), and the decode is still shared by
- * enough rows to cost little. */
+/* Rows a strip's decode serves: as many as keep their k-pair activations
+ * (2k bytes a row) within GEMM_ROW_BYTES of L2 while the strips pass, and
+ * at least GEMM_ROW_CHUNK.  All 512 rows of 4096 k in one pass ran 67
+ * against 81 G row-weights/s at 64 (AVX-512); at 1280 k, 204 rows a
+ * decode ran 5-10% above 64 (bench_exl3 gemm on 512 rows). */
 #define GEMM_ROW_CHUNK 64
+#define GEMM_ROW_BYTES (512u << 10)
+
+static inline int64_t gemm_row_chunk(int64_t k)
+{
+	const int64_t fit = (int64_t)(GEMM_ROW_BYTES / (2 * (size_t)k));
+	return fit > GEMM_ROW_CHUNK ? fit : GEMM_ROW_CHUNK;
+}
+
 /* A strip's outputs, from the includer's STRIP_TILES. */
 #define STRIP_COLS (STRIP_TILES * TF_EXL3_TILE)
 
@@ -102,9 +111,9 @@ gemm_strips(const tf_exl3_mat *m, const tf_exl3_qx *q, int64_t row0, int64_t row
 		  int64_t j1)                                                             \
 	{                                                                                 \
 		uint32_t w[GEMM_KPAIRS][STRIP_COLS] __attribute__((aligned(align)));      \
-		for (int64_t r0 = 0; r0 < q->rows; r0 += GEMM_ROW_CHUNK)                  \
-			gemm_strips(m, q, r0,                                             \
-				    q->rows - r0 < GEMM_ROW_CHUNK ? q->rows - r0 : GEMM_ROW_CHUNK, \
+		const int64_t chunk = gemm_row_chunk(q->k);                               \
+		for (int64_t r0 = 0; r0 < q->rows; r0 += chunk)                           \
+			gemm_strips(m, q, r0, q->rows - r0 < chunk ? q->rows - r0 : chunk, \
 				    yh, j0, j1, STRIP_TILES, ROW_BLOCK, w[0], strip_decode,  \
 				    strip_apply_any);                                     \
 	}
