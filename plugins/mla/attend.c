@@ -133,10 +133,11 @@ void mla_naive_block(const mla_dims *d, int h, const float *q, int64_t n,
 			}
 			mla_run *r = run + i * d->heads + h;
 			float m = run_rescale(r, mx, acc + (i * d->heads + h) * d->dv, d->dv);
-			for (int64_t t = 0; t < end; t++) {
-				si[t] = expf(si[t] - m);
+			for (int64_t t = 0; t < end; t++)
+				si[t] -= m;
+			tf_vec_exp(si, si, end);
+			for (int64_t t = 0; t < end; t++)
 				r->l += si[t];
-			}
 			memset(si + end, 0, (size_t)(tb - end) * sizeof(float));
 		}
 		tf_vec_gemm_acc(acc + (i0 * d->heads + h) * d->dv, (int64_t)d->heads * d->dv, s, tb,
@@ -200,10 +201,11 @@ void mla_absorbed_rows(const mla_dims *d, const float *qlat, const mla_cache *c,
 			}
 			float *a = acc + (int64_t)h * d->r;
 			float m = run_rescale(&run[h], mx, a, d->r);
-			for (int64_t t = 0; t < nt; t++) {
-				ph[t] = expf(ph[t] - m);
+			for (int64_t t = 0; t < nt; t++)
+				ph[t] -= m;
+			tf_vec_exp(ph, ph, nt);
+			for (int64_t t = 0; t < nt; t++)
 				run[h].l += ph[t];
-			}
 			tf_vec_axpy_rows(a, ph, tile, lat, nt, d->r);
 		}
 	}
