@@ -122,17 +122,19 @@ int tf_jinja_to_str(struct jrun *r, const struct jnode *at, const tf_val *v, tf_
 		return 0;
 	}
 	tf_bytes b = { 0 };
-	int rc = tf_val_dump_py(v, false, tf_jinja_output_left(r), &b);
-	/* past the bound, b.len is more than the check allows */
-	rc = rc == 0 || rc == TF_ERR_RANGE ? tf_jinja_output_check(r, at, b.len)
+	return tf_jinja_dump_str(r, at, tf_val_dump_py(v, false, tf_jinja_output_left(r), &b), &b,
+				 out);
+}
+
+int tf_jinja_dump_str(struct jrun *r, const struct jnode *at, int rc, tf_bytes *b, tf_val **out)
+{
+	/* past the bound, b->len is more than the check allows */
+	rc = rc == 0 || rc == TF_ERR_RANGE ? tf_jinja_output_check(r, at, b->len)
 					   : tf_jinja_fail_diag(r, at, rc);
-	if (rc < 0) {
-		tf_bytes_free(&b);
-		return rc;
-	}
-	*out = tf_val_str(b.p ? b.p : "", b.len);
-	tf_bytes_free(&b);
-	return *out ? 0 : TF_ERR_NOMEM;
+	if (rc == 0)
+		rc = tf_jinja_give(0, tf_val_str(b->p ? b->p : "", b->len), out);
+	tf_bytes_free(b);
+	return rc;
 }
 
 int tf_jinja_iterate(struct jrun *r, const struct jnode *at, tf_val *v, tf_val **out)

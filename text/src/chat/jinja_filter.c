@@ -100,17 +100,7 @@ static int f_tojson(struct jrun *r, const struct jnode *at, tf_val *v, const str
 		st.key_sep = k;
 	}
 	st.sort_keys = sort && tf_val_truthy(sort);
-	rc = tf_val_dump_json_style(v, &st, &b);
-	/* past the bound, b.len is more than the check allows */
-	rc = rc == 0 || rc == TF_ERR_RANGE ? tf_jinja_output_check(r, at, b.len)
-					   : tf_jinja_fail_diag(r, at, rc);
-	if (rc < 0) {
-		tf_bytes_free(&b);
-		return rc;
-	}
-	rc = tf_jinja_give(0, tf_val_str(b.p ? b.p : "", b.len), out);
-	tf_bytes_free(&b);
-	return rc;
+	return tf_jinja_dump_str(r, at, tf_val_dump_json_style(v, &st, &b), &b, out);
 }
 
 /* Filters that are str methods of str(v): trim, lower, upper, capitalize, replace. */

@@ -176,6 +176,10 @@ int tf_jinja_list_extend(tf_val *l, const tf_val *src);
 int tf_jinja_output_check(struct jrun *r, const struct jnode *at, size_t more);
 /* The bytes tf_jinja_output_check still allows. */
 size_t tf_jinja_output_left(const struct jrun *r);
+/* What a dump bounded by tf_jinja_output_left returned (rc) and wrote (b)
+ * as a STR in *out, its bytes counted; past the bound, or on the dump's
+ * failure, fails naming `at`.  Frees b either way. */
+int tf_jinja_dump_str(struct jrun *r, const struct jnode *at, int rc, tf_bytes *b, tf_val **out);
 /* Counts n units of work: statements, expressions, items a loop or a filter
  * passes over, items a list repetition makes; fails past the limit. */
 int tf_jinja_steps(struct jrun *r, const struct jnode *at, size_t n);
