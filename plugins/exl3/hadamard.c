@@ -6,6 +6,22 @@
 #define HALF (TF_HAD_BLOCK / 2)
 #define HALF_VECS (HALF / TF_VL)
 
+void tf_had128_ref(float *v, int64_t n)
+{
+	for (int64_t b = 0; b < n; b += TF_HAD_BLOCK) {
+		float *x = v + b;
+		for (int h = 1; h < TF_HAD_BLOCK; h *= 2)
+			for (int i = 0; i < TF_HAD_BLOCK; i++)
+				if (!(i & h)) {
+					const float a = x[i], c = x[i + h];
+					x[i] = a + c;
+					x[i + h] = a - c;
+				}
+		for (int i = 0; i < TF_HAD_BLOCK; i++)
+			x[i] *= TF_HAD_SCALE;
+	}
+}
+
 /*
  * Butterfly pairs (i, i+h): strides below a vector inside each register,
  * then the strides up to 32 on each half of the block held in registers,

@@ -252,6 +252,8 @@ static void check_hadamard(uint64_t *seed)
 		ok &= fabs(v[i] - s / sqrt(128.0)) < 1e-5;
 	}
 	check(ok, "hadamard", 0, 0);
+	tf_had128_ref(o, 128);
+	check(memcmp(v, o, sizeof(v)) == 0, "hadamard: the plain loop's bits", 0, 0);
 }
 
 int main(void)

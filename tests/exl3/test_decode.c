@@ -225,6 +225,24 @@ Test(exl3_decode, hadamard_matches_matrix)
 		cr_assert(fabsf(v[i] - orig[i]) < 1e-5f);
 }
 
+/* The vector butterflies form the plain loop's sums in its order: the same
+ * bits, on values of many magnitudes, over several blocks. */
+Test(exl3_decode, hadamard_bits_are_the_plain_loops)
+{
+	enum { N = 8 * TF_HAD_BLOCK };
+	static float orig[N], ref[N], got[N];
+	uint64_t s = 11;
+	for (int i = 0; i < N; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		orig[i] = ldexpf((float)((int64_t)(s >> 40) - (1 << 23)), (int)(s >> 32 & 15) - 30);
+	}
+	memcpy(ref, orig, sizeof(ref));
+	tf_had128_ref(ref, N);
+	memcpy(got, orig, sizeof(got));
+	tf_had128(got, N);
+	cr_assert_arr_eq(got, ref, sizeof(ref), "tf_had128");
+}
+
 /* yh = xh · Ŵ in float64 from the reference decode, for tile columns
  * all of m, compared with both product paths. */
 static void check_products(int64_t k, int64_t n, int K, tf_exl3_cb cb, int64_t rows,
