@@ -63,7 +63,13 @@ struct place {
 	uint3 thread, block;
 	dim3 block_dim, grid_dim;
 };
-extern thread_local const place *here;
+/* The harness's thread-locals are initial-exec: in the general model every
+ * threadIdx read from a dlopen()ed module is a __tls_get_addr call, which
+ * AddressSanitizer intercepts, and those calls were a third of the device
+ * tests' time.  A few bytes, within glibc's static TLS reserve for modules
+ * loaded later. */
+#define TF_SIMT_TLS thread_local __attribute__((tls_model("initial-exec")))
+extern TF_SIMT_TLS const place *here;
 
 void syncthreads(const char *file, int line);
 
