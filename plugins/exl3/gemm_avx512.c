@@ -54,10 +54,12 @@ strip_decode_k(const tf_exl3_mat *m, int K, int64_t i0, int64_t j, int nt,
 GEMM_STRIP_DECODE(STRIP_COLS)
 
 /* y[row][16t ..] = fma(Σ_kp w[kp]·x[row][kp], unit[row], y[row]) for rows
- * < nr, tile columns t < nt; x row stride xs (in pairs), y's ys. */
+ * < nr, tile columns t < nt; x row stride xs (in pairs), y's ys; first and
+ * last as gemm_apply_fn's. */
 static inline __attribute__((always_inline)) void
 strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t xs,
-	    const float *unit, int64_t us, float *y, int64_t ys, int nr)
+	    const float *unit, int64_t us, const float *sum, float *y, int64_t ys, int nr,
+	    int first, int last)
 {
 	__m512i acc[ROW_BLOCK][STRIP_TILES];
 
@@ -83,24 +85,30 @@ strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t 
 #pragma GCC unroll 4
 	for (int row = 0; row < nr; row++) {
 		const __m512 u = _mm512_set1_ps(unit[row * us]);
+		const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * sum[row]);
 #pragma GCC unroll 4
 		for (int t = 0; t < nt; t++) {
 			float *yt = y + row * ys + t * TILE;
-			_mm512_storeu_ps(yt, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[row][t]), u,
-							     _mm512_loadu_ps(yt)));
+			const __m512 s = _mm512_cvtepi32_ps(acc[row][t]);
+			__m512 v = first ? _mm512_mul_ps(s, u) : _mm512_fmadd_ps(s, u, _mm512_loadu_ps(yt));
+			if (last)
+				v = _mm512_fmadd_ps(v, _mm512_set1_ps(TF_EXL3_MUL1_K_INV), bias);
+			_mm512_storeu_ps(yt, v);
 		}
 	}
 }
 
 /* One copy per (rows, tiles) with constant bounds, the sums in registers. */
 typedef void (*apply_fn)(const uint32_t (*w)[STRIP_COLS], const uint32_t *x,
-			 int64_t xs, const float *unit, int64_t us, float *y, int64_t ys);
+			 int64_t xs, const float *unit, int64_t us, const float *sum, float *y,
+			 int64_t ys, int first, int last);
 #define APPLY_FN(nr, nt)                                                                \
 	static void apply_##nr##_##nt(const uint32_t (*w)[STRIP_COLS],         \
 				      const uint32_t *x, int64_t xs, const float *unit, \
-				      int64_t us, float *y, int64_t ys)                 \
+				      int64_t us, const float *sum, float *y, int64_t ys, \
+				      int first, int last)                              \
 	{                                                                               \
-		strip_apply(w, nt, x, xs, unit, us, y, ys, nr);                         \
+		strip_apply(w, nt, x, xs, unit, us, sum, y, ys, nr, first, last);       \
 	}
 #define APPLY_FNS(nr) APPLY_FN(nr, 1) APPLY_FN(nr, 2) APPLY_FN(nr, 3) APPLY_FN(nr, 4)
 APPLY_FNS(1) APPLY_FNS(2) APPLY_FNS(3) APPLY_FNS(4)

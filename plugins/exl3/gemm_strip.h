@@ -2,19 +2,18 @@
  * gemm_strip.h - the loops the integer-activation GEMMs share
  * (gemm_avx512.c, gemm_vec.c); each brings its strip decode and its apply.
  *
- * Per strip of tile columns: the rows' outputs start at 0; per 128-k
- * block (one activation unit) the strip is decoded once into int16 byte
- * sums, k-adjacent pairs in each 32-bit lane (w[kp][16t + c] = bs[2kp][c]
- * | bs[2kp+1][c] << 16 of tile column t), and each block of rows adds
- * fma(Σ_kp w[kp]·x[row][kp], unit, y); at the end y·K_INV + K_BIAS·Σxq.
- * Every row's sums are exact int32s folded in block order, so its bits are
- * those of the row alone, on any kernel.
+ * Per strip of tile columns and 128-k block (one activation unit) the
+ * strip is decoded once into int16 byte sums, k-adjacent pairs in each
+ * 32-bit lane (w[kp][16t + c] = bs[2kp][c] | bs[2kp+1][c] << 16 of tile
+ * column t), and each block of rows folds its sums into its outputs:
+ * y = fma(Σ_kp w[kp]·x[row][kp], unit, y) from y = 0 (the first block's
+ * product alone: fma with +0 is the product), and after the last block
+ * y = fma(y, K_INV, K_BIAS·Σxq), in the apply's registers.  Every row's
+ * sums are exact int32s folded in block order, so its bits are those of
+ * the row alone, on any kernel.
  */
 #ifndef TF_EXL3_GEMM_STRIP_H
 #define TF_EXL3_GEMM_STRIP_H
-
-#include <math.h>
-#include <string.h>
 
 #include "matmul_int.h"
 
@@ -42,9 +41,11 @@ static inline int64_t gemm_row_chunk(int64_t k)
 typedef void (*gemm_decode_fn)(const tf_exl3_mat *m, int64_t i0, int64_t j, int nt,
 			       uint32_t *w);
 /* y[row][..16nt] = fma(Σ_kp w[kp]·x[row·xs + kp], unit[row·us], y[row]) for
- * rows < nr, y's row stride ys. */
+ * rows < nr, y's row stride ys; `first`: y taken as 0, `last`: then
+ * y = fma(y, K_INV, K_BIAS·sum[row]).  */
 typedef void (*gemm_apply_fn)(const uint32_t *w, int nt, int nr, const uint32_t *x, int64_t xs,
-			      const float *unit, int64_t us, float *y, int64_t ys);
+			      const float *unit, int64_t us, const float *sum, float *y,
+			      int64_t ys, int first, int last);
 
 /* strip_decode (a gemm_decode_fn) over the includer's strip_decode_k(m, K,
  * i0, j, nt, w), one copy per K with K constant: its shifts and word
@@ -77,22 +78,15 @@ gemm_strips(const tf_exl3_mat *m, const tf_exl3_qx *q, int64_t row0, int64_t row
 
 	for (int64_t j = j0; j < j1; j += strip_tiles) {
 		const int nt = j1 - j < strip_tiles ? (int)(j1 - j) : strip_tiles;
-		for (int64_t row = row0; row < row0 + rows; row++)
-			memset(yh + row * m->n + j * ts, 0, (size_t)nt * ts * sizeof(float));
 		for (int64_t b = 0; b < blocks; b++) {
 			decode(m, b * GEMM_BLOCK_TILES, j, nt, w);
 			for (int64_t r0 = row0; r0 < row0 + rows; r0 += row_block) {
 				const int64_t left = row0 + rows - r0;
 				apply(w, nt, left < row_block ? (int)left : row_block,
 				      q->kpair + r0 * kp + b * GEMM_KPAIRS, kp, q->unit + r0 * blocks + b,
-				      blocks, yh + r0 * m->n + j * ts, m->n);
+				      blocks, q->sum + r0, yh + r0 * m->n + j * ts, m->n, b == 0,
+				      b == blocks - 1);
 			}
-		}
-		for (int64_t row = row0; row < row0 + rows; row++) {
-			const float bias = TF_EXL3_MUL1_K_BIAS * q->sum[row];
-			float *y = yh + row * m->n + j * ts;
-			for (int c = 0; c < nt * ts; c++)
-				y[c] = fmaf(y[c], TF_EXL3_MUL1_K_INV, bias);
 		}
 	}
 }
@@ -102,10 +96,12 @@ gemm_strips(const tf_exl3_mat *m, const tf_exl3_qx *q, int64_t row0, int64_t row
  * STRIP_TILES), a strip's buffer aligned to `align` bytes. */
 #define GEMM_KERNEL(name, align)                                                          \
 	static void strip_apply_any(const uint32_t *w, int nt, int nr, const uint32_t *x, \
-				    int64_t xs, const float *unit, int64_t us, float *y,  \
-				    int64_t ys)                                           \
+				    int64_t xs, const float *unit, int64_t us,            \
+				    const float *sum, float *y, int64_t ys, int first,    \
+				    int last)                                             \
 	{                                                                                 \
-		applies[nr][nt]((const uint32_t (*)[STRIP_COLS])w, x, xs, unit, us, y, ys); \
+		applies[nr][nt]((const uint32_t (*)[STRIP_COLS])w, x, xs, unit, us, sum, y, \
+				ys, first, last);                                         \
 	}                                                                                 \
 	void name(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh, int64_t j0,       \
 		  int64_t j1)                                                             \

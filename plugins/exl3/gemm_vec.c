@@ -51,10 +51,12 @@ strip_decode_k(const tf_exl3_mat *m, int K, int64_t i0, int64_t j, int nt,
 GEMM_STRIP_DECODE(STRIP_COLS)
 
 /* y[row][..nt·16] = fma(Σ_kp w[kp]·x[row][kp], unit[row], y[row]) for rows
- * < nr; x row stride xs (in pairs), unit's us, y's ys. */
+ * < nr; x row stride xs (in pairs), unit's us, y's ys; first and last as
+ * gemm_apply_fn's. */
 static inline __attribute__((always_inline)) void
 strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t xs,
-	    const float *unit, int64_t us, float *y, int64_t ys, int nr)
+	    const float *unit, int64_t us, const float *sum, float *y, int64_t ys, int nr,
+	    int first, int last)
 {
 	enum { VPS = STRIP_COLS / TF_VL };
 	const int nv = nt * TILE / TF_VL;
@@ -74,22 +76,29 @@ strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t 
 		}
 	for (int row = 0; row < nr; row++) {
 		const tf_vf u = tf_vf_set1(unit[row * us]);
+		const tf_vf bias = tf_vf_set1(TF_EXL3_MUL1_K_BIAS * sum[row]);
 		for (int v = 0; v < nv; v++) {
 			float *yv = y + row * ys + v * TF_VL;
-			tf_vf_store(yv, tf_vf_fma(tf_vi_cvt(acc[row][v]), u, tf_vf_load(yv)));
+			const tf_vf s = tf_vi_cvt(acc[row][v]);
+			tf_vf o = first ? tf_vf_mul(s, u) : tf_vf_fma(s, u, tf_vf_load(yv));
+			if (last)
+				o = tf_vf_fma(o, tf_vf_set1(TF_EXL3_MUL1_K_INV), bias);
+			tf_vf_store(yv, o);
 		}
 	}
 }
 
 /* One copy per (rows, tiles) with constant bounds, the sums in registers. */
 typedef void (*apply_fn)(const uint32_t (*w)[STRIP_COLS], const uint32_t *x, int64_t xs,
-			 const float *unit, int64_t us, float *y, int64_t ys);
+			 const float *unit, int64_t us, const float *sum, float *y, int64_t ys,
+			 int first, int last);
 #define APPLY_FN(nr, nt)                                                                  \
 	static void apply_##nr##_##nt(const uint32_t (*w)[STRIP_COLS], const uint32_t *x, \
-				      int64_t xs, const float *unit, int64_t us, float *y,   \
-				      int64_t ys)                                         \
+				      int64_t xs, const float *unit, int64_t us,             \
+				      const float *sum, float *y, int64_t ys, int first,     \
+				      int last)                                           \
 	{                                                                                 \
-		strip_apply(w, nt, x, xs, unit, us, y, ys, nr);                           \
+		strip_apply(w, nt, x, xs, unit, us, sum, y, ys, nr, first, last);         \
 	}
 APPLY_FN(1, 1) APPLY_FN(1, 2) APPLY_FN(2, 1) APPLY_FN(2, 2)
 _Static_assert(ROW_BLOCK == 2 && STRIP_TILES == 2, "one apply_R_T per count");
