@@ -85,7 +85,7 @@ typedef enum tf_exl3_ipath {
 	TF_EXL3_IPATH_GEMM,     /* AVX-512 VNNI, each tile decoded once for all
 				 * rows to int16 pairs, vpdpwssd: x86-64 only */
 	TF_EXL3_IPATH_GEMM_VEC, /* the same on the build's vector unit where it
-				 * pairs k (AVX2 vpmaddwd) */
+				 * pairs k (AVX2 vpmaddwd, NEON vmlal) */
 	TF_EXL3_IPATH_COUNT
 } tf_exl3_ipath;
 

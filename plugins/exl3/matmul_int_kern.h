@@ -21,7 +21,7 @@ void tf_exl3_int_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 		     int64_t j0, int64_t j1);
 
 /* gemm_vec.c: each strip decoded once for all the rows, where vec.h
- * pairs k (TF_VI_KPAIR): TF_EXL3_IPATH_GEMM_VEC. */
+ * pairs k (TF_VI_KPAIR: AVX2, NEON): TF_EXL3_IPATH_GEMM_VEC. */
 void tf_exl3_int_gemm_vec(const tf_exl3_mat *m, const tf_exl3_qx *q, float *yh,
 			  int64_t j0, int64_t j1);
 

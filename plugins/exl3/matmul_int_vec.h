@@ -5,9 +5,10 @@
  * the int16 in both halves of x2, and INT_KERN, the kernel's name.
  *
  * Per half-row: the states, the MUL1 multiply and INT_BSDOT, exact in int32;
- * each 128-row block folds into float at its activation unit.  Where the
- * unit pairs k (TF_VI_KPAIR), several rows take two tile rows' byte sums
- * at once instead: one multiply-add a row per two.
+ * each 128-row block folds into float at its activation unit.  Where
+ * pairing k halves a row's work (vec.h's TF_VI_KPAIR_WALK), several rows
+ * take two tile rows' byte sums at once instead: one multiply-add a row
+ * per two.
  */
 #include "matmul_int_kern.h"
 #include "tile_vec.h"
@@ -15,10 +16,9 @@
 /* Tile columns walked together, as the float path does. */
 #define INT_COLS 8
 
-/* Whether `rows` rows take activations in k pairs (vec.h's TF_VI_KPAIR:
- * a unit where pairing halves a row's work; the sums are the same exact
- * integers either way). */
-#ifdef TF_VI_KPAIR
+/* Whether `rows` rows take activations in k pairs (the sums are the same
+ * exact integers either way). */
+#ifdef TF_VI_KPAIR_WALK
 #define INT_KPAIRS(rows) ((rows) > 1)
 #else
 #define INT_KPAIRS(rows) 0
@@ -44,10 +44,14 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 		for (int v = 0; v < VPT; v++)
 			a[row][v] = acc[row * VPT + v];
 	tile_spans(tile, K, tw);
-#ifdef TF_VI_KPAIR
+#ifdef TF_VI_KPAIR_WALK
 	/* Several rows: two tile rows' byte sums as int16 pairs, made once,
 	 * then one multiply-add a row for both (x: tf_exl3_qx.kpair). */
 	if (rows > 1) {
+		tf_vacc p[TF_EXL3_INT_ROWS][VPT];
+		for (int row = 0; row < rows; row++)
+			for (int v = 0; v < VPT; v++)
+				p[row][v] = tf_vacc_init(a[row][v]);
 #pragma GCC unroll 8
 		for (int r = 0; r < TILE; r += 2)
 #pragma GCC unroll 2
@@ -57,10 +61,13 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 					tf_vi w = halfrow_kpair(tw, K, r, half, v);
 #pragma GCC unroll 8
 					for (int row = 0; row < rows; row++) {
-						tf_vi *ar = &a[row][(8 * half + v) / TF_VL];
-						*ar = tf_vi_pairdot(*ar, w, x[row * xstride + r / 2]);
+						tf_vacc *pr = &p[row][(8 * half + v) / TF_VL];
+						*pr = tf_vacc_pairdot(*pr, w, x[row * xstride + r / 2]);
 					}
 				}
+		for (int row = 0; row < rows; row++)
+			for (int v = 0; v < VPT; v++)
+				a[row][v] = tf_vacc_sum(p[row][v]);
 		goto out;
 	}
 #endif
@@ -75,7 +82,7 @@ tile_dot_int(const uint32_t *tile, int K, const uint32_t *x, int64_t xstride, in
 					*ar = INT_BSDOT(*ar, p, x[row * xstride + r]);
 				}
 			}
-#ifdef TF_VI_KPAIR
+#ifdef TF_VI_KPAIR_WALK
 out:
 #endif
 	for (int row = 0; row < rows; row++)

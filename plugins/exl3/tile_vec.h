@@ -62,7 +62,7 @@ halfrow_state(const uint32_t *sp, int K, int base, int v)
 #ifdef TF_VI_KPAIR
 /* Lanes v .. v+TF_VL-1 of half `half` of tile rows r and r+1 (r even) as
  * int16 byte-sum pairs, row r's in the low half: what a k-pair product
- * multiplies (vec.h's tf_vi_pairdot). */
+ * multiplies (vec.h's tf_vacc_pairdot). */
 static inline __attribute__((always_inline)) tf_vi
 halfrow_kpair(const uint32_t *sp, int K, int r, int half, int v)
 {

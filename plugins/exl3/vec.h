@@ -96,9 +96,12 @@ static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
 	__m256i pairs = _mm256_maddubs_epi16(a, _mm256_set1_epi8(1));
 	return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi32((int)x2)));
 }
-/* Several rows (matmul_int_vec.h's k pairs): the byte sums of a and b,
- * a's in the low int16 of each lane; then acc += w_lo·x_lo + w_hi·x_hi
- * per lane, x2 two int16 activations. */
+/* Several rows (the k pairs of matmul_int_vec.h and gemm_vec.c): the byte
+ * sums of a and b, a's in the low int16 of each lane.  Then tf_vacc, a
+ * k-pair product's sums: tf_vacc_init starts them at a's int32 lanes,
+ * tf_vacc_pairdot adds w_lo·x_lo + w_hi·x_hi to each lane, x2 two int16
+ * activations, and tf_vacc_sum reads the lanes out (exact integers: the
+ * unit may keep them as it adds best). */
 #define TF_VI_KPAIR 1
 static inline tf_vi tf_vi_bspair(tf_vi a, tf_vi b)
 {
@@ -107,10 +110,17 @@ static inline tf_vi tf_vi_bspair(tf_vi a, tf_vi b)
 	__m256i sb = _mm256_madd_epi16(_mm256_maddubs_epi16(b, ones), ones16);
 	return _mm256_or_si256(sa, _mm256_slli_epi32(sb, 16));
 }
-static inline tf_vi tf_vi_pairdot(tf_vi acc, tf_vi w, uint32_t x2)
+typedef __m256i tf_vacc;
+static inline tf_vacc tf_vacc_init(tf_vi a) { return a; }
+static inline tf_vacc tf_vacc_pairdot(tf_vacc acc, tf_vi w, uint32_t x2)
 {
 	return _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_set1_epi32((int)x2)));
 }
+static inline tf_vi tf_vacc_sum(tf_vacc acc) { return acc; }
+/* Pairing halves a row's work here (one vpmaddwd for two k, against a
+ * byte sum and a multiply-add for each): the walk of several rows pairs k
+ * too (matmul_int_vec.h). */
+#define TF_VI_KPAIR_WALK 1
 /* Each lane's two fp16 halves, widened and added. */
 static inline tf_vf tf_vi_halfsum(tf_vi a)
 {
@@ -180,6 +190,37 @@ static inline tf_vi tf_vi_bsdot(tf_vi acc, tf_vi a, uint32_t x2)
 	uint32x4_t bs = vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a)));
 	return vreinterpretq_u32_s32(vmlaq_n_s32(vreinterpretq_s32_u32(acc),
 						 vreinterpretq_s32_u32(bs), (int16_t)(x2 & 0xFFFF)));
+}
+/* As AVX2's.  NEON has no pairwise multiply-add: lane l's two products
+ * go to lanes 2l and 2l+1 of a widening one (two per 8 products), and
+ * tf_vacc_sum adds the pairs.  The walk's multiply-add of each k's byte
+ * sums takes two per 8 products as well, so only the GEMM pairs k here
+ * (no TF_VI_KPAIR_WALK). */
+#define TF_VI_KPAIR 1
+static inline tf_vi tf_vi_bspair(tf_vi a, tf_vi b)
+{
+	uint32x4_t sa = vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(a)));
+	uint32x4_t sb = vpaddlq_u16(vpaddlq_u8(vreinterpretq_u8_u32(b)));
+	return vsliq_n_u32(sa, sb, 16);
+}
+typedef struct { int32x4_t lo, hi; } tf_vacc;     /* lanes 0-1's products, 2-3's */
+static inline tf_vacc tf_vacc_init(tf_vi a)
+{
+	const uint32x4_t z = vdupq_n_u32(0);
+	return (tf_vacc){ vreinterpretq_s32_u32(vzip1q_u32(a, z)),
+			  vreinterpretq_s32_u32(vzip2q_u32(a, z)) };
+}
+static inline tf_vacc tf_vacc_pairdot(tf_vacc acc, tf_vi w, uint32_t x2)
+{
+	const int16x8_t w16 = vreinterpretq_s16_u32(w), x16 = vreinterpretq_s16_u32(vdupq_n_u32(x2));
+
+	acc.lo = vmlal_s16(acc.lo, vget_low_s16(w16), vget_low_s16(x16));
+	acc.hi = vmlal_high_s16(acc.hi, w16, x16);
+	return acc;
+}
+static inline tf_vi tf_vacc_sum(tf_vacc acc)
+{
+	return vreinterpretq_u32_s32(vpaddq_s32(acc.lo, acc.hi));
 }
 static inline tf_vf tf_vi_halfsum(tf_vi a)
 {
