@@ -54,9 +54,9 @@ def main():
         assert t["lo"] < 1.3 and t["hi"] > 0.77, t
         assert {s["stage"] for s in t["stages"]} >= {"moe", "kda", "mla"}, t
     assert [r["test"] for r in same["rows"]] == ["pp32", "tg8"] * 2, same["rows"]
-    # A slow kernel: 5 ms a routing call (some 80 a round) is far past any
-    # noise: a ling-nano round takes milliseconds.
-    rc, slow = ab("plant.sleep_us=5000")
+    # A slow kernel: 20 ms a routing call (8 a prompt, 72 a round) is far past
+    # any noise: a ling-nano prompt takes 30 ms under ASan, a round 0.1 s.
+    rc, slow = ab("plant.sleep_us=20000")
     assert rc == 1, slow
     assert all(t["verdict"] == "slower" and t["hi"] < 0.5 for t in slow["ab"]), slow["ab"]
     moe = [s for t in slow["ab"] for s in t["stages"] if s["stage"] == "moe"]
@@ -79,7 +79,7 @@ def main():
         assert x["max_rel"] == 0 and x["top1"] == 1 and x["greedy"] == 8, x
         # Wider than in one process: each round's processes start cold.
         assert all(t["lo"] < 1.5 and t["hi"] > 0.6 for t in same["ab"]), same["ab"]
-        rc, slow = ab("plant.sleep_us=5000", extra=("--processes",), env=env)
+        rc, slow = ab("plant.sleep_us=20000", extra=("--processes",), env=env)
         assert rc == 1 and all(t["verdict"] == "slower" for t in slow["ab"]), slow["ab"]
         rc, skew = ab("plant.skew=0.2", extra=("--processes",), env=env)
         assert rc == 1 and skew["exact"]["max_rel"] > 1e-3, skew["exact"]
