@@ -19,9 +19,8 @@
 #include <string.h>
 
 #include "lin.h"
-#include "vec.h"
+#include "plain_dot.h"
 
-#define PLAIN_ROWS 4            /* input rows sharing one pass over a weight row */
 #define PLAIN_GRAIN 16          /* fewest output features per work item */
 #define PLAIN_BLOCK_BYTES (256u << 10)  /* weight rows a block of outputs keeps in L2 */
 
@@ -33,63 +32,18 @@ typedef struct tf_plain_lin {
 	float *bias;            /* [out] or NULL */
 } tf_plain_lin;
 
-typedef void (*plain_dot_fn)(const float *x, int64_t in, int nr, const void *w,
-			     float *acc);
-
-/*
- * acc[j] = x[j] · w for the nr (1..PLAIN_ROWS) rows x[j] = x + j·in.
- * Inlined with constant dt and nr so each case compiles to its own loop.
- */
-static inline __attribute__((always_inline)) void
-plain_dot(const float *x, int64_t in, int nr, const void *w, tf_dtype dt,
-	  float *acc)
-{
-	tf_vf a[PLAIN_ROWS], b[PLAIN_ROWS];
-	int64_t i = 0;
-
-	/* The row loops unrolled, so that each row's sums stay in registers
-	 * (rolled, gcc kept them in memory: 2 rows ran 2.3x one row's time). */
-#pragma GCC unroll 4
-	for (int j = 0; j < nr; j++)
-		a[j] = b[j] = tf_vf_zero();
-	/* Two accumulators per row hide the FMA latency on one-row decode. */
-	for (; i + 2 * TF_VL <= in; i += 2 * TF_VL) {
-		tf_vf w0 = tf_vf_load_as(w, i, dt);
-		tf_vf w1 = tf_vf_load_as(w, i + TF_VL, dt);
-#pragma GCC unroll 4
-		for (int j = 0; j < nr; j++) {
-			a[j] = tf_vf_fma(w0, tf_vf_load(x + j * in + i), a[j]);
-			b[j] = tf_vf_fma(w1, tf_vf_load(x + j * in + i + TF_VL), b[j]);
-		}
-	}
-#pragma GCC unroll 4
-	for (int j = 0; j < nr; j++)
-		acc[j] = tf_vf_sum(tf_vf_add(a[j], b[j]));
-	for (; i < in; i++) {
-		float wi = tf_f32_load_as(w, i, dt);
-#pragma GCC unroll 4
-		for (int j = 0; j < nr; j++)
-			acc[j] += wi * x[j * in + i];
-	}
-}
-
-#define PLAIN_DOT_FOR(name, dt)                                                 \
-	static void name(const float *x, int64_t in, int nr, const void *w,     \
-			 float *acc)                                            \
-	{                                                                       \
-		switch (nr) {                                                   \
-		case 1: plain_dot(x, in, 1, w, dt, acc); break;                 \
-		case 2: plain_dot(x, in, 2, w, dt, acc); break;                 \
-		case 3: plain_dot(x, in, 3, w, dt, acc); break;                 \
-		default: plain_dot(x, in, 4, w, dt, acc); break;                \
-		}                                                               \
-	}
-PLAIN_DOT_FOR(plain_dot_f32, TF_DTYPE_F32)
-PLAIN_DOT_FOR(plain_dot_f16, TF_DTYPE_F16)
-PLAIN_DOT_FOR(plain_dot_bf16, TF_DTYPE_BF16)
+PLAIN_DOT_FOR(static, plain_dot_f32, TF_DTYPE_F32)
+PLAIN_DOT_FOR(static, plain_dot_f16, TF_DTYPE_F16)
+PLAIN_DOT_FOR(static, plain_dot_bf16, TF_DTYPE_BF16)
 
 static plain_dot_fn plain_dot_of(tf_dtype dt)
 {
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		return dt == TF_DTYPE_F16 ? tf_plain_dot_avx512_f16
+		       : dt == TF_DTYPE_BF16 ? tf_plain_dot_avx512_bf16 : tf_plain_dot_avx512_f32;
+#endif
 	return dt == TF_DTYPE_F16 ? plain_dot_f16 : dt == TF_DTYPE_BF16 ? plain_dot_bf16
 		: plain_dot_f32;
 }

@@ -4,7 +4,8 @@
  * One set of inline operations over `tf_vf`, a register of TF_VL floats,
  * and `tf_vi`, TF_VL uint32 lanes (int32 for the integer-activation sums,
  * tf_vi_bsdot and tf_vi_cvt): 8 with AVX2 (F16C converts halves), 4
- * with NEON, 1 on the scalar path.
+ * with NEON, 1 on the scalar path; 16 floats (no tf_vi) in a file built
+ * again for AVX-512 with TF_VEC_AVX512.
  * Kernels written against these build unchanged on every target; the
  * scalar build doubles as the plain reference of the SIMD ones.
  */
@@ -15,7 +16,33 @@
 
 #include "tf/dtype.h"
 
-#if defined(TF_SIMD_AVX2)
+#if defined(TF_VEC_AVX512)
+/* The float subset sixteen floats a register, for kernels built a second
+ * time with -mavx512f (plain_dot_avx512.c); no tf_vi. */
+#include <immintrin.h>
+
+#define TF_VL 16
+typedef __m512 tf_vf;
+
+static inline tf_vf tf_vf_zero(void) { return _mm512_setzero_ps(); }
+static inline tf_vf tf_vf_set1(float a) { return _mm512_set1_ps(a); }
+static inline tf_vf tf_vf_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void tf_vf_store(float *p, tf_vf a) { _mm512_storeu_ps(p, a); }
+static inline tf_vf tf_vf_add(tf_vf a, tf_vf b) { return _mm512_add_ps(a, b); }
+static inline tf_vf tf_vf_mul(tf_vf a, tf_vf b) { return _mm512_mul_ps(a, b); }
+static inline tf_vf tf_vf_fma(tf_vf a, tf_vf b, tf_vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline tf_vf tf_vf_load_f16(const uint16_t *p)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+static inline tf_vf tf_vf_load_bf16(const uint16_t *p)
+{
+	__m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+	return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+static inline float tf_vf_sum(tf_vf a) { return _mm512_reduce_add_ps(a); }
+
+#elif defined(TF_SIMD_AVX2)
 #include <immintrin.h>
 
 #define TF_VL 8
