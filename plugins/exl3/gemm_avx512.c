@@ -85,14 +85,14 @@ strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t 
 #pragma GCC unroll 4
 	for (int row = 0; row < nr; row++) {
 		const __m512 u = _mm512_set1_ps(unit[row * us]);
-		const __m512 bias = _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * sum[row]);
 #pragma GCC unroll 4
 		for (int t = 0; t < nt; t++) {
 			float *yt = y + row * ys + t * TILE;
 			const __m512 s = _mm512_cvtepi32_ps(acc[row][t]);
 			__m512 v = first ? _mm512_mul_ps(s, u) : _mm512_fmadd_ps(s, u, _mm512_loadu_ps(yt));
 			if (last)
-				v = _mm512_fmadd_ps(v, _mm512_set1_ps(TF_EXL3_MUL1_K_INV), bias);
+				v = _mm512_fmadd_ps(v, _mm512_set1_ps(TF_EXL3_MUL1_K_INV),
+						    _mm512_set1_ps(TF_EXL3_MUL1_K_BIAS * sum[row]));
 			_mm512_storeu_ps(yt, v);
 		}
 	}

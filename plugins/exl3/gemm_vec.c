@@ -83,13 +83,13 @@ strip_apply(const uint32_t (*w)[STRIP_COLS], int nt, const uint32_t *x, int64_t 
 		}
 	for (int row = 0; row < nr; row++) {
 		const tf_vf u = tf_vf_set1(unit[row * us]);
-		const tf_vf bias = tf_vf_set1(TF_EXL3_MUL1_K_BIAS * sum[row]);
 		for (int v = 0; v < nv; v++) {
 			float *yv = y + row * ys + v * TF_VL;
 			const tf_vf s = tf_vi_cvt(tf_vacc_sum(acc[row][v]));
 			tf_vf o = first ? tf_vf_mul(s, u) : tf_vf_fma(s, u, tf_vf_load(yv));
 			if (last)
-				o = tf_vf_fma(o, tf_vf_set1(TF_EXL3_MUL1_K_INV), bias);
+				o = tf_vf_fma(o, tf_vf_set1(TF_EXL3_MUL1_K_INV),
+					      tf_vf_set1(TF_EXL3_MUL1_K_BIAS * sum[row]));
 			tf_vf_store(yv, o);
 		}
 	}

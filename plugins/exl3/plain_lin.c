@@ -30,6 +30,7 @@ typedef struct tf_plain_lin {
 	tf_dtype dt;
 	int64_t in, out, ld;
 	float *bias;            /* [out] or NULL */
+	plain_dot_fn dot;       /* plain_dot_of(dt), chosen once at open */
 } tf_plain_lin;
 
 PLAIN_DOT_FOR(static, plain_dot_f32, TF_DTYPE_F32)
@@ -53,7 +54,6 @@ struct plain_job {
 	const float *x;
 	int64_t rows;
 	float *y;
-	plain_dot_fn dot;
 };
 
 /*
@@ -80,7 +80,7 @@ static void plain_range(void *arg, int64_t begin, int64_t end, int worker)
 			for (int64_t o = o0; o < o1; o++) {
 				const void *w = (const char *)l->w + (size_t)o * (size_t)l->ld * es;
 				const float b = l->bias ? l->bias[o] : 0.0f;
-				j->dot(j->x + r * l->in, l->in, nr, w, acc);
+				l->dot(j->x + r * l->in, l->in, nr, w, acc);
 				for (int k = 0; k < nr; k++)
 					j->y[(r + k) * l->out + o] = acc[k] + b;
 			}
@@ -96,7 +96,6 @@ static int plain_forward(void *lin, const float *x, int64_t rows, float *y)
 	if (rows < 0)
 		return l->h->error(l->h, TF_ERR_INVALID, "plain linear: %lld rows",
 				   (long long)rows);
-	job.dot = plain_dot_of(l->dt);
 	tf_lin_parallel(l->h, l->out, PLAIN_GRAIN, plain_range, &job);
 	return TF_OK;
 }
@@ -154,7 +153,7 @@ static int plain_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1
 	const size_t row = (size_t)l->ld * tf_dtype_size(l->dt);
 	int rc = plain_slice_check(l, c0, c1, "forward_slice");
 	for (int64_t o = c0; !rc && o < c1; o++)
-		plain_dot_of(l->dt)(x, l->in, 1, (const char *)l->w + (size_t)o * row, y + (o - c0));
+		l->dot(x, l->in, 1, (const char *)l->w + (size_t)o * row, y + (o - c0));
 	return rc;
 }
 
@@ -206,7 +205,8 @@ static int plain_open_part(const tf_host *h, const char *prefix, int64_t in, int
 	}
 	*l = (tf_plain_lin){ .h = h,
 			     .w = (const char *)w.data + (size_t)(o0 * in + i0) * tf_dtype_size(w.dtype),
-			     .dt = w.dtype, .in = info->in, .out = info->out, .ld = in, .bias = bias };
+			     .dt = w.dtype, .in = info->in, .out = info->out, .ld = in, .bias = bias,
+			     .dot = plain_dot_of(w.dtype) };
 	*lin = l;
 	return TF_OK;
 }
