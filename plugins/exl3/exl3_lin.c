@@ -25,6 +25,11 @@
 
 #define EXL3_GRAIN 8            /* tile columns per work item: 128 outputs */
 _Static_assert(EXL3_GRAIN * TF_EXL3_TILE == 128, "a work item is one Hadamard block");
+/* Work estimates in flops, for the size of a chunk worth a worker: a
+ * weight's decode costs about what 8 flops of FMAs do, and an input row's
+ * Hadamard transform and quantization ~16 an element. */
+#define EXL3_DECODE_FLOPS 8
+#define EXL3_ROW_FLOPS 16
 
 typedef struct tf_exl3_lin {
 	const tf_host *h;
@@ -88,7 +93,8 @@ static int exl3_open_as(const tf_host *h, const char *prefix, int64_t in, int64_
 		exl3_close(l);
 		return h->error(h, TF_ERR_NOMEM, "%s: out of memory for the trellis layout", prefix);
 	}
-	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_pack_cols, l);
+	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, TF_EXL3_TILE * l->mat.k,
+			exl3_pack_cols, l);
 	free(owned);
 	l->p.trellis = NULL;            /* packed: neither the copy nor the file is read again */
 	tf_lin_release(h, prefix, "trellis");
@@ -214,13 +220,10 @@ static int exl3_forward(void *lin, const float *x, int64_t rows, float *y)
 		job.qx = &qx;
 	}
 
-	/* A few rows' input transforms take microseconds: less than handing
-	 * them to the workers and waiting. */
-	if (rows <= TF_EXL3_INT_ROWS)
-		exl3_input_rows(&job, 0, rows, 0);
-	else
-		tf_lin_parallel(h, rows, 8, exl3_input_rows, &job);
-	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN, exl3_tile_cols, &job);
+	/* Eight rows a chunk at least: up to eight, the transforms run here. */
+	tf_lin_parallel(h, rows, 8, EXL3_ROW_FLOPS * l->mat.k, exl3_input_rows, &job);
+	tf_lin_parallel(h, l->mat.n / TF_EXL3_TILE, EXL3_GRAIN,
+			TF_EXL3_TILE * l->mat.k * (EXL3_DECODE_FLOPS + 2 * rows), exl3_tile_cols, &job);
 	if (job.qx)
 		tf_exl3_qx_free(job.qx);
 	free(job.xh);

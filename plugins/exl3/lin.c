@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vec.h"
+#include "../common/tensor_util.h"
 
 int tf_lin_threads(const tf_host *h)
 {
@@ -17,12 +18,13 @@ int tf_lin_threads(const tf_host *h)
 	return n > 0 ? n : 1;
 }
 
-void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, tf_range_fn fn,
-		     void *arg)
+void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, int64_t flops,
+		     tf_range_fn fn, void *arg)
 {
 	const tf_backend *be = h->backend;
 	if (n <= 0)
 		return;
+	grain *= tf_tu_grain(grain * flops);
 	if (!be || !be->parallel_for || n <= grain) {
 		fn(arg, 0, n, 0);
 		return;

@@ -46,10 +46,12 @@ int tf_exl3_draw_slot(const tf_host *h, const char *prefix, int64_t out, int64_t
 /* Worker threads parallel_for() may use (1 without a host thread pool). */
 int tf_lin_threads(const tf_host *h);
 
-/* Run fn over [0, n) on the backend's threads, or inline on this thread
- * when the backend has no host thread pool. */
-void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, tf_range_fn fn,
-		     void *arg);
+/* Run fn over [0, n) on the backend's threads, in chunks of whole
+ * `grain`s each worth handing to a worker (tf_tu_grain's ~64K flops, at
+ * `flops` an item), or inline on this thread when the job is one chunk or
+ * the backend has no host thread pool. */
+void tf_lin_parallel(const tf_host *h, int64_t n, int64_t grain, int64_t flops,
+		     tf_range_fn fn, void *arg);
 
 /* Look up "<prefix>.<suffix>".  Returns TF_OK, TF_ERR_NOT_FOUND (silently)
  * or another status with the detail recorded. */

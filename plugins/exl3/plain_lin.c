@@ -96,7 +96,7 @@ static int plain_forward(void *lin, const float *x, int64_t rows, float *y)
 	if (rows < 0)
 		return l->h->error(l->h, TF_ERR_INVALID, "plain linear: %lld rows",
 				   (long long)rows);
-	tf_lin_parallel(l->h, l->out, PLAIN_GRAIN, plain_range, &job);
+	tf_lin_parallel(l->h, l->out, PLAIN_GRAIN, 2 * l->in * rows, plain_range, &job);
 	return TF_OK;
 }
 
