@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ideal.py - bench_batch's aggregate decode rates beside what reading each
-weight once per step allows.
+"""ideal.py - bench_batch's aggregate decode rates beside what reading, or
+decoding, each weight once per step allows.
 
     build/bin/tfrun MODEL.ini --check --json > check.json
     build/bin/bench_batch --json MODEL.ini > batch.json
@@ -15,29 +15,48 @@ pass at S rows (bench_batch's experts_per_moe_pass):
     BS = (B1 - R1) + R1 * X(S) / top_k,    ideal(S) = S * B1 / BS
 
 the speed-up over one sequence that a step bound by its weight reads gets.
-Prints a Markdown table: measured speed-up, ideal, and the fraction of the
-ideal reached.  The same bound holds where the CPU is bound by decoding the
-weights rather than reading them: "decoded once" for "read once".
+
+Where the CPU is bound by decoding the weights rather than reading them
+(EXL3's trellises: a weight costs the same decode at 3 bits as at 6), the
+same bound holds with "decoded once" for "read once", B1 and R1 counted in
+weights (the memory plan's elements: an EXL3 trellis its in x out) instead
+of bytes.  The two differ where the classes differ in bits: ling-bench's
+3-bit experts are 36% of a token's bytes and 46% of its weights.
+
+Prints a Markdown table: measured speed-up, both ideals and the fraction of
+each reached.  Which bound applies is the path's: "decoded once" for the
+EXL3 paths on a CPU (bench/README.md), "read once" where the weights stream
+from memory at their bits.
 """
 import json
 import sys
 
 
-def ideal_rows(check, batch):
+def bound(check, unit):
+    """B1 and R1 of a one-row step, in bytes or params."""
     mem = check["memory"]
-    b1 = mem["checkpoint_active_bytes"]
     top_k = check["num_experts_per_tok"]
-    r1 = mem["checkpoint_class_bytes"]["routed experts"] * top_k / check["num_experts"]
+    b1 = mem[f"checkpoint_active_{unit}"]
+    r1 = mem[f"checkpoint_class_{unit}"]["routed experts"] * top_k / check["num_experts"]
+    return b1, r1
+
+
+def ideal(s, x, top_k, b1, r1):
+    return s * b1 / ((b1 - r1) + r1 * x / top_k)
+
+
+def ideal_rows(check, batch):
+    top_k = check["num_experts_per_tok"]
+    read, dec = bound(check, "bytes"), bound(check, "params")
     rows = [r for r in batch["results"] if r["path"] == "batch"]
     base = next(r["tok_s"] for r in rows if r["seqs"] == 1)
     out = []
     for r in rows:
-        s = r["seqs"]
-        bs = (b1 - r1) + r1 * r["experts_per_moe_pass"] / top_k
-        ideal = s * b1 / bs
+        s, x = r["seqs"], r["experts_per_moe_pass"]
         got = r["tok_s"] / base
-        out.append((s, r["tok_s"], got, r["experts_per_moe_pass"], ideal, got / ideal))
-    return b1, r1, out
+        i_read, i_dec = ideal(s, x, top_k, *read), ideal(s, x, top_k, *dec)
+        out.append((s, r["tok_s"], got, x, i_read, got / i_read, i_dec, got / i_dec))
+    return read, dec, out
 
 
 def main(argv):
@@ -47,13 +66,17 @@ def main(argv):
         check = json.load(f)
     with open(argv[2]) as f:
         batch = json.load(f)
-    b1, r1, rows = ideal_rows(check, batch)
-    print(f"{batch['ini']}: B1 {b1 / 1e6:.1f} MB a one-row step, {r1 / 1e6:.1f} MB of it "
+    (b1, r1), (p1, q1), rows = ideal_rows(check, batch)
+    print(f"{batch['ini']}: a one-row step reads {b1 / 1e6:.1f} MB, {r1 / 1e6:.1f} MB of it "
+          f"routed experts, and decodes {p1 / 1e6:.1f} M weights, {q1 / 1e6:.1f} M of them "
           f"routed experts ({batch['command']})\n")
-    print("| seqs | tok/s | vs 1 | experts/pass | ideal | of ideal |")
-    print("| ---: | ----: | ---: | -----------: | ----: | -------: |")
-    for s, tok_s, got, x, ideal, frac in rows:
-        print(f"| {s:4d} | {tok_s:7.1f} | {got:4.2f} | {x:12.1f} | {ideal:5.2f} | {frac:7.0%} |")
+    print("| seqs | tok/s | vs 1 | experts/pass | ideal, read once | of it "
+          "| ideal, decoded once | of it |")
+    print("| ---: | ----: | ---: | -----------: | ---------------: | ----: "
+          "| ------------------: | ----: |")
+    for s, tok_s, got, x, i_read, f_read, i_dec, f_dec in rows:
+        print(f"| {s:4d} | {tok_s:7.1f} | {got:4.2f} | {x:12.1f} | {i_read:16.2f} | "
+              f"{f_read:5.0%} | {i_dec:19.2f} | {f_dec:5.0%} |")
 
 
 if __name__ == "__main__":

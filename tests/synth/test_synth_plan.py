@@ -154,6 +154,36 @@ class SynthPlan(unittest.TestCase):
         self.assertEqual(cls["MTP layer"], mtp * 2)
         self.assertEqual((plan["num_experts"], plan["num_experts_per_tok"]), (512, 8))
 
+    def test_plan_counts_a_trellis_as_the_weights_it_encodes(self):
+        # ideal.py's "decoded once" bound: elements by class, a trellis
+        # [in/16, out/16, 16K] counted as its in x out weights.
+        pb = check(self.bf16, "runtime.memory_limit=4T")[0]["memory"]
+        pe = check(self.exl3, "runtime.memory_limit=4T")[0]["memory"]
+        h = headers(self.exl3)
+
+        def params(name, shape):
+            n = 1
+            for d in shape:
+                n *= d
+            return shape[0] * shape[1] * 256 if name.endswith(".trellis") else n
+
+        def routed(hs, count):
+            return sum(count(n, s) for n, (_, s, _) in hs.items()
+                       if ".mlp.experts." in n and not n.startswith("model.layers.72."))
+        cls = pe["checkpoint_class_params"]
+        self.assertEqual(sum(cls.values()), sum(params(n, s) for n, (_, s, _) in h.items()))
+        self.assertEqual(cls["routed experts"], routed(h, params))
+        # the experts' matrices are the bf16 checkpoint's, element for element
+        self.assertEqual(routed({n: v for n, v in h.items() if n.endswith(".trellis")}, params),
+                         pb["checkpoint_class_params"]["routed experts"])
+        # bf16: two bytes an element but for the fp32 vectors
+        self.assertLess(abs(pb["checkpoint_active_params"] - pb["checkpoint_active_bytes"] / 2),
+                        1e-3 * pb["checkpoint_active_params"])
+        # the EXL3 plan decodes about what the bf16 one multiplies, at fewer bytes
+        self.assertLess(abs(pe["checkpoint_active_params"] / pb["checkpoint_active_params"] - 1),
+                        0.01)
+        self.assertLess(pe["checkpoint_active_bytes"], pb["checkpoint_active_bytes"] / 3)
+
     def test_each_rank_holds_half_and_fits_a_spark(self):
         total = sum(b for _, _, b in headers(self.exl3).values())
         for moe in ("split", "experts"):

@@ -871,14 +871,17 @@ static int json_lins_memory(const tf_runtime *rt, cJSON *root)
 	    !cJSON_AddNumberToObject(mem, "checkpoint_bytes", (double)p->weights_total) ||
 	    !cJSON_AddNumberToObject(mem, "checkpoint_active_bytes", (double)p->active))
 		return TF_ERR_NOMEM;
-	/* Bytes by class, from which bench/engine/ideal.py tells the expert
-	 * weights a step reads from the rest. */
+	/* Bytes and elements by class, from which bench/engine/ideal.py tells
+	 * the expert weights a step reads (or decodes) from the rest. */
 	cJSON *cls = cJSON_AddObjectToObject(mem, "checkpoint_class_bytes");
-	for (int k = 0; cls && k < TF_WCLASS_COUNT; k++)
-		if (!cJSON_AddNumberToObject(cls, tf_wclass_name((tf_wclass)k), (double)p->weights[k]))
-			return TF_ERR_NOMEM;
-	if (!cls)
+	cJSON *prm = cJSON_AddObjectToObject(mem, "checkpoint_class_params");
+	if (!cls || !prm ||
+	    !cJSON_AddNumberToObject(mem, "checkpoint_active_params", (double)p->active_params))
 		return TF_ERR_NOMEM;
+	for (int k = 0; k < TF_WCLASS_COUNT; k++)
+		if (!cJSON_AddNumberToObject(cls, tf_wclass_name((tf_wclass)k), (double)p->weights[k]) ||
+		    !cJSON_AddNumberToObject(prm, tf_wclass_name((tf_wclass)k), (double)p->params[k]))
+			return TF_ERR_NOMEM;
 	return json_ranks(p, mem);
 }
 

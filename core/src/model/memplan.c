@@ -234,6 +234,15 @@ static void mp_tensor_ranks(const tf_model_config *c, const tf_tensor *t, tf_wcl
 	}
 }
 
+/* The elements of the matrix t encodes: an EXL3 trellis [in/16, out/16,
+ * 16K] holds in x out weights, any other tensor its own elements. */
+static uint64_t mp_params(const tf_tensor *t)
+{
+	if (has_suffix(t->name, ".trellis") && t->ndim == 3)
+		return mp_mul(mp_mul((uint64_t)t->shape[0], (uint64_t)t->shape[1]), 16 * 16);
+	return (uint64_t)tf_tensor_numel(t);
+}
+
 static void mp_weights(const tf_model_config *c, const tf_weights *w, tf_memplan *p)
 {
 	size_t n = w ? tf_weights_count(w) : 0;
@@ -241,6 +250,7 @@ static void mp_weights(const tf_model_config *c, const tf_weights *w, tf_memplan
 		const tf_tensor *t = tf_weights_at(w, i);
 		tf_wclass k = tf_wclass_of(c, t->name);
 		p->weights[k] = mp_add(p->weights[k], t->nbytes);
+		p->params[k] = mp_add(p->params[k], mp_params(t));
 		p->weights_total = mp_add(p->weights_total, t->nbytes);
 		mp_tensor_ranks(c, t, k, p);
 	}
@@ -282,6 +292,7 @@ static void mp_totals(const tf_model_config *c, tf_memplan *p)
 			      mp_add(p->kda_state, p->kda_conv));
 	p->rank_total = big->total;
 	p->active = mp_active(c, p->weights, row);
+	p->active_params = mp_active(c, p->params, (uint64_t)c->hidden_size);
 	p->rank_active = mp_active(c, big->weights, row);
 }
 

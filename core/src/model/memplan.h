@@ -111,6 +111,9 @@ typedef struct tf_memplan {
 
 	uint64_t weights[TF_WCLASS_COUNT];      /* whole checkpoint */
 	uint64_t weights_total;
+	/* The same as weights, elements of the matrices they encode (an EXL3
+	 * trellis its in x out): what a CPU bound by decoding them pays for. */
+	uint64_t params[TF_WCLASS_COUNT];
 	uint64_t rank_weights;                  /* the largest rank's share */
 	tf_memplan_rank ranks[TF_MEMPLAN_MAX_TP];
 	int largest;                            /* its index */
@@ -127,6 +130,7 @@ typedef struct tf_memplan {
 	uint64_t rank_total;            /* rank_weights + sequences x seq_state + scratch */
 
 	uint64_t active;                /* weight bytes per decoded token */
+	uint64_t active_params;         /* ... and their elements */
 	uint64_t rank_active;           /* the same on one rank */
 
 	/* What tf_memplan_check held each rank to (0: not checked yet). */
