@@ -5,10 +5,10 @@
  *
  * It serves every linear an EXL3 checkpoint leaves unquantized (router,
  * kv_b_proj, an fp16 lm_head) and whole bf16 checkpoints.  Work is split
- * over output features; each output's weight row is widened on the fly and
- * reused for up to PLAIN_ROWS input rows while it sits in L1, so decode
- * (one row) streams the weights exactly once, and a prompt's rows pass a
- * block of outputs at a time (plain_range).
+ * over output features; a few outputs' weight rows are widened on the fly
+ * and applied to up to PLAIN_ROWS input rows at once (plain_dot.h), so
+ * decode (one row) streams the weights exactly once, and a prompt's rows
+ * pass a block of outputs at a time (plain_range).
  *
  * A part (tensor parallelism, tf_lin_part) is a view of the stored rows:
  * an output range starts further in, an input range strides past the
@@ -71,19 +71,14 @@ static void plain_range(void *arg, int64_t begin, int64_t end, int worker)
 	const size_t es = tf_dtype_size(l->dt), row_bytes = (size_t)l->in * es;
 	const int64_t block = row_bytes < PLAIN_BLOCK_BYTES ?
 			      (int64_t)(PLAIN_BLOCK_BYTES / row_bytes) : 1;
-	float acc[PLAIN_ROWS];
 
 	for (int64_t o0 = begin; o0 < end; o0 += block) {
 		const int64_t o1 = end - o0 < block ? end : o0 + block;
+		const void *w = (const char *)l->w + (size_t)o0 * (size_t)l->ld * es;
 		for (int64_t r = 0; r < j->rows; r += PLAIN_ROWS) {
 			const int nr = j->rows - r < PLAIN_ROWS ? (int)(j->rows - r) : PLAIN_ROWS;
-			for (int64_t o = o0; o < o1; o++) {
-				const void *w = (const char *)l->w + (size_t)o * (size_t)l->ld * es;
-				const float b = l->bias ? l->bias[o] : 0.0f;
-				l->dot(j->x + r * l->in, l->in, nr, w, acc);
-				for (int k = 0; k < nr; k++)
-					j->y[(r + k) * l->out + o] = acc[k] + b;
-			}
+			l->dot(j->x + r * l->in, l->in, nr, w, l->ld, o1 - o0,
+			       l->bias ? l->bias + o0 : NULL, j->y + r * l->out + o0, l->out);
 		}
 	}
 }
@@ -152,8 +147,8 @@ static int plain_forward_slice(void *lin, const float *x, int64_t c0, int64_t c1
 	const tf_plain_lin *l = lin;
 	const size_t row = (size_t)l->ld * tf_dtype_size(l->dt);
 	int rc = plain_slice_check(l, c0, c1, "forward_slice");
-	for (int64_t o = c0; !rc && o < c1; o++)
-		l->dot(x, l->in, 1, (const char *)l->w + (size_t)o * row, y + (o - c0));
+	if (!rc)
+		l->dot(x, l->in, 1, (const char *)l->w + (size_t)c0 * row, l->ld, c1 - c0, NULL, y, 0);
 	return rc;
 }
 

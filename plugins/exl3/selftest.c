@@ -11,6 +11,7 @@
 #include "hadamard.h"
 #include "matmul.h"
 #include "matmul_int.h"
+#include "plain_dot.h"
 #include "tf/dtype.h"
 
 /* Row counts checked for row invariance: past the kernels' 4- and 8-row
@@ -256,10 +257,66 @@ static void check_hadamard(uint64_t *seed)
 	check(memcmp(v, o, sizeof(v)) == 0, "hadamard: the plain loop's bits", 0, 0);
 }
 
+PLAIN_DOT_FOR(static, plain_dot_f32, TF_DTYPE_F32)
+PLAIN_DOT_FOR(static, plain_dot_f16, TF_DTYPE_F16)
+PLAIN_DOT_FOR(static, plain_dot_bf16, TF_DTYPE_BF16)
+
+/* The plain linear's dot products on the build's vector unit (plain_dot.h)
+ * against a float64 sum of the stored weights; and each row of 1..4 rows
+ * over 1..n outputs has the bits of itself alone over all of them.  in =
+ * 83: whole 2·TF_VL blocks and a tail on every unit; n = 11: register
+ * blocks and lone outputs. */
+static void check_plain_dot(tf_dtype dt, plain_dot_fn dot, uint64_t *seed)
+{
+	enum { in = 83, n = 11, ld = 90 };
+	float x[PLAIN_ROWS * in], y[PLAIN_ROWS * n], y1[n];
+	uint16_t w16[n * ld];
+	float w32[n * ld], wf[n * ld];
+	const void *w = dt == TF_DTYPE_F32 ? (const void *)w32 : (const void *)w16;
+	int ok = 1, same = 1;
+
+	for (int i = 0; i < n * ld; i++) {
+		float v = (float)((int)(lcg(seed) % 2001) - 1000) / 700.0f;
+		w16[i] = dt == TF_DTYPE_F16 ? tf_f32_to_f16(v) : tf_f32_to_bf16(v);
+		w32[i] = v;
+		wf[i] = dt == TF_DTYPE_F16 ? tf_f16_to_f32(w16[i])
+			: dt == TF_DTYPE_BF16 ? tf_bf16_to_f32(w16[i]) : v;
+	}
+	for (int i = 0; i < PLAIN_ROWS * in; i++)
+		x[i] = (float)((int)(lcg(seed) % 2001) - 1000) / 300.0f;
+	dot(x, in, 1, w, ld, n, NULL, y1, 0);
+	for (int o = 0; o < n; o++) {
+		double s = 0, m = 0;
+		for (int i = 0; i < in; i++) {
+			s += (double)wf[o * ld + i] * x[i];
+			m += fabs((double)wf[o * ld + i] * x[i]);
+		}
+		ok &= fabs(y1[o] - s) <= 1e-5 * m;
+	}
+	for (int nr = 1; nr <= PLAIN_ROWS; nr++)
+		for (int no = 1; no <= n; no++) {
+			for (int i = 0; i < PLAIN_ROWS * n; i++)
+				y[i] = NAN;
+			dot(x, in, nr, w, ld, no, NULL, y, n);
+			for (int j = 0; j < nr; j++) {
+				dot(x + j * in, in, 1, w, ld, n, NULL, y1, 0);
+				same &= memcmp(y + j * n, y1, (size_t)no * sizeof(float)) == 0;
+			}
+		}
+	char what[64];
+	snprintf(what, sizeof(what), "plain dot %s: against float64", tf_dtype_name(dt));
+	check(ok, what, 0, 0);
+	snprintf(what, sizeof(what), "plain dot %s: rows and outputs as alone", tf_dtype_name(dt));
+	check(same, what, 0, 0);
+}
+
 int main(void)
 {
 	uint64_t seed = 1;
 	check_hadamard(&seed);
+	check_plain_dot(TF_DTYPE_F32, plain_dot_f32, &seed);
+	check_plain_dot(TF_DTYPE_F16, plain_dot_f16, &seed);
+	check_plain_dot(TF_DTYPE_BF16, plain_dot_bf16, &seed);
 	for (int K = 1; K <= 8; K++)
 		for (int cb = 0; cb < TF_EXL3_CB_COUNT; cb++)
 			check_k_cb(K, (tf_exl3_cb)cb, &seed);
