@@ -169,44 +169,73 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
 	return TF_OK;
 }
 
+int64_t mla_part_rows(int64_t rows)
+{
+	int64_t part = MLA_TILE;
+	while ((rows + part - 1) / part > MLA_PARTS)
+		part *= 2;
+	return part;
+}
+
 size_t mla_absorbed_work(const mla_dims *d)
 {
 	return (size_t)MLA_TILE * (d->heads + d->r + d->dr);
 }
 
-void mla_absorbed_rows(const mla_dims *d, const float *qlat, const mla_cache *c,
-		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *work)
+/* Every head of one query over nt rows of a tile: scores, then the
+ * running softmax and accumulator; p: heads * MLA_TILE floats. */
+static void absorbed_tile(const mla_dims *d, const float *qlat, const float *tile, int64_t nt,
+			  mla_run *run, float *acc, float *p)
 {
 	const int64_t lat = d->r + d->dr;
-	float *p = work, *buf = work + (size_t)d->heads * MLA_TILE;
 	for (int h = 0; h < d->heads; h++) {
-		run[h].m = -INFINITY;
-		run[h].l = 0.0f;
+		float *ph = p + (int64_t)h * MLA_TILE, mx = -INFINITY;
+		for (int64_t t = 0; t < nt; t++) {
+			ph[t] = tf_vec_dot(qlat + h * lat, tile + t * lat, lat);
+			mx = fmaxf(mx, ph[t]);
+		}
+		float *a = acc + (int64_t)h * d->r;
+		float m = run_rescale(&run[h], mx, a, d->r);
+		for (int64_t t = 0; t < nt; t++)
+			ph[t] -= m;
+		tf_vec_exp(ph, ph, nt);
+		for (int64_t t = 0; t < nt; t++)
+			run[h].l += ph[t];
+		tf_vec_axpy_rows(a, ph, tile, lat, nt, d->r);
 	}
-	memset(acc, 0, (size_t)d->heads * d->r * sizeof(float));
+}
+
+void mla_absorbed_rows(const mla_dims *d, const float *qlat, int nq, int64_t seen,
+		       const mla_cache *c, int64_t t0, int64_t t1, mla_run *run, float *acc,
+		       int64_t stride, float *work)
+{
+	const int64_t lat = d->r + d->dr;
+	const int64_t end = t1 < seen + nq - 1 ? t1 : seen + nq - 1;
+	float *p = work, *buf = work + (size_t)d->heads * MLA_TILE;
+
+	for (int i = 0; i < nq; i++) {
+		if (seen + i <= t0)
+			continue;
+		for (int h = 0; h < d->heads; h++)
+			run[i * stride + h] = (mla_run){ .m = -INFINITY, .l = 0.0f };
+		memset(acc + i * stride * d->r, 0, (size_t)d->heads * d->r * sizeof(float));
+	}
 	/* A tile of rows at a time, within one page: the tile stays in cache
-	 * while every head scores it and then accumulates it. */
-	for (int64_t tt = t0, nt; tt < t1; tt += nt) {
+	 * while every query's heads score it and then accumulate it.  A
+	 * query's tiles are those it has alone: they start where the part
+	 * does and end at a page's end or its own last row. */
+	for (int64_t tt = t0, nt; tt < end; tt += nt) {
 		nt = MLA_PAGE_ROWS - tt % MLA_PAGE_ROWS;
 		if (nt > MLA_TILE)
 			nt = MLA_TILE;
-		if (nt > t1 - tt)
-			nt = t1 - tt;
+		if (nt > end - tt)
+			nt = end - tt;
 		const float *tile = mla_cache_rows(d, c, tt, nt, buf);
-		for (int h = 0; h < d->heads; h++) {
-			float *ph = p + (int64_t)h * MLA_TILE, mx = -INFINITY;
-			for (int64_t t = 0; t < nt; t++) {
-				ph[t] = tf_vec_dot(qlat + h * lat, tile + t * lat, lat);
-				mx = fmaxf(mx, ph[t]);
-			}
-			float *a = acc + (int64_t)h * d->r;
-			float m = run_rescale(&run[h], mx, a, d->r);
-			for (int64_t t = 0; t < nt; t++)
-				ph[t] -= m;
-			tf_vec_exp(ph, ph, nt);
-			for (int64_t t = 0; t < nt; t++)
-				run[h].l += ph[t];
-			tf_vec_axpy_rows(a, ph, tile, lat, nt, d->r);
+		for (int i = 0; i < nq; i++) {
+			const int64_t ni = seen + i - tt < nt ? seen + i - tt : nt;
+			if (ni > 0)
+				absorbed_tile(d, qlat + i * d->heads * lat, tile, ni, run + i * stride,
+					      acc + i * stride * d->r, p);
 		}
 	}
 }

@@ -16,8 +16,10 @@
  *
  * Absorbed form (decode): fold W_UK_h into the query (q_lat = W_UK_h^T
  * q_nope), attend over the raw cache rows, which every head shares, and
- * apply W_UV_h to the attended latent.  Rows are split over workers, each
- * keeping a running max, sum and accumulator per head, merged at the end.
+ * apply W_UV_h to the attended latent.  Cache rows are split in parts
+ * (mla_part_rows), each keeping a running max, sum and accumulator per
+ * head, merged at the end; the queries of a few rows of one sequence (a
+ * speculative verify) read each part's rows once for all of them.
  *
  * Both produce o_h = softmax(scores) V_h for queries at cache rows
  * len .. len + n - 1, each seeing rows 0 .. its own.
@@ -107,13 +109,31 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
 /* Cache rows scored and accumulated per tile (absorbed form). */
 #define MLA_TILE 32
 
+/*
+ * A query's cache rows are split in parts of mla_part_rows(rows) rows,
+ * rows the number it sees: a length fixed by the query alone (not by the
+ * workers, nor by the queries scanned beside it), so its bits are its own.
+ * The length is MLA_TILE times a power of two, small enough for the parts
+ * to spread over workers and large enough that there are at most
+ * MLA_PARTS of them.
+ */
+#define MLA_PARTS 16
+int64_t mla_part_rows(int64_t rows);
+
 /* Scratch floats mla_absorbed_rows needs: a tile's scores and its rows. */
 size_t mla_absorbed_work(const mla_dims *d);
 
-/* Every head over cache rows [t0, t1): run [heads], acc [heads, r];
- * work: mla_absorbed_work() floats. */
-void mla_absorbed_rows(const mla_dims *d, const float *qlat, const mla_cache *c,
-		       int64_t t0, int64_t t1, mla_run *run, float *acc, float *work);
+/*
+ * Every head of nq queries over cache rows [t0, t1), query i seeing rows
+ * [0, seen + i): its qlat at qlat + i·heads·lat, its run [heads] at run +
+ * i·stride, its acc [heads, r] at acc + i·stride·r; a query seeing no row
+ * past t0 is left alone.  Each tile of cache rows is read once for all
+ * the queries, and each query's sums are those it gets scanned alone.
+ * work: mla_absorbed_work() floats.
+ */
+void mla_absorbed_rows(const mla_dims *d, const float *qlat, int nq, int64_t seen,
+		       const mla_cache *c, int64_t t0, int64_t t1, mla_run *run, float *acc,
+		       int64_t stride, float *work);
 
 /* Merge np partial (run, acc) sets (part p at run + p*heads, acc +
  * p*heads*r), then o_h = W_UV_h o_lat for heads [h0, h1).  lat: r floats. */

@@ -33,7 +33,7 @@
 #include "attend.h"
 #include "mla_layer.h"
 
-#define MLA_ROWS_MIN 64              /* fewest cache rows worth a worker (absorbed) */
+#define MLA_QUERIES 16               /* queries scanning the cache together (absorbed) */
 
 struct mla_layer {
 	struct mla_weights w;           /* first, as mla_layer.h asks */
@@ -45,9 +45,9 @@ struct mla_layer {
 
 	/* Views into the shared arena (mla_scratch), valid during one forward. */
 	float *q, *qa, *ckv, *gate, *o; /* [n, heads*dq], [n, rq], [n, lat], [n, gate_w], [n, heads*dv] */
-	mla_run *run;                   /* [max(n, workers), heads] */
-	float *acc;                     /* [workers, heads, r] (absorbed) */
-	float *qlat;                    /* [heads, lat] */
+	mla_run *run;                   /* naive [n, heads]; absorbed [queries, MLA_PARTS, heads] */
+	float *acc;                     /* absorbed: [queries, MLA_PARTS, heads, r] */
+	float *qlat;                    /* absorbed: [queries, heads, lat] */
 	float *cblk, *kpe, *kvblk;      /* [KV_BLOCK, r], [KV_BLOCK, dr], [KV_BLOCK, heads*(dn+dv)] */
 	float *work;                    /* per worker: work_per floats */
 	size_t work_per;
@@ -73,17 +73,24 @@ static int mla_probe(const tf_host *h, const char **reason)
 	return tf_tu_probe_host_backend(h, reason);
 }
 
+/* Queries the absorbed form scans together in a forward of n rows. */
+static size_t mla_queries(int64_t n)
+{
+	return n < MLA_QUERIES ? (size_t)n : MLA_QUERIES;
+}
+
 /* Floats of one forward's activations, as mla_act_carve lays them out
  * (a mla_run is two floats). */
 static size_t mla_act_floats(const struct mla_layer *L, int64_t n)
 {
 	const mla_dims *d = &L->w.d;
-	size_t nn = (size_t)n, runs = nn > (size_t)L->n_workers ? nn : (size_t)L->n_workers;
+	const size_t nn = (size_t)n, nq = mla_queries(n), parts = nq * MLA_PARTS;
+	const size_t runs = nn > parts ? nn : parts;
 	return tf_scratch_round(nn * d->heads * (d->dn + d->dr)) + tf_scratch_round(nn * L->w.rq) +
 	       tf_scratch_round(nn * L->w.lat) + tf_scratch_round(nn * L->w.gate_w) +
 	       tf_scratch_round(nn * d->heads * d->dv) + tf_scratch_round(2 * runs * d->heads) +
-	       tf_scratch_round((size_t)L->n_workers * d->heads * d->r) +
-	       tf_scratch_round((size_t)d->heads * L->w.lat) +
+	       tf_scratch_round(parts * d->heads * d->r) +
+	       tf_scratch_round(nq * d->heads * L->w.lat) +
 	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->r) +
 	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->dr) +
 	       tf_scratch_round((size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv)) +
@@ -93,15 +100,16 @@ static size_t mla_act_floats(const struct mla_layer *L, int64_t n)
 static void mla_act_carve(struct mla_layer *L, int64_t n, float *mem)
 {
 	const mla_dims *d = &L->w.d;
-	size_t nn = (size_t)n, runs = nn > (size_t)L->n_workers ? nn : (size_t)L->n_workers;
+	const size_t nn = (size_t)n, nq = mla_queries(n), parts = nq * MLA_PARTS;
+	const size_t runs = nn > parts ? nn : parts;
 	L->q = tf_scratch_take(&mem, nn * d->heads * (d->dn + d->dr));
 	L->qa = tf_scratch_take(&mem, nn * L->w.rq);
 	L->ckv = tf_scratch_take(&mem, nn * L->w.lat);
 	L->gate = tf_scratch_take(&mem, nn * L->w.gate_w);
 	L->o = tf_scratch_take(&mem, nn * d->heads * d->dv);
 	L->run = (mla_run *)tf_scratch_take(&mem, 2 * runs * d->heads);
-	L->acc = tf_scratch_take(&mem, (size_t)L->n_workers * d->heads * d->r);
-	L->qlat = tf_scratch_take(&mem, (size_t)d->heads * L->w.lat);
+	L->acc = tf_scratch_take(&mem, parts * d->heads * d->r);
+	L->qlat = tf_scratch_take(&mem, nq * d->heads * L->w.lat);
 	L->cblk = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->r);
 	L->kpe = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->dr);
 	L->kvblk = tf_scratch_take(&mem, (size_t)MLA_KV_BLOCK * d->heads * (d->dn + d->dv));
@@ -265,57 +273,79 @@ struct mla_job {
 	int64_t len, n;                 /* cache rows before the segment; its rows */
 	const float *q;                 /* the segment's queries [n, heads * (dn + dr)] */
 	float *o;                       /* its outputs [n, heads * dv] */
-	int64_t i;                      /* absorbed: the current query */
-	int64_t rows, parts;            /* absorbed: rows seen, parts they are split in */
+	int64_t i0, nq;                 /* absorbed: the queries scanned together */
+	int64_t part, parts;            /* absorbed: their part length and most parts */
 	int64_t t0, tb;                 /* naive: the expanded block */
 	atomic_int rc;                  /* absorbed: a slice product's failure */
 };
 
-/* absorbed form: one query at a time, cache rows split over workers */
+/*
+ * absorbed form: a few queries at a time (i0 .. i0 + nq - 1), each
+ * folded into the latent space, then every part of the cache scanned
+ * once for all of them, then each query's parts merged.  Work items of
+ * the first and last steps are (query, head) pairs.
+ */
 
-static void absorb_query_fn(void *arg, int64_t h0, int64_t h1, int worker)
+static void absorb_query_fn(void *arg, int64_t a, int64_t b, int worker)
 {
 	struct mla_job *j = arg;
 	const mla_dims *d = &j->L->w.d;
-	int rc = mla_absorb_query(d, &j->L->kvb, j->q + j->i * d->heads * (d->dn + d->dr),
-				  (int)h0, (int)h1, j->L->qlat);
-	if (rc)
-		atomic_store(&j->rc, rc);
+	for (int64_t e = a; e < b;) {
+		const int64_t i = e / d->heads, h0 = e % d->heads;
+		const int64_t h1 = b - i * d->heads < d->heads ? b - i * d->heads : d->heads;
+		int rc = mla_absorb_query(d, &j->L->kvb, j->q + (j->i0 + i) * d->heads * (d->dn + d->dr),
+					  (int)h0, (int)h1, j->L->qlat + i * d->heads * j->L->w.lat);
+		if (rc)
+			atomic_store(&j->rc, rc);
+		e += h1 - h0;
+	}
 }
 
 static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
 {
 	struct mla_job *j = arg;
 	struct mla_layer *L = j->L;
+	const mla_dims *d = &L->w.d;
 	for (int64_t p = p0; p < p1; p++)
-		mla_absorbed_rows(&L->w.d, L->qlat, &j->c, j->rows * p / j->parts,
-				  j->rows * (p + 1) / j->parts, L->run + p * L->w.d.heads,
-				  L->acc + p * L->w.d.heads * L->w.d.r,
+		mla_absorbed_rows(d, L->qlat, (int)j->nq, j->len + j->i0 + 1, &j->c, p * j->part,
+				  (p + 1) * j->part, L->run + p * d->heads,
+				  L->acc + p * d->heads * d->r, (int64_t)MLA_PARTS * d->heads,
 				  L->work + (size_t)worker * L->work_per);
 }
 
-static void absorbed_out_fn(void *arg, int64_t h0, int64_t h1, int worker)
+static void absorbed_out_fn(void *arg, int64_t a, int64_t b, int worker)
 {
 	struct mla_job *j = arg;
 	struct mla_layer *L = j->L;
-	int rc = mla_absorbed_out(&L->w.d, &L->kvb, L->run, L->acc, (int)j->parts, (int)h0,
-				  (int)h1, j->o + j->i * L->w.d.heads * L->w.d.dv,
-				  L->work + (size_t)worker * L->work_per);
-	if (rc)
-		atomic_store(&j->rc, rc);
+	const mla_dims *d = &L->w.d;
+	for (int64_t e = a; e < b;) {
+		const int64_t i = e / d->heads, h0 = e % d->heads;
+		const int64_t h1 = b - i * d->heads < d->heads ? b - i * d->heads : d->heads;
+		const int64_t first = i * MLA_PARTS * d->heads, rows = j->len + j->i0 + i + 1;
+		int rc = mla_absorbed_out(d, &L->kvb, L->run + first, L->acc + first * d->r,
+					  (int)((rows + j->part - 1) / j->part), (int)h0, (int)h1,
+					  j->o + (j->i0 + i) * d->heads * d->dv,
+					  L->work + (size_t)worker * L->work_per);
+		if (rc)
+			atomic_store(&j->rc, rc);
+		e += h1 - h0;
+	}
 }
 
 static int mla_attend_absorbed(struct mla_layer *L, struct mla_job *j)
 {
-	for (j->i = 0; j->i < j->n && !atomic_load(&j->rc); j->i++) {
-		j->rows = j->len + j->i + 1;
-		j->parts = (j->rows + MLA_ROWS_MIN - 1) / MLA_ROWS_MIN;
-		if (j->parts > L->n_workers)
-			j->parts = L->n_workers;
-		L->be->parallel_for(L->bctx, L->w.d.heads, tf_tu_grain(2 * L->w.d.dn * L->w.d.r),
+	const mla_dims *d = &L->w.d;
+	for (j->i0 = 0; j->i0 < j->n && !atomic_load(&j->rc); j->i0 += j->nq) {
+		/* The next queries that split their rows alike, MLA_QUERIES at most. */
+		j->part = mla_part_rows(j->len + j->i0 + 1);
+		for (j->nq = 1; j->nq < MLA_QUERIES && j->i0 + j->nq < j->n; j->nq++)
+			if (mla_part_rows(j->len + j->i0 + j->nq + 1) != j->part)
+				break;
+		j->parts = (j->len + j->i0 + j->nq + j->part - 1) / j->part;
+		L->be->parallel_for(L->bctx, j->nq * d->heads, tf_tu_grain(2 * d->dn * d->r),
 				    absorb_query_fn, j);
 		L->be->parallel_for(L->bctx, j->parts, 1, absorbed_rows_fn, j);
-		L->be->parallel_for(L->bctx, L->w.d.heads, tf_tu_grain(2 * L->w.d.dv * L->w.d.r),
+		L->be->parallel_for(L->bctx, j->nq * d->heads, tf_tu_grain(2 * d->dv * d->r),
 				    absorbed_out_fn, j);
 	}
 	return atomic_load(&j->rc);

@@ -1,7 +1,8 @@
 /*
  * selftest.c - the latent cache's bf16 pages against float pages holding
- * the same rounded values, as a plain program so the vector widening also
- * runs for aarch64 under qemu (scripts/cross-test.sh).  The float64 checks
+ * the same rounded values, and the absorbed form's queries scanned together
+ * against each alone, as a plain program so the vector code also runs for
+ * aarch64 under qemu (scripts/cross-test.sh).  The float64 checks
  * live in tests/mla/.
  */
 #include <stdlib.h>
@@ -16,6 +17,7 @@ enum {
 	ROWS = 310,             /* past one page, with a part-filled second */
 	R = 20, DR = 4,         /* rows and their parts leave vector tails */
 	LAT = R + DR,
+	QN = 5,                 /* queries scanned together */
 };
 
 static uint64_t rng = 88172645463325252ull;
@@ -37,7 +39,8 @@ int main(void)
 	float *buf = malloc(sizeof(float) * MLA_TILE * lat), qlat[2 * LAT];
 	float cb[2][MLA_KV_BLOCK * R], kpe[2][MLA_KV_BLOCK * DR];
 	float acc[2][2 * R], *work = malloc(sizeof(float) * mla_absorbed_work(&d));
-	mla_run run[2][2];
+	mla_run run[2][2], many[QN * 2], alone[QN * 2];
+	float qs[QN * 2 * LAT], acc_many[QN * 2 * R], acc_alone[QN * 2 * R];
 	void *fp[2], *bp[2];
 	mla_cache f, b;
 
@@ -78,11 +81,39 @@ int main(void)
 
 	/* the absorbed form over rows that cross the page boundary, from an
 	 * unaligned start: the same floats in, the same bits out */
-	mla_absorbed_rows(&d, qlat, &f, 201, ROWS, run[0], acc[0], work);
-	mla_absorbed_rows(&d, qlat, &b, 201, ROWS, run[1], acc[1], work);
+	mla_absorbed_rows(&d, qlat, 1, ROWS, &f, 201, ROWS, run[0], acc[0], 0, work);
+	mla_absorbed_rows(&d, qlat, 1, ROWS, &b, 201, ROWS, run[1], acc[1], 0, work);
 	tf_selftest_check(!memcmp(run[0], run[1], sizeof(run[0])) &&
 			  !memcmp(acc[0], acc[1], sizeof(acc[0])),
 			  "absorbed rows over bf16 and f32 pages");
+
+	/* QN queries seeing 230 .. 230 + QN - 1 rows, scanned together over
+	 * parts that cross the page boundary mid-tile and end past some of
+	 * them: each query's bits are those it gets alone */
+	for (int64_t t0 = 0; t0 < ROWS; t0 += 96) {
+		const int64_t t1 = t0 + 96, seen = 230;
+		for (int i = 0; i < QN * 2 * LAT; i++)
+			qs[i] = tf_selftest_uniform(&rng);
+		for (int i = 0; i < QN * 2; i++)
+			many[i] = alone[i] = (mla_run){ .m = 123.0f, .l = -1.0f };
+		for (int i = 0; i < QN * 2 * R; i++)
+			acc_many[i] = acc_alone[i] = 7.0f;
+		mla_absorbed_rows(&d, qs, QN, seen, &b, t0, t1, many, acc_many, 2, work);
+		for (int i = 0; i < QN; i++)
+			mla_absorbed_rows(&d, qs + i * 2 * LAT, 1, seen + i, &b, t0, t1, alone + 2 * i,
+					  acc_alone + i * 2 * R, 0, work);
+		tf_selftest_check(!memcmp(many, alone, sizeof(many)) &&
+					  !memcmp(acc_many, acc_alone, sizeof(acc_many)),
+				  "%d queries scanned together over rows [%lld, %lld)", QN,
+				  (long long)t0, (long long)t1);
+	}
+	/* parts: whole tiles, at most MLA_PARTS, the fewest rows that allows */
+	for (int64_t rows = 1; rows < 1 << 20; rows = rows * 3 + 1) {
+		const int64_t part = mla_part_rows(rows), parts = (rows + part - 1) / part;
+		tf_selftest_check(part % MLA_TILE == 0 && parts <= MLA_PARTS &&
+					  (part == MLA_TILE || (rows + part / 2 - 1) / (part / 2) > MLA_PARTS),
+				  "%lld rows in parts of %lld", (long long)rows, (long long)part);
+	}
 
 	for (int p = 0; p < 2; p++) {
 		free(fp[p]);

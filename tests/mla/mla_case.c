@@ -78,7 +78,7 @@ tf_testhost *mla_case_host(const struct mla_case *c, const char *skip)
 	const mla_ref_weights *w = &c->w;
 	const int64_t H = w->hidden, nH = w->heads, dq = w->dn + w->dr, rq = w->rq;
 	const int64_t gw = w->gate_head_wise ? nH : nH * w->dv;
-	tf_testhost *th = tf_testhost_new(&c->cfg, 2);
+	tf_testhost *th = tf_testhost_new(&c->cfg, c->threads ? c->threads : 2);
 	if (c->kv_cache)
 		tf_testhost_set_conf(th, "runtime", "kv_cache", c->kv_cache);
 	const tf_test_tensor t[] = {

@@ -22,6 +22,7 @@ struct mla_case {
 	mla_ref_weights w;
 	attn_bufs bufs;
 	const char *kv_cache;           /* [runtime] kv_cache; NULL: the default (bf16) */
+	int threads;                    /* the host's workers; 0: 2 */
 };
 
 /* hidden 48, 3 heads, rope 8 (q rank 20), nope dn, v dv, kv rank r. */
@@ -31,7 +32,8 @@ void mla_case_init_dims(struct mla_case *c, bool q_lora, bool head_wise, int yar
 void mla_case_init(struct mla_case *c, bool q_lora, bool head_wise, int yarn, uint64_t seed);
 void mla_case_free(struct mla_case *c);
 
-/* The tensors under MLA_CASE_PREFIX in a new host, with c->kv_cache set;
+/* The tensors under MLA_CASE_PREFIX in a new host of c->threads workers,
+ * with c->kv_cache set;
  * `skip` (a leaf name) is left out. */
 tf_testhost *mla_case_host(const struct mla_case *c, const char *skip);
 

@@ -453,6 +453,56 @@ Test(mla, batched_equals_alone)
 }
 
 /*
+ * A verify's rows (pieces of 9: a verify at depth 8) get, bit for bit,
+ * what each row gets alone, with 1, 2 or 3 workers: the absorbed form's
+ * parts follow each query's own rows, here across a change of their length
+ * (a query seeing 512 rows splits them in parts of 32, one seeing 513 in
+ * parts of 64), and the queries scanned together read each part once.
+ */
+Test(mla, verify_rows_equal_rows_alone)
+{
+	enum { PRE = 500, N = 27 };
+	const int64_t pre = PRE, nine = 9, one = 1;
+	float *want = NULL;
+
+	for (int threads = 0; threads <= 3; threads++) {
+		struct mla_open o;
+		struct mla_case c;
+		mla_case_init(&c, false, true, YARN_NONE, 52);
+		c.threads = threads ? threads : 2;
+		o.p = mla_plugin();
+		o.c = c;
+		o.th = mla_case_host(&o.c, NULL);
+		o.inst = attn_fixture_open(o.p, o.th, PREFIX, PRE + N + 1);
+		o.H = o.c.w.hidden;
+		float *x = random_rows(PRE + N, o.H, 53), *y = malloc(sizeof(float) * (PRE + N) * o.H);
+		void *st = attn_fixture_state(o.p, o.inst, PRE + N + 1);
+		cr_assert(y);
+		poison(y, (size_t)(PRE + N) * o.H);
+		cr_assert_eq(attn_fixture_run_batch(o.p, o.inst, &st, &pre, 1, x, o.H, y), TF_OK);
+		/* threads 0: the reference, two workers a row at a time */
+		for (int64_t i = PRE; i < PRE + N; i += threads ? 9 : 1)
+			cr_assert_eq(attn_fixture_run_batch(o.p, o.inst, &st, threads ? &nine : &one,
+							    1, x + i * o.H, o.H, y + i * o.H),
+				     TF_OK);
+		if (!want) {
+			want = y;
+			y = NULL;
+		} else {
+			for (int64_t i = PRE; i < PRE + N; i++)
+				cr_expect(!memcmp(y + i * o.H, want + i * o.H, sizeof(float) * o.H),
+					  "%d workers: row %lld of a 9-row piece differs from it alone",
+					  threads, (long long)i);
+		}
+		o.p->state_free(o.inst, st);
+		free(x);
+		free(y);
+		close_layer(&o);
+	}
+	free(want);
+}
+
+/*
  * A fork (state_copy) of a 300-token sequence into a state that held
  * other tokens continues bit for bit as the sequence itself would, and
  * owns its rows: the source refilled with other tokens changes nothing.

@@ -357,7 +357,7 @@ static void absorbed_ref(const struct seq *s, const float *w, const float *q, in
 		float *ql = qlat + i * d->heads * lat;
 		cr_assert_eq(mla_absorb_query(d, &kvb, q + i * d->heads * (d->dn + d->dr), 0,
 					      d->heads, ql), 0);
-		mla_absorbed_rows(d, ql, &s->hc, 0, len + i + 1, run, acc, work);
+		mla_absorbed_rows(d, ql, 1, len + i + 1, &s->hc, 0, len + i + 1, run, acc, 0, work);
 		cr_assert_eq(mla_absorbed_out(d, &kvb, run, acc, 1, 0, d->heads,
 					      o + i * d->heads * d->dv, buf), 0);
 	}
