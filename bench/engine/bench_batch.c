@@ -4,6 +4,8 @@
  *   bench_batch [options] MODEL.ini
  *
  *   -s LIST      sequence counts, comma-separated            [1,2,4,8]
+ *   -k LIST      verify widths: steps of k + 1 rows of one sequence [none]
+ *   -d LIST      draft depths: the MTP layer drafting d tokens  [none]
  *   -p N         prompt tokens per sequence                  [32]
  *   -n K         decode steps timed per repeat               [64]
  *   -r R         repeats; the median is reported             [5]
@@ -18,6 +20,16 @@
  * route to, dominate; a second table splits a step by pipeline stage.  The "one_seq" row is S = 1 through the plain
  * single-sequence batch (tf_batch.one_seq), today's decode path, measured
  * in the same run; the ratios are against the batched S = 1.
+ *
+ * A "verify" row times what a speculative verify of depth k costs: steps
+ * of k + 1 rows of one sequence, every row's logits asked for, its tokens
+ * the greedy picks of the step before (a draft chain's shape; the rows
+ * route as text does, not as one token repeated).  Its rate is in rows a
+ * second, so "vs 1" is its speed-up over one row and a verify costs
+ * (k + 1) / vs_1 plain steps.  A "draft" row times tf_seq_draft of d tokens
+ * after one sequence's prompt (the MTP layer's rows and head, needing it
+ * open: --set mtp.enabled=true), d rows a call: it costs d / vs_1 plain
+ * steps.
  *
  * Uses tf/engine.h only.
  */
@@ -40,24 +52,36 @@
 struct opts {
 	const char *ini;
 	int counts[MAX_COUNTS], n_counts;
+	int widths[MAX_COUNTS], n_widths;
+	int depths[MAX_COUNTS], n_depths;
 	int prompt, steps, repeats;
 	const char *sets[MAX_SETS + 1];
 	int n_sets;
 	bool json;
 };
 
-/* One row of the table: S sequences by one path. */
+/* What one row of the table times: S sequences of one row each, the
+ * one_seq path, or the verify rows of one sequence. */
+enum path { PATH_BATCH, PATH_ONE_SEQ, PATH_VERIFY, PATH_DRAFT };
+
+static const char *const path_names[] = { "batch", "one_seq", "verify", "draft" };
+
+struct config {
+	enum path path;
+	int seqs, rows;                 /* sequences; rows of each a step */
+};
+
+/* One row of the table. */
 struct row {
-	int seqs;
-	bool one_seq;
-	double tok_s, lo, hi;           /* median, min, max of the repeats */
+	struct config c;
+	double tok_s, lo, hi;           /* median, min, max of the repeats (rows a second) */
 	double experts;                 /* mean union of experts per MoE pass */
 	double stage_us[MAX_STAGES];    /* mean microseconds a step spent per stage */
 };
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench_batch [-s 1,2,4,8] [-p N] [-n K] [-r R] "
+	fprintf(stderr, "usage: bench_batch [-s 1,2,4,8] [-k 1,2,3] [-d 1,2,3] [-p N] [-n K] [-r R] "
 			"[--set SECTION.KEY=VALUE]... [--json] MODEL.ini\n");
 	exit(2);
 }
@@ -92,6 +116,16 @@ static void parse(int argc, char **argv, struct opts *o)
 			for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
 				if (o->n_counts < MAX_COUNTS)
 					o->counts[o->n_counts++] = positive(t);
+		} else if (!strcmp(a, "-k") && more) {
+			o->n_widths = 0;
+			for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
+				if (o->n_widths < MAX_COUNTS)
+					o->widths[o->n_widths++] = positive(t);
+		} else if (!strcmp(a, "-d") && more) {
+			o->n_depths = 0;
+			for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
+				if (o->n_depths < MAX_COUNTS)
+					o->depths[o->n_depths++] = positive(t);
 		} else if (!strcmp(a, "-p") && more) {
 			o->prompt = positive(argv[++i]);
 		} else if (!strcmp(a, "-n") && more) {
@@ -142,24 +176,26 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /*
- * One repeat: S sequences prefilled, then `steps` greedy decode steps of
- * all S; the aggregate decoded tokens per second, and in *experts the mean
- * number of distinct experts a decode step's MoE pass read, in stage_us[]
- * the microseconds a step spent in each pipeline stage.
+ * One repeat of c: its sequences prefilled, then `steps` greedy steps of
+ * c.rows rows each; rows decoded per second, and in *experts the mean
+ * number of distinct experts a step's MoE pass read, in stage_us[] the
+ * microseconds a step spent in each pipeline stage.
  */
-static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, int rep,
+static double run_once(tf_engine *e, const struct opts *o, struct config c, int rep,
 		       double *experts, double *stage_us)
 {
-	int V = tf_engine_vocab(e);
+	const int V = tf_engine_vocab(e), S = c.seqs, R = c.rows, N = S * R;
 	tf_seq_id *s = malloc((size_t)S * sizeof(*s));
-	int32_t *tok = malloc((size_t)(S > o->prompt ? S : o->prompt) * sizeof(*tok));
-	float *logits = malloc((size_t)S * (size_t)V * sizeof(*logits));
+	int32_t *tok = malloc((size_t)(N > o->prompt ? N : o->prompt) * sizeof(*tok));
+	float *logits = malloc((size_t)N * (size_t)V * sizeof(*logits));
+	uint8_t *out = malloc((size_t)N);
 	int rc;
 
-	if (!s || !tok || !logits) {
+	if (!s || !tok || !logits || !out) {
 		fprintf(stderr, "bench_batch: out of memory\n");
 		exit(1);
 	}
+	memset(out, 1, (size_t)N);
 	uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(rep + 1);
 	for (int k = 0; k < S; k++) {
 		if ((rc = tf_seq_new(e, &s[k])) != TF_OK)
@@ -169,18 +205,25 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 			tok[i] = (int32_t)((seed >> 33) % (uint64_t)V);
 		}
 		tf_batch p = { .n = o->prompt, .token = tok, .one_seq = s[k] };
-		if ((rc = tf_engine_forward(e, &p, logits + (size_t)k * V, NULL)) != TF_OK)
+		if ((rc = tf_engine_forward(e, &p, logits + (size_t)k * R * V, NULL)) != TF_OK)
 			die("prefill", rc);
+		for (int i = 1; i < R; i++)     /* a verify's first step: the prompt's pick */
+			memcpy(logits + ((size_t)k * R + i) * V, logits + (size_t)k * R * V,
+			       (size_t)V * sizeof(*logits));
 	}
 
-	tf_batch d = { .n = S, .token = tok, .seq = one_seq ? NULL : s, .one_seq = s[0] };
+	tf_batch d = { .n = N, .token = tok, .seq = c.path == PATH_BATCH ? s : NULL,
+		       .one_seq = s[0], .out = c.path == PATH_VERIFY ? out : NULL };
 	tf_engine_stats_reset(e);
 	double t0 = now_s();
-	for (int step = 0; step < o->steps; step++) {
-		for (int k = 0; k < S; k++)
+	for (int step = 0; step < o->steps && c.path == PATH_DRAFT; step++)
+		if ((rc = tf_seq_draft(e, s[0], argmax(logits, V), R, tok, NULL)) != TF_OK)
+			die("draft", rc);
+	for (int step = 0; step < o->steps && c.path != PATH_DRAFT; step++) {
+		for (int k = 0; k < N; k++)
 			tok[k] = argmax(logits + (size_t)k * V, V);
 		if ((rc = tf_engine_forward(e, &d, logits, NULL)) != TF_OK)
-			die("decode step", rc);
+			die(c.path == PATH_VERIFY ? "verify step" : "decode step", rc);
 	}
 	double t = now_s() - t0;
 	tf_moe_stats m = tf_engine_moe_stats(e);
@@ -193,15 +236,16 @@ static double run_once(tf_engine *e, const struct opts *o, int S, bool one_seq, 
 	free(s);
 	free(tok);
 	free(logits);
-	return (double)S * o->steps / t;
+	free(out);
+	return (double)N * o->steps / t;
 }
 
 /* The median, min and max of n timings (sorted in place). */
-static struct row summarise(double *v, int n, int S, bool one_seq, double experts,
+static struct row summarise(double *v, int n, struct config c, double experts,
 			     const double *stage_us)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	struct row w = { .seqs = S, .one_seq = one_seq, .tok_s = v[n / 2], .lo = v[0],
+	struct row w = { .c = c, .tok_s = v[n / 2], .lo = v[0],
 			 .hi = v[n - 1], .experts = experts };
 	memcpy(w.stage_us, stage_us, sizeof(w.stage_us));
 	if (n % 2 == 0)
@@ -257,12 +301,13 @@ static void print_json(const struct opts *o, const char *cmd, const char *cpu,
 	printf("  \"prompt\": %d, \"steps\": %d, \"repeats\": %d,\n  \"results\": [\n",
 	       o->prompt, o->steps, o->repeats);
 	for (int i = 0; i < n; i++) {
-		printf("    {\"seqs\": %d, \"path\": \"%s\", \"tok_s\": %.2f, \"tok_s_min\": %.2f, "
-		       "\"tok_s_max\": %.2f, \"per_seq_tok_s\": %.2f, \"vs_1\": %.3f, "
-		       "\"experts_per_moe_pass\": %.2f, \"stage_us\": {",
-		       rows[i].seqs, rows[i].one_seq ? "one_seq" : "batch", rows[i].tok_s,
-		       rows[i].lo, rows[i].hi, rows[i].tok_s / rows[i].seqs,
-		       rows[i].tok_s / base, rows[i].experts);
+		const struct config *c = &rows[i].c;
+		printf("    {\"seqs\": %d, \"rows\": %d, \"path\": \"%s\", \"tok_s\": %.2f, "
+		       "\"tok_s_min\": %.2f, \"tok_s_max\": %.2f, \"per_seq_tok_s\": %.2f, "
+		       "\"vs_1\": %.3f, \"experts_per_moe_pass\": %.2f, \"stage_us\": {",
+		       c->seqs, c->seqs * c->rows, path_names[c->path], rows[i].tok_s, rows[i].lo,
+		       rows[i].hi, rows[i].tok_s / c->seqs, rows[i].tok_s / base,
+		       rows[i].experts);
 		for (int k = 0; k < n_stages(); k++)
 			printf("%s\"%s\": %.1f", k ? ", " : "", tf_engine_stage_name(k),
 			       rows[i].stage_us[k]);
@@ -276,23 +321,25 @@ static void print_table(const struct opts *o, const char *cmd, const char *cpu,
 {
 	printf("%s\n%s, %s, %ld CPUs; prompt %d, %d decode steps, median of %d\n\n", cmd, cpu,
 	       u->machine, sysconf(_SC_NPROCESSORS_ONLN), o->prompt, o->steps, o->repeats);
-	printf("| seqs | path    |   tok/s | min..max        | tok/s/seq | vs 1 | experts/pass |\n");
-	printf("| ---: | :------ | ------: | :-------------- | --------: | ---: | -----------: |\n");
+	printf("| seqs | rows | path    |   tok/s | min..max        | tok/s/seq | vs 1 | experts/pass |\n");
+	printf("| ---: | ---: | :------ | ------: | :-------------- | --------: | ---: | -----------: |\n");
 	for (int i = 0; i < n; i++) {
+		const struct config *c = &rows[i].c;
 		char range[32];
 		snprintf(range, sizeof(range), "%.1f..%.1f", rows[i].lo, rows[i].hi);
-		printf("| %4d | %-7s | %7.1f | %-15s | %9.1f | %4.2f | %12.1f |\n", rows[i].seqs,
-		       rows[i].one_seq ? "one_seq" : "batch", rows[i].tok_s, range,
-		       rows[i].tok_s / rows[i].seqs, rows[i].tok_s / base, rows[i].experts);
+		printf("| %4d | %4d | %-7s | %7.1f | %-15s | %9.1f | %4.2f | %12.1f |\n", c->seqs,
+		       c->seqs * c->rows, path_names[c->path], rows[i].tok_s, range,
+		       rows[i].tok_s / c->seqs, rows[i].tok_s / base, rows[i].experts);
 	}
-	printf("\nMicroseconds a step spends per stage (mean of the repeats)\n\n| seqs | path    |");
+	printf("\nMicroseconds a step spends per stage (mean of the repeats)\n\n| seqs | rows | path    |");
 	for (int k = 0; k < n_stages(); k++)
 		printf(" %8s |", tf_engine_stage_name(k));
-	printf("\n| ---: | :------ |");
+	printf("\n| ---: | ---: | :------ |");
 	for (int k = 0; k < n_stages(); k++)
 		printf(" -------: |");
 	for (int i = 0; i < n; i++) {
-		printf("\n| %4d | %-7s |", rows[i].seqs, rows[i].one_seq ? "one_seq" : "batch");
+		printf("\n| %4d | %4d | %-7s |", rows[i].c.seqs, rows[i].c.seqs * rows[i].c.rows,
+		       path_names[rows[i].c.path]);
 		for (int k = 0; k < n_stages(); k++)
 			printf(" %8.1f |", rows[i].stage_us[k]);
 	}
@@ -317,17 +364,32 @@ int main(int argc, char **argv)
 	o.sets[0] = seqs;               /* the user's --set come after and win */
 	if ((rc = tf_engine_open(o.ini, o.sets, o.n_sets + 1, &e)) != TF_OK)
 		die(o.ini, rc);
-	if (o.prompt + o.steps + 1 > tf_engine_context(e)) {
-		fprintf(stderr, "bench_batch: %d prompt tokens and %d steps exceed the context of "
-				"%lld tokens\n", o.prompt, o.steps, (long long)tf_engine_context(e));
+	/* Row 0 is the one_seq path, then the batches, then the verifies.
+	 * Each repeat runs every row once, so a change in the machine's load
+	 * falls on all rows alike. */
+	struct config cf[3 * MAX_COUNTS + 1] = { { PATH_ONE_SEQ, 1, 1 } };
+	int n = 1, most_rows = 1;
+	for (int i = 0; i < o.n_counts; i++)
+		cf[n++] = (struct config){ PATH_BATCH, o.counts[i], 1 };
+	for (int i = 0; i < o.n_widths; i++) {
+		cf[n++] = (struct config){ PATH_VERIFY, 1, o.widths[i] + 1 };
+		most_rows = o.widths[i] + 1 > most_rows ? o.widths[i] + 1 : most_rows;
+	}
+	for (int i = 0; i < o.n_depths; i++)
+		cf[n++] = (struct config){ PATH_DRAFT, 1, o.depths[i] };
+	if (o.n_depths && !tf_engine_has_mtp(e)) {
+		fprintf(stderr, "bench_batch: -d needs the MTP layer open (--set mtp.enabled=true "
+				"on a checkpoint that has one)\n");
 		return 1;
 	}
-
-	/* Row 0 is the one_seq path.  Each repeat runs every row once, so a
-	 * change in the machine's load falls on all rows alike. */
-	int n = o.n_counts + 1;
+	if (o.prompt + (int64_t)o.steps * most_rows + 1 > tf_engine_context(e)) {
+		fprintf(stderr, "bench_batch: %d prompt tokens and %d steps of %d rows exceed the "
+				"context of %lld tokens\n", o.prompt, o.steps, most_rows,
+			(long long)tf_engine_context(e));
+		return 1;
+	}
 	double *v = malloc((size_t)n * (size_t)o.repeats * sizeof(*v));
-	double experts[MAX_COUNTS + 1] = { 0 }, stage_us[MAX_COUNTS + 1][MAX_STAGES] = { { 0 } };
+	double experts[3 * MAX_COUNTS + 1] = { 0 }, stage_us[3 * MAX_COUNTS + 1][MAX_STAGES] = { { 0 } };
 	if (!v) {
 		fprintf(stderr, "bench_batch: out of memory\n");
 		return 1;
@@ -335,7 +397,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r <= o.repeats; r++)    /* r = 0 warms up: caches, pages, threads */
 		for (int i = 0; i < n; i++) {
 			double x, st[MAX_STAGES] = { 0 };
-			double t = run_once(e, &o, i ? o.counts[i - 1] : 1, !i, r, &x, st);
+			double t = run_once(e, &o, cf[i], r, &x, st);
 			if (r) {
 				v[i * o.repeats + r - 1] = t;
 				experts[i] += x / o.repeats;
@@ -343,12 +405,11 @@ int main(int argc, char **argv)
 					stage_us[i][k] += st[k] / o.repeats;
 			}
 		}
-	struct row rows[MAX_COUNTS + 1];
+	struct row rows[3 * MAX_COUNTS + 1];
 	double base = 0;
 	for (int i = 0; i < n; i++) {
-		rows[i] = summarise(v + i * o.repeats, o.repeats, i ? o.counts[i - 1] : 1, !i,
-				    experts[i], stage_us[i]);
-		if (i && rows[i].seqs == 1)
+		rows[i] = summarise(v + i * o.repeats, o.repeats, cf[i], experts[i], stage_us[i]);
+		if (cf[i].path == PATH_BATCH && cf[i].seqs == 1)
 			base = rows[i].tok_s;
 	}
 	if (!base)
