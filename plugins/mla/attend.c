@@ -171,7 +171,7 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
 
 int64_t mla_part_rows(int64_t rows)
 {
-	int64_t part = MLA_TILE;
+	int64_t part = MLA_PART_MIN;
 	while ((rows + part - 1) / part > MLA_PARTS)
 		part *= 2;
 	return part;

@@ -113,11 +113,13 @@ int mla_absorb_query(const mla_dims *d, const mla_kvb *kvb, const float *q,
  * A query's cache rows are split in parts of mla_part_rows(rows) rows,
  * rows the number it sees: a length fixed by the query alone (not by the
  * workers, nor by the queries scanned beside it), so its bits are its own.
- * The length is MLA_TILE times a power of two, small enough for the parts
- * to spread over workers and large enough that there are at most
- * MLA_PARTS of them.
+ * The length is MLA_PART_MIN times a power of two, small enough for the
+ * parts to spread over workers and large enough that there are at most
+ * MLA_PARTS of them; MLA_PART_MIN rows are worth a worker on the smallest
+ * models (fewer cost more in handing out and merging than they save).
  */
 #define MLA_PARTS 16
+#define MLA_PART_MIN (2 * MLA_TILE)
 int64_t mla_part_rows(int64_t rows);
 
 /* Scratch floats mla_absorbed_rows needs: a tile's scores and its rows. */

@@ -344,7 +344,10 @@ static int mla_attend_absorbed(struct mla_layer *L, struct mla_job *j)
 		j->parts = (j->len + j->i0 + j->nq + j->part - 1) / j->part;
 		L->be->parallel_for(L->bctx, j->nq * d->heads, tf_tu_grain(2 * d->dn * d->r),
 				    absorb_query_fn, j);
-		L->be->parallel_for(L->bctx, j->parts, 1, absorbed_rows_fn, j);
+		/* a part's flops: each query's scores and accumulation per head */
+		L->be->parallel_for(L->bctx, j->parts,
+				    tf_tu_grain(j->part * j->nq * d->heads * 2 * (L->w.lat + d->r)),
+				    absorbed_rows_fn, j);
 		L->be->parallel_for(L->bctx, j->nq * d->heads, tf_tu_grain(2 * d->dv * d->r),
 				    absorbed_out_fn, j);
 	}

@@ -111,7 +111,7 @@ int main(void)
 	for (int64_t rows = 1; rows < 1 << 20; rows = rows * 3 + 1) {
 		const int64_t part = mla_part_rows(rows), parts = (rows + part - 1) / part;
 		tf_selftest_check(part % MLA_TILE == 0 && parts <= MLA_PARTS &&
-					  (part == MLA_TILE || (rows + part / 2 - 1) / (part / 2) > MLA_PARTS),
+					  (part == MLA_PART_MIN || (rows + part / 2 - 1) / (part / 2) > MLA_PARTS),
 				  "%lld rows in parts of %lld", (long long)rows, (long long)part);
 	}
 

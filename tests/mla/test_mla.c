@@ -456,12 +456,12 @@ Test(mla, batched_equals_alone)
  * A verify's rows (pieces of 9: a verify at depth 8) get, bit for bit,
  * what each row gets alone, with 1, 2 or 3 workers: the absorbed form's
  * parts follow each query's own rows, here across a change of their length
- * (a query seeing 512 rows splits them in parts of 32, one seeing 513 in
- * parts of 64), and the queries scanned together read each part once.
+ * (a query seeing 1024 rows splits them in parts of 64, one seeing 1025 in
+ * parts of 128), and the queries scanned together read each part once.
  */
 Test(mla, verify_rows_equal_rows_alone)
 {
-	enum { PRE = 500, N = 27 };
+	enum { PRE = 1010, N = 27 };
 	const int64_t pre = PRE, nine = 9, one = 1;
 	float *want = NULL;
 
