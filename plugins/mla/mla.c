@@ -265,143 +265,215 @@ static int mla_state_copy(void *inst, void *dst, const void *src)
 	return TF_OK;
 }
 
-/* --- attention of one segment over its sequence's cache --- */
-
-struct mla_job {
-	struct mla_layer *L;
-	mla_cache c;
-	int64_t len, n;                 /* cache rows before the segment; its rows */
-	const float *q;                 /* the segment's queries [n, heads * (dn + dr)] */
-	float *o;                       /* its outputs [n, heads * dv] */
-	int64_t i0, nq;                 /* absorbed: the queries scanned together */
-	int64_t part, parts;            /* absorbed: their part length and most parts */
-	int64_t t0, tb;                 /* naive: the expanded block */
-	atomic_int rc;                  /* absorbed: a slice product's failure */
-};
+/* --- attention of the segments over their sequences' caches --- */
 
 /*
- * absorbed form: a few queries at a time (i0 .. i0 + nq - 1), each
- * folded into the latent space, then every part of the cache scanned
- * once for all of them, then each query's parts merged.  Work items of
- * the first and last steps are (query, head) pairs.
+ * Absorbed form: the queries of the segments that take it, MLA_QUERIES at
+ * a time (a round), whichever segments they come from: each folded into
+ * the latent space, then every part of each cache scanned once for the
+ * queries reading it, then each query's parts merged and projected.  Three
+ * hand-outs to the workers a round, so a decode step of several sequences
+ * pays them once, not once a sequence.  Work items of the first and last
+ * steps are (query, head) pairs, of the middle one parts.
  */
+
+/* A run of one segment's queries that split their cache rows alike. */
+struct mla_group {
+	mla_cache c;
+	int64_t seen;                   /* rows its first query sees */
+	int64_t row;                    /* its first query's row in the batch */
+	int q0, nq;                     /* its queries in the round */
+	int64_t part, parts;            /* their part length, and the parts they cover */
+	int64_t item0;                  /* its first part among the round's */
+};
+
+struct mla_round {
+	struct mla_layer *L;
+	struct mla_group g[MLA_QUERIES];
+	int group_of[MLA_QUERIES];      /* each query's group */
+	int n_groups, nq;
+	int64_t items, flops;           /* parts of every group; their flops */
+	atomic_int rc;                  /* a slice product's failure */
+};
 
 static void absorb_query_fn(void *arg, int64_t a, int64_t b, int worker)
 {
-	struct mla_job *j = arg;
-	const mla_dims *d = &j->L->w.d;
+	struct mla_round *u = arg;
+	struct mla_layer *L = u->L;
+	const mla_dims *d = &L->w.d;
 	for (int64_t e = a; e < b;) {
-		const int64_t i = e / d->heads, h0 = e % d->heads;
-		const int64_t h1 = b - i * d->heads < d->heads ? b - i * d->heads : d->heads;
-		int rc = mla_absorb_query(d, &j->L->kvb, j->q + (j->i0 + i) * d->heads * (d->dn + d->dr),
-					  (int)h0, (int)h1, j->L->qlat + i * d->heads * j->L->w.lat);
+		const int64_t q = e / d->heads, h0 = e % d->heads;
+		const int64_t h1 = b - q * d->heads < d->heads ? b - q * d->heads : d->heads;
+		const struct mla_group *g = &u->g[u->group_of[q]];
+		const int64_t row = g->row + q - g->q0;
+		int rc = mla_absorb_query(d, &L->kvb, L->q + row * d->heads * (d->dn + d->dr), (int)h0,
+					  (int)h1, L->qlat + q * d->heads * L->w.lat);
 		if (rc)
-			atomic_store(&j->rc, rc);
+			atomic_store(&u->rc, rc);
 		e += h1 - h0;
 	}
 }
 
 static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
 {
-	struct mla_job *j = arg;
-	struct mla_layer *L = j->L;
+	struct mla_round *u = arg;
+	struct mla_layer *L = u->L;
 	const mla_dims *d = &L->w.d;
-	for (int64_t p = p0; p < p1; p++)
-		mla_absorbed_rows(d, L->qlat, (int)j->nq, j->len + j->i0 + 1, &j->c, p * j->part,
-				  (p + 1) * j->part, L->run + p * d->heads,
-				  L->acc + p * d->heads * d->r, (int64_t)MLA_PARTS * d->heads,
-				  L->work + (size_t)worker * L->work_per);
+	int k = 0;
+	for (int64_t p = p0; p < p1; p++) {
+		while (p >= u->g[k].item0 + u->g[k].parts)
+			k++;
+		const struct mla_group *g = &u->g[k];
+		const int64_t part = p - g->item0, first = (int64_t)g->q0 * MLA_PARTS + part;
+		mla_absorbed_rows(d, L->qlat + (int64_t)g->q0 * d->heads * L->w.lat, g->nq, g->seen,
+				  &g->c, part * g->part, (part + 1) * g->part,
+				  L->run + first * d->heads, L->acc + first * d->heads * d->r,
+				  (int64_t)MLA_PARTS * d->heads, L->work + (size_t)worker * L->work_per);
+	}
 }
 
 static void absorbed_out_fn(void *arg, int64_t a, int64_t b, int worker)
 {
-	struct mla_job *j = arg;
-	struct mla_layer *L = j->L;
+	struct mla_round *u = arg;
+	struct mla_layer *L = u->L;
 	const mla_dims *d = &L->w.d;
 	for (int64_t e = a; e < b;) {
-		const int64_t i = e / d->heads, h0 = e % d->heads;
-		const int64_t h1 = b - i * d->heads < d->heads ? b - i * d->heads : d->heads;
-		const int64_t first = i * MLA_PARTS * d->heads, rows = j->len + j->i0 + i + 1;
+		const int64_t q = e / d->heads, h0 = e % d->heads;
+		const int64_t h1 = b - q * d->heads < d->heads ? b - q * d->heads : d->heads;
+		const struct mla_group *g = &u->g[u->group_of[q]];
+		const int64_t first = q * MLA_PARTS * d->heads, seen = g->seen + q - g->q0;
 		int rc = mla_absorbed_out(d, &L->kvb, L->run + first, L->acc + first * d->r,
-					  (int)((rows + j->part - 1) / j->part), (int)h0, (int)h1,
-					  j->o + (j->i0 + i) * d->heads * d->dv,
+					  (int)((seen + g->part - 1) / g->part), (int)h0, (int)h1,
+					  L->o + (g->row + q - g->q0) * d->heads * d->dv,
 					  L->work + (size_t)worker * L->work_per);
 		if (rc)
-			atomic_store(&j->rc, rc);
+			atomic_store(&u->rc, rc);
 		e += h1 - h0;
 	}
 }
 
-static int mla_attend_absorbed(struct mla_layer *L, struct mla_job *j)
+static int mla_round_run(struct mla_round *u)
 {
+	struct mla_layer *L = u->L;
 	const mla_dims *d = &L->w.d;
-	for (j->i0 = 0; j->i0 < j->n && !atomic_load(&j->rc); j->i0 += j->nq) {
-		/* The next queries that split their rows alike, MLA_QUERIES at most. */
-		j->part = mla_part_rows(j->len + j->i0 + 1);
-		for (j->nq = 1; j->nq < MLA_QUERIES && j->i0 + j->nq < j->n; j->nq++)
-			if (mla_part_rows(j->len + j->i0 + j->nq + 1) != j->part)
-				break;
-		j->parts = (j->len + j->i0 + j->nq + j->part - 1) / j->part;
-		L->be->parallel_for(L->bctx, j->nq * d->heads, tf_tu_grain(2 * d->dn * d->r),
-				    absorb_query_fn, j);
-		/* a part's flops: each query's scores and accumulation per head */
-		L->be->parallel_for(L->bctx, j->parts,
-				    tf_tu_grain(j->part * j->nq * d->heads * 2 * (L->w.lat + d->r)),
-				    absorbed_rows_fn, j);
-		L->be->parallel_for(L->bctx, j->nq * d->heads, tf_tu_grain(2 * d->dv * d->r),
-				    absorbed_out_fn, j);
-	}
-	return atomic_load(&j->rc);
+	if (!u->nq)
+		return TF_OK;
+	L->be->parallel_for(L->bctx, (int64_t)u->nq * d->heads, tf_tu_grain(2 * d->dn * d->r),
+			    absorb_query_fn, u);
+	L->be->parallel_for(L->bctx, u->items, tf_tu_grain(u->flops / u->items), absorbed_rows_fn,
+			    u);
+	L->be->parallel_for(L->bctx, (int64_t)u->nq * d->heads, tf_tu_grain(2 * d->dv * d->r),
+			    absorbed_out_fn, u);
+	u->n_groups = u->nq = 0;
+	u->items = u->flops = 0;
+	return atomic_load(&u->rc);
 }
 
-/* naive form: expand a block (page) of cache rows, every head attends to it */
+/* Add segment g's queries to the round, running it whenever it fills. */
+static int mla_round_add(struct mla_round *u, const tf_attn_seg *g)
+{
+	struct mla_layer *L = u->L;
+	const mla_dims *d = &L->w.d;
+	const struct mla_state *S = g->state;
+	int rc = TF_OK;
+
+	for (int64_t i = 0; i < g->n && !rc;) {
+		struct mla_group *r = &u->g[u->n_groups++];
+		*r = (struct mla_group){
+			.c = { .page = S->page, .bf16 = L->w.bf16 }, .seen = S->hdr.len + i + 1,
+			.row = g->row0 + i, .q0 = u->nq, .part = mla_part_rows(S->hdr.len + i + 1),
+			.item0 = u->items,
+		};
+		/* the next queries that split their rows alike, while the round has room */
+		for (r->nq = 1; u->nq + r->nq < MLA_QUERIES && i + r->nq < g->n; r->nq++)
+			if (mla_part_rows(r->seen + r->nq) != r->part)
+				break;
+		r->parts = (r->seen + r->nq - 1 + r->part - 1) / r->part;
+		for (int q = 0; q < r->nq; q++)
+			u->group_of[u->nq + q] = u->n_groups - 1;
+		u->nq += r->nq;
+		u->items += r->parts;
+		/* a part's flops: each query's scores and accumulation per head */
+		u->flops += r->parts * r->part * r->nq * d->heads * 2 * (L->w.lat + d->r);
+		i += r->nq;
+		if (u->nq == MLA_QUERIES)
+			rc = mla_round_run(u);
+	}
+	return rc;
+}
+
+/* Naive form, one segment: expand a block (page) of cache rows, every
+ * head attends to it. */
+
+struct mla_naive_job {
+	struct mla_layer *L;
+	mla_cache c;
+	int64_t len, n;                 /* cache rows before the segment; its rows */
+	const float *q;                 /* the segment's queries [n, heads * (dn + dr)] */
+	float *o;                       /* its outputs [n, heads * dv] */
+	int64_t t0, tb;                 /* the expanded block */
+};
 
 static void naive_fn(void *arg, int64_t h0, int64_t h1, int worker)
 {
-	struct mla_job *j = arg;
+	struct mla_naive_job *j = arg;
 	struct mla_layer *L = j->L;
 	for (int64_t h = h0; h < h1; h++)
 		mla_naive_block(&L->w.d, (int)h, j->q, j->n, j->len, L->kvblk, L->kpe, j->t0,
 				j->tb, L->run, j->o, L->work + (size_t)worker * L->work_per);
 }
 
-static int mla_attend_naive(struct mla_layer *L, struct mla_job *j)
-{
-	const mla_dims *d = &L->w.d;
-	const int64_t end = j->len + j->n;
-	int rc;
-
-	for (int64_t i = 0; i < j->n * d->heads; i++)
-		L->run[i] = (mla_run){ .m = -INFINITY, .l = 0.0f };
-	memset(j->o, 0, (size_t)j->n * d->heads * d->dv * sizeof(float));
-	for (j->t0 = 0; j->t0 < end; j->t0 += MLA_KV_BLOCK) {
-		j->tb = end - j->t0 < MLA_KV_BLOCK ? end - j->t0 : MLA_KV_BLOCK;
-		mla_naive_split(d, &j->c, j->t0, j->tb, L->cblk, L->kpe);
-		if ((rc = tf_lin_forward(&L->w.kv_b_proj, L->cblk, j->tb, L->kvblk)))
-			return rc;
-		L->be->parallel_for(L->bctx, d->heads,
-				    tf_tu_grain(2 * j->n * j->tb * (d->dn + d->dr + d->dv)),
-				    naive_fn, j);
-	}
-	for (int64_t i = 0; i < j->n * d->heads; i++)
-		tf_vec_scale(j->o + i * d->dv, 1.0f / L->run[i].l, d->dv);
-	return TF_OK;
-}
-
-/* Append a segment's latents to its cache, whose pages are taken, and
- * attend over it; the state's length moves only once the batch is done. */
-static int mla_attend_seg(struct mla_layer *L, const tf_attn_seg *g)
+static int mla_attend_naive(struct mla_layer *L, const tf_attn_seg *g)
 {
 	const mla_dims *d = &L->w.d;
 	const struct mla_state *S = g->state;
-	struct mla_job j = {
+	struct mla_naive_job j = {
 		.L = L, .c = { .page = S->page, .bf16 = L->w.bf16 }, .len = S->hdr.len, .n = g->n,
 		.q = L->q + g->row0 * d->heads * (d->dn + d->dr),
 		.o = L->o + g->row0 * d->heads * d->dv,
 	};
-	atomic_init(&j.rc, TF_OK);
-	mla_cache_write(d, &j.c, S->hdr.len, g->n, L->ckv + g->row0 * L->w.lat);
-	return mla_use_absorbed(&L->w, g->n) ? mla_attend_absorbed(L, &j) : mla_attend_naive(L, &j);
+	const int64_t end = j.len + j.n;
+	int rc;
+
+	for (int64_t i = 0; i < j.n * d->heads; i++)
+		L->run[i] = (mla_run){ .m = -INFINITY, .l = 0.0f };
+	memset(j.o, 0, (size_t)j.n * d->heads * d->dv * sizeof(float));
+	for (j.t0 = 0; j.t0 < end; j.t0 += MLA_KV_BLOCK) {
+		j.tb = end - j.t0 < MLA_KV_BLOCK ? end - j.t0 : MLA_KV_BLOCK;
+		mla_naive_split(d, &j.c, j.t0, j.tb, L->cblk, L->kpe);
+		if ((rc = tf_lin_forward(&L->w.kv_b_proj, L->cblk, j.tb, L->kvblk)))
+			return rc;
+		L->be->parallel_for(L->bctx, d->heads,
+				    tf_tu_grain(2 * j.n * j.tb * (d->dn + d->dr + d->dv)),
+				    naive_fn, &j);
+	}
+	for (int64_t i = 0; i < j.n * d->heads; i++)
+		tf_vec_scale(j.o + i * d->dv, 1.0f / L->run[i].l, d->dv);
+	return TF_OK;
+}
+
+/* Append every segment's latents to its cache, whose pages are taken, and
+ * attend over it: prefills one by one in the naive form, the rest in
+ * rounds of the absorbed form.  The states' lengths move only once the
+ * batch is done. */
+static int mla_attend(struct mla_layer *L, const tf_attn_batch *b)
+{
+	struct mla_round u = { .L = L };
+	int rc = TF_OK;
+
+	atomic_init(&u.rc, TF_OK);
+	for (int k = 0; k < b->n_seg; k++) {
+		const tf_attn_seg *g = &b->seg[k];
+		const struct mla_state *S = g->state;
+		mla_cache c = { .page = S->page, .bf16 = L->w.bf16 };
+		mla_cache_write(&L->w.d, &c, S->hdr.len, g->n, L->ckv + g->row0 * L->w.lat);
+	}
+	for (int k = 0; k < b->n_seg && !rc; k++) {
+		const tf_attn_seg *g = &b->seg[k];
+		if (g->n)
+			rc = mla_use_absorbed(&L->w, g->n) ? mla_round_add(&u, g) : mla_attend_naive(L, g);
+	}
+	return rc ? rc : mla_round_run(&u);
 }
 
 /* The rows' compressed kv into L->ckv: the latent normed, k_pe (behind
@@ -441,9 +513,8 @@ static int mla_forward_locked(struct mla_layer *L, const float *x, const tf_attn
 	L->be->rope(L->bctx, L->q + d->dn, n, d->heads, d->heads * dq, dq, d->dr, b->pos,
 		    L->w.rope.inv_freq, L->w.rope.attn_factor, L->w.interleave);
 
-	for (int k = 0; k < b->n_seg; k++)
-		if (b->seg[k].n && (rc = mla_attend_seg(L, &b->seg[k])))
-			return rc;
+	if ((rc = mla_attend(L, b)))
+		return rc;
 
 	/* Sigmoid gate: one scalar per head, or one per output channel. */
 	const int per = L->w.gate_w == d->heads ? d->dv : 1;

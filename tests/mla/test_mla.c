@@ -503,6 +503,55 @@ Test(mla, verify_rows_equal_rows_alone)
 }
 
 /*
+ * Verifies of several sequences in one batch, with a prefill between
+ * them: the absorbed form's rounds take 16 queries from whichever
+ * sequences come (here 9 + 9 + 9, so a round ends inside a sequence's
+ * rows), and every row gets, bit for bit, what its sequence gets alone.
+ */
+Test(mla, verify_rounds_across_sequences_equal_alone)
+{
+	enum { NS = 4 };
+	struct mla_open o;
+	open_layer(&o, 61, NULL, 400);
+	const tf_plugin_attention *p = o.p;
+	const int64_t pre[NS] = { 70, 130, 20, 260 }, rows[NS] = { 9, 9, 40, 9 };
+	const int64_t n = 9 + 9 + 40 + 9, H = o.H;
+	void *alone[NS], *batch[NS];
+	float *xp = random_rows(260, o.H, 62), *x = random_rows(n, o.H, 63);
+	float *ya = malloc(sizeof(float) * n * H), *yb = malloc(sizeof(float) * n * H);
+	float *yp = malloc(sizeof(float) * 260 * H);
+
+	cr_assert(ya && yb && yp);
+	poison(ya, (size_t)n * H);
+	poison(yb, (size_t)n * H);
+	for (int k = 0, r = 0; k < NS; r += rows[k++]) {
+		alone[k] = attn_fixture_state(p, o.inst, 400);
+		batch[k] = attn_fixture_state(p, o.inst, 400);
+		cr_assert_eq(attn_fixture_run_batch(p, o.inst, &alone[k], &pre[k], 1, xp, o.H, yp),
+			     TF_OK);
+		cr_assert_eq(attn_fixture_run_batch(p, o.inst, &batch[k], &pre[k], 1, xp, o.H, yp),
+			     TF_OK);
+		cr_assert_eq(attn_fixture_run_batch(p, o.inst, &alone[k], &rows[k], 1, x + r * H,
+						    o.H, ya + r * H), TF_OK);
+	}
+	cr_assert_eq(attn_fixture_run_batch(p, o.inst, batch, rows, NS, x, o.H, yb), TF_OK);
+	for (int64_t i = 0; i < n; i++)
+		cr_expect(!memcmp(ya + i * H, yb + i * H, sizeof(float) * H),
+			  "batch row %lld differs from its sequence alone", (long long)i);
+	for (int k = 0; k < NS; k++) {
+		cr_expect_eq(p->state_len(o.inst, batch[k]), pre[k] + rows[k]);
+		p->state_free(o.inst, alone[k]);
+		p->state_free(o.inst, batch[k]);
+	}
+	free(xp);
+	free(x);
+	free(ya);
+	free(yb);
+	free(yp);
+	close_layer(&o);
+}
+
+/*
  * A fork (state_copy) of a 300-token sequence into a state that held
  * other tokens continues bit for bit as the sequence itself would, and
  * owns its rows: the source refilled with other tokens changes nothing.
