@@ -9,11 +9,12 @@
  *
  * forward_batch(): over all rows at once, project queries (q_proj, or
  * q_a_proj -> norm -> q_b_proj), the compressed kv and the gate, norm the
- * latents and rope the rope slices at each row's position; then per
- * segment append its rows to its sequence's cache and attend over that
- * cache (attend.c: absorbed form for a few rows, naive form for a
- * prefill); multiply each head by its sigmoid gate and project all rows
- * with `dense`.  state_append() runs only what the cache keeps: the
+ * latents and rope the rope slices at each row's position; then append
+ * each segment's rows to its sequence's cache and attend over that cache
+ * (attend.c: a prefill in the naive form, segment by segment; a few rows
+ * in the absorbed form, the queries of several segments together);
+ * multiply each head by its sigmoid gate and project all rows with
+ * `dense`.  state_append() runs only what the cache keeps: the
  * compressed kv, normed and roped.  Shapes all come from config.json; what mla-cuda shares
  * (weights, checks, snapshots, tensor parallelism) is in mla_layer.c.
  */
