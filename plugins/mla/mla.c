@@ -297,22 +297,38 @@ struct mla_round {
 	atomic_int rc;                  /* a slice product's failure */
 };
 
-static void absorb_query_fn(void *arg, int64_t a, int64_t b, int worker)
+/* Work items [a, b) of (query, head) pairs, as runs of one query's heads
+ * through fn; a failure is kept in the round. */
+typedef int (*mla_heads_fn)(struct mla_round *u, int64_t q, int h0, int h1, int worker);
+
+static void round_heads(struct mla_round *u, int64_t a, int64_t b, int worker, mla_heads_fn fn)
 {
-	struct mla_round *u = arg;
-	struct mla_layer *L = u->L;
-	const mla_dims *d = &L->w.d;
+	const int64_t heads = u->L->w.d.heads;
 	for (int64_t e = a; e < b;) {
-		const int64_t q = e / d->heads, h0 = e % d->heads;
-		const int64_t h1 = b - q * d->heads < d->heads ? b - q * d->heads : d->heads;
-		const struct mla_group *g = &u->g[u->group_of[q]];
-		const int64_t row = g->row + q - g->q0;
-		int rc = mla_absorb_query(d, &L->kvb, L->q + row * d->heads * (d->dn + d->dr), (int)h0,
-					  (int)h1, L->qlat + q * d->heads * L->w.lat);
+		const int64_t q = e / heads, h0 = e % heads;
+		const int64_t h1 = b - q * heads < heads ? b - q * heads : heads;
+		int rc = fn(u, q, (int)h0, (int)h1, worker);
 		if (rc)
 			atomic_store(&u->rc, rc);
 		e += h1 - h0;
 	}
+}
+
+/* Query q folded into the latent space, heads [h0, h1). */
+static int absorb_query(struct mla_round *u, int64_t q, int h0, int h1, int worker)
+{
+	struct mla_layer *L = u->L;
+	const mla_dims *d = &L->w.d;
+	const struct mla_group *g = &u->g[u->group_of[q]];
+	const int64_t row = g->row + q - g->q0;
+	(void)worker;
+	return mla_absorb_query(d, &L->kvb, L->q + row * d->heads * (d->dn + d->dr), h0, h1,
+				L->qlat + q * d->heads * L->w.lat);
+}
+
+static void absorb_query_fn(void *arg, int64_t a, int64_t b, int worker)
+{
+	round_heads(arg, a, b, worker, absorb_query);
 }
 
 static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
@@ -333,24 +349,22 @@ static void absorbed_rows_fn(void *arg, int64_t p0, int64_t p1, int worker)
 	}
 }
 
-static void absorbed_out_fn(void *arg, int64_t a, int64_t b, int worker)
+/* Query q's parts merged and projected, heads [h0, h1). */
+static int absorbed_out(struct mla_round *u, int64_t q, int h0, int h1, int worker)
 {
-	struct mla_round *u = arg;
 	struct mla_layer *L = u->L;
 	const mla_dims *d = &L->w.d;
-	for (int64_t e = a; e < b;) {
-		const int64_t q = e / d->heads, h0 = e % d->heads;
-		const int64_t h1 = b - q * d->heads < d->heads ? b - q * d->heads : d->heads;
-		const struct mla_group *g = &u->g[u->group_of[q]];
-		const int64_t first = q * MLA_PARTS * d->heads, seen = g->seen + q - g->q0;
-		int rc = mla_absorbed_out(d, &L->kvb, L->run + first, L->acc + first * d->r,
-					  (int)((seen + g->part - 1) / g->part), (int)h0, (int)h1,
-					  L->o + (g->row + q - g->q0) * d->heads * d->dv,
-					  L->work + (size_t)worker * L->work_per);
-		if (rc)
-			atomic_store(&u->rc, rc);
-		e += h1 - h0;
-	}
+	const struct mla_group *g = &u->g[u->group_of[q]];
+	const int64_t first = q * MLA_PARTS * d->heads, seen = g->seen + q - g->q0;
+	return mla_absorbed_out(d, &L->kvb, L->run + first, L->acc + first * d->r,
+				(int)((seen + g->part - 1) / g->part), h0, h1,
+				L->o + (g->row + q - g->q0) * d->heads * d->dv,
+				L->work + (size_t)worker * L->work_per);
+}
+
+static void absorbed_out_fn(void *arg, int64_t a, int64_t b, int worker)
+{
+	round_heads(arg, a, b, worker, absorbed_out);
 }
 
 static int mla_round_run(struct mla_round *u)
