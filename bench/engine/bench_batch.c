@@ -61,7 +61,7 @@ struct opts {
 };
 
 /* What one row of the table times: S sequences of one row each, the
- * one_seq path, or the verify rows of one sequence. */
+ * one_seq path, the verify rows of one sequence, or its MTP drafts. */
 enum path { PATH_BATCH, PATH_ONE_SEQ, PATH_VERIFY, PATH_DRAFT };
 
 static const char *const path_names[] = { "batch", "one_seq", "verify", "draft" };
@@ -101,6 +101,17 @@ static int positive(const char *s)
 	return (int)v;
 }
 
+/* A comma-separated list of positive numbers into out (MAX_COUNTS at
+ * most); how many. */
+static int positive_list(char *s, int *out)
+{
+	int n = 0;
+	for (char *t = strtok(s, ","); t; t = strtok(NULL, ","))
+		if (n < MAX_COUNTS)
+			out[n++] = positive(t);
+	return n;
+}
+
 static void parse(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){ .prompt = 32, .steps = 64, .repeats = 5 };
@@ -112,20 +123,11 @@ static void parse(int argc, char **argv, struct opts *o)
 		} else if (!strcmp(a, "--set") && more && o->n_sets < MAX_SETS) {
 			o->sets[++o->n_sets] = argv[++i];   /* [0]: runtime.sequences */
 		} else if (!strcmp(a, "-s") && more) {
-			o->n_counts = 0;
-			for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
-				if (o->n_counts < MAX_COUNTS)
-					o->counts[o->n_counts++] = positive(t);
+			o->n_counts = positive_list(argv[++i], o->counts);
 		} else if (!strcmp(a, "-k") && more) {
-			o->n_widths = 0;
-			for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
-				if (o->n_widths < MAX_COUNTS)
-					o->widths[o->n_widths++] = positive(t);
+			o->n_widths = positive_list(argv[++i], o->widths);
 		} else if (!strcmp(a, "-d") && more) {
-			o->n_depths = 0;
-			for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
-				if (o->n_depths < MAX_COUNTS)
-					o->depths[o->n_depths++] = positive(t);
+			o->n_depths = positive_list(argv[++i], o->depths);
 		} else if (!strcmp(a, "-p") && more) {
 			o->prompt = positive(argv[++i]);
 		} else if (!strcmp(a, "-n") && more) {
@@ -207,7 +209,7 @@ static double run_once(tf_engine *e, const struct opts *o, struct config c, int 
 		tf_batch p = { .n = o->prompt, .token = tok, .one_seq = s[k] };
 		if ((rc = tf_engine_forward(e, &p, logits + (size_t)k * R * V, NULL)) != TF_OK)
 			die("prefill", rc);
-		for (int i = 1; i < R; i++)     /* a verify's first step: the prompt's pick */
+		for (int i = 1; c.path == PATH_VERIFY && i < R; i++)   /* its first step: the prompt's pick */
 			memcpy(logits + ((size_t)k * R + i) * V, logits + (size_t)k * R * V,
 			       (size_t)V * sizeof(*logits));
 	}
@@ -364,7 +366,8 @@ int main(int argc, char **argv)
 	o.sets[0] = seqs;               /* the user's --set come after and win */
 	if ((rc = tf_engine_open(o.ini, o.sets, o.n_sets + 1, &e)) != TF_OK)
 		die(o.ini, rc);
-	/* Row 0 is the one_seq path, then the batches, then the verifies.
+	/* Row 0 is the one_seq path, then the batches, the verifies and the
+	 * drafts.
 	 * Each repeat runs every row once, so a change in the machine's load
 	 * falls on all rows alike. */
 	struct config cf[3 * MAX_COUNTS + 1] = { { PATH_ONE_SEQ, 1, 1 } };
