@@ -268,6 +268,25 @@ static int mla_state_copy(void *inst, void *dst, const void *src)
 
 /* --- attention of the segments over their sequences' caches --- */
 
+/* Segment g's cache as the kernels read it. */
+static mla_cache mla_seg_cache(const struct mla_layer *L, const tf_attn_seg *g)
+{
+	const struct mla_state *S = g->state;
+	return (mla_cache){ .page = S->page, .bf16 = L->w.bf16 };
+}
+
+/* Every segment's latents (L->ckv) to its cache, whose pages are taken,
+ * after the rows it holds; the states' lengths move once the batch is done. */
+static void mla_write_latents(struct mla_layer *L, const tf_attn_batch *b)
+{
+	for (int k = 0; k < b->n_seg; k++) {
+		const tf_attn_seg *g = &b->seg[k];
+		const mla_cache c = mla_seg_cache(L, g);
+		mla_cache_write(&L->w.d, &c, ((const struct mla_state *)g->state)->hdr.len, g->n,
+				L->ckv + g->row0 * L->w.lat);
+	}
+}
+
 /*
  * Absorbed form: the queries of the segments that take it, MLA_QUERIES at
  * a time (a round), whichever segments they come from: each folded into
@@ -394,11 +413,9 @@ static int mla_round_add(struct mla_round *u, const tf_attn_seg *g)
 
 	for (int64_t i = 0; i < g->n && !rc;) {
 		struct mla_group *r = &u->g[u->n_groups++];
-		*r = (struct mla_group){
-			.c = { .page = S->page, .bf16 = L->w.bf16 }, .seen = S->hdr.len + i + 1,
-			.row = g->row0 + i, .q0 = u->nq, .part = mla_part_rows(S->hdr.len + i + 1),
-			.item0 = u->items,
-		};
+		*r = (struct mla_group){ .c = mla_seg_cache(L, g), .seen = S->hdr.len + i + 1,
+					 .row = g->row0 + i, .q0 = u->nq, .item0 = u->items };
+		r->part = mla_part_rows(r->seen);
 		/* the next queries that split their rows alike, while the round has room */
 		for (r->nq = 1; u->nq + r->nq < MLA_QUERIES && i + r->nq < g->n; r->nq++)
 			if (mla_part_rows(r->seen + r->nq) != r->part)
@@ -443,7 +460,7 @@ static int mla_attend_naive(struct mla_layer *L, const tf_attn_seg *g)
 	const mla_dims *d = &L->w.d;
 	const struct mla_state *S = g->state;
 	struct mla_naive_job j = {
-		.L = L, .c = { .page = S->page, .bf16 = L->w.bf16 }, .len = S->hdr.len, .n = g->n,
+		.L = L, .c = mla_seg_cache(L, g), .len = S->hdr.len, .n = g->n,
 		.q = L->q + g->row0 * d->heads * (d->dn + d->dr),
 		.o = L->o + g->row0 * d->heads * d->dv,
 	};
@@ -467,22 +484,16 @@ static int mla_attend_naive(struct mla_layer *L, const tf_attn_seg *g)
 	return TF_OK;
 }
 
-/* Append every segment's latents to its cache, whose pages are taken, and
- * attend over it: prefills one by one in the naive form, the rest in
- * rounds of the absorbed form.  The states' lengths move only once the
- * batch is done. */
+/* Append every segment's latents to its cache and attend over it:
+ * prefills one by one in the naive form, the rest in rounds of the
+ * absorbed form. */
 static int mla_attend(struct mla_layer *L, const tf_attn_batch *b)
 {
 	struct mla_round u = { .L = L };
 	int rc = TF_OK;
 
 	atomic_init(&u.rc, TF_OK);
-	for (int k = 0; k < b->n_seg; k++) {
-		const tf_attn_seg *g = &b->seg[k];
-		const struct mla_state *S = g->state;
-		mla_cache c = { .page = S->page, .bf16 = L->w.bf16 };
-		mla_cache_write(&L->w.d, &c, S->hdr.len, g->n, L->ckv + g->row0 * L->w.lat);
-	}
+	mla_write_latents(L, b);
 	for (int k = 0; k < b->n_seg && !rc; k++) {
 		const tf_attn_seg *g = &b->seg[k];
 		if (g->n)
@@ -545,12 +556,8 @@ static int mla_append_locked(struct mla_layer *L, const float *x, const tf_attn_
 {
 	(void)y;
 	int rc = mla_latents(L, x, b);
-	for (int k = 0; !rc && k < b->n_seg; k++) {
-		const tf_attn_seg *g = &b->seg[k];
-		struct mla_state *S = g->state;
-		mla_cache c = { .page = S->page, .bf16 = L->w.bf16 };
-		mla_cache_write(&L->w.d, &c, S->hdr.len, g->n, L->ckv + g->row0 * L->w.lat);
-	}
+	if (!rc)
+		mla_write_latents(L, b);
 	return rc;
 }
 
