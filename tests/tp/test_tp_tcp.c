@@ -37,6 +37,7 @@ typedef struct rank_job {
 	double timeout_s;
 	int loop;                       /* all_reduce this many times instead */
 	const char *extra;              /* one more --set, NULL: none */
+	double hold_s;                  /* the transport kept open this long after its work */
 } rank_job;
 
 static double now_ms(void)
@@ -89,6 +90,8 @@ static void run_rank(const rank_job *j, rank_out *o)
 		if (o->rc)
 			snprintf(o->msg, sizeof(o->msg), "%s", tf_engine_errmsg());
 	}
+	if (j->hold_s > 0)
+		usleep((useconds_t)(j->hold_s * 1e6));
 	tf_tp_close(tp);
 }
 
@@ -135,7 +138,7 @@ static void run_all(int size, const char *peers, rank_out *o)
 {
 	pid_t pids[MAX_RANKS];
 	for (int r = 0; r < size; r++) {
-		rank_job j = { r, size, peers, "fp", 10.0, 0, NULL };
+		rank_job j = { r, size, peers, "fp", 10.0, 0, NULL, 0 };
 		pids[r] = spawn(&j, &o[r]);
 	}
 	reap(pids, size);
@@ -162,8 +165,8 @@ Test(tp_tcp, fingerprint_mismatch_refused)
 	rank_out *o = shared_outs();
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 0, a0, sizeof(a0));
-	rank_job j0 = { 0, 2, peers, "ckpt-a", 5.0, 0, NULL },
-		 j1 = { 1, 2, peers, "ckpt-b", 5.0, 0, NULL };
+	rank_job j0 = { 0, 2, peers, "ckpt-a", 5.0, 0, NULL, 0 },
+		 j1 = { 1, 2, peers, "ckpt-b", 5.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert_eq(o[1].rc, TF_ERR_PEER, "%s", o[1].msg);
@@ -184,8 +187,8 @@ Test(tp_tcp, override_mismatch_refused)
 	char peers[256];
 	rank_out *o = shared_outs();
 	tp_case_local_peers(2, peers, sizeof(peers));
-	rank_job j0 = { 0, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.7" },
-		 j1 = { 1, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.5" };
+	rank_job j0 = { 0, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.7", 0 },
+		 j1 = { 1, 2, peers, "ckpt", 5.0, 0, "sampling.temperature=0.5", 0 };
 	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "their settings differ (other INI keys or --set overrides)") &&
@@ -209,8 +212,8 @@ Test(tp_tcp, wrong_size_refused)
 	tp_case_local_peers(3, peers3, sizeof(peers3));
 	snprintf(peers, sizeof(peers), "%s", peers3);
 	*strrchr(peers, ',') = '\0';
-	rank_job j0 = { 0, 2, peers, "fp", 5.0, 0, NULL },
-		 j1 = { 1, 3, peers3, "fp", 5.0, 0, NULL };
+	rank_job j0 = { 0, 2, peers, "fp", 5.0, 0, NULL, 0 },
+		 j1 = { 1, 3, peers3, "fp", 5.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &j0, &j1 }, 2, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "rank 1 has [tp] size 3, rank 0 has size 2"), "%s",
@@ -225,8 +228,8 @@ Test(tp_tcp, peer_list_refused)
 	char peers[256];
 	rank_out *o = shared_outs();
 	tp_case_local_peers(3, peers, sizeof(peers));
-	rank_job three = { 0, 2, peers, "fp", 2.0, 0, NULL },
-		 bad = { 0, 2, "127.0.0.1:1,localhost", "fp", 2.0, 0, NULL };
+	rank_job three = { 0, 2, peers, "fp", 2.0, 0, NULL, 0 },
+		 bad = { 0, 2, "127.0.0.1:1,localhost", "fp", 2.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &three }, 1, o);
 	run_jobs((const rank_job *[]){ &bad }, 1, o + 1);
 	cr_assert_eq(o[0].rc, TF_ERR_INVALID, "%s", o[0].msg);
@@ -249,8 +252,8 @@ Test(tp_tcp, same_rank_twice_refused)
 	char *at = strstr(peers, a1);
 	snprintf(other, sizeof(other), "%.*s%s%s", (int)(at - peers), peers, b1,
 		 at + strlen(a1));
-	rank_job j0 = { 0, 3, peers, "fp", 3.0, 0, NULL }, ja = { 1, 3, peers, "fp", 3.0, 0, NULL },
-		 jb = { 1, 3, other, "fp", 3.0, 0, NULL };
+	rank_job j0 = { 0, 3, peers, "fp", 3.0, 0, NULL, 0 }, ja = { 1, 3, peers, "fp", 3.0, 0, NULL, 0 },
+		 jb = { 1, 3, other, "fp", 3.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &j0, &ja, &jb }, 3, o);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "rank 1 connected twice"), "%s", o[0].msg);
@@ -268,7 +271,12 @@ Test(tp_tcp, last_rank_twice_refused)
 	rank_out *o = shared_outs();
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 1, a1, sizeof(a1));
-	rank_job j0 = { 0, 2, peers, "fp", 3.0, 0, NULL }, j1 = { 1, 2, peers, "fp", 3.0, 0, NULL };
+	/* The rank 1 that connects holds its address until the other has
+	 * tried it: closed sooner (a slow machine starting the other late),
+	 * the address would be free again and the other would dial a rank 0
+	 * that is gone. */
+	rank_job j0 = { 0, 2, peers, "fp", 3.0, 0, NULL, 0 },
+		 j1 = { 1, 2, peers, "fp", 3.0, 0, NULL, 3.0 };
 	run_jobs((const rank_job *[]){ &j0, &j1, &j1 }, 3, o);
 	int bad = o[1].rc ? 1 : 2;
 	cr_assert_eq(o[0].rc, 0, "rank 0 connects the first rank 1: %s", o[0].msg);
@@ -290,7 +298,7 @@ Test(tp_tcp, port_in_use_refused)
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	cr_assert(!bind(fd, (struct sockaddr *)&sa, sizeof(sa)) && !listen(fd, 1));
-	rank_job j0 = { 0, 2, peers, "fp", 2.0, 0, NULL };
+	rank_job j0 = { 0, 2, peers, "fp", 2.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &j0 }, 1, o);
 	close(fd);
 	cr_assert_eq(o[0].rc, TF_ERR_IO, "%s", o[0].msg);
@@ -307,9 +315,9 @@ Test(tp_tcp, absent_peer_times_out)
 	peer_addr(peers, 1, a1, sizeof(a1));
 	/* rank 0 waits for a rank 1 that never comes; apart, rank 1 dials a
 	 * rank 0 that is not there. */
-	rank_job j0 = { 0, 2, peers, "fp", 1.0, 0, NULL };
+	rank_job j0 = { 0, 2, peers, "fp", 1.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &j0 }, 1, o);
-	rank_job j1 = { 1, 2, peers, "fp", 1.0, 0, NULL };
+	rank_job j1 = { 1, 2, peers, "fp", 1.0, 0, NULL, 0 };
 	run_jobs((const rank_job *[]){ &j1 }, 1, o + 1);
 	cr_assert_eq(o[0].rc, TF_ERR_PEER, "%s", o[0].msg);
 	cr_assert(strstr(o[0].msg, "not every higher rank connected within 1000 ms") &&
@@ -330,7 +338,7 @@ static void fault(int sig, const char *expect)
 	tp_case_local_peers(2, peers, sizeof(peers));
 	peer_addr(peers, 1, a1, sizeof(a1));
 	for (int r = 0; r < 2; r++) {
-		rank_job j = { r, 2, peers, "fp", 1.0, 1000000, NULL };
+		rank_job j = { r, 2, peers, "fp", 1.0, 1000000, NULL, 0 };
 		pids[r] = spawn(&j, &o[r]);
 	}
 	for (int i = 0; i < 200 && o[0].calls < 20; i++)
@@ -365,7 +373,7 @@ Test(tp_tcp, signals_interrupt_nothing)
 	sigaction(SIGUSR1, &sa, NULL);
 	tp_case_local_peers(2, peers, sizeof(peers));
 	for (int r = 0; r < 2; r++) {
-		rank_job j = { r, 2, peers, "fp", 10.0, 300, NULL };
+		rank_job j = { r, 2, peers, "fp", 10.0, 300, NULL, 0 };
 		pids[r] = spawn(&j, &o[r]);
 	}
 	for (int i = 0; i < 5000 && (o[0].calls < 300 || o[1].calls < 300) && !o[0].rc &&
